@@ -1,0 +1,12 @@
+/**
+ * Every Redis key gw writes, in one place. Keys of one limiter share a hash tag
+ * (`{...}`) so a limiter's keys live in one Redis Cluster slot and one Lua script can
+ * touch all of them.
+ */
+const prefix = 'gw:';
+
+/** Session of a key, by the hex SHA-256 of the raw key. */
+export const sessionKey = (keyHash: string): string => `${prefix}session:${keyHash}`;
+
+/** Heartbeat set of live gateways serving one API (members: instance ids, score: expiry ms). */
+export const gatewayHeartbeatKey = (apiId: string): string => `${prefix}gateways:${apiId}`;
