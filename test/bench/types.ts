@@ -1,0 +1,27 @@
+/**
+ * Contract between the bench runner (test/bench/run.ts) and the suites under
+ * test/bench/suites/: each suite module's default export takes a context and returns
+ * rows. Figures are compared with a baseline measured in the same run.
+ */
+export interface BenchRow {
+  suite: string;
+  name: string;
+  value: number;
+  unit: string;
+  /** Name of the row in the same suite this one is compared with, if any. */
+  baseline?: string;
+  /** value / baseline value, filled by the suite or the runner. */
+  ratio?: number;
+}
+
+export interface BenchContext {
+  /** URL of a Redis started for this run (redis://127.0.0.1:PORT). */
+  redisUrl(): Promise<string>;
+  /** Path of a kubeconfig for a control plane started for this run. */
+  kubeconfig(): Promise<string>;
+  /** Bounded duration for one measurement, in ms (short under BENCH_QUICK=1). */
+  durationMs: number;
+  log(message: string): void;
+}
+
+export type BenchSuite = (ctx: BenchContext) => Promise<BenchRow[]>;
