@@ -1,0 +1,61 @@
+import type { Redis, Cluster } from 'ioredis';
+import { sessionSchema, type Session } from '../crds/session.ts';
+import { sessionKey } from './redis-keys.ts';
+
+/**
+ * Where key sessions live, by key hash. The operator writes sessions for Key resources,
+ * the admin create-key operation writes new ones, the sidecar reads them to authenticate.
+ */
+export interface SessionStore {
+  get(keyHash: string): Promise<Session | null>;
+  put(keyHash: string, session: Session): Promise<void>;
+  delete(keyHash: string): Promise<void>;
+}
+
+/** A stored value that no longer parses is treated as absent: the key is refused, not crashed on. */
+function parseSession(raw: string | null): Session | null {
+  if (raw === null) return null;
+  try {
+    const parsed = sessionSchema.safeParse(JSON.parse(raw));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
+export class RedisSessionStore implements SessionStore {
+  readonly #redis: Redis | Cluster;
+
+  constructor(redis: Redis | Cluster) {
+    this.#redis = redis;
+  }
+
+  async get(keyHash: string): Promise<Session | null> {
+    return parseSession(await this.#redis.get(sessionKey(keyHash)));
+  }
+
+  async put(keyHash: string, session: Session): Promise<void> {
+    await this.#redis.set(sessionKey(keyHash), JSON.stringify(session));
+  }
+
+  async delete(keyHash: string): Promise<void> {
+    await this.#redis.del(sessionKey(keyHash));
+  }
+}
+
+/** The standalone store: one process, no Redis. Values are copied so callers cannot alias them. */
+export class MemorySessionStore implements SessionStore {
+  readonly #sessions = new Map<string, string>();
+
+  async get(keyHash: string): Promise<Session | null> {
+    return parseSession(this.#sessions.get(keyHash) ?? null);
+  }
+
+  async put(keyHash: string, session: Session): Promise<void> {
+    this.#sessions.set(keyHash, JSON.stringify(session));
+  }
+
+  async delete(keyHash: string): Promise<void> {
+    this.#sessions.delete(keyHash);
+  }
+}
