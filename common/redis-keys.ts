@@ -10,3 +10,13 @@ export const sessionKey = (keyHash: string): string => `${prefix}session:${keyHa
 
 /** Heartbeat set of live gateways serving one API (members: instance ids, score: expiry ms). */
 export const gatewayHeartbeatKey = (apiId: string): string => `${prefix}gateways:${apiId}`;
+
+/**
+ * Keys of one rate limiter (sliding log, sentinel, smoothing allowance, fixed-window
+ * counters). `limiterId` never holds a raw key: it is built from api ids and hashed
+ * identities. The id is the hash tag, so all keys of one limiter share a slot.
+ */
+export const limiterKey = (limiterId: string, part: string): string => `${prefix}rl:{${limiterId}}:${part}`;
+
+/** Quota state of one rate-limit identity and scope. */
+export const quotaKey = (quotaId: string): string => `${prefix}quota:{${quotaId}}`;

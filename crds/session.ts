@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { smoothingSchema } from './schemas/common.ts';
 
 /**
  * The session of a key (SPEC §2.4, §2.5 response `data`): what the operator and the
@@ -6,14 +7,8 @@ import { z } from 'zod';
  * loads to authenticate a request. It never holds the raw key.
  */
 
-export const smoothingSchema = z.object({
-  enabled: z.boolean().default(false),
-  threshold: z.number().int().min(1),
-  step: z.number().int().min(1),
-  trigger: z.number().gt(0),
-  delay: z.number().int().min(0),
-});
-export type Smoothing = z.infer<typeof smoothingSchema>;
+// One smoothing schema for sessions and resources (its descriptions feed `kubectl explain`).
+export { smoothingSchema, type Smoothing } from './schemas/common.ts';
 
 export const sessionAccessRightSchema = z.object({
   api_id: z.string(),

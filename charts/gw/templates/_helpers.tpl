@@ -1,0 +1,202 @@
+{{/* Chart name, truncated to the 63 characters a label value allows. */}}
+{{- define "gw.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Prefix of every object name. Kept to 45 characters so the longest suffix
+("-operator-webhook", 17) still fits in 63.
+*/}}
+{{- define "gw.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 45 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 45 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 45 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "gw.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object (Helm's recommended set). */}}
+{{- define "gw.labels" -}}
+helm.sh/chart: {{ include "gw.chart" . }}
+app.kubernetes.io/name: {{ include "gw.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: gw
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of one component; call with (dict "ctx" $ "component" "operator"). */}}
+{{- define "gw.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "gw.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/* Full labels of one component's objects; same arguments as gw.selectorLabels. */}}
+{{- define "gw.componentLabels" -}}
+{{ include "gw.labels" .ctx }}
+app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{- define "gw.operator.fullname" -}}
+{{ include "gw.fullname" . }}-operator
+{{- end }}
+
+{{- define "gw.operator.serviceAccountName" -}}
+{{- if .Values.operator.serviceAccount.create }}
+{{- default (include "gw.operator.fullname" .) .Values.operator.serviceAccount.name }}
+{{- else }}
+{{- required "operator.serviceAccount.name is required when operator.serviceAccount.create is false" .Values.operator.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "gw.admin.fullname" -}}
+{{ include "gw.fullname" . }}-admin
+{{- end }}
+
+{{- define "gw.admin.serviceAccountName" -}}
+{{- if .Values.admin.serviceAccount.create }}
+{{- default (include "gw.admin.fullname" .) .Values.admin.serviceAccount.name }}
+{{- else }}
+{{- required "admin.serviceAccount.name is required when admin.serviceAccount.create is false" .Values.admin.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "gw.admin.targetNamespace" -}}
+{{- default .Release.Namespace .Values.admin.targetNamespace }}
+{{- end }}
+
+{{- define "gw.sidecar.roleName" -}}
+{{ include "gw.fullname" . }}-sidecar
+{{- end }}
+
+{{- define "gw.webhook.serviceName" -}}
+{{ include "gw.fullname" . }}-webhook
+{{- end }}
+
+{{- define "gw.settings.configMapName" -}}
+{{ include "gw.fullname" . }}-settings
+{{- end }}
+
+{{- define "gw.auth.secretName" -}}
+{{- default (printf "%s-auth" (include "gw.fullname" .)) .Values.auth.existingSecret }}
+{{- end }}
+
+{{- define "gw.redis.fullname" -}}
+{{ include "gw.fullname" . }}-redis
+{{- end }}
+
+{{- define "gw.redis.secretName" -}}
+{{- if .Values.redis.enabled }}
+{{- default (include "gw.redis.fullname" .) .Values.redis.auth.existingSecret }}
+{{- else }}
+{{- default (include "gw.redis.fullname" .) .Values.redis.external.existingSecret }}
+{{- end }}
+{{- end }}
+
+{{- define "gw.image" -}}
+{{- printf "%s:%s" .repository (default .ctx.Chart.AppVersion .ctx.Values.image.tag) }}
+{{- end }}
+
+{{- define "gw.operator.image" -}}
+{{ include "gw.image" (dict "ctx" . "repository" .Values.operator.image.repository) }}
+{{- end }}
+
+{{- define "gw.sidecar.image" -}}
+{{ include "gw.image" (dict "ctx" . "repository" .Values.sidecar.image.repository) }}
+{{- end }}
+
+{{/*
+A secret value that survives upgrades: the given value, else the one already stored in
+the release's Secret (lookup), else a new random one. Without a cluster (helm template)
+lookup returns nothing and a fresh value is rendered.
+Call with (dict "ctx" $ "secret" NAME "key" KEY "given" VALUE).
+*/}}
+{{- define "gw.persistentSecretValue" -}}
+{{- $existing := lookup "v1" "Secret" .ctx.Release.Namespace .secret }}
+{{- if .given }}
+{{- .given }}
+{{- else if and $existing $existing.data (hasKey $existing.data .key) }}
+{{- index $existing.data .key | b64dec }}
+{{- else }}
+{{- randAlphaNum 40 }}
+{{- end }}
+{{- end }}
+
+{{/*
+GW_REDIS_URL for the chart's own Redis: the password is expanded by the kubelet from the
+REDIS_PASSWORD variable declared just before it, so it never appears in a pod spec.
+*/}}
+{{- define "gw.redis.internalUrl" -}}
+{{- printf "redis://:$(REDIS_PASSWORD)@%s.%s.svc:6379/0" (include "gw.redis.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/*
+GW_REDIS_URL of an external Redis built from the values. Sentinel and cluster
+topologies use the URL schemes the gateway's Redis client understands:
+redis+sentinel://[:password@]host:port,host:port/<master> and
+redis+cluster://[:password@]host:port,host:port.
+*/}}
+{{- define "gw.redis.externalUrl" -}}
+{{- $ext := .Values.redis.external }}
+{{- $auth := "" }}
+{{- if $ext.password }}{{ $auth = printf ":%s@" $ext.password }}{{ end }}
+{{- if eq $ext.mode "standalone" }}
+{{- required "redis.external.url is required when redis.enabled is false and redis.external.mode is standalone" $ext.url }}
+{{- else if eq $ext.mode "sentinel" }}
+{{- if not $ext.nodes }}{{ fail "redis.external.nodes (the sentinels, host:port) is required in sentinel mode" }}{{ end }}
+{{- printf "redis+sentinel://%s%s/%s" $auth (join "," $ext.nodes) $ext.sentinelMasterName }}
+{{- else }}
+{{- if not $ext.nodes }}{{ fail "redis.external.nodes (seed nodes, host:port) is required in cluster mode" }}{{ end }}
+{{- printf "redis+cluster://%s%s" $auth (join "," $ext.nodes) }}
+{{- end }}
+{{- end }}
+
+{{/* Environment of every process that talks to Redis (operator, admin gateway). */}}
+{{- define "gw.redis.env" -}}
+{{- if .Values.redis.enabled }}
+- name: REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "gw.redis.secretName" . }}
+      key: {{ ternary .Values.redis.auth.existingSecretPasswordKey "password" (ne .Values.redis.auth.existingSecret "") }}
+- name: GW_REDIS_URL
+  value: {{ include "gw.redis.internalUrl" . | quote }}
+{{- else }}
+- name: GW_REDIS_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "gw.redis.secretName" . }}
+      key: {{ ternary .Values.redis.external.existingSecretKey "url" (ne .Values.redis.external.existingSecret "") }}
+{{- end }}
+{{- end }}
+
+{{/* Volumes every gw container mounts: the settings file and a writable /tmp. */}}
+{{- define "gw.volumes" -}}
+- name: settings
+  configMap:
+    name: {{ include "gw.settings.configMapName" . }}
+- name: tmp
+  emptyDir:
+    sizeLimit: 64Mi
+{{- end }}
+
+{{- define "gw.volumeMounts" -}}
+- name: settings
+  mountPath: /etc/gw
+  readOnly: true
+- name: tmp
+  mountPath: /tmp
+{{- end }}

@@ -1,0 +1,75 @@
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
+
+/**
+ * GW_REDIS_URL in its three topologies, the ones the Helm chart renders:
+ *   redis://[user:password@]host:port[/db]   (rediss:// for TLS) — one server
+ *   redis+sentinel://[:password@]host:port,host:port/<master>[/db]   (rediss+sentinel://);
+ *     the password is that of the Redis servers, the sentinels themselves take none
+ *   redis+cluster://[:password@]host:port,host:port   (rediss+cluster://)
+ * Sentinel and Cluster have no URL form of their own in ioredis, hence these schemes.
+ */
+export type RedisTarget =
+  | { mode: 'standalone'; url: string }
+  | { mode: 'sentinel'; sentinels: Array<{ host: string; port: number }>; name: string; password?: string; db: number; tls: boolean }
+  | { mode: 'cluster'; nodes: Array<{ host: string; port: number }>; password?: string; tls: boolean };
+
+export class RedisUrlError extends Error {
+  readonly code = 'invalid_redis_url';
+}
+
+const MULTI_HOST = /^(rediss?)\+(sentinel|cluster):\/\/(?:([^@/]*)@)?([^/]+)(?:\/(.*))?$/;
+
+function parseHosts(list: string, defaultPort: number): Array<{ host: string; port: number }> {
+  return list.split(',').map((entry) => {
+    const match = /^(\[[0-9A-Fa-f:]+\]|[A-Za-z0-9.-]+)(?::(\d{1,5}))?$/.exec(entry.trim());
+    const port = Number(match?.[2] ?? defaultPort);
+    if (!match?.[1] || port < 1 || port > 65535) throw new RedisUrlError(`invalid host:port "${entry}" in GW_REDIS_URL`);
+    return { host: match[1].replace(/^\[|\]$/g, ''), port };
+  });
+}
+
+function parsePassword(auth: string | undefined): string | undefined {
+  if (!auth) return undefined;
+  const colon = auth.indexOf(':');
+  const password = decodeURIComponent(colon >= 0 ? auth.slice(colon + 1) : auth);
+  return password === '' ? undefined : password;
+}
+
+/** Parses GW_REDIS_URL; the message of a bad URL never repeats the URL (it may hold a password). */
+export function parseRedisUrl(url: string): RedisTarget {
+  if (/^rediss?:\/\//.test(url)) return { mode: 'standalone', url };
+  const match = MULTI_HOST.exec(url);
+  if (!match) throw new RedisUrlError('GW_REDIS_URL must start with redis://, rediss://, redis+sentinel:// or redis+cluster://');
+  const [, scheme, mode, auth, hosts = '', path = ''] = match;
+  const tls = scheme === 'rediss';
+  const password = parsePassword(auth);
+  if (mode === 'cluster') {
+    if (path !== '') throw new RedisUrlError('a redis+cluster:// URL takes no path (Redis Cluster has only database 0)');
+    return { mode: 'cluster', nodes: parseHosts(hosts, 6379), password, tls };
+  }
+  const [name = '', db = '0', ...rest] = path.split('/');
+  if (name === '' || rest.length > 0 || !/^\d+$/.test(db)) throw new RedisUrlError('a redis+sentinel:// URL needs the path /<master name>[/<db>]');
+  return { mode: 'sentinel', sentinels: parseHosts(hosts, 26379), name: decodeURIComponent(name), password, db: Number(db), tls };
+}
+
+/**
+ * A client for GW_REDIS_URL with the caller's options. For a cluster they apply to each
+ * node connection, and the ones ioredis keeps at cluster level are lifted there too.
+ */
+export function createRedisClient(url: string, options: RedisOptions): Redis | Cluster {
+  const target = parseRedisUrl(url);
+  const tls = (on: boolean): RedisOptions => (on ? { tls: {} } : {});
+  switch (target.mode) {
+    case 'standalone':
+      return new Redis(url, options);
+    case 'sentinel':
+      return new Redis({ ...options, ...tls(target.tls), sentinels: target.sentinels, name: target.name, db: target.db, password: target.password });
+    case 'cluster':
+      return new Cluster(target.nodes, {
+        enableAutoPipelining: options.enableAutoPipelining,
+        enableOfflineQueue: options.enableOfflineQueue,
+        lazyConnect: options.lazyConnect,
+        redisOptions: { ...options, ...tls(target.tls), password: target.password },
+      });
+  }
+}

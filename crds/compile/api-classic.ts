@@ -1,0 +1,96 @@
+import type { CompiledApi, CompiledEndpointLimit, CompiledMatcher, CompiledStreamLimit } from '../compiled.ts';
+import { parseDuration } from '../duration.ts';
+import type { ApiDefinitionSpec } from '../schemas/api-definition.ts';
+import { rateOf, smoothingOf } from './limits.ts';
+import { regexPathPattern } from './paths.ts';
+import type { CompileProblem } from './problems.ts';
+import type { ApiBase } from './api-base.ts';
+
+type Proxy = NonNullable<ApiDefinitionSpec['proxy']>;
+
+/** Classic definition (SPEC §2.3) → compiled API; any problem leaves the API out. */
+export function compileClassicApi(spec: ApiDefinitionSpec, proxy: Proxy, base: ApiBase): { api: CompiledApi | null; problems: CompileProblem[] } {
+  const problems: CompileProblem[] = [];
+  const extended = spec.use_extended_paths !== false ? spec.extended_paths : undefined;
+  const endpointLimits = compileRateLimits(extended?.rate_limit ?? [], base, problems);
+  const ignored = compileIgnored(extended?.ignored ?? [], base, problems);
+  const streamLimit = compileStreamLimit(spec, proxy.rate_limit, base, problems);
+  const global = spec.global_rate_limit;
+  const apiLimit = spec.disable_rate_limit ? null : rateOf(global?.rate, global?.per);
+  if (problems.length > 0) return { api: null, problems };
+  return {
+    api: {
+      ...base.fields,
+      ...classicDefaults(spec),
+      listen_path: proxy.listen_path,
+      target_url: proxy.target_url,
+      strip_listen_path: proxy.strip_listen_path,
+      api_limit: apiLimit,
+      endpoint_limits: endpointLimits,
+      ignored,
+      stream_limit: streamLimit,
+      smoothing: smoothingOf(global?.smoothing, apiLimit),
+    },
+    problems,
+  };
+}
+
+/** Defaults of SPEC §2.3 fields left out: active, auth token in `Authorization`. */
+function classicDefaults(spec: ApiDefinitionSpec): Pick<CompiledApi, 'active' | 'keyless' | 'auth_header_name'> {
+  return {
+    active: spec.state?.active ?? true,
+    keyless: spec.use_keyless ?? false,
+    auth_header_name: spec.auth?.auth_header_name ?? 'Authorization',
+  };
+}
+
+type RateLimitRule = NonNullable<NonNullable<ApiDefinitionSpec['extended_paths']>['rate_limit']>[number];
+type IgnoredRule = NonNullable<NonNullable<ApiDefinitionSpec['extended_paths']>['ignored']>[number];
+
+function compileRateLimits(rules: RateLimitRule[], base: ApiBase, problems: CompileProblem[]): CompiledEndpointLimit[] {
+  const out: CompiledEndpointLimit[] = [];
+  rules.forEach((rule, i) => {
+    const compiled = regexPathPattern(rule.path);
+    if (!compiled.ok) {
+      problems.push(base.problem(`spec.extended_paths.rate_limit[${i}].path`, 'InvalidRegex', `path "${rule.path}" is not a valid regular expression: ${compiled.message}`));
+      return;
+    }
+    const rate = rateOf(rule.rate, rule.per);
+    if (rule.enabled && rate) out.push({ path: rule.path, pattern: compiled.pattern, method: rule.method, ...rate });
+  });
+  return out;
+}
+
+function compileIgnored(rules: IgnoredRule[], base: ApiBase, problems: CompileProblem[]): CompiledMatcher[] {
+  const out: CompiledMatcher[] = [];
+  rules.forEach((rule, i) => {
+    const compiled = regexPathPattern(rule.path);
+    if (!compiled.ok) {
+      problems.push(base.problem(`spec.extended_paths.ignored[${i}].path`, 'InvalidRegex', `path "${rule.path}" is not a valid regular expression: ${compiled.message}`));
+      return;
+    }
+    out.push({ path: rule.path, pattern: compiled.pattern, method: rule.method });
+  });
+  return out;
+}
+
+function compileStreamLimit(spec: ApiDefinitionSpec, label: string | undefined, base: ApiBase, problems: CompileProblem[]): CompiledStreamLimit | null {
+  if (label === undefined) return null;
+  const index = (spec.rate_limit_resources ?? []).findIndex((r) => r.label === label);
+  const resource = spec.rate_limit_resources?.[index];
+  if (!resource) {
+    problems.push(base.problem('spec.proxy.rate_limit', 'UnknownRateLimitResource', `no rate_limit_resources entry has the label "${label}"`));
+    return null;
+  }
+  const interval = parseDuration(resource.local.interval);
+  const field = `spec.rate_limit_resources[${index}].local.interval`;
+  if (!interval.ok) {
+    problems.push(base.problem(field, 'InvalidDuration', interval.message));
+    return null;
+  }
+  if (interval.ms < 1) {
+    problems.push(base.problem(field, 'InvalidDuration', `interval "${resource.local.interval}" must be at least 1ms`));
+    return null;
+  }
+  return { label, count: resource.local.count, interval_ms: Math.round(interval.ms) };
+}

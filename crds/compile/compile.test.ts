@@ -1,0 +1,462 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { compiledConfigSchema, type CompiledApi, type CompiledConfig } from '../compiled.ts';
+import { compile, compileForApi, defaultApiId, type ApiDefinitionInput, type CompileInput, type PolicyInput } from './index.ts';
+
+const target = 'http://127.0.0.1:9000';
+
+function api(name: string, spec: ApiDefinitionInput['spec'], namespace = 'ns'): ApiDefinitionInput {
+  return { metadata: { name, namespace, uid: `uid-${name}` }, spec };
+}
+function classic(name: string, extra: Partial<ApiDefinitionInput['spec']> = {}, namespace = 'ns'): ApiDefinitionInput {
+  return api(name, { api_id: name, proxy: { listen_path: `/${name}/`, target_url: target }, ...extra }, namespace);
+}
+function oasApi(name: string, doc: Record<string, unknown>, gw: Record<string, unknown> = {}): ApiDefinitionInput {
+  return api(name, {
+    api_id: name,
+    oas: {
+      openapi: '3.0.3',
+      info: { title: `${name} title`, version: '1' },
+      paths: {},
+      ...doc,
+      'x-gw-api-gateway': { server: { listenPath: { value: `/${name}/` } }, upstream: { url: target }, ...gw },
+    },
+  } as ApiDefinitionInput['spec']);
+}
+function policy(name: string, spec: PolicyInput['spec'], namespace = 'ns'): PolicyInput {
+  return { metadata: { name, namespace }, spec };
+}
+
+/** Compiles, checks the output against the contract the sidecar loads, and returns it. */
+function run(input: Partial<CompileInput>) {
+  const result = compile({ apiDefinitions: [], policies: [], ...input });
+  expect(compiledConfigSchema.parse(result.config)).toEqual(result.config);
+  return result;
+}
+function onlyApi(config: CompiledConfig): CompiledApi {
+  expect(config.apis).toHaveLength(1);
+  return config.apis[0]!;
+}
+/** The first endpoint rule that matches, as the sidecar evaluates them (first match wins). */
+function firstMatch<R extends { pattern: string; method: string }>(rules: R[], method: string, path: string): R | undefined {
+  return rules.find((r) => (r.method === '*' || r.method === method) && new RegExp(r.pattern).test(path));
+}
+
+describe('compile: classic ApiDefinitions', () => {
+  it('applies every default', () => {
+    const { config, problems } = run({ apiDefinitions: [{ metadata: { name: 'plain' }, spec: { proxy: { listen_path: '/p/', target_url: target } } }] });
+    expect(problems).toEqual([]);
+    const expectedId = createHash('sha256').update('default/plain').digest('hex').slice(0, 24);
+    expect(defaultApiId('default', 'plain')).toBe(expectedId);
+    expect(onlyApi(config)).toEqual({
+      api_id: expectedId,
+      name: 'plain',
+      source: { kind: 'ApiDefinition', namespace: 'default', name: 'plain' },
+      active: true,
+      keyless: false,
+      auth_header_name: 'Authorization',
+      listen_path: '/p/',
+      target_url: target,
+      strip_listen_path: true,
+      api_limit: null,
+      endpoint_limits: [],
+      ignored: [],
+      categories: [],
+      stream_limit: null,
+      smoothing: null,
+    });
+    expect(config.settings.rate_limit_response_headers).toBe('quotas');
+  });
+
+  it('gives same-named APIs of different namespaces different default ids', () => {
+    expect(defaultApiId('a', 'x')).not.toBe(defaultApiId('b', 'x'));
+    expect(defaultApiId('a', 'x')).toMatch(/^[0-9a-f]{24}$/);
+  });
+
+  it.each([
+    ['a limit', { global_rate_limit: { rate: 5, per: 10 } }, { rate: 5, per: 10 }],
+    ['no global_rate_limit', {}, null],
+    ['disable_rate_limit', { global_rate_limit: { rate: 5, per: 10 }, disable_rate_limit: true }, null],
+    ['rate and per both 0', { global_rate_limit: { rate: 0, per: 0 } }, null],
+    ['disable_rate_limit false', { global_rate_limit: { rate: 1, per: 1 }, disable_rate_limit: false }, { rate: 1, per: 1 }],
+  ])('API-level limit with %s', (_name, extra, expected) => {
+    const { config, problems } = run({ apiDefinitions: [classic('a', extra)] });
+    expect(problems).toEqual([]);
+    expect(onlyApi(config).api_limit).toEqual(expected);
+  });
+
+  it('keeps per-endpoint rules in array order, so the first match wins', () => {
+    const { config } = run({
+      apiDefinitions: [
+        classic('a', {
+          extended_paths: {
+            rate_limit: [
+              { path: '/anything/slow', method: 'GET', rate: 2, per: 10 },
+              { path: '/anything/off', method: 'GET', rate: 2, per: 10, enabled: false },
+              { path: '/anything/zero', method: 'GET', rate: 0, per: 0 },
+              { path: '/anything/.*', method: '*', rate: 20, per: 10 },
+              { path: '/users/{id}', method: 'DELETE', rate: 1, per: 60 },
+            ],
+          },
+        }),
+      ],
+    });
+    const rules = onlyApi(config).endpoint_limits;
+    expect(rules.map((r) => [r.path, r.pattern, r.method, r.rate, r.per])).toEqual([
+      ['/anything/slow', '^(?:/anything/slow)$', 'GET', 2, 10],
+      ['/anything/.*', '^(?:/anything/.*)$', '*', 20, 10],
+      ['/users/{id}', '^(?:/users/(.*))$', 'DELETE', 1, 60],
+    ]);
+    expect(firstMatch(rules, 'GET', '/anything/slow')?.rate).toBe(2);
+    expect(firstMatch(rules, 'POST', '/anything/slow')?.rate).toBe(20);
+    expect(firstMatch(rules, 'GET', '/anything/off')?.rate).toBe(20);
+    expect(firstMatch(rules, 'DELETE', '/users/42')?.rate).toBe(1);
+    expect(firstMatch(rules, 'GET', '/users/42')).toBeUndefined();
+    expect(firstMatch(rules, 'GET', '/prefix/anything/slow')).toBeUndefined();
+  });
+
+  it('ignores extended_paths when use_extended_paths is false, and uses them when it is left out', () => {
+    const extended_paths = { rate_limit: [{ path: '/x', method: 'GET' as const, rate: 1, per: 1 }], ignored: [{ path: '/open' }] };
+    const off = run({ apiDefinitions: [classic('a', { use_extended_paths: false, extended_paths })] });
+    expect(onlyApi(off.config)).toMatchObject({ endpoint_limits: [], ignored: [] });
+    const unset = run({ apiDefinitions: [classic('a', { extended_paths })] });
+    expect(onlyApi(unset.config).endpoint_limits).toHaveLength(1);
+    expect(onlyApi(unset.config).ignored).toEqual([{ path: '/open', pattern: '^(?:/open)$', method: '*' }]);
+  });
+
+  it('reports a path that is not a valid regex and leaves that API out, keeping the others', () => {
+    const { config, problems } = run({
+      apiDefinitions: [
+        classic('bad', { extended_paths: { rate_limit: [{ path: '/ok', method: 'GET', rate: 1, per: 1 }, { path: '/users/(', method: 'GET', rate: 1, per: 1 }] } }),
+        classic('bad-ignored', { extended_paths: { ignored: [{ path: '/[a-' }] } }),
+        classic('good'),
+      ],
+    });
+    expect(config.apis.map((a) => a.api_id)).toEqual(['good']);
+    expect(problems).toEqual([
+      {
+        ref: { kind: 'ApiDefinition', namespace: 'ns', name: 'bad', uid: 'uid-bad' },
+        field: 'spec.extended_paths.rate_limit[1].path',
+        reason: 'InvalidRegex',
+        message: expect.stringContaining('"/users/("'),
+      },
+      expect.objectContaining({ field: 'spec.extended_paths.ignored[0].path', reason: 'InvalidRegex' }),
+    ]);
+  });
+
+  it('resolves the stream rate-limit resource with its defaults', () => {
+    const { config } = run({
+      apiDefinitions: [
+        classic('a', { proxy: { listen_path: '/a/', target_url: target, rate_limit: 'guard' }, rate_limit_resources: [{ label: 'other', local: { count: 5 } }, { label: 'guard' }] }),
+        classic('b', { proxy: { listen_path: '/b/', target_url: target, rate_limit: 'fast' }, rate_limit_resources: [{ label: 'fast', local: { count: 7, interval: '250ms' } }] }),
+        classic('c', { rate_limit_resources: [{ label: 'unused' }] }),
+      ],
+    });
+    expect(config.apis.map((a) => a.stream_limit)).toEqual([
+      { label: 'guard', count: 1000, interval_ms: 1000 },
+      { label: 'fast', count: 7, interval_ms: 250 },
+      null,
+    ]);
+  });
+
+  it.each([
+    ['an unknown label', { label: 'guard', resources: [{ label: 'other' }] }, 'spec.proxy.rate_limit', 'UnknownRateLimitResource'],
+    ['a zero interval', { label: 'guard', resources: [{ label: 'guard', local: { interval: '0s' } }] }, 'spec.rate_limit_resources[0].local.interval', 'InvalidDuration'],
+    ['an interval below 1ms', { label: 'guard', resources: [{ label: 'guard', local: { interval: '10us' } }] }, 'spec.rate_limit_resources[0].local.interval', 'InvalidDuration'],
+  ])('reports a stream resource with %s', (_name, { label, resources }, field, reason) => {
+    const { config, problems } = run({
+      apiDefinitions: [classic('a', { proxy: { listen_path: '/a/', target_url: target, rate_limit: label }, rate_limit_resources: resources })],
+    });
+    expect(config.apis).toEqual([]);
+    expect(problems).toEqual([expect.objectContaining({ field, reason })]);
+  });
+
+  it('compiles smoothing of the API-level limit, and drops disabled smoothing', () => {
+    const smoothing = { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 3 };
+    const { config } = run({
+      apiDefinitions: [
+        classic('on', { global_rate_limit: { rate: 10, per: 1, smoothing } }),
+        classic('off', { global_rate_limit: { rate: 10, per: 1, smoothing: { ...smoothing, enabled: false } } }),
+        classic('nolimit', { global_rate_limit: { rate: 10, per: 1, smoothing }, disable_rate_limit: true }),
+      ],
+    });
+    expect(config.apis.map((a) => [a.api_id, a.smoothing])).toEqual([
+      ['nolimit', null],
+      ['off', null],
+      ['on', smoothing],
+    ]);
+  });
+
+  it('copies auth, state, categories (deduplicated) and names', () => {
+    const { config } = run({
+      apiDefinitions: [
+        classic('a', { name: 'Shown', use_keyless: true, auth: { auth_header_name: 'X-Key' }, state: { active: false }, categories: ['x', 'y', 'x'] }),
+      ],
+    });
+    expect(onlyApi(config)).toMatchObject({ name: 'Shown', keyless: true, auth_header_name: 'X-Key', active: false, categories: ['x', 'y'] });
+  });
+
+  it('keeps the first ApiDefinition (by namespace/name) of a duplicated api_id and reports the others', () => {
+    const { config, problems } = run({ apiDefinitions: [classic('z', { api_id: 'same' }, 'b'), classic('y', { api_id: 'same' }, 'a')] });
+    expect(onlyApi(config).source).toMatchObject({ namespace: 'a', name: 'y' });
+    expect(problems).toEqual([
+      { ref: expect.objectContaining({ namespace: 'b', name: 'z' }), field: 'spec.api_id', reason: 'DuplicateApiId', message: 'api_id "same" is already used by ApiDefinition a/y' },
+    ]);
+  });
+
+  it('reports resources without a spec instead of failing', () => {
+    const noSpec = { metadata: { name: 'empty', namespace: 'ns' } } as ApiDefinitionInput;
+    const noPolicySpec = { metadata: { name: 'p', namespace: 'ns' } } as PolicyInput;
+    const input = { apiDefinitions: [noSpec], policies: [noPolicySpec] };
+    const { config, problems } = run(input);
+    expect(config.apis).toEqual([]);
+    expect(problems.map((p) => [p.ref.kind, p.field, p.reason])).toEqual([
+      ['ApiDefinition', 'spec', 'InvalidSpec'],
+      ['Policy', 'spec', 'InvalidSpec'],
+    ]);
+    expect(compileForApi(defaultApiId('ns', 'empty'), input).problems).toHaveLength(1);
+  });
+
+  it('lets the older ApiDefinition keep a duplicated api_id, whatever the names', () => {
+    const older = { ...classic('z', { api_id: 'same' }, 'b'), metadata: { name: 'z', namespace: 'b', creationTimestamp: '2026-01-01T00:00:00Z' } };
+    const newer = { ...classic('y', { api_id: 'same' }, 'a'), metadata: { name: 'y', namespace: 'a', creationTimestamp: new Date('2026-02-01T00:00:00Z') } };
+    const { config, problems } = run({ apiDefinitions: [newer, older] });
+    expect(onlyApi(config).source).toMatchObject({ namespace: 'b', name: 'z' });
+    expect(problems).toEqual([expect.objectContaining({ reason: 'DuplicateApiId', ref: expect.objectContaining({ namespace: 'a', name: 'y' }) })]);
+  });
+
+  it('reports a spec that bypassed the CRD with the field that is wrong', () => {
+    const broken = { metadata: { name: 'x', namespace: 'ns' }, spec: { proxy: { listen_path: 'nope', target_url: target }, global_rate_limit: { rate: 5 } } };
+    const { config, problems } = run({ apiDefinitions: [broken as ApiDefinitionInput] });
+    expect(config.apis).toEqual([]);
+    expect(problems.map((p) => [p.field, p.reason])).toEqual([
+      ['spec.proxy.listen_path', 'InvalidSpec'],
+      ['spec.global_rate_limit', 'InvalidSpec'],
+      ['spec.global_rate_limit.per', 'InvalidSpec'],
+    ]);
+  });
+});
+
+describe('compile: OAS ApiDefinitions', () => {
+  const paths = {
+    '/items/{id}': { get: { operationId: 'getItem' }, delete: { operationId: 'deleteItem' }, parameters: [] },
+    '/v1.0/items': { get: { operationId: 'listItems' }, summary: 'not an operation' },
+    '/health': { get: { operationId: 'health' } },
+  };
+
+  it('resolves operationIds to path and method in the order of paths, placeholders as (.*)', () => {
+    const { config, problems } = run({
+      apiDefinitions: [
+        oasApi('o', { paths }, {
+          middleware: {
+            operations: {
+              listItems: { rateLimit: { rate: 10, per: '1m30s' } },
+              health: { ignoreAuthentication: { enabled: true } },
+              deleteItem: { rateLimit: { rate: 1, per: '500ms' } },
+              getItem: { rateLimit: { rate: 3, per: '10s' } },
+            },
+          },
+        }),
+      ],
+    });
+    expect(problems).toEqual([]);
+    const compiled = onlyApi(config);
+    expect(compiled.endpoint_limits).toEqual([
+      { path: '/items/{id}', pattern: '^(?:/items/(.*))$', method: 'GET', rate: 3, per: 10 },
+      { path: '/items/{id}', pattern: '^(?:/items/(.*))$', method: 'DELETE', rate: 1, per: 0.5 },
+      { path: '/v1.0/items', pattern: '^(?:/v1\\.0/items)$', method: 'GET', rate: 10, per: 90 },
+    ]);
+    expect(compiled.ignored).toEqual([{ path: '/health', pattern: '^(?:/health)$', method: 'GET' }]);
+    expect(firstMatch(compiled.endpoint_limits, 'GET', '/items/a/b')?.rate).toBe(3);
+    expect(firstMatch(compiled.endpoint_limits, 'GET', '/v1x0/items')).toBeUndefined();
+  });
+
+  it('takes identity, auth, state and the API-level limit from x-gw-api-gateway', () => {
+    const { config } = run({
+      apiDefinitions: [
+        oasApi('o', {}, {
+          info: { state: { active: false } },
+          server: { listenPath: { value: '/o/', strip: false }, authentication: { enabled: true, header: { name: 'X-Api-Key' } } },
+          upstream: { url: 'https://up.example:8443/base', rateLimit: { rate: 60, per: '1m' } },
+        }),
+        oasApi('keyless', {}, { upstream: { url: target, rateLimit: { enabled: false, rate: 60, per: '1m' } } }),
+      ],
+    });
+    expect(config.apis.map((a) => [a.name, a.active, a.keyless, a.auth_header_name, a.listen_path, a.strip_listen_path, a.target_url, a.api_limit])).toEqual([
+      ['keyless title', true, true, 'Authorization', '/keyless/', true, target, null],
+      ['o title', false, false, 'X-Api-Key', '/o/', false, 'https://up.example:8443/base', { rate: 60, per: 60 }],
+    ]);
+  });
+
+  it.each([
+    ['an operationId missing from paths', { operations: { nope: { rateLimit: { rate: 1, per: '1s' } } } }, 'UnknownOperation', 'spec.oas.x-gw-api-gateway.middleware.operations.nope'],
+    ['a zero per with a rate', { operations: { getItem: { rateLimit: { rate: 1, per: '0s' } } } }, 'InvalidDuration', 'spec.oas.x-gw-api-gateway.middleware.operations.getItem.rateLimit.per'],
+  ])('reports %s and leaves the API out', (_name, middleware, reason, field) => {
+    const { config, problems } = run({ apiDefinitions: [oasApi('o', { paths }, { middleware })] });
+    expect(config.apis).toEqual([]);
+    expect(problems).toEqual([expect.objectContaining({ reason, field, ref: expect.objectContaining({ name: 'o' }) })]);
+  });
+
+  it('reports an operationId used twice', () => {
+    const { problems } = run({ apiDefinitions: [oasApi('o', { paths: { '/a': { get: { operationId: 'x' } }, '/b': { get: { operationId: 'x' } } } })] });
+    expect(problems).toEqual([expect.objectContaining({ reason: 'DuplicateOperation', field: 'spec.oas.paths["/b"].get.operationId' })]);
+  });
+
+  it('drops disabled and rate-0 operation limits without a problem', () => {
+    const { config, problems } = run({
+      apiDefinitions: [oasApi('o', { paths }, { middleware: { operations: { getItem: { rateLimit: { enabled: false, rate: 3, per: '1s' } }, health: { rateLimit: { rate: 0, per: '0s' } } } } })],
+    });
+    expect(problems).toEqual([]);
+    expect(onlyApi(config).endpoint_limits).toEqual([]);
+  });
+});
+
+describe('compile: policies', () => {
+  const apis = [
+    classic('a', { extended_paths: { ignored: [{ path: '/public/.*', method: 'GET' }, { path: '/open', method: '*' }] } }),
+    classic('b', { name: 'API B' }),
+  ];
+
+  it('compiles limits with defaults, per-API limits, per-endpoint limits, pattern and tags', () => {
+    const smoothing = { enabled: true, threshold: 5, step: 2, trigger: 0.5, delay: 1 };
+    const { config, problems } = run({
+      apiDefinitions: apis,
+      policies: [
+        policy('gold', {
+          rate: 100,
+          per: 60,
+          smoothing,
+          tags: ['t'],
+          meta_data: { rate_limit_pattern: '$gw_meta.org|$gw_meta.team', other: 1 },
+          access_rights: {
+            b: { limit: { rate: 10, per: 1, quota_max: 50, quota_renewal_rate: 3600 }, endpoints: [{ path: '/x/{id}', methods: [{ name: 'GET', limit: { rate: 2, per: 5 } }, { name: 'POST', limit: { rate: 0, per: 0 } }] }] },
+            a: {},
+          },
+        }),
+      ],
+    });
+    expect(problems).toEqual([]);
+    expect(config.policies).toEqual({
+      'ns/gold': {
+        id: 'ns/gold',
+        source: { kind: 'Policy', namespace: 'ns', name: 'gold' },
+        rate: { rate: 100, per: 60 },
+        quota_max: -1,
+        quota_renewal_rate: 0,
+        throttle_interval: 0,
+        throttle_retry_limit: 0,
+        smoothing,
+        meta_data: { rate_limit_pattern: '$gw_meta.org|$gw_meta.team', other: 1 },
+        rate_limit_pattern: '$gw_meta.org|$gw_meta.team',
+        tags: ['t'],
+        access_rights: {
+          a: { api_id: 'a', api_name: 'a', limit: null, endpoints: [] },
+          b: {
+            api_id: 'b',
+            api_name: 'API B',
+            limit: { rate: { rate: 10, per: 1 }, quota_max: 50, quota_renewal_rate: 3600, throttle_interval: 0, throttle_retry_limit: 0, smoothing: null },
+            endpoints: [{ path: '/x/{id}', pattern: '^(?:/x/(.*))$', method: 'GET', rate: 2, per: 5 }],
+          },
+        },
+      },
+    });
+    expect(Object.keys(config.policies['ns/gold']!.access_rights)).toEqual(['a', 'b']);
+  });
+
+  it.each([
+    ['no rate', {}, null],
+    ['rate 0', { rate: 0, per: 0 }, null],
+    ['empty pattern', { meta_data: { rate_limit_pattern: '' } }, null],
+  ])('policy with %s has no rate or pattern', (_name, spec, expected) => {
+    const { config } = run({ policies: [policy('p', spec)] });
+    expect(config.policies['ns/p']).toMatchObject({ rate: expected, rate_limit_pattern: null, smoothing: null });
+  });
+
+  it('reports a grant of a missing API on the policy and keeps its other grants', () => {
+    const { config, problems } = run({ apiDefinitions: apis, policies: [policy('p', { access_rights: { missing: {}, b: {} } })] });
+    expect(Object.keys(config.policies['ns/p']!.access_rights)).toEqual(['b']);
+    expect(problems).toEqual([
+      { ref: { kind: 'Policy', namespace: 'ns', name: 'p' }, field: 'spec.access_rights["missing"]', reason: 'MissingApi', message: 'no ApiDefinition has api_id "missing"' },
+    ]);
+  });
+
+  it('reports a key-level per-endpoint limit on an ignored endpoint, naming both, and leaves that limit out', () => {
+    const limit = { rate: 1, per: 1 };
+    const { config, problems } = run({
+      apiDefinitions: apis,
+      policies: [
+        policy('p', {
+          access_rights: {
+            a: {
+              endpoints: [
+                { path: '/public/docs', methods: [{ name: 'GET', limit }, { name: 'POST', limit }] },
+                { path: '/open', methods: [{ name: 'DELETE', limit }] },
+                { path: '/private', methods: [{ name: 'GET', limit }] },
+              ],
+            },
+          },
+        }),
+      ],
+    });
+    expect(config.policies['ns/p']!.access_rights.a!.endpoints.map((e) => `${e.method} ${e.path}`)).toEqual(['POST /public/docs', 'GET /private']);
+    expect(problems).toHaveLength(2);
+    expect(problems[0]).toEqual({
+      ref: { kind: 'Policy', namespace: 'ns', name: 'p' },
+      field: 'spec.access_rights["a"].endpoints',
+      reason: 'IgnoredEndpointWithKeyLimit',
+      message: expect.stringMatching(/GET \/public\/docs .*ignored \(no-auth\) endpoint GET \/public\/\.\* of ApiDefinition ns\/a/),
+    });
+    expect(problems[1]!.message).toMatch(/DELETE \/open .* \* \/open/);
+  });
+
+  it('reports a key-level endpoint path that is not a valid regex', () => {
+    const { problems } = run({ apiDefinitions: apis, policies: [policy('p', { access_rights: { b: { endpoints: [{ path: '/x(', methods: [{ name: 'GET', limit: { rate: 1, per: 1 } }] }] } } })] });
+    expect(problems).toEqual([expect.objectContaining({ reason: 'InvalidRegex', field: 'spec.access_rights["b"].endpoints[0].path' })]);
+  });
+
+  it('reports an invalid policy spec and leaves that policy out', () => {
+    const { config, problems } = run({ policies: [policy('p', { rate: 5 } as PolicyInput['spec']), policy('q', { rate: 5, per: 5 })] });
+    expect(Object.keys(config.policies)).toEqual(['ns/q']);
+    expect(problems.map((p) => [p.ref.name, p.field, p.reason])).toEqual([
+      ['p', 'spec', 'InvalidSpec'],
+      ['p', 'spec.per', 'InvalidSpec'],
+    ]);
+  });
+});
+
+describe('compileForApi', () => {
+  const input: CompileInput = {
+    apiDefinitions: [classic('a'), classic('b'), classic('bad', { extended_paths: { ignored: [{ path: '(' }] } })],
+    policies: [policy('pa', { access_rights: { a: {}, b: {}, gone: {} } }), policy('pb', { access_rights: { b: {} } }), policy('none', {})],
+    settings: { enable_redis_rolling_limiter: true },
+  };
+
+  it('holds that API and every policy granting it, whole', () => {
+    const { config, problems } = compileForApi('a', input);
+    expect(compiledConfigSchema.parse(config)).toEqual(config);
+    expect(config.apis.map((x) => x.api_id)).toEqual(['a']);
+    expect(Object.keys(config.policies)).toEqual(['ns/pa']);
+    expect(Object.keys(config.policies['ns/pa']!.access_rights)).toEqual(['a', 'b']);
+    expect(config.settings.enable_redis_rolling_limiter).toBe(true);
+    expect(problems).toEqual([expect.objectContaining({ reason: 'MissingApi', ref: expect.objectContaining({ name: 'pa' }) })]);
+  });
+
+  it('reports only the problems of that API and its policies', () => {
+    expect(compileForApi('b', input).config.apis.map((x) => x.api_id)).toEqual(['b']);
+    const bad = compileForApi('bad', input);
+    expect(bad.config.apis).toEqual([]);
+    expect(bad.problems).toEqual([expect.objectContaining({ reason: 'InvalidRegex', ref: expect.objectContaining({ name: 'bad' }) })]);
+  });
+
+  it('gives an empty config for an api_id nobody has', () => {
+    const { config, problems } = compileForApi('nobody', input);
+    expect(config.apis).toEqual([]);
+    expect(config.policies).toEqual({});
+    expect(problems).toEqual([]);
+  });
+
+  it('is deterministic whatever the input order', () => {
+    const reversed = { ...input, apiDefinitions: [...input.apiDefinitions].reverse(), policies: [...input.policies].reverse() };
+    expect(JSON.stringify(compile(reversed))).toBe(JSON.stringify(compile(input)));
+  });
+});

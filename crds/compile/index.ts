@@ -1,0 +1,174 @@
+import type { z } from 'zod';
+import type { CompiledApi, CompiledConfig, CompiledPolicy, ResourceRef } from '../compiled.ts';
+import { apiDefinitionSpecSchema } from '../schemas/api-definition.ts';
+import { policySpecSchema } from '../schemas/policy.ts';
+import { gatewaySettingsSchema, type GatewaySettings } from '../settings.ts';
+import { apiBase } from './api-base.ts';
+import { compileClassicApi } from './api-classic.ts';
+import { apiIdOf, defaultNamespace } from './api-id.ts';
+import { compileOasApi } from './api-oas.ts';
+import { compilePolicy, type GrantedApi } from './policy.ts';
+import type { CompileProblem } from './problems.ts';
+
+/**
+ * The pure compile step (DESIGN §3): custom resources → the configuration a sidecar runs.
+ * No I/O. Every spec is re-validated with its zod schema (resources can bypass the CRD:
+ * folder mode, objects stored before a CRD upgrade), every default is applied, every
+ * reference is resolved or reported. An API with a problem is left out whole; a policy
+ * keeps everything but the parts with problems.
+ */
+
+export type { CompileProblem, ProblemReason } from './problems.ts';
+export { problemReasons } from './problems.ts';
+export { apiIdOf, defaultApiId } from './api-id.ts';
+
+interface Meta {
+  name: string;
+  namespace?: string | undefined;
+  uid?: string | undefined;
+  /** Set by the API server; the older of two ApiDefinitions claiming one api_id keeps it. */
+  creationTimestamp?: string | Date | undefined;
+}
+export interface ApiDefinitionInput {
+  metadata: Meta;
+  spec: z.input<typeof apiDefinitionSpecSchema>;
+}
+export interface PolicyInput {
+  metadata: Meta;
+  spec: z.input<typeof policySpecSchema>;
+}
+export interface CompileInput {
+  apiDefinitions: readonly ApiDefinitionInput[];
+  policies: readonly PolicyInput[];
+  /** Gateway settings; must satisfy gatewaySettingsSchema (it throws otherwise, as for any caller bug). */
+  settings?: Partial<GatewaySettings>;
+}
+export interface CompileResult {
+  config: CompiledConfig;
+  problems: CompileProblem[];
+}
+
+function refOf(kind: string, meta: Meta): ResourceRef {
+  return { kind, namespace: meta.namespace ?? defaultNamespace, name: meta.name, ...(meta.uid ? { uid: meta.uid } : {}) };
+}
+
+const byNamespacedName = <T extends { metadata: Meta }>(a: T, b: T): number =>
+  `${a.metadata.namespace ?? defaultNamespace}/${a.metadata.name}`.localeCompare(`${b.metadata.namespace ?? defaultNamespace}/${b.metadata.name}`);
+
+const createdAt = (meta: Meta): string =>
+  meta.creationTimestamp instanceof Date ? meta.creationTimestamp.toISOString() : (meta.creationTimestamp ?? '');
+
+/** Oldest first, so a newcomer never takes an api_id from an API already serving it. */
+const byAge = <T extends { metadata: Meta }>(a: T, b: T): number =>
+  createdAt(a.metadata).localeCompare(createdAt(b.metadata)) || byNamespacedName(a, b);
+
+function invalidSpec(ref: ResourceRef, error: z.ZodError): CompileProblem[] {
+  return error.issues.map((issue) => ({
+    ref,
+    field: ['spec', ...issue.path.map(String)].join('.'),
+    reason: 'InvalidSpec',
+    message: issue.message,
+  }));
+}
+
+interface ApiEntry {
+  granted: GrantedApi | undefined;
+  api: CompiledApi | null;
+  problems: CompileProblem[];
+}
+
+function compileApi(resource: ApiDefinitionInput, apiId: string): ApiEntry {
+  const ref = refOf('ApiDefinition', resource.metadata);
+  const parsed = apiDefinitionSpecSchema.safeParse(resource.spec);
+  if (!parsed.success) return { granted: undefined, api: null, problems: invalidSpec(ref, parsed.error) };
+  const spec = parsed.data;
+  const oas = spec.oas;
+  const title = typeof oas?.info?.title === 'string' ? oas.info.title : undefined;
+  const name = spec.name ?? oas?.['x-gw-api-gateway'].info?.name ?? title ?? resource.metadata.name;
+  const base = apiBase(ref, apiId, name, spec.categories);
+  const result = oas ? compileOasApi(oas, base) : compileClassicApi(spec, spec.proxy!, base);
+  return { granted: { name, ref, ignored: result.api?.ignored ?? [] }, ...result };
+}
+
+/** APIs by api_id; each compiled at most once, and only when asked for. */
+function apiCatalogue(apiDefinitions: readonly ApiDefinitionInput[]) {
+  const byId = new Map<string, ApiDefinitionInput[]>();
+  for (const resource of [...apiDefinitions].sort(byAge)) {
+    const id = apiIdOf(resource);
+    const claimants = byId.get(id);
+    if (claimants) claimants.push(resource);
+    else byId.set(id, [resource]);
+  }
+  const compiled = new Map<string, ApiEntry>();
+  const entry = (apiId: string): ApiEntry | undefined => {
+    const owner = byId.get(apiId)?.[0];
+    if (!owner) return undefined;
+    let found = compiled.get(apiId);
+    if (!found) {
+      found = compileApi(owner, apiId);
+      compiled.set(apiId, found);
+    }
+    return found;
+  };
+  const duplicates = (apiId: string): CompileProblem[] => {
+    const [owner, ...others] = byId.get(apiId) ?? [];
+    return others.map((resource) => ({
+      ref: refOf('ApiDefinition', resource.metadata),
+      field: 'spec.api_id',
+      reason: 'DuplicateApiId',
+      message: `api_id "${apiId}" is already used by ApiDefinition ${owner!.metadata.namespace ?? defaultNamespace}/${owner!.metadata.name}`,
+    }));
+  };
+  return { ids: [...byId.keys()].sort(), entry, duplicates };
+}
+
+type Catalogue = ReturnType<typeof apiCatalogue>;
+
+function compilePolicies(policies: readonly PolicyInput[], catalogue: Catalogue) {
+  const out: Record<string, CompiledPolicy> = {};
+  const problems: CompileProblem[] = [];
+  for (const resource of [...policies].sort(byNamespacedName)) {
+    const ref = refOf('Policy', resource.metadata);
+    const parsed = policySpecSchema.safeParse(resource.spec);
+    if (!parsed.success) {
+      problems.push(...invalidSpec(ref, parsed.error));
+      continue;
+    }
+    const compiled = compilePolicy(ref, parsed.data, (apiId) => catalogue.entry(apiId)?.granted);
+    out[compiled.policy.id] = compiled.policy;
+    problems.push(...compiled.problems);
+  }
+  return { policies: out, problems };
+}
+
+function assemble(apiIds: readonly string[], policies: readonly PolicyInput[], catalogue: Catalogue, settings?: Partial<GatewaySettings>): CompileResult {
+  const apis: CompiledApi[] = [];
+  const problems: CompileProblem[] = [];
+  for (const apiId of apiIds) {
+    const entry = catalogue.entry(apiId);
+    if (entry?.api) apis.push(entry.api);
+    problems.push(...(entry?.problems ?? []), ...catalogue.duplicates(apiId));
+  }
+  const compiled = compilePolicies(policies, catalogue);
+  return {
+    config: { version: 1, settings: gatewaySettingsSchema.parse(settings ?? {}), apis, policies: compiled.policies },
+    problems: [...problems, ...compiled.problems],
+  };
+}
+
+/** Every API and policy of the input. */
+export function compile(input: CompileInput): CompileResult {
+  const catalogue = apiCatalogue(input.apiDefinitions);
+  return assemble(catalogue.ids, input.policies, catalogue, input.settings);
+}
+
+/**
+ * What one API's ConfigMap holds: that API and every policy granting it (each policy
+ * whole, with its grants of other APIs, since its global allowance spans them all).
+ * Only the APIs those policies touch are compiled.
+ */
+export function compileForApi(apiId: string, input: CompileInput): CompileResult {
+  const catalogue = apiCatalogue(input.apiDefinitions);
+  const granting = input.policies.filter((p) => Object.hasOwn(p.spec?.access_rights ?? {}, apiId));
+  return assemble([apiId], granting, catalogue, input.settings);
+}

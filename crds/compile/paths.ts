@@ -1,0 +1,45 @@
+/**
+ * Endpoint matchers: every path becomes an anchored regular-expression source that the
+ * sidecar compiles once at config load. Classic paths are regular expressions already;
+ * OAS paths are literal apart from their `{placeholder}` segments.
+ */
+
+const placeholder = /\{[A-Za-z_][A-Za-z0-9_.-]*\}/g;
+const regexSpecial = /[.*+?^${}()|[\]\\]/g;
+
+export type PatternResult = { ok: true; pattern: string } | { ok: false; message: string };
+
+function anchored(source: string): PatternResult {
+  const pattern = `^(?:${source})$`;
+  try {
+    new RegExp(pattern);
+    return { ok: true, pattern };
+  } catch (err) {
+    return { ok: false, message: (err as Error).message };
+  }
+}
+
+/** A classic (regex) path; `{name}` placeholders match like `(.*)` as in OAS paths. */
+export function regexPathPattern(path: string): PatternResult {
+  return anchored(path.replace(placeholder, '(.*)'));
+}
+
+/** An OAS path: literal text, `{name}` segments match like `(.*)` (SPEC §2.3). */
+export function oasPathPattern(path: string): PatternResult {
+  const parts = path.split(placeholder).map((literal) => literal.replace(regexSpecial, '\\$&'));
+  return anchored(parts.join('(.*)'));
+}
+
+/** Whether two endpoint rules can meet the same request (method `*` meets every method). */
+export function methodsOverlap(a: string, b: string): boolean {
+  return a === '*' || b === '*' || a === b;
+}
+
+/**
+ * Whether two path rules can match one request. Exact overlap of two regular languages is
+ * beyond a config check, so this answers for what users write: the same text, or one
+ * rule matching the other's literal path.
+ */
+export function pathsOverlap(a: { path: string; pattern: string }, b: { path: string; pattern: string }): boolean {
+  return a.path === b.path || new RegExp(a.pattern).test(b.path) || new RegExp(b.pattern).test(a.path);
+}

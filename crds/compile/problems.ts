@@ -1,0 +1,34 @@
+import type { ResourceRef } from '../compiled.ts';
+
+/**
+ * Why a resource (or part of it) could not be compiled. `reason` is a CamelCase
+ * Kubernetes condition reason; the operator copies it into the resource's Ready condition.
+ */
+export const problemReasons = {
+  /** The spec does not match the schema (a resource that bypassed the CRD, or a folder file). */
+  InvalidSpec: 'InvalidSpec',
+  InvalidRegex: 'InvalidRegex',
+  InvalidDuration: 'InvalidDuration',
+  /** Two ApiDefinitions claim one api_id; the older one (then the first by namespace/name) keeps it. */
+  DuplicateApiId: 'DuplicateApiId',
+  /** A policy grants an api_id no ApiDefinition has. */
+  MissingApi: 'MissingApi',
+  /** OAS middleware names an operationId the document does not define. */
+  UnknownOperation: 'UnknownOperation',
+  /** Two OAS operations share one operationId. */
+  DuplicateOperation: 'DuplicateOperation',
+  /** proxy.rate_limit names a label no rate_limit_resources entry has. */
+  UnknownRateLimitResource: 'UnknownRateLimitResource',
+  /** SPEC §5: an ignored (no-auth) endpoint cannot carry a key-level per-endpoint limit. */
+  IgnoredEndpointWithKeyLimit: 'IgnoredEndpointWithKeyLimit',
+} as const;
+
+export type ProblemReason = keyof typeof problemReasons;
+
+export interface CompileProblem {
+  ref: ResourceRef;
+  /** Path of the offending field, e.g. `spec.extended_paths.rate_limit[2].path`. */
+  field: string;
+  reason: ProblemReason;
+  message: string;
+}

@@ -1,0 +1,287 @@
+import { z } from 'zod';
+import { durationPattern } from '../duration.ts';
+import {
+  bounds,
+  countField,
+  httpMethodSchema,
+  listMap,
+  perPositiveRule,
+  perSecondsField,
+  ratePairRules,
+  rateField,
+  smoothingSchema,
+  statusBaseFields,
+  stringList,
+  thresholdRule,
+  withRules,
+} from './common.ts';
+import { resourceSchema } from './resource.ts';
+
+/** ApiDefinition (SPEC §2.3, §2.7, §3): a classic definition or an OAS document, never both. */
+
+const apiIdSchema = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/)
+  .describe(
+    'Identifier of the API in policies, keys, the admin API and compiled config. Default: the first 24 hex digits of sha256("<namespace>/<name>").',
+  );
+
+const listenPathSchema = z
+  .string()
+  .min(1)
+  .max(bounds.path)
+  .regex(/^\/[^\s]*$/);
+
+const targetUrlSchema = z
+  .url({ protocol: /^https?$/ })
+  .max(bounds.url);
+
+const durationSchema = z.string().min(2).max(32).regex(new RegExp(durationPattern));
+
+const endpointPathSchema = z
+  .string()
+  .min(1)
+  .max(bounds.path)
+  .describe(
+    'Path relative to the listen path, matched in full. A regular expression (e.g. "/users/[0-9]+" or "/.*"); "{name}" segments match like "(.*)". A regex that does not compile makes the ApiDefinition not Ready (reason InvalidRegex).',
+  );
+
+const endpointRateLimitSchema = withRules(
+  z.object({
+    path: endpointPathSchema,
+    method: httpMethodSchema.describe('HTTP method the rule applies to; "*" for any.'),
+    enabled: z.boolean().default(true).describe('Whether the rule is in effect.'),
+    rate: rateField.describe('Requests allowed per `per` seconds on this endpoint, for all clients together.'),
+    per: perSecondsField.describe('Window length in seconds; greater than 0 when rate is greater than 0.'),
+  }),
+  [perPositiveRule],
+).describe('API-level per-endpoint limit. Rules are evaluated in array order; the first match applies.');
+
+const ignoredEndpointSchema = z
+  .object({
+    path: endpointPathSchema,
+    method: httpMethodSchema.default('*').describe('HTTP method served without authentication; "*" (default) for any.'),
+  })
+  .describe('Endpoint served without authentication (ignore-authentication middleware). It must not carry a key-level per-endpoint limit.');
+
+const globalRateLimitSchema = withRules(
+  z.object({
+    rate: rateField.optional().describe('Requests allowed per `per` seconds for all clients of the API together. rate and per both 0 disable the limit.'),
+    per: perSecondsField.optional().describe('Window length in seconds; greater than 0 when rate is greater than 0.'),
+    smoothing: smoothingSchema.optional(),
+  }),
+  [...ratePairRules, perPositiveRule, thresholdRule],
+).describe('API-level rate limit (SPEC §2.3), shared by every client of the API.');
+
+const rateLimitResourceSchema = z
+  .object({
+    label: z.string().max(bounds.label).default('').describe('Name that `proxy.rate_limit` references.'),
+    local: z
+      .object({
+        count: countField.min(1).default(1000).describe('Maximum upstream calls per interval (default 1000).'),
+        interval: durationSchema.default('1s').describe('Window as a duration string such as "1s" or "500ms" (default "1s").'),
+      })
+      .prefault({})
+      .describe('Local limiter shared by everything that names the label in one gateway process; not distributed.'),
+  })
+  .describe('Stream rate-limit resource (SPEC §2.7).');
+
+const oasRateLimitSchema = withRules(
+  z.object({
+    enabled: z.boolean().default(true).describe('Whether the limit is in effect.'),
+    rate: rateField.describe('Requests allowed per `per`.'),
+    per: durationSchema.describe('Window as a duration string such as "10s" or "1m".'),
+    smoothing: smoothingSchema.optional(),
+  }),
+  [thresholdRule],
+);
+
+const oasOperationSchema = z
+  .object({
+    rateLimit: oasRateLimitSchema.optional().describe('Per-endpoint limit of this operation, for all clients together.'),
+    ignoreAuthentication: z
+      .object({ enabled: z.boolean().describe('Serve this operation without authentication.') })
+      .optional()
+      .describe('Ignore-authentication middleware for this operation.'),
+  })
+  .describe('Middleware of one operation, keyed by its operationId in the document.');
+
+const gwExtensionSchema = z
+  .object({
+    info: z
+      .object({
+        name: z.string().max(bounds.name).optional().describe('Display name; default: info.title of the document.'),
+        state: z
+          .object({ active: z.boolean().default(true).describe('Whether the gateway serves the API (default true).') })
+          .optional()
+          .describe('State of the API (SPEC §3).'),
+      })
+      .optional()
+      .describe('Identity and state of the API.'),
+    server: z
+      .object({
+        listenPath: z
+          .object({
+            value: listenPathSchema.describe('Path prefix the gateway serves the API on, e.g. "/petstore/".'),
+            strip: z.boolean().default(true).describe('Remove the listen path before proxying (default true).'),
+          })
+          .describe('Where the gateway serves the API.'),
+        authentication: z
+          .object({
+            enabled: z.boolean().describe('true: callers need an auth token; false: keyless.'),
+            header: z
+              .object({ name: z.string().min(1).max(bounds.label).describe('Header carrying the key (default Authorization).') })
+              .optional()
+              .describe('Where the key is read from.'),
+          })
+          .optional()
+          .describe('Client authentication; absent means keyless.'),
+      })
+      .describe('Listener side of the API.'),
+    upstream: z
+      .object({
+        url: targetUrlSchema.describe('Upstream URL requests are proxied to.'),
+        rateLimit: oasRateLimitSchema.optional().describe('API-level rate limit, for all clients together.'),
+      })
+      .describe('Upstream side of the API.'),
+    middleware: z
+      .object({
+        operations: z
+          .record(z.string().max(bounds.name), oasOperationSchema)
+          .optional()
+          .meta({ maxProperties: bounds.endpoints })
+          .describe('Middleware per operationId; path and method come from the document, in the order of `paths`.'),
+      })
+      .optional()
+      .describe('Per-operation middleware.'),
+  })
+  .describe('gw gateway configuration of an OAS API.');
+
+const oasSchema = z
+  .object({
+    openapi: z
+      .string()
+      .max(32)
+      .regex(/^3\.[0-9]+\.[0-9]+$/)
+      .describe('OpenAPI version of the document (3.x.y).'),
+    info: z.record(z.string(), z.unknown()).optional().describe('OpenAPI info object (title, version, …).'),
+    paths: z
+      .record(z.string(), z.unknown())
+      .describe('OpenAPI paths; operationIds name operations, "{placeholder}" segments match like "(.*)".'),
+    'x-gw-api-gateway': gwExtensionSchema,
+  })
+  .loose()
+  .describe('An OpenAPI 3 document carrying the gateway configuration in `x-gw-api-gateway`. Exclusive with the classic fields.');
+
+/** Classic fields; none of them may be set together with `oas`. */
+const classicFields = [
+  'use_keyless',
+  'auth',
+  'proxy',
+  'global_rate_limit',
+  'disable_rate_limit',
+  'use_extended_paths',
+  'extended_paths',
+  'state',
+  'rate_limit_resources',
+] as const;
+
+const specObject = z.object({
+  api_id: apiIdSchema.optional(),
+  name: z.string().max(bounds.name).optional().describe('Display name of the API; default: metadata.name (OAS: info.title).'),
+  categories: stringList(bounds.smallList, bounds.label)
+    .optional()
+    .describe('Categories the API belongs to (names of Category resources).'),
+  use_keyless: z.boolean().optional().describe('true: open to anyone; false (default): callers need an auth token.'),
+  auth: z
+    .object({
+      auth_header_name: z
+        .string()
+        .min(1)
+        .max(bounds.label)
+        .default('Authorization')
+        .describe('Header carrying the key (default Authorization).'),
+    })
+    .optional()
+    .describe('Where auth-token APIs read the key.'),
+  proxy: z
+    .object({
+      listen_path: listenPathSchema.describe('Path prefix the gateway serves the API on, e.g. "/httpbin/".'),
+      target_url: targetUrlSchema.describe('Upstream URL requests are proxied to, e.g. http://127.0.0.1:9000.'),
+      strip_listen_path: z.boolean().default(true).describe('Remove the listen path before proxying (default true).'),
+      rate_limit: z
+        .string()
+        .max(bounds.label)
+        .optional()
+        .describe('Label of a rate_limit_resources entry that limits calls to the upstream.'),
+    })
+    .optional()
+    .describe('Listen path and upstream of a classic API; required unless `oas` is set.'),
+  global_rate_limit: globalRateLimitSchema.optional(),
+  disable_rate_limit: z
+    .boolean()
+    .optional()
+    .describe('true disables the API-level limiter (key-level limits still apply).'),
+  use_extended_paths: z
+    .boolean()
+    .optional()
+    .describe('Enables extended_paths; default: true when extended_paths is set.'),
+  extended_paths: z
+    .object({
+      rate_limit: z.array(endpointRateLimitSchema).max(bounds.endpoints).optional().describe('Per-endpoint limits in evaluation order (first match wins).'),
+      ignored: z.array(ignoredEndpointSchema).max(bounds.endpoints).optional().describe('Endpoints served without authentication.'),
+    })
+    .optional()
+    .describe('Endpoint-level middleware of a classic API.'),
+  state: z
+    .object({ active: z.boolean().default(true).describe('Whether the gateway serves the API (default true).') })
+    .optional()
+    .describe('State of the API (SPEC §3).'),
+  rate_limit_resources: listMap(rateLimitResourceSchema, 'label', bounds.smallList)
+    .optional()
+    .describe('Stream rate-limit resources (SPEC §2.7); labels are unique.'),
+  oas: oasSchema.optional(),
+});
+
+type SpecShape = z.output<typeof specObject>;
+
+export const apiDefinitionSpecSchema = withRules(specObject, [
+  {
+    rule: 'has(self.oas) || has(self.proxy)',
+    message: 'set either proxy (a classic definition) or oas',
+    holds: (v: SpecShape) => v.oas !== undefined || v.proxy !== undefined,
+  },
+  {
+    rule: `!has(self.oas) || !(${classicFields.map((f) => `has(self.${f})`).join(' || ')})`,
+    message: `oas cannot be combined with the classic fields (${classicFields.join(', ')})`,
+    holds: (v: SpecShape) => v.oas === undefined || classicFields.every((f) => v[f] === undefined),
+  },
+]).describe('An API the gateway serves: classic fields (proxy, global_rate_limit, extended_paths, …) or an OAS document in `oas`, not both.');
+
+export const apiDefinitionStatusSchema = z
+  .object({
+    ...statusBaseFields,
+    api_id: z.string().max(128).optional().describe('The effective api_id (spec.api_id or its default).'),
+    policies: stringList(256).optional().describe('Policies granting this API (namespace/name).'),
+    configMap: z.string().max(bounds.name).optional().describe('ConfigMap holding the compiled gateway config of this API.'),
+  })
+  .describe('What the operator observed and compiled.');
+
+export const apiDefinitionSchema = resourceSchema('ApiDefinition', apiDefinitionSpecSchema, apiDefinitionStatusSchema);
+
+export type ApiDefinitionSpec = z.infer<typeof apiDefinitionSpecSchema>;
+export type ApiDefinitionStatus = z.infer<typeof apiDefinitionStatusSchema>;
+export type ApiDefinition = z.infer<typeof apiDefinitionSchema>;
+export type OasDocument = z.infer<typeof oasSchema>;
+export type OasOperation = z.infer<typeof oasOperationSchema>;
+
+export const apiDefinitionPrinterColumns = [
+  { name: 'API ID', type: 'string', jsonPath: '.status.api_id' },
+  { name: 'LISTEN PATH', type: 'string', jsonPath: '.spec.proxy.listen_path' },
+  { name: 'RATE', type: 'integer', jsonPath: '.spec.global_rate_limit.rate' },
+  { name: 'PER', type: 'integer', jsonPath: '.spec.global_rate_limit.per' },
+  { name: 'READY', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  { name: 'AGE', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+] as const;

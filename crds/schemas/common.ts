@@ -1,0 +1,218 @@
+import { z } from 'zod';
+
+/**
+ * Field schemas shared by several kinds, and the one place a cross-field rule is
+ * declared: `withRules` enforces it in zod (folder mode, admin writes, compile) and emits
+ * the same rule as a CEL `x-kubernetes-validations` entry for the API server.
+ */
+
+export interface CrossFieldRule<T> {
+  /** CEL expression evaluated by the API server with `self` bound to the object. */
+  rule: string;
+  message: string;
+  /** Field the error points at, relative to the object (`.per`); also the zod issue path. */
+  field?: string;
+  /** The same rule for zod (kept beside the CEL text so the two cannot drift apart unseen). */
+  holds: (value: T) => boolean;
+}
+
+export function withRules<S extends z.ZodType>(schema: S, rules: readonly CrossFieldRule<z.output<S>>[]): S {
+  return schema
+    .superRefine((value, ctx) => {
+      for (const r of rules) {
+        if (!r.holds(value)) ctx.addIssue({ code: 'custom', message: r.message, path: r.field ? r.field.slice(1).split('.') : [] });
+      }
+    })
+    .meta({
+      'x-kubernetes-validations': rules.map((r) => ({
+        rule: r.rule,
+        message: r.message,
+        ...(r.field ? { fieldPath: r.field } : {}),
+      })),
+    });
+}
+
+/**
+ * A list whose items are unique by one field (Kubernetes `x-kubernetes-list-type: map`):
+ * the API server refuses duplicates, and so does zod.
+ */
+export function listMap<I extends z.ZodType<Record<K, unknown>>, K extends string>(item: I, key: K, maxItems: number) {
+  return z
+    .array(item)
+    .max(maxItems)
+    .superRefine((items, ctx) => {
+      const seen = new Set<unknown>();
+      items.forEach((entry, i) => {
+        if (seen.has(entry[key])) ctx.addIssue({ code: 'custom', message: `duplicate ${key} ${JSON.stringify(entry[key])}`, path: [i, key] });
+        seen.add(entry[key]);
+      });
+    })
+    .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': [key] });
+}
+
+/** Bounds keep objects small and let the API server's CEL cost estimator accept the rules. */
+export const bounds = {
+  name: 253,
+  label: 63,
+  path: 1024,
+  url: 2048,
+  text: 4096,
+  smallList: 64,
+  endpoints: 128,
+  accessRights: 64,
+} as const;
+
+const maxInt32 = 2_147_483_647;
+
+/** Requests per window: an integer, 0 meaning "no limit at this scope". */
+export const rateField = z.number().int().min(0).max(maxInt32);
+/** Window length in whole seconds (classic definitions, policies, keys). */
+export const perSecondsField = z.number().int().min(0).max(31_536_000);
+export const countField = z.number().int().min(0).max(maxInt32);
+/** Quota fields allow -1 (unlimited), like the key record of SPEC §2.5. */
+export const quotaField = z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER);
+export const unixTimeField = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+export const boundedString = (max: number = bounds.text) => z.string().max(max);
+export const stringList = (maxItems: number = bounds.smallList, maxLength: number = bounds.name) =>
+  z.array(z.string().min(1).max(maxLength)).max(maxItems);
+
+/** HTTP methods of endpoint rules; `*` matches any method. */
+export const httpMethodSchema = z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS', 'TRACE', 'CONNECT', '*']);
+
+/** Free-form metadata: kept as written (x-kubernetes-preserve-unknown-fields). */
+export const metaDataSchema = z.record(z.string().max(bounds.name), z.unknown());
+
+export const smoothingSchema = z
+  .object({
+    enabled: z.boolean().default(false).describe('Turns smoothing on. Smoothing only acts with the sliding-log limiter (enable_redis_rolling_limiter).'),
+    threshold: z
+      .number()
+      .int()
+      .min(1)
+      .describe('Initial current allowance and its lower bound, in requests per window; at most `rate`.'),
+    step: z.number().int().min(1).describe('How much the current allowance moves per RateLimitSmoothingUp/Down event.'),
+    trigger: z
+      .number()
+      .gt(0)
+      .describe('Fraction of `step` at which an event fires (typically 0.1 to 1.0); must be greater than 0.'),
+    delay: z.number().int().min(0).describe('Hold-off in seconds after an event before another may be emitted.'),
+  })
+  .describe('Rate limit smoothing (SPEC §1.6): a current allowance that moves between `threshold` and `rate`.');
+export type Smoothing = z.infer<typeof smoothingSchema>;
+
+interface RateShape {
+  rate?: number | undefined;
+  per?: number | undefined;
+  smoothing?: { threshold: number } | null | undefined;
+}
+
+/** Rules for an object whose `rate` and `per` are optional and belong together. */
+export const ratePairRules: readonly CrossFieldRule<RateShape>[] = [
+  {
+    rule: 'has(self.rate) == has(self.per)',
+    message: 'rate and per must be set together (or both left out)',
+    holds: (v) => (v.rate === undefined) === (v.per === undefined),
+  },
+];
+
+export const perPositiveRule: CrossFieldRule<RateShape> = {
+  rule: '!has(self.rate) || self.rate == 0 || (has(self.per) && self.per > 0)',
+  message: 'per must be greater than 0 when rate is greater than 0',
+  field: '.per',
+  holds: (v) => !v.rate || (v.per ?? 0) > 0,
+};
+
+export const thresholdRule: CrossFieldRule<Omit<RateShape, 'per'>> = {
+  rule: '!has(self.smoothing) || !has(self.rate) || self.rate == 0 || self.smoothing.threshold <= self.rate',
+  message: 'smoothing.threshold must not exceed rate',
+  field: '.smoothing.threshold',
+  holds: (v) => !v.smoothing || !v.rate || v.smoothing.threshold <= v.rate,
+};
+
+/** The limit fields a policy, a key and a per-API access right share (SPEC §2.4, §2.5); all optional. */
+export const keyLimitFields = {
+  rate: rateField.describe('Requests allowed per `per` seconds; 0 means no rate limit at this scope.').optional(),
+  per: perSecondsField.describe('Window length in seconds; must be greater than 0 when rate is greater than 0.').optional(),
+  quota_max: quotaField.describe('Requests allowed per quota period; -1 or 0 means unlimited.').optional(),
+  quota_renewal_rate: z
+    .number()
+    .int()
+    .min(0)
+    .max(Number.MAX_SAFE_INTEGER)
+    .describe('Length of the quota period in seconds; 0 means the quota never renews.')
+    .optional(),
+  throttle_interval: z
+    .number()
+    .int()
+    .min(0)
+    .max(3_600)
+    .describe('Seconds to wait before retrying a rate-limited request inside the gateway; 0 disables throttling.')
+    .optional(),
+  throttle_retry_limit: z
+    .number()
+    .int()
+    .min(0)
+    .max(1_000)
+    .describe('How many times a rate-limited request is retried before it is refused.')
+    .optional(),
+  smoothing: smoothingSchema.optional(),
+};
+
+export const conditionSchema = z
+  .object({
+    type: z
+      .string()
+      .min(1)
+      .max(316)
+      .regex(/^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/)
+      .describe('Condition type; gw sets `Ready`.'),
+    status: z.enum(['True', 'False', 'Unknown']).describe('True, False or Unknown.'),
+    observedGeneration: z
+      .number()
+      .int()
+      .min(0)
+      .max(Number.MAX_SAFE_INTEGER)
+      .optional()
+      .describe('metadata.generation the condition was set for.'),
+    lastTransitionTime: z.string().max(64).meta({ format: 'date-time' }).describe('When the status last changed (RFC 3339).'),
+    reason: z
+      .string()
+      .min(1)
+      .max(1024)
+      .regex(/^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$/)
+      .describe('CamelCase reason for the status, e.g. Compiled, InvalidRegex, MissingApi.'),
+    message: z.string().max(32_768).describe('Human-readable explanation of the status.'),
+  })
+  .describe('A Kubernetes condition (metav1.Condition).');
+export type Condition = z.infer<typeof conditionSchema>;
+
+/** Fields every kind's status starts with. */
+export const statusBaseFields = {
+  observedGeneration: z
+    .number()
+    .int()
+    .min(0)
+    .max(Number.MAX_SAFE_INTEGER)
+    .optional()
+    .describe('metadata.generation the operator last reconciled.'),
+  conditions: z
+    .array(conditionSchema)
+    .max(16)
+    .optional()
+    .meta({ 'x-kubernetes-list-type': 'map', 'x-kubernetes-list-map-keys': ['type'] })
+    .describe('Latest observations; `Ready` says whether the resource is in effect and, if not, why.'),
+};
+
+/** The part of ObjectMeta gw reads; everything else the API server returns is kept as is. */
+export const objectMetaSchema = z
+  .object({
+    name: z.string().min(1).max(bounds.name),
+    namespace: z.string().min(1).max(bounds.label).optional(),
+    uid: z.string().optional(),
+    generation: z.number().int().optional(),
+    resourceVersion: z.string().optional(),
+    labels: z.record(z.string(), z.string()).optional(),
+    annotations: z.record(z.string(), z.string()).optional(),
+  })
+  .loose();
+export type ObjectMeta = z.infer<typeof objectMetaSchema>;

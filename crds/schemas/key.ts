@@ -1,0 +1,104 @@
+import { z } from 'zod';
+import { keyHashPattern } from '../key-hash.ts';
+import {
+  bounds,
+  keyLimitFields,
+  metaDataSchema,
+  perPositiveRule,
+  quotaField,
+  ratePairRules,
+  statusBaseFields,
+  stringList,
+  thresholdRule,
+  unixTimeField,
+  withRules,
+} from './common.ts';
+import { resourceSchema } from './resource.ts';
+
+/**
+ * Key (SPEC §2.5): the key record, identified by the hex SHA-256 of the raw key. The raw
+ * key is never stored here: a Key made with kubectl gets its raw key generated into a
+ * Secret named in status.secretName, and its hash in status.key_hash.
+ */
+
+const limitRules = [...ratePairRules, perPositiveRule, thresholdRule];
+
+const keyAccessRightSchema = z
+  .object({
+    api_id: z.string().max(128).optional().describe('api_id of the API; must equal the map key when set.'),
+    api_name: z.string().max(bounds.name).optional().describe('Display name of the API (informational).'),
+    versions: stringList(16, bounds.label).optional().describe('API versions granted (informational).'),
+    limit: withRules(z.object(keyLimitFields), limitRules)
+      .optional()
+      .describe('Per-API limit of this key: consumed only by requests to this API.'),
+  })
+  .describe('Access to one API.');
+
+export const keySpecSchema = withRules(
+  z.object({
+    key_hash: z
+      .string()
+      .max(64)
+      .regex(new RegExp(keyHashPattern))
+      .optional()
+      .describe('Hex SHA-256 of the raw key (64 lower-case hex digits). Leave out to have the operator generate a key into a Secret.'),
+    alias: z.string().max(bounds.name).optional().describe('Human-friendly name of the key, shown in logs instead of the hash.'),
+    allowance: keyLimitFields.rate.describe('Set to the same value as rate (SPEC §2.4).'),
+    rate: keyLimitFields.rate,
+    per: keyLimitFields.per,
+    apply_policies: stringList(16)
+      .optional()
+      .describe('Names of Policies in this namespace applied to the key; with several, the highest rate/per wins (SPEC §1.2).'),
+    access_rights: withRules(z.record(z.string().max(128), keyAccessRightSchema), [
+      {
+        rule: 'self.all(k, !has(self[k].api_id) || self[k].api_id == k)',
+        message: 'each access_rights entry must be keyed by its own api_id',
+        holds: (v) => Object.entries(v).every(([k, r]) => r.api_id === undefined || r.api_id === k),
+      },
+    ])
+      .optional()
+      .meta({ maxProperties: bounds.accessRights })
+      .describe('APIs the key may call, keyed by api_id, for keys without policies.'),
+    enable_detailed_recording: z.boolean().optional().describe('Record request and response details for this key.'),
+    expires: unixTimeField.optional().describe('Unix time (seconds) after which the key is refused; 0 never expires.'),
+    hmac_enabled: z.boolean().optional().describe('Whether requests with this key are HMAC-signed.'),
+    is_inactive: z.boolean().optional().describe('true refuses the key without deleting it.'),
+    meta_data: metaDataSchema
+      .optional()
+      .describe('Free-form session metadata; rate_limit_pattern references it as $gw_meta.FIELD.'),
+    org_id: z.string().max(bounds.name).optional().describe('Organisation the key belongs to.'),
+    quota_max: keyLimitFields.quota_max,
+    quota_remaining: quotaField.optional().describe('Requests left in the current quota period.'),
+    quota_renewal_rate: keyLimitFields.quota_renewal_rate,
+    quota_renews: unixTimeField.optional().describe('Unix time (seconds) when the quota renews next.'),
+    smoothing: keyLimitFields.smoothing,
+    tags: stringList().optional().describe('Tags of the key.'),
+    throttle_interval: keyLimitFields.throttle_interval,
+    throttle_retry_limit: keyLimitFields.throttle_retry_limit,
+  }),
+  limitRules,
+).describe('An access key. Its own limits apply when it has no policies; apply_policies take precedence.');
+
+export const keyStatusSchema = z
+  .object({
+    ...statusBaseFields,
+    key_hash: z.string().max(64).regex(new RegExp(keyHashPattern)).optional().describe('Hash of the key in effect (spec.key_hash or the generated key).'),
+    secretName: z.string().max(bounds.name).optional().describe('Secret holding the generated raw key (kubectl-made keys only).'),
+    policies: stringList(16).optional().describe('Applied policies that exist (namespace/name).'),
+  })
+  .describe('What the operator observed and stored.');
+
+export const keySchema = resourceSchema('Key', keySpecSchema, keyStatusSchema);
+
+export type KeySpec = z.infer<typeof keySpecSchema>;
+export type KeyStatus = z.infer<typeof keyStatusSchema>;
+export type Key = z.infer<typeof keySchema>;
+
+export const keyPrinterColumns = [
+  { name: 'ALIAS', type: 'string', jsonPath: '.spec.alias' },
+  { name: 'RATE', type: 'integer', jsonPath: '.spec.rate' },
+  { name: 'PER', type: 'integer', jsonPath: '.spec.per' },
+  { name: 'SECRET', type: 'string', jsonPath: '.status.secretName' },
+  { name: 'READY', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  { name: 'AGE', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+] as const;

@@ -1,0 +1,46 @@
+import { z } from 'zod';
+import { bounds, countField, listMap, statusBaseFields } from './common.ts';
+import { resourceSchema } from './resource.ts';
+
+/** PortalProduct (SPEC §2.8, §4.2): a developer-portal product and its tags. */
+
+const tagSchema = z
+  .object({ Name: z.string().min(1).max(bounds.label).describe('Tag name.') })
+  .describe('A tag (SPEC §2.8).');
+
+export const portalProductSpecSchema = z
+  .object({
+    id: z
+      .string()
+      .min(1)
+      .max(128)
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/)
+      .optional()
+      .describe('Product id used by POST /portal-api/products/{product_id}/tags; default: metadata.name.'),
+    name: z.string().max(bounds.name).optional().describe('Display name of the product.'),
+    tags: listMap(tagSchema, 'Name', bounds.smallList)
+      .default([])
+      .describe('Tags of the product; names are unique.'),
+  })
+  .describe('A developer-portal product.');
+
+export const portalProductStatusSchema = z
+  .object({
+    ...statusBaseFields,
+    tags: countField.optional().describe('Number of tags on the product.'),
+  })
+  .describe('What the operator observed.');
+
+export const portalProductSchema = resourceSchema('PortalProduct', portalProductSpecSchema, portalProductStatusSchema);
+
+export type PortalProductSpec = z.infer<typeof portalProductSpecSchema>;
+export type PortalProductStatus = z.infer<typeof portalProductStatusSchema>;
+export type PortalProduct = z.infer<typeof portalProductSchema>;
+
+export const portalProductPrinterColumns = [
+  { name: 'ID', type: 'string', jsonPath: '.spec.id' },
+  { name: 'PRODUCT', type: 'string', jsonPath: '.spec.name' },
+  { name: 'TAGS', type: 'integer', jsonPath: '.status.tags' },
+  { name: 'READY', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  { name: 'AGE', type: 'date', jsonPath: '.metadata.creationTimestamp' },
+] as const;

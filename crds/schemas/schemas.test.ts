@@ -1,0 +1,88 @@
+import { describe, expect, it } from 'vitest';
+import type { z } from 'zod';
+import { apiDefinitionSpecSchema, categorySpecSchema, keySpecSchema, policySpecSchema, portalProductSpecSchema } from './index.ts';
+import { sessionSchema } from '../session.ts';
+
+const classic = { proxy: { listen_path: '/a/', target_url: 'http://127.0.0.1:9000' } };
+const oas = {
+  openapi: '3.0.3',
+  paths: {},
+  'x-gw-api-gateway': { server: { listenPath: { value: '/o/' } }, upstream: { url: 'http://127.0.0.1:9000' } },
+};
+const smoothing = { enabled: true, threshold: 5, step: 5, trigger: 0.5, delay: 10 };
+
+function issues(schema: z.ZodType, value: unknown): { path: string; message: string }[] {
+  const result = schema.safeParse(value);
+  return result.success ? [] : result.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message }));
+}
+
+describe('resource schemas (zod side of the CRDs)', () => {
+  it.each([
+    ['classic', apiDefinitionSpecSchema, classic],
+    ['oas', apiDefinitionSpecSchema, { oas }],
+    ['policy', policySpecSchema, { rate: 10, per: 60, smoothing, access_rights: { a: { api_id: 'a', limit: { rate: 5, per: 1 } } } }],
+    ['key', keySpecSchema, { rate: 10, per: 60, key_hash: 'a'.repeat(64), meta_data: { any: { nested: [1] } } }],
+    ['category', categorySpecSchema, { name: 'public' }],
+    ['portal product', portalProductSpecSchema, { id: 'starter', tags: [{ Name: 'a' }, { Name: 'b' }] }],
+  ])('accepts a valid %s spec', (_name, schema, value) => {
+    expect(issues(schema, value)).toEqual([]);
+  });
+
+  it('applies nested defaults and keeps top-level classic fields unset so oas stays exclusive', () => {
+    const parsed = apiDefinitionSpecSchema.parse({
+      ...classic,
+      auth: {},
+      rate_limit_resources: [{ label: 'l' }],
+      extended_paths: { rate_limit: [{ path: '/x', method: 'GET', rate: 1, per: 1 }], ignored: [{ path: '/y' }] },
+    });
+    expect(parsed.auth?.auth_header_name).toBe('Authorization');
+    expect(parsed.proxy?.strip_listen_path).toBe(true);
+    expect(parsed.rate_limit_resources?.[0]?.local).toEqual({ count: 1000, interval: '1s' });
+    expect(parsed.extended_paths?.rate_limit?.[0]?.enabled).toBe(true);
+    expect(parsed.extended_paths?.ignored?.[0]?.method).toBe('*');
+    expect(parsed.use_keyless).toBeUndefined();
+    expect(apiDefinitionSpecSchema.parse({ oas }).use_keyless).toBeUndefined();
+  });
+
+  it.each<[string, z.ZodType, unknown, string, RegExp]>([
+    ['neither classic nor oas', apiDefinitionSpecSchema, {}, '', /either proxy .* or oas/],
+    ['classic and oas together', apiDefinitionSpecSchema, { ...classic, oas }, '', /oas cannot be combined/],
+    ['oas with a classic limit', apiDefinitionSpecSchema, { oas, global_rate_limit: { rate: 1, per: 1 } }, '', /oas cannot be combined/],
+    ['rate without per', apiDefinitionSpecSchema, { ...classic, global_rate_limit: { rate: 10 } }, 'global_rate_limit', /set together/],
+    ['per 0 with a rate', apiDefinitionSpecSchema, { ...classic, global_rate_limit: { rate: 10, per: 0 } }, 'global_rate_limit.per', /greater than 0/],
+    ['negative per', apiDefinitionSpecSchema, { ...classic, global_rate_limit: { rate: 10, per: -1 } }, 'global_rate_limit.per', /Too small/i],
+    ['rate as a string', apiDefinitionSpecSchema, { ...classic, global_rate_limit: { rate: 'ten', per: 1 } }, 'global_rate_limit.rate', /expected number/],
+    ['unknown method', apiDefinitionSpecSchema, { ...classic, extended_paths: { rate_limit: [{ path: '/x', method: 'FETCH', rate: 1, per: 1 }] } }, 'extended_paths.rate_limit.0.method', /Invalid option/],
+    ['endpoint per 0', apiDefinitionSpecSchema, { ...classic, extended_paths: { rate_limit: [{ path: '/x', method: 'GET', rate: 1, per: 0 }] } }, 'extended_paths.rate_limit.0.per', /greater than 0/],
+    ['listen path without a slash', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, listen_path: 'a' } }, 'proxy.listen_path', /Invalid string/],
+    ['oversized listen path', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, listen_path: `/${'a'.repeat(1024)}` } }, 'proxy.listen_path', /Too big/],
+    ['ftp target', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, target_url: 'ftp://x' } }, 'proxy.target_url', /Invalid URL/],
+    ['too many categories', apiDefinitionSpecSchema, { ...classic, categories: Array.from({ length: 65 }, (_, i) => `c${i}`) }, 'categories', /Too big/],
+    ['bad api_id', apiDefinitionSpecSchema, { ...classic, api_id: '../etc' }, 'api_id', /Invalid string/],
+    ['duplicate stream label', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a' }, { label: 'a' }] }, 'rate_limit_resources.1.label', /duplicate label/],
+    ['bad stream interval', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a', local: { interval: '1 s' } }] }, 'rate_limit_resources.0.local.interval', /Invalid string/],
+    ['bad OAS per', apiDefinitionSpecSchema, { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '10' } } } } }, 'oas.x-gw-api-gateway.upstream.rateLimit.per', /Invalid string/],
+    ['trigger 0', policySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, trigger: 0 } }, 'smoothing.trigger', /Too small/],
+    ['threshold above rate', policySpecSchema, { rate: 4, per: 1, smoothing }, 'smoothing.threshold', /must not exceed rate/],
+    ['per-API limit rate without per', policySpecSchema, { access_rights: { a: { limit: { rate: 3 } } } }, 'access_rights.a.limit', /set together/],
+    ['access right keyed by another api_id', policySpecSchema, { access_rights: { a: { api_id: 'b' } } }, 'access_rights', /keyed by its own api_id/],
+    ['key-level endpoint per 0', policySpecSchema, { access_rights: { a: { endpoints: [{ path: '/x', methods: [{ name: 'GET', limit: { rate: 1, per: 0 } }] }] } } }, 'access_rights.a.endpoints.0.methods.0.limit.per', /greater than 0/],
+    ['key_hash not hex', keySpecSchema, { key_hash: 'z'.repeat(64) }, 'key_hash', /Invalid string/],
+    ['key_hash too short', keySpecSchema, { key_hash: 'abc' }, 'key_hash', /Invalid string/],
+    ['key quota below -1', keySpecSchema, { quota_max: -2 }, 'quota_max', /Too small/],
+    ['duplicate product tag', portalProductSpecSchema, { tags: [{ Name: 'a' }, { Name: 'a' }] }, 'tags.1.Name', /duplicate Name/],
+  ])('refuses %s, naming the field', (_name, schema, value, path, message) => {
+    expect(issues(schema, value)).toContainEqual({ path, message: expect.stringMatching(message) });
+  });
+
+  it('keeps the session schema meaning (smoothing is the shared schema)', () => {
+    expect(sessionSchema.parse({ smoothing: { threshold: 1, step: 1, trigger: 0.1, delay: 0 } }).smoothing).toEqual({
+      enabled: false,
+      threshold: 1,
+      step: 1,
+      trigger: 0.1,
+      delay: 0,
+    });
+    expect(sessionSchema.safeParse({ smoothing: { threshold: 1, step: 1, trigger: 0, delay: 0 } }).success).toBe(false);
+  });
+});

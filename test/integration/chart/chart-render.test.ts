@@ -1,0 +1,426 @@
+import { readFileSync, readdirSync, existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { defaultGatewaySettings, gatewaySettingsSchema } from '../../../crds/settings.ts';
+import { createNamespace, kubectl } from '../../harness/index.ts';
+import { CHART_DIR, KUBE_VERSION, containerEnv, envValue, findObject, helm, podSpecs, renderChart, setArgs, type K8sObject } from './helm.ts';
+
+/**
+ * The chart as rendered by the pinned helm: lint, values schema, and every rendered object
+ * validated by the real API server (server-side dry run, strict field validation), for the
+ * default values and the non-default shapes a user picks (external, sentinel and cluster
+ * Redis, watched namespaces, changed settings).
+ */
+
+let ns: string;
+let appNs: string;
+
+beforeAll(async () => {
+  ns = await createNamespace('chart-render');
+  appNs = await createNamespace('chart-app');
+  // The API server's PodSecurity admission then warns about any pod template of the chart
+  // that breaks the restricted profile, and serverValidate fails on any warning.
+  await kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted', 'pod-security.kubernetes.io/warn=restricted']);
+});
+
+async function serverValidate(objects: K8sObject[]): Promise<void> {
+  // JSON, not YAML: kubectl reads YAML 1.1, where the chart's quoted "yes" would turn back into a boolean.
+  const input = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: objects });
+  const result = await kubectl(['apply', '--dry-run=server', '--validate=strict', '-f', '-'], { input, allowFail: true });
+  expect(result.stderr).toBe('');
+  expect(result.code).toBe(0);
+  expect(result.stdout.trim().split('\n')).toHaveLength(objects.length);
+}
+
+function kinds(objects: K8sObject[]): string[] {
+  return objects.map((o) => `${o.kind}/${o.metadata.name}`).sort();
+}
+
+describe('helm lint', () => {
+  it('passes with default values, also with --strict', async () => {
+    const plain = await helm(['lint', CHART_DIR, '--kube-version', KUBE_VERSION]);
+    expect(plain.stdout).toContain('1 chart(s) linted, 0 chart(s) failed');
+    const strict = await helm(['lint', '--strict', CHART_DIR, '--kube-version', KUBE_VERSION]);
+    expect(strict.stdout).toContain('0 chart(s) failed');
+    expect(strict.stdout).not.toMatch(/\[(WARNING|ERROR)\]/);
+  });
+
+  it('passes --strict with non-default values', async () => {
+    const values = {
+      'redis.enabled': false,
+      'redis.external.mode': 'sentinel',
+      'redis.external.nodes': ['s1.redis:26379', 's2.redis:26379'],
+      watchNamespaces: ['a', 'b'],
+      'operator.replicas': 2,
+    };
+    const strict = await helm(['lint', '--strict', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs(values)]);
+    expect(strict.stdout).toContain('0 chart(s) failed');
+  });
+
+  it('fails on values the schema rejects', async () => {
+    const result = await helm(['lint', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs({ 'gateway.settings.forwarder': 'nginx' })], { allowFail: true });
+    expect(result.code).not.toBe(0);
+    expect(result.stdout).toContain("[ERROR] values.yaml: - at '/gateway/settings/forwarder': value must be one of 'undici', 'http-proxy'");
+  });
+});
+
+describe('helm template with default values', () => {
+  let objects: K8sObject[];
+  beforeAll(async () => {
+    objects = await renderChart(ns, { 'sidecar.namespaces': [appNs] });
+  });
+
+  it('renders every component, and the API server accepts every object', async () => {
+    expect(kinds(objects)).toEqual(
+      [
+        'ClusterRole/gw-admin-read',
+        'ClusterRole/gw-admin-review',
+        'ClusterRole/gw-operator',
+        'ClusterRole/gw-operator-webhook',
+        'ClusterRole/gw-sidecar',
+        'ClusterRoleBinding/gw-admin-read',
+        'ClusterRoleBinding/gw-admin-review',
+        'ClusterRoleBinding/gw-operator',
+        'ClusterRoleBinding/gw-operator-webhook',
+        'ConfigMap/gw-settings',
+        'Deployment/gw-admin',
+        'Deployment/gw-operator',
+        'Role/gw-admin',
+        'Role/gw-operator',
+        'RoleBinding/gw-admin',
+        'RoleBinding/gw-operator',
+        'RoleBinding/gw-sidecar',
+        'Secret/gw-auth',
+        'Secret/gw-redis',
+        'Secret/gw-sidecar-env',
+        'Service/gw-admin',
+        'Service/gw-redis',
+        'Service/gw-redis-headless',
+        'Service/gw-webhook',
+        'ServiceAccount/gw-admin',
+        'ServiceAccount/gw-operator',
+        'ServiceAccount/gw-sidecar',
+        'StatefulSet/gw-redis',
+      ].sort(),
+    );
+    await serverValidate(objects);
+  });
+
+  it('meets the restricted Pod Security Standard (a violation would show as a warning)', async () => {
+    const loose = await renderChart(ns, { 'securityContext.allowPrivilegeEscalation': true });
+    const input = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: loose });
+    const result = await kubectl(['apply', '--dry-run=server', '-f', '-'], { input });
+    expect(result.stderr).toContain('would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false');
+  });
+
+  it('puts namespaced objects in the release namespace, sidecar RBAC in the app namespace', () => {
+    const sidecarBinding = findObject(objects, 'RoleBinding', 'gw-sidecar');
+    expect(sidecarBinding.metadata.namespace).toBe(appNs);
+    expect(findObject(objects, 'ServiceAccount', 'gw-sidecar').metadata.namespace).toBe(appNs);
+    expect(findObject(objects, 'Secret', 'gw-sidecar-env').metadata.namespace).toBe(appNs);
+    for (const o of objects.filter((x) => !x.kind.startsWith('Cluster') && !x.metadata.name.startsWith('gw-sidecar'))) {
+      expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe(ns);
+    }
+  });
+
+  it('labels every object the Helm way', () => {
+    for (const o of objects) {
+      const labels = o.metadata.labels ?? {};
+      expect(labels, `${o.kind}/${o.metadata.name}`).toMatchObject({
+        'app.kubernetes.io/name': 'gw',
+        'app.kubernetes.io/instance': 'gw',
+        'app.kubernetes.io/managed-by': 'Helm',
+        'app.kubernetes.io/version': '0.1.0',
+        'helm.sh/chart': 'gw-0.1.0',
+      });
+      expect(labels['app.kubernetes.io/component'], `${o.kind}/${o.metadata.name}`).toBeTruthy();
+    }
+  });
+
+  it('gives every container resources, probes and a restrictive security context', () => {
+    const specs = podSpecs(objects);
+    expect(specs.map((s) => s.owner).sort()).toEqual(['Deployment/gw-admin', 'Deployment/gw-operator', 'StatefulSet/gw-redis']);
+    for (const { owner, spec } of specs) {
+      expect(spec.securityContext, owner).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+      expect(spec.securityContext.runAsUser, owner).toBeGreaterThan(0);
+      const containers = [...(spec.initContainers ?? []), ...spec.containers];
+      expect(containers.length).toBeGreaterThan(0);
+      for (const c of containers) {
+        const where = `${owner} container ${c.name}`;
+        expect(c.securityContext, where).toEqual({
+          runAsNonRoot: true,
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          capabilities: { drop: ['ALL'] },
+          seccompProfile: { type: 'RuntimeDefault' },
+        });
+        expect(c.resources?.requests?.cpu, where).toBeTruthy();
+        expect(c.resources?.requests?.memory, where).toBeTruthy();
+        expect(c.resources?.limits?.memory, where).toBeTruthy();
+        for (const probe of ['startupProbe', 'livenessProbe', 'readinessProbe']) expect(c[probe], `${where} ${probe}`).toBeTruthy();
+        // A read-only root needs somewhere writable for temp files.
+        expect(c.volumeMounts.map((m: { mountPath: string }) => m.mountPath), where).toContain('/tmp');
+      }
+    }
+  });
+
+  it('probes the health endpoints of operator and admin gateway on their health port', () => {
+    for (const name of ['gw-operator', 'gw-admin']) {
+      const c = findObject(objects, 'Deployment', name).spec.template.spec.containers[0];
+      const health = c.ports.find((p: { name: string }) => p.name === 'health');
+      expect(health.containerPort).toBe(8082);
+      expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'health' });
+      expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    }
+  });
+
+  it('configures the operator through its documented environment', () => {
+    const operator = findObject(objects, 'Deployment', 'gw-operator');
+    const env = containerEnv(operator);
+    expect(operator.spec.replicas).toBe(1);
+    expect(operator.spec.template.spec.containers[0].image).toBe('gw-operator:0.1.0');
+    expect(envValue(env, 'GW_SIDECAR_IMAGE').value).toBe('gw-sidecar:0.1.0');
+    expect(envValue(env, 'GW_LEADER_ELECTION').value).toBe('true');
+    expect(envValue(env, 'GW_WATCH_NAMESPACES').value).toBe('');
+    expect(envValue(env, 'GW_WEBHOOK_FAILURE_POLICY').value).toBe('Fail');
+    expect(envValue(env, 'GW_WEBHOOK_LISTEN').value).toBe('0.0.0.0:9443');
+    expect(envValue(env, 'GW_HEALTH_LISTEN').value).toBe('0.0.0.0:8082');
+    expect(envValue(env, 'GW_OPERATOR_NAMESPACE').valueFrom?.fieldRef?.fieldPath).toBe('metadata.namespace');
+    // The webhook Service the operator names in its webhook configuration exists and reaches the webhook port.
+    const service = findObject(objects, 'Service', envValue(env, 'GW_WEBHOOK_SERVICE').value ?? '');
+    expect(service.spec.ports).toEqual([{ name: 'https-webhook', port: 443, targetPort: 'webhook', protocol: 'TCP' }]);
+    expect(service.spec.selector).toEqual(operator.spec.selector.matchLabels);
+  });
+
+  it('serves the admin listener only, with the admin and portal secrets from the auth Secret', () => {
+    const admin = findObject(objects, 'Deployment', 'gw-admin');
+    const env = containerEnv(admin);
+    expect(admin.spec.template.spec.containers[0].image).toBe('gw-sidecar:0.1.0');
+    expect(envValue(env, 'GW_LISTEN').value).toBe('127.0.0.1:8080');
+    expect(envValue(env, 'GW_ADMIN_LISTEN').value).toBe('0.0.0.0:8081');
+    expect(envValue(env, 'GW_NAMESPACE').value).toBe(ns);
+    expect(envValue(env, 'GW_ADMIN_SECRET').valueFrom?.secretKeyRef).toEqual({ name: 'gw-auth', key: 'admin-secret' });
+    expect(envValue(env, 'GW_PORTAL_SECRET').valueFrom?.secretKeyRef).toEqual({ name: 'gw-auth', key: 'portal-secret' });
+    const service = findObject(objects, 'Service', 'gw-admin');
+    expect(service.spec.ports).toEqual([{ name: 'http-admin', port: 8081, targetPort: 'admin', protocol: 'TCP' }]);
+    expect(service.spec.selector).toEqual(admin.spec.selector.matchLabels);
+    const auth = findObject(objects, 'Secret', 'gw-auth');
+    for (const key of ['admin-secret', 'portal-secret']) expect(Buffer.from(auth.data[key], 'base64').toString()).toMatch(/^[A-Za-z0-9]{40}$/);
+  });
+
+  it('wires the chart Redis: password from its Secret, expanded into GW_REDIS_URL', () => {
+    for (const name of ['gw-operator', 'gw-admin']) {
+      const env = containerEnv(findObject(objects, 'Deployment', name));
+      const passwordAt = env.findIndex((e) => e.name === 'REDIS_PASSWORD');
+      const urlAt = env.findIndex((e) => e.name === 'GW_REDIS_URL');
+      // Dependent variables expand only from variables declared earlier.
+      expect(passwordAt).toBeGreaterThanOrEqual(0);
+      expect(urlAt).toBeGreaterThan(passwordAt);
+      expect(env[passwordAt]?.valueFrom?.secretKeyRef).toEqual({ name: 'gw-redis', key: 'password' });
+      expect(env[urlAt]?.value).toBe(`redis://:$(REDIS_PASSWORD)@gw-redis.${ns}.svc:6379/0`);
+    }
+    const redis = findObject(objects, 'StatefulSet', 'gw-redis');
+    expect(redis.spec.volumeClaimTemplates[0].spec.resources.requests.storage).toBe('1Gi');
+    expect(redis.spec.template.spec.containers[0].args.slice(0, 2)).toEqual(['--requirepass', '$(REDIS_PASSWORD)']);
+    const password = Buffer.from(findObject(objects, 'Secret', 'gw-redis').data.password, 'base64').toString();
+    expect(password).toMatch(/^[A-Za-z0-9]{40}$/);
+    // Injected sidecars get the same Redis, password included, from a Secret of their namespace.
+    const sidecarEnv = findObject(objects, 'Secret', 'gw-sidecar-env');
+    expect(Buffer.from(sidecarEnv.data.GW_REDIS_URL, 'base64').toString()).toBe(`redis://:${password}@gw-redis.${ns}.svc:6379/0`);
+    expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'GW_SIDECAR_ENV_SECRET').value).toBe('gw-sidecar-env');
+  });
+
+  it('renders the settings file with every gateway setting, valid for the gateway', () => {
+    const settings = findObject(objects, 'ConfigMap', 'gw-settings');
+    const file = parseYaml(settings.data['settings.yaml']) as Record<string, unknown>;
+    expect(gatewaySettingsSchema.parse(file)).toEqual(defaultGatewaySettings);
+    expect(Object.keys(file).sort()).toEqual(Object.keys(gatewaySettingsSchema.shape).sort());
+    for (const name of ['gw-operator', 'gw-admin']) {
+      const deployment = findObject(objects, 'Deployment', name);
+      expect(envValue(containerEnv(deployment), 'GW_SETTINGS').value).toBe('/etc/gw/settings.yaml');
+      const volume = deployment.spec.template.spec.volumes.find((v: { name: string }) => v.name === 'settings');
+      expect(volume.configMap.name).toBe('gw-settings');
+      expect(deployment.spec.template.metadata.annotations['checksum/settings']).toMatch(/^[0-9a-f]{64}$/);
+    }
+  });
+});
+
+describe('values', () => {
+  const values = parseYaml(readFileSync(join(CHART_DIR, 'values.yaml'), 'utf8')) as { gateway: { settings: Record<string, unknown> } };
+  const schema = JSON.parse(readFileSync(join(CHART_DIR, 'values.schema.json'), 'utf8'));
+
+  it('has every gateway setting as a value, defaulting to the gateway default', () => {
+    expect(values.gateway.settings).toEqual(defaultGatewaySettings);
+  });
+
+  it('types every gateway setting in values.schema.json as the gateway schema does', () => {
+    const chartSettings = schema.properties.gateway.properties.settings;
+    expect(chartSettings.additionalProperties).toBe(false);
+    const gateway = z.toJSONSchema(gatewaySettingsSchema, { io: 'input' }) as { properties: Record<string, Record<string, unknown>> };
+    expect(Object.keys(chartSettings.properties).sort()).toEqual(Object.keys(gateway.properties).sort());
+    for (const [option, want] of Object.entries(gateway.properties)) {
+      const got = chartSettings.properties[option];
+      expect(got.type, option).toBe(want.type);
+      expect(got.enum, option).toEqual(want.enum);
+      expect(got.minimum, option).toEqual(want.minimum);
+      // zod's int() bound (MAX_SAFE_INTEGER) is not worth repeating.
+      expect(got.maximum, option).toEqual(want.maximum === Number.MAX_SAFE_INTEGER ? undefined : want.maximum);
+    }
+  });
+
+  it('closes every object of values.schema.json to unknown keys', () => {
+    const open: string[] = [];
+    const walk = (node: unknown, path: string): void => {
+      if (!node || typeof node !== 'object') return;
+      const n = node as Record<string, unknown>;
+      if (n.type === 'object' && n.properties && n.additionalProperties !== false) open.push(path);
+      for (const [k, v] of Object.entries(n)) walk(v, `${path}/${k}`);
+    };
+    walk(schema, '#');
+    expect(open).toEqual([]);
+  });
+
+  const rejected: Array<[string, Record<string, unknown>, string]> = [
+    ['an unknown top-level key', { replicaCount: 3 }, "additional properties 'replicaCount' not allowed"],
+    ['an unknown gateway setting', { 'gateway.settings.enable_magic': true }, "at '/gateway/settings': additional properties 'enable_magic' not allowed"],
+    ['a setting of the wrong type', { 'gateway.settings.drl_threshold': 'five' }, "at '/gateway/settings/drl_threshold': got string, want integer"],
+    ['a negative threshold', { 'gateway.settings.drl_threshold': -1 }, "at '/gateway/settings/drl_threshold'"],
+    ['an unknown header mode', { 'gateway.settings.rate_limit_response_headers': 'both' }, "at '/gateway/settings/rate_limit_response_headers'"],
+    ['an unknown Redis mode', { 'redis.external.mode': 'ring' }, "at '/redis/external/mode'"],
+    ['a Redis URL of another scheme', { 'redis.enabled': false, 'redis.external.url': 'http://redis:6379' }, "at '/redis/external/url'"],
+    ['a namespace that is not a DNS label', { watchNamespaces: ['Team_A'] }, "at '/watchNamespaces/0'"],
+    ['an unknown failure policy', { 'operator.webhook.failurePolicy': 'Retry' }, "at '/operator/webhook/failurePolicy'"],
+    ['zero operator replicas', { 'operator.replicas': 0 }, "at '/operator/replicas'"],
+    ['a numeric admin secret', { 'auth.adminSecret': 12345 }, "at '/auth/adminSecret': got number, want string"],
+    ['a Redis password that would break the URL', { 'redis.auth.password': 'p@ss/word' }, "at '/redis/auth/password'"],
+  ];
+  it.each(rejected)('rejects %s, naming the value, and renders nothing', async (_what, bad, message) => {
+    const result = await helm(['template', 'gw', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs(bad)], { allowFail: true });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain("values don't meet the specifications of the schema");
+    expect(result.stderr).toContain(message);
+    expect(result.stdout).toBe('');
+  });
+});
+
+describe('helm template with non-default values', () => {
+  it('uses an external standalone Redis from a URL kept in a chart Secret', async () => {
+    const url = 'rediss://:s3cret@redis.example.internal:6380/2';
+    const objects = await renderChart(ns, { 'redis.enabled': false, 'redis.external.url': url, 'sidecar.namespaces': [appNs] });
+    expect(objects.filter((o) => o.metadata.name.startsWith('gw-redis')).map((o) => o.kind)).toEqual(['Secret']);
+    expect(Buffer.from(findObject(objects, 'Secret', 'gw-redis').data.url, 'base64').toString()).toBe(url);
+    expect(Buffer.from(findObject(objects, 'Secret', 'gw-sidecar-env').data.GW_REDIS_URL, 'base64').toString()).toBe(url);
+    for (const name of ['gw-operator', 'gw-admin']) {
+      const env = containerEnv(findObject(objects, 'Deployment', name));
+      expect(envValue(env, 'GW_REDIS_URL').valueFrom?.secretKeyRef).toEqual({ name: 'gw-redis', key: 'url' });
+      expect(env.some((e) => e.name === 'REDIS_PASSWORD')).toBe(false);
+    }
+    await serverValidate(objects);
+  });
+
+  it('builds a sentinel URL from the sentinels, master name and password', async () => {
+    const objects = await renderChart(ns, {
+      'redis.enabled': false,
+      'redis.external.mode': 'sentinel',
+      'redis.external.nodes': ['sentinel-0.redis:26379', 'sentinel-1.redis:26379'],
+      'redis.external.sentinelMasterName': 'gw-master',
+      'redis.external.password': 'pw-1',
+    });
+    const url = Buffer.from(findObject(objects, 'Secret', 'gw-redis').data.url, 'base64').toString();
+    expect(url).toBe('redis+sentinel://:pw-1@sentinel-0.redis:26379,sentinel-1.redis:26379/gw-master');
+    expect(objects.some((o) => o.kind === 'StatefulSet')).toBe(false);
+    await serverValidate(objects);
+  });
+
+  it('builds a cluster URL from the seed nodes', async () => {
+    const objects = await renderChart(ns, { 'redis.enabled': false, 'redis.external.mode': 'cluster', 'redis.external.nodes': ['node-a:6379', 'node-b:6379', 'node-c:6379'] });
+    const url = Buffer.from(findObject(objects, 'Secret', 'gw-redis').data.url, 'base64').toString();
+    expect(url).toBe('redis+cluster://node-a:6379,node-b:6379,node-c:6379');
+    await serverValidate(objects);
+  });
+
+  it('takes GW_REDIS_URL from an existing Secret and renders no Redis Secret', async () => {
+    const objects = await renderChart(ns, { 'redis.enabled': false, 'redis.external.existingSecret': 'my-redis', 'redis.external.existingSecretKey': 'connection' });
+    expect(objects.some((o) => o.metadata.name.startsWith('gw-redis'))).toBe(false);
+    const env = containerEnv(findObject(objects, 'Deployment', 'gw-operator'));
+    expect(envValue(env, 'GW_REDIS_URL').valueFrom?.secretKeyRef).toEqual({ name: 'my-redis', key: 'connection' });
+  });
+
+  it('refuses an external Redis without an address, with a message saying what is missing', async () => {
+    const noUrl = await helm(['template', 'gw', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs({ 'redis.enabled': false })], { allowFail: true });
+    expect(noUrl.code).not.toBe(0);
+    expect(noUrl.stderr).toContain('redis.external.url is required');
+    const noNodes = await helm(['template', 'gw', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs({ 'redis.enabled': false, 'redis.external.mode': 'cluster' })], {
+      allowFail: true,
+    });
+    expect(noNodes.code).not.toBe(0);
+    expect(noNodes.stderr).toContain('redis.external.nodes');
+  });
+
+  it('renders changed settings into the settings file and rolls the pods', async () => {
+    const defaults = await renderChart(ns);
+    const changed = await renderChart(ns, {
+      'gateway.settings.enable_redis_rolling_limiter': true,
+      'gateway.settings.drl_threshold': 5,
+      'gateway.settings.rate_limit_response_headers': 'rate_limits',
+      'gateway.settings.forwarder': 'http-proxy',
+    });
+    const file = gatewaySettingsSchema.parse(parseYaml(findObject(changed, 'ConfigMap', 'gw-settings').data['settings.yaml']));
+    expect(file).toEqual({ ...defaultGatewaySettings, enable_redis_rolling_limiter: true, drl_threshold: 5, rate_limit_response_headers: 'rate_limits', forwarder: 'http-proxy' });
+    const checksum = (objects: K8sObject[]): string => findObject(objects, 'Deployment', 'gw-operator').spec.template.metadata.annotations['checksum/settings'];
+    expect(checksum(changed)).not.toBe(checksum(defaults));
+  });
+
+  it('scopes operator and admin reads to the watched namespaces', async () => {
+    const other = await createNamespace('chart-watch');
+    const objects = await renderChart(ns, { watchNamespaces: [appNs, other] });
+    expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'GW_WATCH_NAMESPACES').value).toBe(`${appNs},${other}`);
+    expect(objects.filter((o) => o.kind === 'ClusterRoleBinding').map((o) => o.metadata.name).sort()).toEqual(['gw-admin-review', 'gw-operator-webhook']);
+    const watchBindings = objects.filter((o) => o.kind === 'RoleBinding' && o.metadata.name === 'gw-operator-watch');
+    expect(watchBindings.map((o) => o.metadata.namespace).sort()).toEqual([appNs, other].sort());
+    // The admin gateway also reads its own namespace.
+    const adminReads = objects.filter((o) => o.kind === 'RoleBinding' && o.metadata.name === 'gw-admin-read');
+    expect(adminReads.map((o) => o.metadata.namespace).sort()).toEqual([appNs, other, ns].sort());
+    await serverValidate(objects);
+  });
+
+  it('runs two operator replicas with a disruption budget, and can leave the admin gateway out', async () => {
+    const objects = await renderChart(ns, { 'operator.replicas': 2, 'admin.enabled': false, 'redis.persistence.enabled': false });
+    expect(findObject(objects, 'Deployment', 'gw-operator').spec.replicas).toBe(2);
+    expect(findObject(objects, 'PodDisruptionBudget', 'gw-operator').spec.maxUnavailable).toBe(1);
+    expect(objects.some((o) => o.metadata.name.startsWith('gw-admin'))).toBe(false);
+    const redis = findObject(objects, 'StatefulSet', 'gw-redis');
+    expect(redis.spec.volumeClaimTemplates).toBeUndefined();
+    expect(redis.spec.template.spec.volumes.find((v: { name: string }) => v.name === 'data').emptyDir).toEqual({});
+    await serverValidate(objects);
+  });
+
+  it('uses given secrets and an existing auth Secret as told', async () => {
+    const given = await renderChart(ns, { 'auth.adminSecret': 'admin-given', 'auth.portalSecret': 'portal-given', 'redis.auth.password': 'redis-given' });
+    const auth = findObject(given, 'Secret', 'gw-auth');
+    expect(Buffer.from(auth.data['admin-secret'], 'base64').toString()).toBe('admin-given');
+    expect(Buffer.from(auth.data['portal-secret'], 'base64').toString()).toBe('portal-given');
+    expect(Buffer.from(findObject(given, 'Secret', 'gw-redis').data.password, 'base64').toString()).toBe('redis-given');
+    const existing = await renderChart(ns, { 'auth.existingSecret': 'team-gw-auth' });
+    expect(existing.some((o) => o.kind === 'Secret' && o.metadata.name === 'gw-auth')).toBe(false);
+    const env = containerEnv(findObject(existing, 'Deployment', 'gw-admin'));
+    expect(envValue(env, 'GW_ADMIN_SECRET').valueFrom?.secretKeyRef).toEqual({ name: 'team-gw-auth', key: 'admin-secret' });
+  });
+});
+
+describe('CRDs', () => {
+  const generated = resolve(CHART_DIR, '../../crds/generated');
+  it('ships the generated CRDs unchanged, one per kind, and renders them with --include-crds', async () => {
+    const files = readdirSync(join(CHART_DIR, 'crds')).sort();
+    expect(files).toEqual(['apidefinitions.gw.dev.yaml', 'categories.gw.dev.yaml', 'keys.gw.dev.yaml', 'policies.gw.dev.yaml', 'portalproducts.gw.dev.yaml']);
+    for (const file of files) {
+      expect(existsSync(join(generated, file)), file).toBe(true);
+      expect(readFileSync(join(CHART_DIR, 'crds', file), 'utf8'), file).toBe(readFileSync(join(generated, file), 'utf8'));
+    }
+    const { stdout } = await helm(['template', 'gw', CHART_DIR, '--kube-version', KUBE_VERSION, '--include-crds']);
+    const crds = stdout.match(/^kind: CustomResourceDefinition$/gm) ?? [];
+    expect(crds).toHaveLength(5);
+  });
+});
