@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { countCategories } from './categories.ts';
+
+const api = (name: string, categories: string[]) => ({ apiId: name, namespace: 'ns', name, oas: false, categories });
+
+describe('countCategories', () => {
+  it('counts APIs per category, includes empty Category resources, sorts by name', () => {
+    const result = countCategories(
+      [api('a', ['payments', 'public']), api('b', ['public']), api('c', [])],
+      [
+        { namespace: 'ns', name: 'internal' },
+        { namespace: 'other', name: 'public' },
+      ],
+    );
+    expect(result).toEqual([
+      { name: 'internal', count: 0 },
+      { name: 'payments', count: 1 },
+      { name: 'public', count: 2 },
+    ]);
+  });
+
+  it('counts an API once even if it lists a category twice', () => {
+    expect(countCategories([api('a', ['x', 'x'])], [])).toEqual([{ name: 'x', count: 1 }]);
+  });
+
+  it('is empty when there is nothing', () => {
+    expect(countCategories([], [])).toEqual([]);
+  });
+});

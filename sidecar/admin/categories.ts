@@ -1,0 +1,52 @@
+import type { ApiEntry, CategoryEntry } from '../resources/types.ts';
+import { requireAccess, requireBearer, scopeChecks } from './auth.ts';
+import { AdminError, adminErrors } from './errors.ts';
+import { pathId } from './params.ts';
+import type { HandlerContext, Reply } from './types.ts';
+
+async function retrieve<T>(load: () => Promise<T>): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    throw new AdminError(adminErrors.apisUnavailable, undefined, { cause: error });
+  }
+}
+
+/**
+ * GET /api/apis/oas/{apiId}/categories (SPEC §4.3): needs `get` on apidefinitions in the
+ * API's namespace. An unknown id is only reported as such to a caller who could read it
+ * (checked at the store's scope), so ids cannot be probed without permission.
+ */
+export async function apiCategories(ctx: HandlerContext): Promise<Reply> {
+  const { req, deps, path } = ctx;
+  const principal = await requireBearer(req, deps.auth.bearer);
+  const apiId = pathId(ctx.params.apiId!, 'apiId');
+  const api = (await retrieve(() => deps.resources.listApis())).find((entry) => entry.apiId === apiId && entry.oas);
+  if (!api) {
+    await requireAccess(principal, scopeChecks(deps.resources.namespaces, 'get', 'apidefinitions'), path);
+    throw new AdminError(adminErrors.apiNotFound);
+  }
+  await requireAccess(principal, [{ verb: 'get', resource: 'apidefinitions', namespace: api.namespace }], path);
+  return { status: 200, body: { categories: [...api.categories] } };
+}
+
+/** Every category named by a Category resource or an API, with how many APIs list it, by name. */
+export function countCategories(apis: readonly ApiEntry[], categories: readonly CategoryEntry[]): { name: string; count: number }[] {
+  const counts = new Map<string, number>(categories.map((c) => [c.name, 0]));
+  for (const api of apis) {
+    for (const name of new Set(api.categories)) counts.set(name, (counts.get(name) ?? 0) + 1);
+  }
+  return [...counts.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([name, count]) => ({ name, count }));
+}
+
+/** GET /api/apis/categories (SPEC §4.4): needs `list` on apidefinitions and categories where the store reads. */
+export async function allCategories(ctx: HandlerContext): Promise<Reply> {
+  const { req, deps, path } = ctx;
+  const principal = await requireBearer(req, deps.auth.bearer);
+  const { namespaces } = deps.resources;
+  await requireAccess(principal, [...scopeChecks(namespaces, 'list', 'apidefinitions'), ...scopeChecks(namespaces, 'list', 'categories')], path);
+  const [apis, categories] = await retrieve(() => Promise.all([deps.resources.listApis(), deps.resources.listCategories()]));
+  return { status: 200, body: { categories: countCategories(apis, categories) } };
+}

@@ -1,0 +1,55 @@
+import { randomBytes } from 'node:crypto';
+import { sessionFromKey } from '../../common/session-from-key.ts';
+import { keyHash } from '../../crds/key-hash.ts';
+import { requireSecret } from './auth.ts';
+import { AdminError, adminErrors, MAX_BODY_BYTES } from './errors.ts';
+import { keySpecOf } from './key-request.ts';
+import { readJsonBody } from './request.ts';
+import type { HandlerContext, Reply } from './types.ts';
+
+/** 32 random bytes, URL-safe: what the caller sends in the API's auth header. */
+const generateRawKey = (): string => randomBytes(32).toString('base64url');
+
+/**
+ * The Key resource's name and the session's `key_id`: a public id derived from the hash,
+ * so it identifies the key in kubectl and logs without revealing it.
+ */
+const keyNameOf = (hash: string): string => `key-${hash.slice(0, 24)}`;
+
+/**
+ * POST /admin/org/keys (SPEC §4.1). The session is stored first so the key works the
+ * moment the caller has it; if the Key resource cannot be written the session is removed
+ * again, so a failure leaves nothing behind. The raw key is returned once, as the
+ * response's `key_id` (the credential, as the dashboard API returns it); everything
+ * stored holds only its hash, and `data.key_id` is the public id.
+ */
+export async function createKey(ctx: HandlerContext): Promise<Reply> {
+  const { req, deps } = ctx;
+  requireSecret(req, 'admin-auth', deps.auth.adminSecret, adminErrors.adminKeyInvalid);
+  const body = await readJsonBody(req, deps.maxBodyBytes ?? MAX_BODY_BYTES);
+  const rawKey = generateRawKey();
+  const hash = keyHash(rawKey);
+  const name = keyNameOf(hash);
+  const spec = keySpecOf(body, hash);
+  // The same derivation the operator and the folder source apply to a Key, so neither rewrites this session.
+  const derived = sessionFromKey(spec, name, deps.namespace, null, new Date());
+  if (!derived.ok) throw new AdminError(adminErrors.bodyInvalid, derived.message);
+  const { session } = derived;
+
+  try {
+    await deps.sessions.put(hash, session);
+  } catch (error) {
+    throw new AdminError(adminErrors.keySaveFailed, undefined, { cause: error });
+  }
+  try {
+    await deps.resources.createKey({ namespace: deps.namespace, name, spec });
+  } catch (error) {
+    await deps.sessions.delete(hash).catch((rollbackError: unknown) => {
+      deps.logger.error({ err: rollbackError, keyName: name }, 'create key: could not remove the session after the Key write failed');
+    });
+    throw new AdminError(adminErrors.keySaveFailed, undefined, { cause: error });
+  }
+  deps.logger.info({ keyName: name, namespace: deps.namespace }, 'key created');
+  const { namespace: _namespace, ...data } = session;
+  return { status: 200, body: { api_model: {}, data, key_hash: hash, key_id: rawKey } };
+}

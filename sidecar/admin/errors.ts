@@ -1,0 +1,63 @@
+/**
+ * Every error the admin listener answers, defined once: a stable code (also sent as the
+ * `X-GW-Error-Code` header, since the SPEC's body shapes have no room for one), an HTTP
+ * status and the message. The body shape is the operation's own (see responses.ts).
+ */
+export interface ErrorDef {
+  readonly code: string;
+  readonly status: number;
+  readonly message: string;
+}
+
+const def = (code: string, status: number, message: string): ErrorDef => ({ code, status, message });
+
+export const MAX_BODY_BYTES = 1024 * 1024;
+
+export const adminErrors = {
+  routeNotFound: def('route_not_found', 404, 'Not found'),
+  methodNotAllowed: def('method_not_allowed', 405, 'Method not allowed'),
+  duplicateHeader: def('duplicate_header', 400, 'Header given more than once'),
+
+  adminKeyInvalid: def('admin_key_invalid', 403, 'Not authorised'),
+  gatewayKeyInvalid: def('gateway_key_invalid', 403, 'Attempted administrative access with invalid or missing key!'),
+  portalKeyInvalid: def('portal_key_invalid', 401, 'Not authorised'),
+  bearerMissing: def('bearer_unauthenticated', 401, 'Not authorised'),
+  bearerForbidden: def('bearer_forbidden', 403, 'access denied: You do not have permission to access'),
+  authCheckFailed: def('auth_check_failed', 500, 'Could not check the credentials'),
+
+  unsupportedMediaType: def('unsupported_media_type', 415, 'Content-Type must be application/json'),
+  bodyEmpty: def('body_empty', 400, 'Request body empty'),
+  bodyTooLarge: def('body_too_large', 413, 'Request body too large'),
+  bodyNotUtf8: def('body_not_utf8', 400, 'Request body is not valid UTF-8'),
+  bodyMalformed: def('body_malformed', 400, 'Request body is not valid JSON'),
+  bodyInvalid: def('body_invalid', 400, 'Invalid request body'),
+  paramInvalid: def('param_invalid', 400, 'Invalid path parameter'),
+
+  keySaveFailed: def('key_save_failed', 500, 'Failed to create key, save of the new session failed'),
+  productNotFound: def('product_not_found', 404, 'Product not found'),
+  productUpdateFailed: def('product_update_failed', 500, 'Failed to add the tag'),
+  apiNotFound: def('api_not_found', 404, 'API not found'),
+  apisUnavailable: def('apis_unavailable', 500, 'Could not retrieve APIs'),
+  deleteFailed: def('delete_failed', 500, 'Delete failed'),
+  reloadFailed: def('reload_failed', 500, 'Reload failed'),
+} as const;
+
+/** Thrown by handlers; `detail` completes the message (the field, the path) without changing the code. */
+export class AdminError extends Error {
+  readonly def: ErrorDef;
+  readonly detail: string | undefined;
+
+  constructor(errorDef: ErrorDef, detail?: string, options?: { cause?: unknown }) {
+    super(detail ? `${errorDef.message}: ${detail}` : errorDef.message, options);
+    this.name = 'AdminError';
+    this.def = errorDef;
+    this.detail = detail;
+  }
+}
+
+/** The message as a client sees it. `bearerForbidden` names the path after a space, as SPEC §5 words it. */
+export function errorMessage(error: AdminError): string {
+  if (!error.detail) return error.def.message;
+  const separator = error.def === adminErrors.bearerForbidden ? ' ' : ': ';
+  return `${error.def.message}${separator}${error.detail}`;
+}

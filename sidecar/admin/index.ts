@@ -1,0 +1,71 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Counter, type Registry } from 'prom-client';
+import { AdminError, adminErrors } from './errors.ts';
+import { sendError, sendJson, shapeOfPath } from './responses.ts';
+import { matchRoute, pathOf } from './router.ts';
+import { adminRoutes } from './routes.ts';
+import type { AdminDeps, Route } from './types.ts';
+
+export type { AdminDeps } from './types.ts';
+export { StaticBearerAuthenticator, staticTokensSchema, type BearerAuthenticator, type StaticToken } from './bearer.ts';
+export { KubernetesBearerAuthenticator } from './kube-bearer.ts';
+export { parseStaticTokens } from './static-tokens.ts';
+
+const metricName = 'gw_admin_requests_total';
+
+function requestCounter(registry: Registry | undefined): Counter<'operation' | 'code'> | null {
+  if (!registry) return null;
+  const existing = registry.getSingleMetric(metricName);
+  if (existing) return existing as Counter<'operation' | 'code'>;
+  return new Counter({
+    name: metricName,
+    help: 'Admin requests by operation and outcome (ok, or the error code).',
+    labelNames: ['operation', 'code'],
+    registers: [registry],
+  });
+}
+
+function failureOf(route: Route, error: unknown): AdminError {
+  return error instanceof AdminError ? error : new AdminError(route.failure, undefined, { cause: error });
+}
+
+/**
+ * The admin listener's request handler (SPEC §4, §5, §7): routes, authenticates,
+ * validates and answers in each operation's own body shape. It never throws: store and
+ * API-server faults become 5xx answers, and the error's stable code is sent as
+ * `X-GW-Error-Code` and counted.
+ */
+export function createAdminHandler(deps: AdminDeps): (req: IncomingMessage, res: ServerResponse) => void {
+  const counter = requestCounter(deps.registry);
+
+  async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = pathOf(req.url) ?? '/';
+    const match = matchRoute(adminRoutes, req.method ?? '', path);
+    if (match.kind !== 'found') {
+      const error = new AdminError(match.kind === 'none' ? adminErrors.routeNotFound : adminErrors.methodNotAllowed);
+      counter?.inc({ operation: 'unknown', code: error.def.code });
+      sendError(res, shapeOfPath(path), error, match.kind === 'wrong-method' ? { allow: match.allow.join(', ') } : {});
+      return;
+    }
+    const { route, params } = match;
+    try {
+      const reply = await route.handle({ req, deps, params, path });
+      counter?.inc({ operation: route.operation, code: 'ok' });
+      sendJson(res, reply.status, reply.body);
+    } catch (thrown) {
+      const error = failureOf(route, thrown);
+      counter?.inc({ operation: route.operation, code: error.def.code });
+      const log = error.def.status >= 500 ? deps.logger.error.bind(deps.logger) : deps.logger.debug.bind(deps.logger);
+      log({ operation: route.operation, code: error.def.code, err: error.cause ?? error }, 'admin request failed');
+      // A body left unread (too large, or never read after a refusal) must not be parsed as the next request.
+      sendError(res, route.shape, error, req.complete ? {} : { connection: 'close' });
+    }
+  }
+
+  return (req, res) => {
+    serve(req, res).catch((error: unknown) => {
+      deps.logger.error({ err: error }, 'admin response could not be sent');
+      if (!res.headersSent) res.destroy();
+    });
+  };
+}

@@ -1,0 +1,65 @@
+import { describe, expect, it } from 'vitest';
+import { AdminError } from './errors.ts';
+import { keySpecOf } from './key-request.ts';
+
+const hash = 'a'.repeat(64);
+
+function refusal(body: unknown): string {
+  try {
+    keySpecOf(body, hash);
+  } catch (error) {
+    expect(error).toBeInstanceOf(AdminError);
+    expect((error as AdminError).def.status).toBe(400);
+    return (error as AdminError).message;
+  }
+  throw new Error('accepted');
+}
+
+describe('create-key request', () => {
+  it('accepts every request field of SPEC §2.5 and adds the hash', () => {
+    const body = {
+      alias: 'mobile',
+      allowance: 10,
+      apply_policies: ['gold'],
+      enable_detailed_recording: true,
+      expires: 1_900_000_000,
+      hmac_enabled: false,
+      is_inactive: false,
+      meta_data: { team: 'a', nested: { x: 1 } },
+      org_id: 'org1',
+      per: 60,
+      quota_max: 1000,
+      quota_remaining: 900,
+      quota_renewal_rate: 3600,
+      quota_renews: 1_900_000_000,
+      rate: 10,
+      tags: ['t1'],
+      throttle_interval: 1,
+      throttle_retry_limit: 2,
+    };
+    expect(keySpecOf(body, hash)).toEqual({ ...body, key_hash: hash });
+  });
+
+  it.each([
+    ['rate as a string', { rate: '10', per: 60 }, 'rate'],
+    ['fractional per', { rate: 10, per: 1.5 }, 'per'],
+    ['negative allowance', { allowance: -1 }, 'allowance'],
+    ['expires as a date string', { expires: '2030-01-01' }, 'expires'],
+    ['tags not an array', { tags: 'a' }, 'tags'],
+    ['tag not a string', { tags: [1] }, 'tags.0'],
+    ['meta_data an array', { meta_data: [] }, 'meta_data'],
+    ['is_inactive as a string', { is_inactive: 'true' }, 'is_inactive'],
+    ['null alias', { alias: null }, 'alias'],
+    ['unknown field', { rate: 1, per: 1, raw_key: 'x' }, 'raw_key'],
+    ['key_hash smuggled in', { key_hash: 'b'.repeat(64) }, 'key_hash'],
+    ['rate without per', { rate: 10 }, 'rate and per'],
+    ['rate with per 0', { rate: 10, per: 0 }, 'per'],
+    ['smoothing threshold above rate', { rate: 5, per: 1, smoothing: { threshold: 6, step: 1, trigger: 0.5, delay: 1 } }, 'threshold'],
+  ])('refuses %s naming the field', (_label, body, field) => {
+    expect(refusal(body)).toContain(field);
+  });
+
+  it.each([[[]], [null], ['x'], [3]])('refuses a body that is not an object: %j', (body) => {
+    expect(refusal(body)).toContain('expected object');
+  });
+});

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import { keySpecSchema, type KeySpec } from '../../crds/schemas/key.ts';
+import { validBody } from './request.ts';
+
+/**
+ * The create-key body: the request fields of SPEC §2.5 with the Key resource's own field
+ * schemas (types, bounds), plus the Key's `access_rights` and `smoothing` so a key without
+ * policies can be useful. Unknown fields are refused, so a misspelt field is an error
+ * rather than a silently ignored setting.
+ */
+const spec = keySpecSchema.shape;
+
+export const createKeyRequestSchema = z
+  .object({
+    alias: spec.alias,
+    allowance: spec.allowance,
+    apply_policies: spec.apply_policies,
+    enable_detailed_recording: spec.enable_detailed_recording,
+    expires: spec.expires,
+    hmac_enabled: spec.hmac_enabled,
+    is_inactive: spec.is_inactive,
+    meta_data: spec.meta_data,
+    org_id: spec.org_id,
+    per: spec.per,
+    quota_max: spec.quota_max,
+    quota_remaining: spec.quota_remaining,
+    quota_renewal_rate: spec.quota_renewal_rate,
+    quota_renews: spec.quota_renews,
+    rate: spec.rate,
+    tags: spec.tags,
+    throttle_interval: spec.throttle_interval,
+    throttle_retry_limit: spec.throttle_retry_limit,
+    access_rights: spec.access_rights,
+    smoothing: spec.smoothing,
+  })
+  .strict();
+
+/**
+ * The Key resource spec for a request: its fields and the hash, checked field by field
+ * and then against the Key's cross-field rules (rate with per, threshold ≤ rate, …).
+ */
+export function keySpecOf(body: unknown, keyHash: string): KeySpec {
+  const request = validBody(createKeyRequestSchema, body);
+  return validBody(keySpecSchema, { ...request, key_hash: keyHash });
+}

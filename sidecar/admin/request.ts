@@ -1,0 +1,92 @@
+import type { IncomingMessage } from 'node:http';
+import type { z } from 'zod';
+import { AdminError, adminErrors } from './errors.ts';
+
+/**
+ * Reading what a client sent, strictly. Node folds repeated headers (it keeps the first
+ * `Authorization` and joins custom ones with ", "), which would hide a second credential,
+ * so repeats are counted on the raw header list.
+ */
+export function singleHeader(req: IncomingMessage, name: string): string | undefined {
+  let value: string | undefined;
+  let seen = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() !== name) continue;
+    seen += 1;
+    if (seen > 1) throw new AdminError(adminErrors.duplicateHeader, name);
+    value = raw[i + 1];
+  }
+  return value;
+}
+
+/** Only `application/json`, with no charset or utf-8; an absent Content-Type is read as JSON. */
+function checkContentType(req: IncomingMessage): void {
+  const contentType = singleHeader(req, 'content-type');
+  if (contentType === undefined) return;
+  const [mediaType, ...params] = contentType.split(';').map((part) => part.trim().toLowerCase());
+  if (mediaType !== 'application/json') throw new AdminError(adminErrors.unsupportedMediaType);
+  for (const param of params) {
+    if (param.startsWith('charset=') && !['charset=utf-8', 'charset="utf-8"'].includes(param)) {
+      throw new AdminError(adminErrors.unsupportedMediaType);
+    }
+  }
+}
+
+function readRaw(req: IncomingMessage, limit: number): Promise<Buffer> {
+  const tooLarge = (): AdminError => new AdminError(adminErrors.bodyTooLarge, `at most ${limit} bytes`);
+  const declared = Number(req.headers['content-length'] ?? '0');
+  if (declared > limit) return Promise.reject(tooLarge());
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer): void => {
+      size += chunk.length;
+      if (size > limit) {
+        req.off('data', onData);
+        // Keep draining (discarding) so the 413 can still be written on this connection.
+        req.resume();
+        reject(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on('data', onData);
+    req.once('end', () => resolve(Buffer.concat(chunks, size)));
+    req.once('error', reject);
+    // A client that hangs up mid-body may end the stream without an error: settle anyway.
+    req.once('close', () => {
+      if (!req.complete) reject(new Error('client closed the request before its body ended'));
+    });
+  });
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The request body as parsed JSON: content type, size, encoding and syntax checked in that order. */
+export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
+  checkContentType(req);
+  const raw = await readRaw(req, limit);
+  if (raw.length === 0) throw new AdminError(adminErrors.bodyEmpty);
+  let text: string;
+  try {
+    text = utf8.decode(raw);
+  } catch {
+    throw new AdminError(adminErrors.bodyNotUtf8);
+  }
+  if (text.trim() === '') throw new AdminError(adminErrors.bodyEmpty);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new AdminError(adminErrors.bodyMalformed);
+  }
+}
+
+/** A parsed body checked against a schema; the first problem is reported with the field it is in. */
+export function validBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0]!;
+  const where = issue.path.length > 0 ? issue.path.join('.') : 'body';
+  throw new AdminError(adminErrors.bodyInvalid, `${where}: ${issue.message}`);
+}

@@ -1,0 +1,41 @@
+import type { ServerResponse } from 'node:http';
+import { type AdminError, errorMessage } from './errors.ts';
+
+/**
+ * The three error body shapes of SPEC §7 / DESIGN §8: the dashboard operations
+ * (`/admin/…`, `/api/…`), the gateway operations (`/gw/…`) and the portal (`/portal-api/…`).
+ */
+export type ErrorShape = 'dashboard' | 'gateway' | 'portal';
+
+export function errorBody(shape: ErrorShape, message: string): unknown {
+  switch (shape) {
+    case 'dashboard':
+      return { Status: 'Error', Message: message, Meta: null };
+    case 'gateway':
+      return { status: 'error', message };
+    case 'portal':
+      return { errors: [message] };
+  }
+}
+
+/** Which shape an error on a path gets when no route claims it (unknown route, wrong method). */
+export function shapeOfPath(path: string): ErrorShape {
+  if (path.startsWith('/gw/')) return 'gateway';
+  if (path.startsWith('/portal-api/')) return 'portal';
+  return 'dashboard';
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const payload = JSON.stringify(body);
+  res.writeHead(status, {
+    ...headers,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(payload),
+    'cache-control': 'no-store',
+  });
+  res.end(payload);
+}
+
+export function sendError(res: ServerResponse, shape: ErrorShape, error: AdminError, headers: Record<string, string> = {}): void {
+  sendJson(res, error.def.status, errorBody(shape, errorMessage(error)), { ...headers, 'x-gw-error-code': error.def.code });
+}

@@ -1,0 +1,59 @@
+import { allCategories, apiCategories } from './categories.ts';
+import { createKey } from './create-key.ts';
+import { adminErrors } from './errors.ts';
+import { deleteApi, reload } from './gateway-apis.ts';
+import { addProductTag } from './portal-tags.ts';
+import { splitPath as segments } from './router.ts';
+import type { Route } from './types.ts';
+
+/** The admin listener's operations (SPEC §4) and the gateway reload (SPEC §3). */
+export const adminRoutes: readonly Route[] = [
+  {
+    method: 'POST',
+    segments: segments('/admin/org/keys'),
+    operation: 'create_key',
+    shape: 'dashboard',
+    failure: adminErrors.keySaveFailed,
+    handle: createKey,
+  },
+  {
+    method: 'POST',
+    segments: segments('/portal-api/products/:product_id/tags'),
+    operation: 'add_product_tag',
+    shape: 'portal',
+    failure: adminErrors.productUpdateFailed,
+    handle: addProductTag,
+  },
+  {
+    method: 'GET',
+    segments: segments('/api/apis/oas/:apiId/categories'),
+    operation: 'api_categories',
+    shape: 'dashboard',
+    failure: adminErrors.apisUnavailable,
+    handle: apiCategories,
+  },
+  {
+    method: 'GET',
+    segments: segments('/api/apis/categories'),
+    operation: 'all_categories',
+    shape: 'dashboard',
+    failure: adminErrors.apisUnavailable,
+    handle: allCategories,
+  },
+  {
+    method: 'DELETE',
+    segments: segments('/gw/apis/:apiID'),
+    operation: 'delete_api',
+    shape: 'gateway',
+    failure: adminErrors.deleteFailed,
+    handle: deleteApi,
+  },
+  {
+    method: 'GET',
+    segments: segments('/gw/reload'),
+    operation: 'reload',
+    shape: 'gateway',
+    failure: adminErrors.reloadFailed,
+    handle: reload,
+  },
+];

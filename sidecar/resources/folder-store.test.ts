@@ -1,0 +1,118 @@
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parse, parseAllDocuments } from 'yaml';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FolderResourceStore } from './folder-store.ts';
+
+const multiDoc = `# shop APIs
+apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata:
+  name: pets # the pet API
+spec:
+  api_id: pets
+  categories: [animals]
+  proxy: { listen_path: /pets/, target_url: http://127.0.0.1:9000 }
+---
+apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata:
+  name: toys
+  namespace: shop
+spec:
+  api_id: toys
+  oas: { openapi: 3.0.3, info: { title: Toys, version: '1' }, paths: {} }
+  categories: [animals, fun]
+---
+apiVersion: gw.dev/v1alpha1
+kind: Category
+metadata:
+  name: empty-one
+`;
+
+const product = `apiVersion: gw.dev/v1alpha1
+kind: PortalProduct
+metadata:
+  name: starter
+spec:
+  id: prod-1
+  tags:
+    - Name: existing # keep me
+`;
+
+describe('FolderResourceStore', () => {
+  let dir: string;
+  let store: FolderResourceStore;
+
+  beforeEach(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'gw-folder-'));
+    await writeFile(join(dir, 'apis.yaml'), multiDoc);
+    await writeFile(join(dir, 'product.yml'), product);
+    await writeFile(join(dir, 'notes.txt'), 'apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: {name: ignored}\n');
+    await writeFile(join(dir, 'other.yaml'), 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\n');
+    store = new FolderResourceStore(dir, 'default');
+  });
+
+  afterEach(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('lists APIs and categories across every YAML file', async () => {
+    expect(await store.listApis()).toEqual([
+      { apiId: 'pets', namespace: 'default', name: 'pets', oas: false, categories: ['animals'] },
+      { apiId: 'toys', namespace: 'shop', name: 'toys', oas: true, categories: ['animals', 'fun'] },
+    ]);
+    expect(await store.listCategories()).toEqual([{ namespace: 'default', name: 'empty-one' }]);
+  });
+
+  it('deletes one document of a multi-document file and keeps the rest with their comments', async () => {
+    expect(await store.deleteApi('toys')).toBe(true);
+    const text = await readFile(join(dir, 'apis.yaml'), 'utf8');
+    expect(text).toContain('# the pet API');
+    expect(parseAllDocuments(text).map((d) => (d.toJS() as { metadata: { name: string } }).metadata.name)).toEqual(['pets', 'empty-one']);
+    expect(await store.deleteApi('toys')).toBe(false);
+  });
+
+  it('removes a file whose only document is deleted', async () => {
+    await writeFile(join(dir, 'solo.yaml'), 'apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: {name: solo}\nspec: {api_id: solo}\n');
+    expect(await store.deleteApi('solo')).toBe(true);
+    expect(await readdir(dir)).not.toContain('solo.yaml');
+  });
+
+  it('adds a tag once, keeping comments', async () => {
+    expect(await store.addProductTag('prod-1', 'new')).toBe('added');
+    expect(await store.addProductTag('prod-1', 'new')).toBe('exists');
+    expect(await store.addProductTag('starter', 'existing')).toBe('exists');
+    expect(await store.addProductTag('nope', 'x')).toBeNull();
+    const text = await readFile(join(dir, 'product.yml'), 'utf8');
+    expect(text).toContain('# keep me');
+    expect(parse(text).spec.tags).toEqual([{ Name: 'existing' }, { Name: 'new' }]);
+  });
+
+  it('serialises concurrent tag writes so none is lost', async () => {
+    await Promise.all(['a', 'b', 'c', 'd'].map((tag) => store.addProductTag('prod-1', tag)));
+    const tags = (parse(await readFile(join(dir, 'product.yml'), 'utf8')).spec.tags as { Name: string }[]).map((t) => t.Name);
+    expect(tags.sort()).toEqual(['a', 'b', 'c', 'd', 'existing']);
+  });
+
+  it('writes a new Key into its own file and refuses a second of the same name', async () => {
+    const key = { namespace: 'default', name: 'key-abc', spec: { key_hash: 'f'.repeat(64), rate: 1, per: 1 } };
+    await store.createKey(key);
+    const written = parse(await readFile(join(dir, 'key-key-abc.yaml'), 'utf8'));
+    expect(written).toEqual({ apiVersion: 'gw.dev/v1alpha1', kind: 'Key', metadata: { name: 'key-abc', namespace: 'default' }, spec: key.spec });
+    await expect(store.createKey(key)).rejects.toThrow(/exists/);
+  });
+
+  it('never rewrites a file holding a document that does not parse', async () => {
+    await writeFile(join(dir, 'broken.yaml'), `${product.replace('starter', 'b2').replace('prod-1', 'prod-2')}---\nkey: [unclosed\n`);
+    await expect(store.addProductTag('prod-2', 'x')).rejects.toThrow(/does not parse/);
+    expect(await readFile(join(dir, 'broken.yaml'), 'utf8')).toContain('[unclosed');
+  });
+
+  it('fails (does not crash) when the folder is gone', async () => {
+    await rm(dir, { recursive: true, force: true });
+    await expect(store.listApis()).rejects.toThrow();
+    await expect(store.deleteApi('pets')).rejects.toThrow();
+  });
+});

@@ -1,0 +1,95 @@
+import { join } from 'node:path';
+import { isSeq, stringify } from 'yaml';
+import { apiVersion, kinds } from '../../crds/kinds.ts';
+import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
+import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
+import { createFile, documentsOf, readFolder, saveFile, type FoundDoc } from './yaml-folder.ts';
+
+/**
+ * Standalone store: the `--config` folder is SPEC §3's "file store". Reads scan every
+ * YAML file in it; writes change exactly one file (a new file per created Key, the one
+ * document of a tagged product, the removal of a deleted API's document). Documents
+ * without `metadata.namespace` belong to `defaultNamespace`.
+ */
+export class FolderResourceStore implements ResourceStore {
+  readonly namespaces: readonly string[] = [];
+  readonly #dir: string;
+  readonly #defaultNamespace: string;
+  /** Writes of this process run one at a time, each on a fresh read of the folder. */
+  #queue: Promise<unknown> = Promise.resolve();
+
+  constructor(dir: string, defaultNamespace: string) {
+    this.#dir = dir;
+    this.#defaultNamespace = defaultNamespace;
+  }
+
+  #exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.#queue.then(work, work);
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #documents(kind: string): Promise<FoundDoc[]> {
+    return documentsOf(await readFolder(this.#dir), kind);
+  }
+
+  async listApis(): Promise<ApiEntry[]> {
+    const docs = await this.#documents(kinds.ApiDefinition.kind);
+    return docs.map((d) => apiEntryOf(d.object, this.#defaultNamespace)).filter((e): e is ApiEntry => e !== null);
+  }
+
+  async listCategories(): Promise<CategoryEntry[]> {
+    const docs = await this.#documents(kinds.Category.kind);
+    return docs.map((d) => categoryEntryOf(d.object, this.#defaultNamespace)).filter((e): e is CategoryEntry => e !== null);
+  }
+
+  createKey(key: NewKey): Promise<void> {
+    return this.#exclusive(async () => {
+      const existing = (await this.#documents(kinds.Key.kind)).some((d) => {
+        const meta = d.object.metadata as { name?: unknown; namespace?: unknown } | undefined;
+        return meta?.name === key.name && (meta.namespace ?? this.#defaultNamespace) === key.namespace;
+      });
+      if (existing) throw new Error(`Key ${key.namespace}/${key.name} exists already`);
+      const resource = {
+        apiVersion,
+        kind: kinds.Key.kind,
+        metadata: { name: key.name, namespace: key.namespace },
+        spec: key.spec,
+      };
+      await createFile(join(this.#dir, `key-${key.name}.yaml`), stringify(resource));
+    });
+  }
+
+  addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
+    return this.#exclusive(async () => {
+      const found = findProduct(await this.#documents(kinds.PortalProduct.kind), productId, (d) => productOf(d.object));
+      if (!found) return null;
+      if (productOf(found.object)!.tags.some((t) => t.Name === tag)) return 'exists';
+      const doc = found.file.docs[found.index]!;
+      const tags = doc.getIn(['spec', 'tags'], true);
+      if (isSeq(tags)) tags.add(doc.createNode({ Name: tag }));
+      else doc.setIn(['spec', 'tags'], doc.createNode([{ Name: tag }]));
+      await saveFile(found.file, found.file.docs);
+      return 'added';
+    });
+  }
+
+  deleteApi(apiId: string): Promise<boolean> {
+    return this.#exclusive(async () => {
+      const found = (await this.#documents(kinds.ApiDefinition.kind)).find(
+        (d) => apiEntryOf(d.object, this.#defaultNamespace)?.apiId === apiId,
+      );
+      if (!found) return false;
+      await saveFile(
+        found.file,
+        found.file.docs.filter((_, index) => index !== found.index),
+      );
+      return true;
+    });
+  }
+
+  /** Nothing is kept for deleted APIs in a folder: the running gateway's memory is the only copy. */
+  async releaseDeleted(): Promise<string[]> {
+    return [];
+  }
+}

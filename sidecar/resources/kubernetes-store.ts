@@ -1,0 +1,124 @@
+import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { apiVersion, group, kinds, version } from '../../crds/kinds.ts';
+import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
+import { isNotFound, releaseRetained, retain, unretain } from './retained-config-maps.ts';
+import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
+
+interface Listed extends KubernetesObject {
+  spec?: Record<string, unknown>;
+}
+
+/** Optimistic-concurrency retries of a tag write that raced another writer. */
+const maxConflictRetries = 5;
+
+const isConflict = (error: unknown): boolean => error instanceof ApiException && error.code === 409;
+
+/**
+ * The cluster's store: gw.dev custom resources in the given namespaces (or all of them)
+ * through the API server. The sidecar's account needs get/list on apidefinitions,
+ * categories and portalproducts, update on portalproducts, create on keys, delete on
+ * apidefinitions, and get/list/patch/delete on configmaps.
+ */
+export class KubernetesResourceStore implements ResourceStore {
+  readonly namespaces: readonly string[];
+  readonly #custom: CustomObjectsApi;
+  readonly #core: CoreV1Api;
+
+  constructor(kc: KubeConfig, namespaces: readonly string[]) {
+    this.namespaces = namespaces;
+    this.#custom = kc.makeApiClient(CustomObjectsApi);
+    this.#core = kc.makeApiClient(CoreV1Api);
+  }
+
+  async #list(plural: string): Promise<Listed[]> {
+    const lists = (await Promise.all(
+      this.namespaces.length === 0
+        ? [this.#custom.listClusterCustomObject({ group, version, plural })]
+        : this.namespaces.map((namespace) => this.#custom.listNamespacedCustomObject({ group, version, namespace, plural })),
+    )) as { items: Listed[] }[];
+    return lists.flatMap((list) => list.items);
+  }
+
+  async listApis(): Promise<ApiEntry[]> {
+    const items = await this.#list(kinds.ApiDefinition.plural);
+    return items.map((item) => apiEntryOf(item, '')).filter((entry): entry is ApiEntry => entry !== null);
+  }
+
+  async listCategories(): Promise<CategoryEntry[]> {
+    const items = await this.#list(kinds.Category.plural);
+    return items.map((item) => categoryEntryOf(item, '')).filter((entry): entry is CategoryEntry => entry !== null);
+  }
+
+  async createKey(key: NewKey): Promise<void> {
+    await this.#custom.createNamespacedCustomObject({
+      group,
+      version,
+      namespace: key.namespace,
+      plural: kinds.Key.plural,
+      body: {
+        apiVersion,
+        kind: kinds.Key.kind,
+        metadata: { name: key.name, namespace: key.namespace, labels: { 'app.kubernetes.io/created-by': 'gw-admin' } },
+        spec: key.spec,
+      },
+    });
+  }
+
+  async addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
+    for (let attempt = 0; ; attempt++) {
+      const product = findProduct(await this.#list(kinds.PortalProduct.plural), productId, productOf);
+      if (!product) return null;
+      const view = productOf(product)!;
+      if (view.tags.some((t) => t.Name === tag)) return 'exists';
+      // A replace carries the resourceVersion it read: a concurrent writer makes it fail
+      // with 409 instead of one write silently dropping the other's tag.
+      const body = { ...product, spec: { ...product.spec, tags: [...view.tags, { Name: tag }] } };
+      try {
+        await this.#custom.replaceNamespacedCustomObject({
+          group,
+          version,
+          namespace: view.namespace ?? '',
+          plural: kinds.PortalProduct.plural,
+          name: view.name,
+          body,
+        });
+        return 'added';
+      } catch (error) {
+        if (!isConflict(error) || attempt >= maxConflictRetries) throw error;
+      }
+    }
+  }
+
+  async deleteApi(apiId: string): Promise<boolean> {
+    const api = (await this.listApis()).find((entry) => entry.apiId === apiId);
+    if (!api) return false;
+    const retained = await retain(this.#core, api.namespace, api.name);
+    try {
+      await this.#custom.deleteNamespacedCustomObject({
+        group,
+        version,
+        namespace: api.namespace,
+        plural: kinds.ApiDefinition.plural,
+        name: api.name,
+      });
+      return true;
+    } catch (error) {
+      // The API is still there (or vanished meanwhile): its ConfigMap goes back to the operator.
+      if (retained) await unretain(this.#core, retained).catch(() => undefined);
+      if (isNotFound(error)) return false;
+      throw error;
+    }
+  }
+
+  releaseDeleted(): Promise<string[]> {
+    return releaseRetained(this.#core, this.namespaces, async (namespace, name) => {
+      try {
+        await this.#custom.getNamespacedCustomObject({ group, version, namespace, plural: kinds.ApiDefinition.plural, name });
+        return true;
+      } catch (error) {
+        if (isNotFound(error)) return false;
+        throw error;
+      }
+    });
+  }
+}

@@ -1,0 +1,72 @@
+import { ApiException, type CoreV1Api, PatchStrategy, setHeaderOptions, type V1OwnerReference } from '@kubernetes/client-node';
+import { apiIdLabel, managedBySelector, retainAnnotation } from '../config/kube-source.ts';
+
+/**
+ * The admin-DELETE side of the ConfigMap convention shared with the operator: before an
+ * ApiDefinition is deleted, its compiled ConfigMap `gw-api-<name>` is marked
+ * `gw.dev/retain-until-reload: "true"` and loses its ownerReferences, so neither the
+ * operator nor the garbage collector removes it and every sidecar keeps serving the API
+ * (SPEC §3). A reload deletes the retained ConfigMaps whose ApiDefinition is gone.
+ */
+
+const namePrefix = 'gw-api-';
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+export const isNotFound = (error: unknown): boolean => error instanceof ApiException && error.code === 404;
+
+/** What retain() changed, so a failed delete can put it back. */
+export interface RetainedConfigMap {
+  namespace: string;
+  name: string;
+  ownerReferences: V1OwnerReference[] | undefined;
+}
+
+/** null: the operator has not written the ConfigMap yet, so there is nothing to keep. */
+export async function retain(core: CoreV1Api, namespace: string, apiName: string): Promise<RetainedConfigMap | null> {
+  const name = `${namePrefix}${apiName}`;
+  let ownerReferences: V1OwnerReference[] | undefined;
+  try {
+    ownerReferences = (await core.readNamespacedConfigMap({ namespace, name })).metadata?.ownerReferences;
+  } catch (error) {
+    if (isNotFound(error)) return null;
+    throw error;
+  }
+  const body = { metadata: { annotations: { [retainAnnotation]: 'true' }, ownerReferences: null } };
+  await core.patchNamespacedConfigMap({ namespace, name, body }, mergePatch);
+  return { namespace, name, ownerReferences };
+}
+
+export async function unretain(core: CoreV1Api, retained: RetainedConfigMap): Promise<void> {
+  const body = { metadata: { annotations: { [retainAnnotation]: null }, ownerReferences: retained.ownerReferences ?? null } };
+  await core.patchNamespacedConfigMap({ namespace: retained.namespace, name: retained.name, body }, mergePatch);
+}
+
+/**
+ * Deletes the retained ConfigMaps (in the given namespaces, or all) whose ApiDefinition
+ * no longer exists; `apiExists` answers for (namespace, ApiDefinition name). Returns the
+ * api ids (from the ConfigMaps' labels) it released.
+ */
+export async function releaseRetained(
+  core: CoreV1Api,
+  namespaces: readonly string[],
+  apiExists: (namespace: string, apiName: string) => Promise<boolean>,
+): Promise<string[]> {
+  const lists = await Promise.all(
+    namespaces.length === 0
+      ? [core.listConfigMapForAllNamespaces({ labelSelector: managedBySelector })]
+      : namespaces.map((namespace) => core.listNamespacedConfigMap({ namespace, labelSelector: managedBySelector })),
+  );
+  const released: string[] = [];
+  for (const configMap of lists.flatMap((list) => list.items)) {
+    const { name = '', namespace = '', annotations, labels } = configMap.metadata ?? {};
+    if (annotations?.[retainAnnotation] !== 'true' || !name.startsWith(namePrefix)) continue;
+    if (await apiExists(namespace, name.slice(namePrefix.length))) continue;
+    try {
+      await core.deleteNamespacedConfigMap({ namespace, name });
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+    released.push(labels?.[apiIdLabel] ?? name);
+  }
+  return released;
+}

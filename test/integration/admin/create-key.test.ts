@@ -1,0 +1,180 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { RedisSessionStore } from '../../../common/session-store.ts';
+import { sessionKey } from '../../../common/redis-keys.ts';
+import { createNamespace, startRedis } from '../../harness/index.ts';
+import { json, jsonType, startAdmin, type AdminServer } from './admin-client.ts';
+import { ADMIN_SECRET, clusterDeps, connected, keysIn, testRedis } from './fixtures.ts';
+
+const auth: [string, string] = ['Admin-Auth', ADMIN_SECRET];
+
+/** Every field of SPEC §2.5's response `data` table. */
+const responseFields = [
+  'access_rights', 'alias', 'allowance', 'apply_policies', 'apply_policy_id', 'basic_auth_data', 'certificate',
+  'data_expires', 'date_created', 'enable_detailed_recording', 'expires', 'hmac_enabled', 'hmac_string',
+  'id_extractor_deadline', 'is_inactive', 'jwt_data', 'key_id', 'last_check', 'last_updated', 'max_query_depth',
+  'meta_data', 'monitor', 'oauth_client_id', 'oauth_keys', 'org_id', 'per', 'rate', 'quota_max', 'quota_remaining',
+  'quota_renewal_rate', 'quota_renews', 'session_lifetime', 'smoothing', 'tags', 'throttle_interval', 'throttle_retry_limit',
+];
+
+describe('POST /admin/org/keys on the API server and Redis', () => {
+  let namespace: string;
+  let redis: Redis;
+  let admin: AdminServer;
+
+  beforeAll(async () => {
+    namespace = await createNamespace('admin-keys');
+    redis = await connected(testRedis());
+    admin = await startAdmin(clusterDeps(namespace, redis).deps);
+  });
+
+  afterAll(async () => {
+    await admin?.close();
+    await redis?.flushdb();
+    redis?.disconnect();
+  });
+
+  beforeEach(async () => {
+    await redis.flushdb();
+  });
+
+  it('creates a key: session in Redis, Key resource with the hash only, raw key only in the response', async () => {
+    const request = {
+      alias: 'mobile-app',
+      rate: 10,
+      per: 60,
+      apply_policies: ['gold'],
+      quota_max: 1000,
+      tags: ['beta'],
+      meta_data: { team: 'mobile' },
+      expires: 0,
+    };
+    const res = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json(request) });
+    expect(res.status).toBe(200);
+    const body = res.json as { api_model: unknown; key_id: string; key_hash: string; data: Record<string, unknown> };
+    expect(body.api_model).toEqual({});
+    expect(body.key_id).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(body.key_hash).toBe(createHash('sha256').update(body.key_id).digest('hex'));
+    expect(Object.keys(body.data).sort()).toEqual([...responseFields].sort());
+    expect(body.data).toMatchObject({ ...request, allowance: 10, quota_remaining: 1000, key_id: `key-${body.key_hash.slice(0, 24)}` });
+    expect(new Date(body.data.date_created as string).getTime()).toBeGreaterThan(Date.now() - 60_000);
+    expect(body.data.last_updated).toBe(body.data.date_created);
+
+    const stored = await redis.get(sessionKey(body.key_hash));
+    expect(stored).not.toBeNull();
+    expect(stored).not.toContain(body.key_id);
+    expect(JSON.parse(stored!)).toMatchObject({ alias: 'mobile-app', rate: 10, per: 60, namespace });
+    expect(await redis.dbsize()).toBe(1);
+
+    const keys = await keysIn(namespace);
+    expect(keys).toHaveLength(1);
+    expect(keys[0]!.metadata.name).toBe(body.data.key_id);
+    expect(keys[0]!.spec).toEqual({ ...request, key_hash: body.key_hash });
+    expect(JSON.stringify(keys[0])).not.toContain(body.key_id);
+  });
+
+  it('stores access_rights and smoothing as session rights (same derivation as the operator)', async () => {
+    const request = {
+      rate: 10,
+      per: 1,
+      access_rights: {
+        'pets-api': {
+          api_name: 'Pets',
+          limit: { rate: 5, per: 1, quota_max: -1, quota_renewal_rate: 0, throttle_interval: 0, throttle_retry_limit: 0 },
+        },
+      },
+      smoothing: { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 5 },
+    };
+    const res = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json(request) });
+    expect(res.status).toBe(200);
+    const { key_hash: hash, data } = res.json as { key_hash: string; data: { key_id: string } };
+    const session = JSON.parse((await redis.get(sessionKey(hash)))!);
+    expect(session.access_rights['pets-api']).toMatchObject({ api_id: 'pets-api', api_name: 'Pets', limit: { rate: 5, per: 1 } });
+    expect(session.smoothing).toEqual(request.smoothing);
+    const key = (await keysIn(namespace)).find((k) => k.metadata.name === data.key_id);
+    expect(key?.spec).toEqual({ ...request, key_hash: hash });
+  });
+
+  it('gives every key a different raw key', async () => {
+    const a = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: '{}' });
+    const b = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: '{}' });
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect((a.json as { key_id: string }).key_id).not.toBe((b.json as { key_id: string }).key_id);
+    expect(await redis.dbsize()).toBe(2);
+  });
+
+  const refusals: [string, [string, string][], string | Buffer | undefined, number, RegExp][] = [
+    ['no Admin-Auth', [jsonType], '{}', 403, /^Not authorised$/],
+    ['a wrong Admin-Auth', [['Admin-Auth', 'wrong'], jsonType], '{}', 403, /^Not authorised$/],
+    ['an Admin-Auth differing in case', [['Admin-Auth', ADMIN_SECRET.toUpperCase()], jsonType], '{}', 403, /^Not authorised$/],
+    ['Admin-Auth given twice', [auth, auth, jsonType], '{}', 400, /more than once: admin-auth/],
+    ['an empty body', [auth, jsonType], '', 400, /^Request body empty$/],
+    ['a blank body', [auth, jsonType], '  \n ', 400, /^Request body empty$/],
+    ['malformed JSON', [auth, jsonType], '{"rate": 1,', 400, /not valid JSON/],
+    ['a JSON array', [auth, jsonType], '[]', 400, /body: .*expected object/],
+    ['rate as a string', [auth, jsonType], json({ rate: '5', per: 1 }), 400, /rate: /],
+    ['expires as a date', [auth, jsonType], json({ expires: '2030-01-01' }), 400, /expires: /],
+    ['a fractional allowance', [auth, jsonType], json({ allowance: 1.5 }), 400, /allowance: /],
+    ['tags with a number', [auth, jsonType], json({ tags: ['a', 2] }), 400, /tags\.1: /],
+    ['meta_data as a string', [auth, jsonType], json({ meta_data: 'x' }), 400, /meta_data: /],
+    ['an unknown field', [auth, jsonType], json({ rate: 1, per: 1, secret_field: true }), 400, /secret_field/],
+    ['rate without per', [auth, jsonType], json({ rate: 5 }), 400, /rate and per/],
+    ['a text/plain body', [auth, ['Content-Type', 'text/plain']], '{}', 415, /application\/json/],
+    ['a latin-1 charset', [auth, ['Content-Type', 'application/json; charset=latin1']], '{}', 415, /application\/json/],
+    ['Content-Type given twice', [auth, jsonType, jsonType], '{}', 400, /more than once: content-type/],
+    ['invalid UTF-8', [auth, jsonType], Buffer.from([0x7b, 0x22, 0x61, 0xff, 0xfe, 0x22, 0x7d]), 400, /UTF-8/],
+    ['a 2 MiB body', [auth, jsonType], json({ alias: 'x'.repeat(2 * 1024 * 1024) }), 413, /^Request body too large: at most 1048576 bytes$/],
+    ['an oversized alias', [auth, jsonType], json({ alias: 'é'.repeat(300) }), 400, /alias: /],
+  ];
+
+  it.each(refusals)('refuses %s in the dashboard shape and stores nothing', async (_label, headers, body, status, message) => {
+    const keysBefore = (await keysIn(namespace)).map((k) => k.metadata.name);
+    const res = await admin.call('POST', '/admin/org/keys', { headers, body });
+    expect(res.status).toBe(status);
+    const err = res.json as { Status: string; Message: string; Meta: unknown };
+    expect(err).toEqual({ Status: 'Error', Message: expect.stringMatching(message), Meta: null });
+    expect(res.headers['x-gw-error-code']).toEqual(expect.any(String));
+    expect(await redis.dbsize()).toBe(0);
+    expect((await keysIn(namespace)).map((k) => k.metadata.name)).toEqual(keysBefore);
+  });
+
+  it('answers 500 "save failed" when the session cannot be stored, writes no Key, and works once Redis is back', async () => {
+    const own = await startRedis();
+    const ownClient = testRedis(own.url);
+    await connected(ownClient);
+    const ns = await createNamespace('admin-keys-down');
+    const server = await startAdmin(clusterDeps(ns, ownClient, { sessions: new RedisSessionStore(ownClient) }).deps);
+    try {
+      await own.stop();
+      const res = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ rate: 1, per: 1 }) });
+      expect(res.status).toBe(500);
+      expect(res.json).toEqual({ Status: 'Error', Message: 'Failed to create key, save of the new session failed', Meta: null });
+      expect(await keysIn(ns)).toHaveLength(0);
+
+      await own.start();
+      await connected(ownClient);
+      const again = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ rate: 1, per: 1 }) });
+      expect(again.status).toBe(200);
+      expect(await ownClient.exists(sessionKey((again.json as { key_hash: string }).key_hash))).toBe(1);
+      expect(await keysIn(ns)).toHaveLength(1);
+    } finally {
+      await server.close();
+      ownClient.disconnect();
+      await own.stop();
+    }
+  });
+
+  it('rolls the session back when the Key resource cannot be written', async () => {
+    // Keys are written to a namespace that does not exist: the API server refuses the Key.
+    const server = await startAdmin(clusterDeps(namespace, redis, { namespace: `${namespace}-missing` }).deps);
+    try {
+      const res = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ alias: 'x' }) });
+      expect(res.status).toBe(500);
+      expect((res.json as { Message: string }).Message).toBe('Failed to create key, save of the new session failed');
+      expect(await redis.dbsize()).toBe(0);
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -1,0 +1,158 @@
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Redis } from 'ioredis';
+import { parse, parseAllDocuments } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sessionKey } from '../../../common/redis-keys.ts';
+import { StaticBearerAuthenticator } from '../../../sidecar/admin/bearer.ts';
+import { FolderResourceStore } from '../../../sidecar/resources/folder-store.ts';
+import { json, jsonType, startAdmin, type AdminServer } from './admin-client.ts';
+import { ADMIN_SECRET, clusterDeps, connected, PORTAL_SECRET, testRedis, type TestDeps } from './fixtures.ts';
+
+const apis = `# two APIs in one file
+apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata:
+  name: pets
+spec:
+  api_id: pets
+  categories: [animals]
+  oas:
+    openapi: 3.0.3
+    info: { title: Pets, version: 1.0.0 }
+    paths: {}
+    x-gw-api-gateway:
+      server: { listenPath: { value: /pets/ } }
+      upstream: { url: http://127.0.0.1:9000 }
+---
+apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata:
+  name: toys # stays
+spec:
+  api_id: toys
+  categories: [animals, fun]
+  use_keyless: true
+  proxy: { listen_path: /toys/, target_url: http://127.0.0.1:9000 }
+`;
+
+const product = `apiVersion: gw.dev/v1alpha1
+kind: PortalProduct
+metadata:
+  name: starter
+spec:
+  id: prod-1
+  tags: []
+`;
+
+const category = `apiVersion: gw.dev/v1alpha1
+kind: Category
+metadata:
+  name: internal
+`;
+
+describe('admin operations on a --config folder (standalone)', () => {
+  let dir: string;
+  let redis: Redis;
+  let admin: AdminServer;
+  let test: TestDeps;
+  const folderText = async (): Promise<string> =>
+    (await Promise.all((await readdir(dir)).sort().map((name) => readFile(join(dir, name), 'utf8')))).join('\n');
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'gw-admin-folder-'));
+    await writeFile(join(dir, 'apis.yaml'), apis);
+    await writeFile(join(dir, 'product.yaml'), product);
+    await writeFile(join(dir, 'category.yaml'), category);
+    redis = await connected(testRedis());
+    await redis.flushdb();
+    test = clusterDeps('default', redis, {
+      resources: new FolderResourceStore(dir, 'default'),
+      bearer: new StaticBearerAuthenticator([
+        { name: 'catalogue', token: 'catalogue-token-0123456789', permissions: ['get:apidefinitions', 'list:apidefinitions', 'list:categories'] },
+        { name: 'weak', token: 'weak-token-0123456789', permissions: ['get:categories'] },
+      ]),
+    });
+    admin = await startAdmin(test.deps);
+  });
+
+  afterAll(async () => {
+    await admin?.close();
+    await redis?.flushdb();
+    redis?.disconnect();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('creates a key: its own Key file with the hash, the session in Redis, no raw key in the folder', async () => {
+    const res = await admin.call('POST', '/admin/org/keys', { headers: [['Admin-Auth', ADMIN_SECRET], jsonType], body: json({ rate: 3, per: 1 }) });
+    expect(res.status).toBe(200);
+    const { key_id: rawKey, key_hash: hash, data } = res.json as { key_id: string; key_hash: string; data: { key_id: string } };
+    const file = parse(await readFile(join(dir, `key-${data.key_id}.yaml`), 'utf8'));
+    expect(file).toEqual({
+      apiVersion: 'gw.dev/v1alpha1',
+      kind: 'Key',
+      metadata: { name: data.key_id, namespace: 'default' },
+      spec: { rate: 3, per: 1, key_hash: hash },
+    });
+    expect(await redis.exists(sessionKey(hash))).toBe(1);
+    expect(await folderText()).not.toContain(rawKey);
+  });
+
+  it('tags a product in its file, once', async () => {
+    for (let i = 0; i < 2; i++) {
+      const res = await admin.call('POST', '/portal-api/products/prod-1/tags', { headers: [['Authorization', PORTAL_SECRET], jsonType], body: json({ Name: 'new' }) });
+      expect(res.status).toBe(200);
+      expect(res.json).toEqual({ Name: 'new' });
+    }
+    expect(parse(await readFile(join(dir, 'product.yaml'), 'utf8')).spec.tags).toEqual([{ Name: 'new' }]);
+  });
+
+  it('reads categories with static tokens', async () => {
+    const catalogue: [string, string] = ['Authorization', 'Bearer catalogue-token-0123456789'];
+    const one = await admin.call('GET', '/api/apis/oas/pets/categories', { headers: [catalogue] });
+    expect(one.status).toBe(200);
+    expect(one.json).toEqual({ categories: ['animals'] });
+    const all = await admin.call('GET', '/api/apis/categories', { headers: [catalogue] });
+    expect(all.json).toEqual({
+      categories: [
+        { name: 'animals', count: 2 },
+        { name: 'fun', count: 1 },
+        { name: 'internal', count: 0 },
+      ],
+    });
+    const weak = await admin.call('GET', '/api/apis/categories', { headers: [['Authorization', 'Bearer weak-token-0123456789']] });
+    expect(weak.status).toBe(403);
+    const unknown = await admin.call('GET', '/api/apis/categories', { headers: [['Authorization', 'Bearer catalogue-token-01234567890']] });
+    expect(unknown.status).toBe(401);
+  });
+
+  it('deletes an API document from its file; the gateway reloads only on /gw/reload', async () => {
+    const res = await admin.call('DELETE', '/gw/apis/pets', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({ key: 'pets', status: 'ok', action: 'deleted' });
+    const text = await readFile(join(dir, 'apis.yaml'), 'utf8');
+    expect(parseAllDocuments(text).map((d) => (d.toJS() as { spec: { api_id: string } }).spec.api_id)).toEqual(['toys']);
+    expect(text).toContain('# stays');
+    expect(test.reloads.count).toBe(0);
+
+    const reload = await admin.call('GET', '/gw/reload', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
+    expect(reload.status).toBe(200);
+    expect(test.reloads.count).toBe(1);
+    const gone = await admin.call('DELETE', '/gw/apis/pets', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
+    expect(gone.status).toBe(404);
+  });
+
+  it('rolls the session back when the Key file cannot be written', async () => {
+    const before = await redis.dbsize();
+    const missing = await startAdmin(clusterDeps('default', redis, { resources: new FolderResourceStore(join(dir, 'missing'), 'default') }).deps);
+    try {
+      const res = await missing.call('POST', '/admin/org/keys', { headers: [['Admin-Auth', ADMIN_SECRET], jsonType], body: '{}' });
+      expect(res.status).toBe(500);
+      expect(res.json).toEqual({ Status: 'Error', Message: 'Failed to create key, save of the new session failed', Meta: null });
+      expect(await redis.dbsize()).toBe(before);
+    } finally {
+      await missing.close();
+    }
+  });
+});

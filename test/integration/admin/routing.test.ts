@@ -1,0 +1,97 @@
+import type { Redis } from 'ioredis';
+import { Registry } from 'prom-client';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNamespace } from '../../harness/index.ts';
+import { startAdmin, type AdminServer } from './admin-client.ts';
+import { ADMIN_SECRET, clusterDeps, connected, testRedis } from './fixtures.ts';
+
+describe('admin routing, shapes and metrics', () => {
+  let redis: Redis;
+  let admin: AdminServer;
+  const registry = new Registry();
+
+  beforeAll(async () => {
+    const namespace = await createNamespace('admin-routes');
+    redis = await connected(testRedis());
+    await redis.flushdb();
+    admin = await startAdmin({ ...clusterDeps(namespace, redis).deps, registry });
+  });
+
+  afterAll(async () => {
+    await admin?.close();
+    redis?.disconnect();
+  });
+
+  it.each([
+    ['/admin/org/nothing', { Status: 'Error', Message: 'Not found', Meta: null }],
+    ['/api/apis/oas/x/other', { Status: 'Error', Message: 'Not found', Meta: null }],
+    ['/gw/apis/a/b', { status: 'error', message: 'Not found' }],
+    ['/gw/apis/../../etc/passwd', { status: 'error', message: 'Not found' }],
+    ['/portal-api/products/p/labels', { errors: ['Not found'] }],
+    ['/', { Status: 'Error', Message: 'Not found', Meta: null }],
+  ])('answers 404 for %s in the shape of its area', async (path, body) => {
+    const res = await admin.call('GET', path, { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
+    expect(res.status).toBe(404);
+    expect(res.json).toEqual(body);
+    expect(res.headers['x-gw-error-code']).toBe('route_not_found');
+  });
+
+  it.each([
+    ['GET', '/admin/org/keys', 'POST', { Status: 'Error', Message: 'Method not allowed', Meta: null }],
+    ['POST', '/gw/apis/x', 'DELETE', { status: 'error', message: 'Method not allowed' }],
+    ['DELETE', '/portal-api/products/p/tags', 'POST', { errors: ['Method not allowed'] }],
+    ['POST', '/gw/reload', 'GET', { status: 'error', message: 'Method not allowed' }],
+  ])('answers 405 to %s %s with Allow', async (method, path, allow, body) => {
+    const res = await admin.call(method, path);
+    expect(res.status).toBe(405);
+    expect(res.headers.allow).toBe(allow);
+    expect(res.json).toEqual(body);
+  });
+
+  it('counts requests by operation and outcome without credentials in labels', async () => {
+    await admin.call('GET', '/gw/reload', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
+    await admin.call('GET', '/gw/reload', { headers: [['X-GW-Authorization', 'wrong']] });
+    const text = await registry.metrics();
+    expect(text).toContain('gw_admin_requests_total{operation="reload",code="ok"} 1');
+    expect(text).toContain('gw_admin_requests_total{operation="reload",code="gateway_key_invalid"} 1');
+    expect(text).not.toContain(ADMIN_SECRET);
+  });
+
+  it('answers 413 to an oversized chunked body (no Content-Length) and stores nothing', async () => {
+    const { request } = await import('node:http');
+    const url = new URL(admin.url);
+    const res = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = request(
+        { host: url.hostname, port: url.port, method: 'POST', path: '/admin/org/keys', headers: { 'admin-auth': ADMIN_SECRET, 'content-type': 'application/json' } },
+        (response) => {
+          let body = '';
+          response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+          response.on('end', () => resolve({ status: response.statusCode ?? 0, body }));
+        },
+      );
+      req.on('error', reject);
+      req.write('{"alias":"');
+      for (let i = 0; i < 20; i++) req.write('x'.repeat(100 * 1024));
+      req.end('"}');
+    });
+    expect(res.status).toBe(413);
+    expect(JSON.parse(res.body)).toEqual({ Status: 'Error', Message: 'Request body too large: at most 1048576 bytes', Meta: null });
+    expect(await redis.dbsize()).toBe(0);
+  });
+
+  it('keeps serving after a client hangs up mid-body', async () => {
+    const { request } = await import('node:http');
+    const url = new URL(admin.url);
+    await new Promise<void>((resolve) => {
+      const req = request({ host: url.hostname, port: url.port, method: 'POST', path: '/admin/org/keys', headers: { 'admin-auth': ADMIN_SECRET, 'content-length': '1000' } });
+      req.on('error', () => resolve());
+      req.write('{"alias":');
+      setTimeout(() => {
+        req.destroy();
+        resolve();
+      }, 100);
+    });
+    const res = await admin.call('GET', '/gw/reload', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
+    expect(res.status).toBe(200);
+  });
+});
