@@ -1,0 +1,127 @@
+/**
+ * Bench runner (`npm run bench [-- NAME...] [--suites DIR] [--out FILE]`): runs every
+ * suite module under test/bench/suites (or only those whose file name contains one of
+ * the NAMEs), starting Redis and a control plane only when a suite asks for them, then
+ * prints a table and writes the figures as JSON. BENCH_QUICK=1 shortens measurements.
+ */
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { pathToFileURL } from 'node:url';
+import { startControlPlane } from '../harness/index.ts';
+import { startRedisServer } from '../harness/redis.ts';
+import type { BenchContext, BenchRow, BenchSuite } from './types.ts';
+
+interface RunResult {
+  startedAt: string;
+  node: string;
+  quick: boolean;
+  durationMs: number;
+  rows: BenchRow[];
+  failures: { suite: string; error: string }[];
+}
+
+const HERE = import.meta.dirname;
+
+function suiteFiles(dir: string, filters: string[]): string[] {
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.test.ts') && !f.endsWith('.d.ts'))
+    .filter((f) => filters.length === 0 || filters.some((n) => f.includes(n)))
+    .sort()
+    .map((f) => join(dir, f));
+}
+
+/** Servers start on first use and once per run; teardown stops whatever started. */
+function lazyServers(): { ctx: Omit<BenchContext, 'durationMs' | 'log'>; teardown: () => Promise<void> } {
+  let redis: ReturnType<typeof startRedisServer> | undefined;
+  let plane: ReturnType<typeof startControlPlane> | undefined;
+  return {
+    ctx: {
+      redisUrl: async () => (await (redis ??= startRedisServer())).url,
+      kubeconfig: async () => (await (plane ??= startControlPlane())).kubeconfig,
+    },
+    teardown: async () => {
+      const stops = [redis?.then((r) => r.dispose()), plane?.then((p) => p.stop())];
+      await Promise.allSettled(stops);
+    },
+  };
+}
+
+/** Fills `ratio` from the named baseline row of the same suite when the suite did not. */
+function withRatios(rows: BenchRow[]): BenchRow[] {
+  return rows.map((row) => {
+    if (row.ratio !== undefined || !row.baseline) return row;
+    const base = rows.find((r) => r.suite === row.suite && r.name === row.baseline);
+    if (!base || base.value === 0) return row;
+    return { ...row, ratio: row.value / base.value };
+  });
+}
+
+function formatTable(rows: BenchRow[]): string {
+  const header = ['suite', 'name', 'value', 'unit', 'vs baseline'];
+  const body = rows.map((r) => [
+    r.suite,
+    r.name,
+    formatValue(r.value),
+    r.unit,
+    r.ratio === undefined ? '' : `${r.ratio.toFixed(2)}x ${r.baseline ?? ''}`.trim(),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]): string =>
+    cells.map((c, i) => (i === 2 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)].join('\n');
+}
+
+function formatValue(v: number): string {
+  if (Number.isInteger(v)) return String(v);
+  return Math.abs(v) >= 100 ? v.toFixed(0) : v.toPrecision(4);
+}
+
+async function runSuite(file: string, ctx: BenchContext): Promise<BenchRow[]> {
+  const mod = (await import(pathToFileURL(file).href)) as { default?: BenchSuite };
+  if (typeof mod.default !== 'function') throw new Error(`${file} has no default export of type BenchSuite`);
+  return mod.default(ctx);
+}
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      suites: { type: 'string', default: join(HERE, 'suites') },
+      out: { type: 'string', default: join(HERE, 'results', 'latest.json') },
+    },
+  });
+  const quick = process.env.BENCH_QUICK === '1';
+  const files = suiteFiles(resolve(values.suites), positionals);
+  if (files.length === 0) {
+    console.log(`no bench suites matched in ${values.suites}`);
+    return positionals.length > 0 ? 1 : 0;
+  }
+  const servers = lazyServers();
+  const started = Date.now();
+  const result: RunResult = { startedAt: new Date(started).toISOString(), node: process.version, quick, durationMs: 0, rows: [], failures: [] };
+  try {
+    for (const file of files) {
+      const suite = basename(file, '.ts');
+      const log = (m: string): void => void process.stderr.write(`[${suite}] ${m}\n`);
+      const ctx: BenchContext = { ...servers.ctx, durationMs: quick ? 1_000 : 5_000, log };
+      try {
+        log('running');
+        result.rows.push(...withRatios(await runSuite(file, ctx)));
+      } catch (err) {
+        result.failures.push({ suite, error: (err as Error).stack ?? String(err) });
+        log(`FAILED: ${(err as Error).message}`);
+      }
+    }
+  } finally {
+    await servers.teardown();
+  }
+  result.durationMs = Date.now() - started;
+  console.log(formatTable(result.rows));
+  mkdirSync(dirname(values.out), { recursive: true });
+  writeFileSync(values.out, `${JSON.stringify(result, null, 2)}\n`);
+  console.log(`\n${result.rows.length} figure(s) from ${files.length} suite(s), ${result.failures.length} failed; JSON: ${values.out}`);
+  return result.failures.length > 0 ? 1 : 0;
+}
+
+process.exitCode = await main();

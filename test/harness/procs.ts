@@ -1,0 +1,178 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { HarnessStepError } from './errors.ts';
+import { join } from 'node:path';
+
+/**
+ * Every server the harness starts goes through here, so that none outlives the run:
+ * each runs in its own process group (killed as a group), has a pid file under this
+ * process's session folder, and is killed on exit or SIGINT/SIGTERM of this process. A
+ * detached reaper kills the rest if this process dies without running its handlers
+ * (SIGKILL, crash); `.ci/run` sweeps the same pid files as a last resort.
+ */
+
+export interface ServerProcess {
+  name: string;
+  pid: number;
+  logPath: string;
+  /** Resolves with the exit code (or null on a signal) once the process has exited. */
+  exited: Promise<number | null>;
+  hasExited(): boolean;
+  /** SIGTERM to the group, SIGKILL after the grace period; resolves once it has exited. */
+  stop(graceMs?: number): Promise<void>;
+}
+
+export interface SpawnOptions {
+  name: string;
+  command: string;
+  args: string[];
+  logPath: string;
+}
+
+const live = new Map<number, ChildProcess>();
+let session: string | undefined;
+
+/** Root of all harness session folders; `.ci/run` sweeps its pid files after a run. */
+export function runRoot(): string {
+  return process.env.GW_TEST_RUN_ROOT ?? join(tmpdir(), 'gw-test-runs');
+}
+
+/** This process's session folder (data, logs, pid files), created on first use. */
+export function sessionDir(): string {
+  if (session) return session;
+  mkdirSync(runRoot(), { recursive: true });
+  session = mkdtempSync(join(runRoot(), `${process.pid}-`));
+  mkdirSync(join(session, 'pids'));
+  installExitHandlers();
+  startReaper(session);
+  return session;
+}
+
+/** A fresh folder inside the session folder for one server's data and logs. */
+export function serverDir(prefix: string): string {
+  return mkdtempSync(join(sessionDir(), `${prefix}-`));
+}
+
+export function spawnServer(opts: SpawnOptions): ServerProcess {
+  const pidDir = join(sessionDir(), 'pids');
+  const logFd = openSync(opts.logPath, 'a');
+  const child = spawn(opts.command, opts.args, {
+    detached: true,
+    stdio: ['ignore', logFd, logFd],
+  });
+  closeSync(logFd);
+  const pid = child.pid;
+  if (pid === undefined) {
+    // spawn reports a missing binary through 'error'; it is reported here instead.
+    child.once('error', () => {});
+    throw new HarnessStepError(`start-${opts.name}`, opts.logPath, `could not run ${opts.command}`);
+  }
+  const pidFile = join(pidDir, `${opts.name}-${pid}.pid`);
+  // The command name lets a sweeper check the pid still belongs to this server.
+  writeFileSync(pidFile, `${pid} ${commName(opts.command)}\n`);
+  live.set(pid, child);
+  // A server must not keep its owner alive: the exit handlers stop it when the owner ends.
+  child.unref();
+  let done = false;
+  const exited = new Promise<number | null>((resolve) => {
+    const finish = (code: number | null): void => {
+      if (done) return;
+      done = true;
+      live.delete(pid);
+      rmSync(pidFile, { force: true });
+      resolve(code);
+    };
+    child.once('exit', finish);
+    child.once('error', () => finish(null));
+  });
+  return {
+    name: opts.name,
+    pid,
+    logPath: opts.logPath,
+    exited,
+    hasExited: () => done,
+    stop: async (graceMs = 10_000) => {
+      if (done) return;
+      killGroup(pid, 'SIGTERM');
+      const timer = setTimeout(() => killGroup(pid, 'SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+      // Children of the server (none expected) go with the group.
+      killGroup(pid, 'SIGKILL');
+    },
+  };
+}
+
+/** Whether a process with this pid exists (and is not a zombie). */
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !/^\d+ \(.*\) Z/.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+function commName(command: string): string {
+  // /proc/PID/comm holds at most 15 characters of the executable's base name.
+  return (command.split('/').pop() ?? command).slice(0, 15);
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    // Already gone.
+  }
+}
+
+function killAllNow(): void {
+  for (const pid of live.keys()) killGroup(pid, 'SIGKILL');
+  live.clear();
+  if (session) rmSync(session, { recursive: true, force: true });
+}
+
+function installExitHandlers(): void {
+  process.once('exit', killAllNow);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    const onSignal = (): void => {
+      killAllNow();
+      // When nobody else handles the signal, keep its default meaning: end the process.
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+    };
+    process.once(signal, onSignal);
+  }
+}
+
+const SWEEP = join(import.meta.dirname, 'sweep.sh');
+
+/**
+ * Sweeps sessions under the run root whose owner process is gone (a run killed before its
+ * reaper could act, or a reboot that kept /tmp). Returns the folders swept.
+ */
+export function sweepStaleSessions(root = runRoot()): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return [];
+  }
+  const stale = names
+    .filter((n) => {
+      const owner = /^(\d+)-/.exec(n)?.[1];
+      return owner !== undefined && !isAlive(Number(owner));
+    })
+    .map((n) => join(root, n));
+  if (stale.length > 0) spawnSync('bash', [SWEEP, ...stale], { stdio: 'inherit' });
+  return stale;
+}
+
+function startReaper(dir: string): void {
+  const script = 'while kill -0 "$1" 2>/dev/null && [ -d "$2" ]; do sleep 1; done; exec bash "$3" "$2"';
+  const reaper = spawn('bash', ['-c', script, 'gw-test-reaper', String(process.pid), dir, SWEEP], {
+    detached: true,
+    stdio: 'ignore',
+  });
+  reaper.unref();
+}
