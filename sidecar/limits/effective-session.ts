@@ -1,0 +1,169 @@
+import type {
+  CompiledKeyLimit,
+  CompiledPolicy,
+  CompiledRate,
+  ResourceRef,
+} from '../../crds/compiled.ts';
+import type { Session } from '../../crds/session.ts';
+import { compileEndpoints, type EndpointMatcher } from './endpoint-match.ts';
+import type { SmoothingPlan, ThrottlePlan } from './plan-types.ts';
+
+/**
+ * The key-level limits a session has on one API once its policies are applied
+ * (SPEC §1.2, §2.4; DESIGN §3: policies apply at request time, so a policy edit reaches
+ * every key without rewriting sessions).
+ */
+
+export interface KeyRateLimit {
+  rate: CompiledRate;
+  /**
+   * Counter scope below the identity: the policy id (its global allowance, shared by
+   * every API it grants), `<policy>#<api>` (per-API), `<policy>#<api>#<METHOD path>`
+   * (per-endpoint), or `session` / `session#<api>` for a key's own limits.
+   */
+  scopeId: string;
+  coverApis: readonly string[];
+  smoothing: SmoothingPlan | null;
+}
+
+export interface KeyQuota {
+  max: number;
+  renewalSeconds: number;
+  scopeId: string;
+}
+
+export interface EffectiveLimits {
+  /** Key-level per-endpoint limits, one list per policy, each in evaluation order. */
+  endpointGroups: EndpointMatcher<KeyRateLimit>[][];
+  /** The key-level per-API or global limit; null when none is configured. */
+  rate: KeyRateLimit | null;
+  /** null: unlimited. */
+  quota: KeyQuota | null;
+  throttle: ThrottlePlan | null;
+  /** `rate_limit_pattern` of the first policy carrying one, else of the session's metadata. */
+  pattern: string | null;
+}
+
+interface Candidate {
+  limit: CompiledKeyLimit;
+  scopeId: string;
+  coverApis: readonly string[];
+  source: ResourceRef;
+}
+
+const perSecond = (rate: CompiledRate): number => rate.rate / rate.per;
+
+function policyCandidate(policy: CompiledPolicy, apiId: string): Candidate {
+  const right = policy.access_rights[apiId];
+  if (right?.limit) {
+    return { limit: right.limit, scopeId: `${policy.id}#${apiId}`, coverApis: [apiId], source: policy.source };
+  }
+  const granted = Object.keys(policy.access_rights);
+  return { limit: policy, scopeId: policy.id, coverApis: granted.length > 0 ? granted : [apiId], source: policy.source };
+}
+
+/** A session's `key_id` is its Key resource's name (a public id, never the credential). */
+function sessionSource(session: Session): ResourceRef {
+  return { kind: 'Key', namespace: session.namespace, name: session.key_id || session.alias };
+}
+
+function sessionCandidate(session: Session, apiId: string): Candidate {
+  const source = sessionSource(session);
+  const own = session.access_rights[apiId]?.limit;
+  if (own) {
+    const rate = own.rate > 0 && own.per > 0 ? { rate: own.rate, per: own.per } : null;
+    return { limit: { ...own, rate }, scopeId: `session#${apiId}`, coverApis: [apiId], source };
+  }
+  const allowance = session.rate > 0 ? session.rate : session.allowance;
+  const granted = Object.keys(session.access_rights);
+  return {
+    limit: {
+      rate: allowance > 0 && session.per > 0 ? { rate: allowance, per: session.per } : null,
+      quota_max: session.quota_max,
+      quota_renewal_rate: session.quota_renewal_rate,
+      throttle_interval: session.throttle_interval,
+      throttle_retry_limit: session.throttle_retry_limit,
+      smoothing: session.smoothing,
+    },
+    scopeId: 'session',
+    coverApis: granted.length > 0 ? granted : [apiId],
+    source,
+  };
+}
+
+/** SPEC §1.2: the highest rate/per wins, with both its rate and its per; ties keep the first. */
+function bestRate(candidates: readonly Candidate[]): Candidate | null {
+  let best: Candidate | null = null;
+  for (const candidate of candidates) {
+    const rate = candidate.limit.rate;
+    if (rate && (!best?.limit.rate || perSecond(rate) > perSecond(best.limit.rate))) best = candidate;
+  }
+  return best;
+}
+
+/** The highest quota wins; an unlimited one (≤ 0) is the highest of all. */
+function bestQuota(candidates: readonly Candidate[]): KeyQuota | null {
+  let best: Candidate | null = null;
+  for (const candidate of candidates) {
+    if (candidate.limit.quota_max <= 0) return null;
+    if (!best || candidate.limit.quota_max > best.limit.quota_max) best = candidate;
+  }
+  return best
+    ? { max: best.limit.quota_max, renewalSeconds: best.limit.quota_renewal_rate, scopeId: best.scopeId }
+    : null;
+}
+
+function smoothingOf(candidate: Candidate): SmoothingPlan | null {
+  const settings = candidate.limit.smoothing;
+  return settings?.enabled ? { settings, source: candidate.source } : null;
+}
+
+function throttleOf(candidate: Candidate | null): ThrottlePlan | null {
+  if (!candidate || candidate.limit.throttle_interval <= 0 || candidate.limit.throttle_retry_limit <= 0) return null;
+  return { intervalMs: candidate.limit.throttle_interval * 1000, retries: candidate.limit.throttle_retry_limit };
+}
+
+function endpointGroup(policy: CompiledPolicy, apiId: string): EndpointMatcher<KeyRateLimit>[] {
+  const endpoints = policy.access_rights[apiId]?.endpoints ?? [];
+  return compileEndpoints(endpoints).map((matcher) => ({
+    method: matcher.method,
+    regex: matcher.regex,
+    value: {
+      rate: { rate: matcher.value.rate, per: matcher.value.per },
+      scopeId: `${policy.id}#${apiId}#${matcher.method} ${matcher.value.path}`,
+      coverApis: [apiId],
+      smoothing: null,
+    },
+  }));
+}
+
+const grants = (policy: CompiledPolicy, apiId: string): boolean =>
+  Object.keys(policy.access_rights).length === 0 || apiId in policy.access_rights;
+
+function sessionPattern(session: Session): string | null {
+  const pattern = session.meta_data.rate_limit_pattern;
+  return typeof pattern === 'string' && pattern !== '' ? pattern : null;
+}
+
+export function effectiveLimits(
+  session: Session,
+  apiId: string,
+  policies: Readonly<Record<string, CompiledPolicy>>,
+): EffectiveLimits {
+  const applied = session.apply_policies
+    .map((name) => policies[`${session.namespace}/${name}`])
+    .filter((policy): policy is CompiledPolicy => policy !== undefined);
+  const granting = applied.filter((policy) => grants(policy, apiId));
+  const candidates = applied.length > 0 ? granting.map((p) => policyCandidate(p, apiId)) : [sessionCandidate(session, apiId)];
+  const winner = bestRate(candidates);
+  const pattern = applied.find((policy) => policy.rate_limit_pattern)?.rate_limit_pattern ?? sessionPattern(session);
+  return {
+    endpointGroups: granting.map((policy) => endpointGroup(policy, apiId)).filter((group) => group.length > 0),
+    rate: winner?.limit.rate
+      ? { rate: winner.limit.rate, scopeId: winner.scopeId, coverApis: winner.coverApis, smoothing: smoothingOf(winner) }
+      : null,
+    quota: candidates.length > 0 ? bestQuota(candidates) : null,
+    throttle: throttleOf(winner),
+    pattern,
+  };
+}

@@ -1,0 +1,374 @@
+import { Registry } from 'prom-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { CompiledConfig } from '../../crds/compiled.ts';
+import type { GatewaySettings } from '../../crds/settings.ts';
+import { createLimitEngine } from './engine.ts';
+import { api, collectingSink, config, manualClock, policy, request, session, silentLogger } from './test-fixtures.ts';
+import type { LimitEngine, LimitRequest } from './types.ts';
+
+const engines: LimitEngine[] = [];
+afterEach(async () => {
+  await Promise.all(engines.splice(0).map((e) => e.close()));
+});
+
+function setup(cfg: CompiledConfig, clock = manualClock()) {
+  const sink = collectingSink();
+  const registry = new Registry();
+  const engine = createLimitEngine({ config: cfg, instanceId: 'unit', events: sink, logger: silentLogger, registry, now: clock.now });
+  engines.push(engine);
+  const outcomes = async (req: LimitRequest, n: number): Promise<string[]> => {
+    const out: string[] = [];
+    for (let i = 0; i < n; i++) out.push((await engine.decide(req)).outcome);
+    return out;
+  };
+  return { engine, clock, sink, registry, outcomes };
+}
+
+const algorithms: [string, Partial<GatewaySettings>][] = [
+  ['sliding log', { enable_redis_rolling_limiter: true }],
+  ['sentinel', { enable_sentinel_rate_limiter: true }],
+  ['fixed window', { enable_fixed_window_rate_limiter: true }],
+  ['drl', {}],
+];
+
+describe('every algorithm (in-memory store)', () => {
+  it.each(algorithms)('%s admits exactly rate, then refuses with api_rate_limited', async (_name, settings) => {
+    const a = api('a', { api_limit: { rate: 3, per: 10 } });
+    const { outcomes } = setup(config({ settings, apis: [a] }));
+    expect(await outcomes(request(a, null), 5)).toEqual(['allowed', 'allowed', 'allowed', 'api_rate_limited', 'api_rate_limited']);
+  });
+});
+
+describe('sliding log', () => {
+  it('spike arrest: blocked requests are logged, traffic resumes only after a quiet window', async () => {
+    const a = api('a', { api_limit: { rate: 2, per: 1 } });
+    const { outcomes, clock } = setup(config({ settings: { enable_redis_rolling_limiter: true }, apis: [a] }));
+    const req = request(a, null);
+    expect(await outcomes(req, 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+    // Keep knocking every 400 ms: the log never empties below the rate.
+    for (let i = 0; i < 5; i++) {
+      clock.advance(400);
+      expect(await outcomes(req, 1)).toEqual(['api_rate_limited']);
+    }
+    clock.advance(1000);
+    expect(await outcomes(req, 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+  });
+
+  it('header data: limit, remaining, reset of the oldest entry + per', async () => {
+    const clock = manualClock(1_000_000);
+    const a = api('a', { api_limit: { rate: 3, per: 2 } });
+    const { engine } = setup(config({ settings: { enable_redis_rolling_limiter: true }, apis: [a] }), clock);
+    expect((await engine.decide(request(a, null))).rate).toEqual({ limit: 3, remaining: 2, reset: 1002 });
+    clock.advance(500);
+    expect((await engine.decide(request(a, null))).rate).toEqual({ limit: 3, remaining: 1, reset: 1002 });
+  });
+});
+
+describe('sentinel', () => {
+  it('blocks for per from the moment the limit is reached', async () => {
+    const a = api('a', { api_limit: { rate: 2, per: 1 } });
+    const { outcomes, clock } = setup(config({ settings: { enable_sentinel_rate_limiter: true }, apis: [a] }));
+    const req = request(a, null);
+    expect(await outcomes(req, 1)).toEqual(['allowed']);
+    clock.advance(500);
+    expect(await outcomes(req, 2)).toEqual(['allowed', 'api_rate_limited']);
+    clock.advance(999); // the first entry has left the window, but the sentinel still blocks
+    expect(await outcomes(req, 1)).toEqual(['api_rate_limited']);
+    clock.advance(1);
+    expect(await outcomes(req, 1)).toEqual(['allowed']);
+  });
+});
+
+describe('fixed window', () => {
+  it('windows are aligned to per and the counter restarts at the boundary', async () => {
+    const clock = manualClock(10_000 * 1000 - 100); // 100 ms before a 10 s boundary
+    const a = api('a', { api_limit: { rate: 2, per: 10 } });
+    const { engine, outcomes } = setup(config({ settings: { enable_fixed_window_rate_limiter: true }, apis: [a] }), clock);
+    const req = request(a, null);
+    expect((await engine.decide(req)).rate).toEqual({ limit: 2, remaining: 1, reset: 10_000 });
+    expect(await outcomes(req, 2)).toEqual(['allowed', 'api_rate_limited']);
+    clock.advance(100);
+    expect(await outcomes(req, 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+  });
+});
+
+describe('drl_threshold (one gateway without Redis)', () => {
+  it.each([
+    // 10 req/s > threshold 5 x 1 gateway: DRL, a bucket that refills continuously
+    [10, 5, 'drl'],
+    // 10 req/s <= threshold 10 x 1: sliding log
+    [10, 10, 'sliding_log'],
+  ])('rate %i per 1 s, threshold %i -> %s', async (rate, threshold, algorithm) => {
+    const a = api('a', { api_limit: { rate, per: 1 } });
+    const { outcomes, registry } = setup(config({ settings: { drl_threshold: threshold }, apis: [a] }));
+    await outcomes(request(a, null), rate + 1);
+    const metric = await registry.getSingleMetric('gw_limit_decisions_total')!.get();
+    const labels = metric.values.map((v) => [v.labels.algorithm, v.labels.outcome, v.value]);
+    expect(labels).toEqual(
+      expect.arrayContaining([
+        [algorithm, 'allowed', rate],
+        [algorithm, 'api_rate_limited', 1],
+      ]),
+    );
+  });
+});
+
+describe('scopes and order (SPEC §1.1)', () => {
+  const epLimit = { path: '/slow', pattern: '^/slow$', method: 'GET', rate: 1, per: 10 };
+  const keyed = { session: session({ rate: 3, per: 10 }), raw: 'key-1' };
+  const settings = { enable_redis_rolling_limiter: true };
+
+  it.each([
+    ['API per-endpoint limit first', { api_limit: { rate: 5, per: 10 }, endpoint_limits: [epLimit] }, '/slow', ['allowed', 'api_rate_limited']],
+    ['other endpoints fall back to the API limit (then the key limit)', { api_limit: { rate: 5, per: 10 }, endpoint_limits: [epLimit] }, '/fast', ['allowed', 'allowed', 'allowed', 'key_rate_limited']],
+    ['API limit tighter than the key limit', { api_limit: { rate: 2, per: 10 } }, '/', ['allowed', 'allowed', 'api_rate_limited']],
+    ['disabled API limit keeps the key limit', { api_limit: null }, '/', ['allowed', 'allowed', 'allowed', 'key_rate_limited']],
+  ])('%s', async (_name, overrides, path, expected) => {
+    const a = api('a', overrides);
+    const { outcomes } = setup(config({ settings, apis: [a] }));
+    expect(await outcomes(request(a, keyed, 'GET', path), expected.length)).toEqual(expected);
+  });
+
+  it('a request refused at the API level consumes no key-level allowance', async () => {
+    const a = api('a', { api_limit: { rate: 1, per: 10 } });
+    const b = api('b');
+    const caller = { session: session({ rate: 2, per: 10 }), raw: 'k' };
+    const { outcomes } = setup(config({ settings, apis: [a, b] }));
+    expect(await outcomes(request(a, caller), 4)).toEqual(['allowed', 'api_rate_limited', 'api_rate_limited', 'api_rate_limited']);
+    // The key's global allowance (shared with b) has 1 use, not 4.
+    expect(await outcomes(request(b, caller), 2)).toEqual(['allowed', 'key_rate_limited']);
+  });
+
+  it('a policy global allowance is shared by all the APIs it grants, per key', async () => {
+    const right = (id: string) => ({ api_id: id, api_name: id, limit: null, endpoints: [] });
+    const p = policy('gold', { rate: { rate: 3, per: 10 }, access_rights: { a: right('a'), b: right('b') } });
+    const a = api('a');
+    const b = api('b');
+    const { outcomes } = setup(config({ settings, apis: [a, b], policies: [p] }));
+    const one = { session: session({ apply_policies: ['gold'] }), raw: 'one' };
+    const two = { session: session({ apply_policies: ['gold'] }), raw: 'two' };
+    expect(await outcomes(request(a, one), 2)).toEqual(['allowed', 'allowed']);
+    expect(await outcomes(request(b, one), 2)).toEqual(['allowed', 'key_rate_limited']);
+    expect(await outcomes(request(a, two), 3)).toEqual(['allowed', 'allowed', 'allowed']);
+  });
+
+  it('per-API and per-endpoint key allowances are independent per API and per endpoint', async () => {
+    const limit = { rate: { rate: 2, per: 10 }, quota_max: -1, quota_renewal_rate: 0, throttle_interval: 0, throttle_retry_limit: 0, smoothing: null };
+    const p = policy('silver', {
+      rate: { rate: 100, per: 10 },
+      access_rights: {
+        a: { api_id: 'a', api_name: 'a', limit, endpoints: [{ path: '/x', pattern: '^/x$', method: 'GET', rate: 1, per: 10 }] },
+        b: { api_id: 'b', api_name: 'b', limit, endpoints: [] },
+      },
+    });
+    const a = api('a');
+    const b = api('b');
+    const { outcomes } = setup(config({ settings, apis: [a, b], policies: [p] }));
+    const caller = { session: session({ apply_policies: ['silver'] }), raw: 'k' };
+    expect(await outcomes(request(a, caller, 'GET', '/x'), 2)).toEqual(['allowed', 'key_rate_limited']);
+    expect(await outcomes(request(a, caller, 'GET', '/y'), 3)).toEqual(['allowed', 'allowed', 'key_rate_limited']);
+    expect(await outcomes(request(b, caller), 3)).toEqual(['allowed', 'allowed', 'key_rate_limited']);
+  });
+
+  it('with several policies the highest rate/per applies', async () => {
+    const slow = policy('slow', { rate: { rate: 1, per: 10 } });
+    const fast = policy('fast', { rate: { rate: 3, per: 10 } });
+    const a = api('a');
+    const { outcomes } = setup(config({ settings, apis: [a], policies: [slow, fast] }));
+    const caller = { session: session({ apply_policies: ['slow', 'fast'] }), raw: 'k' };
+    expect(await outcomes(request(a, caller), 4)).toEqual(['allowed', 'allowed', 'allowed', 'key_rate_limited']);
+  });
+
+  it('updateConfig applies an edited policy to existing keys', async () => {
+    const a = api('a');
+    const before = config({ settings, apis: [a], policies: [policy('p', { rate: { rate: 1, per: 10 } })] });
+    const { engine, outcomes } = setup(before);
+    const caller = { session: session({ apply_policies: ['p'] }), raw: 'k' };
+    expect(await outcomes(request(a, caller), 2)).toEqual(['allowed', 'key_rate_limited']);
+    engine.updateConfig(config({ settings, apis: [a], policies: [policy('p', { rate: { rate: 5, per: 10 } })] }));
+    expect(await outcomes(request(a, caller), 1)).toEqual(['allowed']);
+  });
+});
+
+describe('custom rate-limit keys (SPEC §2.6)', () => {
+  const settings = { enable_redis_rolling_limiter: true };
+  const p = policy('by-org', { rate: { rate: 2, per: 10 }, quota_max: 3, rate_limit_pattern: '$gw_meta.org|$gw_meta.team' });
+
+  it.each([
+    ['same pattern value: one shared allowance', { org: 'acme', team: 'x' }, { org: 'acme', team: 'x' }, ['allowed', 'allowed', 'key_rate_limited', 'key_rate_limited']],
+    ['different values: separate allowances', { org: 'acme', team: 'x' }, { org: 'acme', team: 'y' }, ['allowed', 'allowed', 'allowed', 'allowed']],
+    ['missing metadata: back to the credential', { org: 'acme' }, { org: 'acme' }, ['allowed', 'allowed', 'allowed', 'allowed']],
+  ])('%s', async (_name, metaOne, metaTwo, expected) => {
+    const a = api('a');
+    const { outcomes } = setup(config({ settings, apis: [a], policies: [p] }));
+    const one = { session: session({ apply_policies: ['by-org'], meta_data: metaOne }), raw: 'one' };
+    const two = { session: session({ apply_policies: ['by-org'], meta_data: metaTwo }), raw: 'two' };
+    const results = [...(await outcomes(request(a, one), 2)), ...(await outcomes(request(a, two), 2))];
+    expect(results).toEqual(expected);
+  });
+
+  it('the pattern value keys the quota too', async () => {
+    const a = api('a');
+    const { outcomes, clock } = setup(config({ settings, apis: [a], policies: [p] }));
+    const meta = { org: 'acme', team: 'x' };
+    const one = { session: session({ apply_policies: ['by-org'], meta_data: meta }), raw: 'one' };
+    const two = { session: session({ apply_policies: ['by-org'], meta_data: meta }), raw: 'two' };
+    expect(await outcomes(request(a, one), 2)).toEqual(['allowed', 'allowed']);
+    clock.advance(10_000);
+    expect(await outcomes(request(a, two), 2)).toEqual(['allowed', 'quota_exceeded']);
+  });
+});
+
+describe('quotas', () => {
+  const settings = { enable_redis_rolling_limiter: true };
+
+  it.each([
+    ['renewing quota', { quota_max: 2, quota_renewal_rate: 60 }, ['allowed', 'allowed', 'quota_exceeded'], 60_000, 'allowed'],
+    ['never-renewing quota', { quota_max: 2, quota_renewal_rate: 0 }, ['allowed', 'allowed', 'quota_exceeded'], 10 * 86_400_000, 'quota_exceeded'],
+    ['unlimited (0)', { quota_max: 0 }, ['allowed', 'allowed', 'allowed'], 0, 'allowed'],
+    ['unlimited (-1)', { quota_max: -1 }, ['allowed', 'allowed', 'allowed'], 0, 'allowed'],
+  ])('%s', async (_name, fields, first, wait, after) => {
+    const a = api('a');
+    const { outcomes, clock } = setup(config({ settings, apis: [a] }));
+    const caller = { session: session(fields), raw: 'k' };
+    expect(await outcomes(request(a, caller), first.length)).toEqual(first);
+    clock.advance(wait);
+    expect(await outcomes(request(a, caller), 1)).toEqual([after]);
+  });
+
+  it('quota data: limit, remaining, renewal time; quota_remaining and quota_renews seed the state', async () => {
+    const clock = manualClock(1_000_000);
+    const a = api('a');
+    const { engine, outcomes } = setup(config({ settings, apis: [a] }), clock);
+    const caller = { session: session({ quota_max: 10, quota_renewal_rate: 3600, quota_remaining: 2, quota_renews: 1500 }), raw: 'k' };
+    expect((await engine.decide(request(a, caller))).quota).toEqual({ limit: 10, remaining: 1, reset: 1500 });
+    expect(await outcomes(request(a, caller), 2)).toEqual(['allowed', 'quota_exceeded']);
+    clock.set(1_500_000);
+    expect((await engine.decide(request(a, caller))).quota).toEqual({ limit: 10, remaining: 9, reset: 1500 + 3600 });
+  });
+
+  it('a rate-limited request consumes no quota', async () => {
+    const a = api('a');
+    const { outcomes, clock } = setup(config({ settings, apis: [a] }));
+    const caller = { session: session({ rate: 1, per: 1, quota_max: 2, quota_renewal_rate: 3600 }), raw: 'k' };
+    expect(await outcomes(request(a, caller), 5)).toEqual(['allowed', 'key_rate_limited', 'key_rate_limited', 'key_rate_limited', 'key_rate_limited']);
+    clock.advance(1000);
+    expect(await outcomes(request(a, caller), 1)).toEqual(['allowed']);
+    clock.advance(1000);
+    expect(await outcomes(request(a, caller), 1)).toEqual(['quota_exceeded']);
+  });
+
+  it('a request refused by the API limit consumes no quota', async () => {
+    const a = api('a', { api_limit: { rate: 1, per: 1 } });
+    const { outcomes, clock } = setup(config({ settings, apis: [a] }));
+    const caller = { session: session({ quota_max: 1, quota_renewal_rate: 3600 }), raw: 'k' };
+    expect(await outcomes(request(a, caller), 3)).toEqual(['allowed', 'api_rate_limited', 'api_rate_limited']);
+    clock.advance(1000);
+    expect(await outcomes(request(a, caller), 1)).toEqual(['quota_exceeded']);
+  });
+});
+
+describe('throttling (real clock)', () => {
+  const settings = { enable_redis_rolling_limiter: true };
+  const a = api('a');
+  const throttled = { session: session({ rate: 1, per: 1, throttle_interval: 1, throttle_retry_limit: 2 }), raw: 'k' };
+
+  it('waits and retries internally, then passes', async () => {
+    const engine = createLimitEngine({ config: config({ settings, apis: [a] }), instanceId: 't', events: collectingSink(), logger: silentLogger });
+    engines.push(engine);
+    expect((await engine.decide(request(a, throttled))).outcome).toBe('allowed');
+    const started = Date.now();
+    expect((await engine.decide(request(a, throttled))).outcome).toBe('allowed');
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+  });
+
+  it('gives up with the rate-limit outcome after the retry limit', async () => {
+    const tight = { session: session({ rate: 1, per: 5, throttle_interval: 1, throttle_retry_limit: 1 }), raw: 'k' };
+    const engine = createLimitEngine({ config: config({ settings, apis: [a] }), instanceId: 't', events: collectingSink(), logger: silentLogger });
+    engines.push(engine);
+    await engine.decide(request(a, tight));
+    const started = Date.now();
+    expect((await engine.decide(request(a, tight))).outcome).toBe('key_rate_limited');
+    const waited = Date.now() - started;
+    expect(waited).toBeGreaterThanOrEqual(900);
+    expect(waited).toBeLessThan(1900);
+  });
+
+  it.each([
+    ['throttle_max_wait_ms', { ...settings, throttle_max_wait_ms: 500 }, undefined],
+    ['an aborted request', settings, AbortSignal.timeout(50)],
+  ])('is bounded by %s', async (_name, bounded, signal) => {
+    const engine = createLimitEngine({ config: config({ settings: bounded, apis: [a] }), instanceId: 't', events: collectingSink(), logger: silentLogger });
+    engines.push(engine);
+    await engine.decide(request(a, throttled));
+    const started = Date.now();
+    expect((await engine.decide(request(a, throttled), signal)).outcome).toBe('key_rate_limited');
+    expect(Date.now() - started).toBeLessThan(400);
+  });
+});
+
+describe('smoothing (SPEC §1.6) on the sliding log', () => {
+  const smoothing = { enabled: true, threshold: 2, step: 2, trigger: 0.5, delay: 1 };
+  const settings = { enable_redis_rolling_limiter: true };
+
+  it('raises the allowance under load, lowers it when load falls, one event per change, within bounds', async () => {
+    const a = api('a', { api_limit: { rate: 6, per: 2 }, smoothing });
+    const { outcomes, clock, sink, registry } = setup(config({ settings, apis: [a] }));
+    const req = request(a, null);
+    // Allowance 2; the 3rd request sees 2 in the window (> 2 − 1) and raises it to 4.
+    expect(await outcomes(req, 5)).toEqual(['allowed', 'allowed', 'allowed', 'allowed', 'api_rate_limited']);
+    expect(sink.events.map((e) => [e.reason, e.oldAllowance, e.newAllowance])).toEqual([['RateLimitSmoothingUp', 2, 4]]);
+    // Hold-off: no second event within `delay`, whatever the load.
+    clock.advance(999);
+    expect(await outcomes(req, 1)).toEqual(['api_rate_limited']);
+    expect(sink.events).toHaveLength(1);
+    clock.advance(1);
+    // 6 in the window (> 4 − 1): up to 6, the rate, and no higher; 6 are already logged.
+    expect(await outcomes(req, 3)).toEqual(['api_rate_limited', 'api_rate_limited', 'api_rate_limited']);
+    expect(sink.events.map((e) => e.newAllowance)).toEqual([4, 6]);
+    // Quiet windows: down by step each time, to threshold and no lower.
+    for (let i = 0; i < 3; i++) {
+      clock.advance(2000);
+      expect(await outcomes(req, 1)).toEqual(['allowed']);
+    }
+    expect(sink.events.map((e) => [e.reason, e.newAllowance])).toEqual([
+      ['RateLimitSmoothingUp', 4],
+      ['RateLimitSmoothingUp', 6],
+      ['RateLimitSmoothingDown', 4],
+      ['RateLimitSmoothingDown', 2],
+    ]);
+    expect(sink.events[0]).toMatchObject({ source: a.source, limiterKey: 'a:a' });
+    const metric = await registry.getSingleMetric('gw_smoothing_events_total')!.get();
+    expect(Object.fromEntries(metric.values.map((v) => [v.labels.reason, v.value]))).toEqual({
+      RateLimitSmoothingUp: 2,
+      RateLimitSmoothingDown: 2,
+    });
+  });
+
+  it('key-level smoothing names the policy and a hashed identity, never the raw key', async () => {
+    const p = policy('smooth', { rate: { rate: 10, per: 1 }, smoothing });
+    const a = api('a');
+    const { outcomes, sink } = setup(config({ settings, apis: [a], policies: [p] }));
+    const raw = 'raw-secret-key';
+    await outcomes(request(a, { session: session({ apply_policies: ['smooth'] }), raw }), 3);
+    expect(sink.events).toHaveLength(1);
+    expect(sink.events[0]!.source).toEqual(p.source);
+    expect(sink.events[0]!.limiterKey).toMatch(/^k:[0-9a-f]{64}:default\/smooth$/);
+    expect(JSON.stringify(sink.events)).not.toContain(raw);
+  });
+
+  it('is ignored by the other algorithms', async () => {
+    const a = api('a', { api_limit: { rate: 6, per: 1 }, smoothing });
+    const { outcomes, sink } = setup(config({ settings: { enable_fixed_window_rate_limiter: true }, apis: [a] }));
+    expect(await outcomes(request(a, null), 7)).toEqual([...Array(6).fill('allowed'), 'api_rate_limited']);
+    expect(sink.events).toEqual([]);
+  });
+});
+
+describe('keyless requests', () => {
+  it('meet only API-level limits and get no quota data', async () => {
+    const a = api('a', { keyless: true });
+    const { engine } = setup(config({ apis: [a] }));
+    expect(await engine.decide(request(a, null))).toEqual({ outcome: 'allowed', rate: null, quota: null });
+  });
+});

@@ -1,0 +1,231 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Cluster, Redis } from 'ioredis';
+import type { Registry } from 'prom-client';
+import type { Logger } from '../../common/logger.ts';
+import type { CompiledConfig } from '../../crds/compiled.ts';
+import { algorithmFor, algorithmMode, drlShare, type AlgorithmMode } from './algorithm.ts';
+import { DrlBuckets } from './drl-buckets.ts';
+import { GatewayHeartbeat } from './heartbeat.ts';
+import { createLimitMetrics, type LimitMetrics } from './metrics.ts';
+import { isRateLimited, toDecision, type Evaluated, type Step, type StepResult } from './outcome.ts';
+import type { PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
+import { Planner } from './plan.ts';
+import { StoreHealth } from './store-health.ts';
+import { MemoryLimitStore } from './stores/memory-store.ts';
+import { RedisLimitStore } from './stores/redis-store.ts';
+import type { LimitStore, StoreOp, StoreResult } from './stores/store.ts';
+import type { LimitDecision, LimitEngine, LimitRequest, SmoothingEventSink } from './types.ts';
+
+export interface LimitEngineOptions {
+  config: CompiledConfig;
+  /** Absent: the in-memory store, one process (standalone mode). */
+  redis?: Redis | Cluster;
+  instanceId: string;
+  events: SmoothingEventSink;
+  logger: Logger;
+  registry?: Registry;
+  now?: () => number;
+  /** DRL heartbeat period (DESIGN §7: about 2 s). */
+  heartbeatIntervalMs?: number;
+}
+
+const bucketSweepMs = 10_000;
+
+function toOp(step: Step): StoreOp {
+  const { limiterId, rate, perMs, smoothing } = step.limit;
+  if (step.algorithm === 'sliding_log') return { kind: 'sliding_log', limiterId, rate, perMs, smoothing: smoothing?.settings ?? null };
+  if (step.algorithm === 'sentinel') return { kind: 'sentinel', limiterId, rate, perMs };
+  return { kind: 'fixed_window', limiterId, rate, perMs };
+}
+
+const quotaOp = (quota: QuotaPlan): StoreOp => ({ kind: 'quota', ...quota });
+
+/** APIs a policy's global allowance shares with a served API: their gateways split it too. */
+function sharedApis(config: CompiledConfig, served: readonly string[]): string[] {
+  const shared = new Set<string>();
+  for (const policy of Object.values(config.policies)) {
+    const granted = Object.keys(policy.access_rights);
+    if (granted.some((api) => served.includes(api))) for (const api of granted) shared.add(api);
+  }
+  return [...shared];
+}
+
+class Engine implements LimitEngine {
+  readonly #options: LimitEngineOptions;
+  readonly #now: () => number;
+  readonly #planner: Planner;
+  readonly #store: LimitStore;
+  readonly #buckets = new DrlBuckets();
+  readonly #heartbeat: GatewayHeartbeat | null;
+  readonly #metrics: LimitMetrics;
+  readonly #health: StoreHealth;
+  readonly #sweeper: NodeJS.Timeout;
+  #config: CompiledConfig;
+  #mode: AlgorithmMode;
+
+  constructor(options: LimitEngineOptions) {
+    this.#options = options;
+    this.#config = options.config;
+    this.#mode = algorithmMode(options.config.settings);
+    this.#now = options.now ?? Date.now;
+    this.#metrics = createLimitMetrics(options.registry);
+    this.#health = new StoreHealth(options.logger, this.#metrics);
+    this.#planner = new Planner(options.config);
+    const onError = (error: unknown): void => this.#health.failed(error, this.#config.settings.redis_failure_mode);
+    this.#store = options.redis
+      ? new RedisLimitStore(options.redis, options.instanceId, onError)
+      : new MemoryLimitStore(this.#now);
+    this.#heartbeat = options.redis
+      ? new GatewayHeartbeat({
+          redis: options.redis,
+          instanceId: options.instanceId,
+          intervalMs: options.heartbeatIntervalMs ?? 2000,
+          timeoutMs: () => this.#config.settings.redis_timeout_ms,
+          now: this.#now,
+          onError,
+          onSuccess: () => this.#health.succeeded(),
+        })
+      : null;
+    this.#sweeper = setInterval(() => this.#buckets.sweep(this.#now()), bucketSweepMs).unref();
+    this.updateConfig(options.config);
+  }
+
+  updateConfig(config: CompiledConfig): void {
+    this.#config = config;
+    this.#mode = algorithmMode(config.settings);
+    this.#planner.update(config);
+    this.#store.configure(config.settings);
+    if (!this.#heartbeat) return;
+    const served = config.apis.map((api) => api.api_id);
+    this.#heartbeat.serve(served, sharedApis(config, served));
+    // Only the DRL (and drl_threshold's choice) needs to know the live gateways.
+    if (this.#mode === 'drl' || this.#mode === 'dynamic') this.#heartbeat.start();
+    else void this.#heartbeat.stop();
+  }
+
+  async decide(request: LimitRequest, signal?: AbortSignal): Promise<LimitDecision> {
+    const started = this.#now();
+    const plan = this.#planner.plan(request, started);
+    let evaluated = await this.#evaluate(plan);
+    const throttle = plan.throttle;
+    if (throttle) {
+      const deadline = started + this.#config.settings.throttle_max_wait_ms;
+      for (let retry = 0; retry < throttle.retries && isRateLimited(evaluated.decision); retry++) {
+        if (this.#now() + throttle.intervalMs > deadline || !(await this.#wait(throttle.intervalMs, signal))) break;
+        evaluated = await this.#evaluate(plan);
+      }
+    }
+    this.#metrics.decisions.inc({ algorithm: evaluated.algorithm, outcome: evaluated.decision.outcome });
+    return evaluated.decision;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#sweeper);
+    await this.#heartbeat?.stop();
+    await this.#store.close();
+  }
+
+  async #wait(ms: number, signal?: AbortSignal): Promise<boolean> {
+    try {
+      await sleep(ms, undefined, { signal });
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  #step(limit: PlannedLimit): Step {
+    const gateways = this.#heartbeat?.count(limit.coverApis) ?? 1;
+    const algorithm = algorithmFor(this.#mode, limit, this.#config.settings.drl_threshold, gateways);
+    return { limit, algorithm, share: algorithm === 'drl' ? drlShare(limit.rate, gateways) : limit.rate };
+  }
+
+  /**
+   * DRL limits are taken in process first; every other limit (and the quota, when no
+   * local limit refused) goes to the store in one call. Tokens taken for limits after
+   * the one that refused are given back, so a refused request consumes nothing later on.
+   */
+  async #evaluate(plan: RequestPlan): Promise<Evaluated> {
+    const nowMs = this.#now();
+    const steps = plan.limits.map((limit) => this.#step(limit));
+    const { results, cut } = this.#takeLocal(steps, nowMs);
+    const remote = steps.flatMap((step, i) => (i < cut && step.algorithm !== 'drl' ? [i] : []));
+    const ops = remote.map((i) => toOp(steps[i]!));
+    if (cut === steps.length && plan.quota) ops.push(quotaOp(plan.quota));
+    const stored = ops.length > 0 ? await this.#runStore(ops, nowMs) : [];
+    if (stored === null) {
+      this.#refund(steps, results, -1);
+      return { decision: { outcome: 'store_unavailable', rate: null, quota: null }, algorithm: steps[0]?.algorithm ?? 'none' };
+    }
+    remote.forEach((i, j) => (results[i] = stored?.[j]));
+    this.#emitSmoothing(remote.map((i) => steps[i]!), stored ?? []);
+    const quota = plan.quota && stored && stored.length === ops.length && cut === steps.length ? stored.at(-1)! : null;
+    const evaluated = toDecision(steps, results, quota);
+    const refusedAt = results.findIndex((r) => r !== undefined && !r.allowed);
+    if (refusedAt >= 0) this.#refund(steps, results, refusedAt);
+    return evaluated;
+  }
+
+  /** Takes DRL tokens in order; `cut` is the index of the first local refusal (or the length). */
+  #takeLocal(steps: readonly Step[], nowMs: number): { results: (StepResult | undefined)[]; cut: number } {
+    const results: (StepResult | undefined)[] = [];
+    for (const [i, step] of steps.entries()) {
+      if (step.algorithm !== 'drl') continue;
+      const result = this.#buckets.take(step.limit.limiterId, step.share, step.limit.perMs, nowMs);
+      results[i] = result;
+      if (!result.allowed) return { results, cut: i };
+    }
+    return { results, cut: steps.length };
+  }
+
+  /**
+   * null: the store failed and the failure mode is `closed`. undefined: it failed and the
+   * mode is `open`, so the request goes on with the limits that did not need the store.
+   */
+  async #runStore(ops: StoreOp[], nowMs: number): Promise<StoreResult[] | null | undefined> {
+    try {
+      const stored = await this.#store.run(ops, nowMs);
+      this.#health.succeeded();
+      return stored;
+    } catch (error) {
+      const mode = this.#config.settings.redis_failure_mode;
+      this.#health.failed(error, mode);
+      return mode === 'closed' ? null : undefined;
+    }
+  }
+
+  /** Gives back DRL tokens taken for limits after `refusedAt` (all of them when it is -1). */
+  #refund(steps: readonly Step[], results: readonly (StepResult | undefined)[], refusedAt: number): void {
+    for (const [i, step] of steps.entries()) {
+      if (step.algorithm !== 'drl' || !results[i]?.allowed || i <= refusedAt) continue;
+      this.#buckets.refund(step.limit.limiterId, step.share);
+    }
+  }
+
+  #emitSmoothing(steps: readonly Step[], stored: readonly StoreResult[]): void {
+    stored.forEach((result, j) => {
+      const smoothing = steps[j]?.limit.smoothing;
+      if (!result.smoothing || !smoothing) return;
+      const { oldAllowance, newAllowance } = result.smoothing;
+      const reason = newAllowance > oldAllowance ? 'RateLimitSmoothingUp' : 'RateLimitSmoothingDown';
+      this.#metrics.smoothingEvents.inc({ reason });
+      try {
+        this.#options.events.emit({
+          reason,
+          source: smoothing.source,
+          limiterKey: steps[j]!.limit.limiterId,
+          oldAllowance,
+          newAllowance,
+          time: new Date(this.#now()),
+        });
+      } catch (error) {
+        this.#options.logger.warn({ error: String(error) }, 'smoothing event sink failed');
+      }
+    });
+  }
+}
+
+/** The rate-limit engine of one gateway process (DESIGN §7, §10). */
+export function createLimitEngine(options: LimitEngineOptions): LimitEngine {
+  return new Engine(options);
+}

@@ -1,0 +1,31 @@
+import { Counter, type Registry } from 'prom-client';
+
+export interface LimitMetrics {
+  decisions: Counter<'algorithm' | 'outcome'>;
+  redisErrors: Counter;
+  smoothingEvents: Counter<'reason'>;
+}
+
+/** Without a registry the counters still count (tests read them) but are exported nowhere. */
+export function createLimitMetrics(registry?: Registry): LimitMetrics {
+  const registers = registry ? [registry] : [];
+  return {
+    decisions: new Counter({
+      name: 'gw_limit_decisions_total',
+      help: 'Rate-limit decisions by the algorithm of the limit that applied and by outcome.',
+      labelNames: ['algorithm', 'outcome'],
+      registers,
+    }),
+    redisErrors: new Counter({
+      name: 'gw_redis_errors_total',
+      help: 'Failed or timed-out Redis calls of the rate-limit engine.',
+      registers,
+    }),
+    smoothingEvents: new Counter({
+      name: 'gw_smoothing_events_total',
+      help: 'Rate-limit smoothing allowance changes.',
+      labelNames: ['reason'],
+      registers,
+    }),
+  };
+}

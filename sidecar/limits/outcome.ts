@@ -1,0 +1,58 @@
+import type { Algorithm } from './algorithm.ts';
+import type { PlannedLimit } from './plan-types.ts';
+import type { DecisionOutcome, LimitDecision, RateHeaderData } from './types.ts';
+
+export interface StepResult {
+  allowed: boolean;
+  limit: number;
+  remaining: number;
+  resetMs: number;
+}
+
+export interface Step {
+  limit: PlannedLimit;
+  algorithm: Algorithm;
+  /** This gateway's share under the DRL; the full rate otherwise. */
+  share: number;
+}
+
+export interface Evaluated {
+  decision: LimitDecision;
+  /** Algorithm of the limit that applied, for the decisions metric. */
+  algorithm: Algorithm | 'none';
+}
+
+const header = (result: StepResult): RateHeaderData => ({
+  limit: result.limit,
+  remaining: result.remaining,
+  reset: Math.ceil(result.resetMs / 1000),
+});
+
+/**
+ * The decision from per-limit results: the refusing limit applies when there is one,
+ * else the tightest one met (least remaining); the quota is judged only when every rate
+ * limit passed.
+ */
+export function toDecision(
+  steps: readonly Step[],
+  results: readonly (StepResult | undefined)[],
+  quota: StepResult | null,
+): Evaluated {
+  const refusedAt = results.findIndex((r) => r !== undefined && !r.allowed);
+  let applied = refusedAt;
+  if (applied < 0) {
+    for (let i = 0; i < results.length; i++) {
+      if (results[i] && (applied < 0 || results[i]!.remaining < results[applied]!.remaining)) applied = i;
+    }
+  }
+  let outcome: DecisionOutcome = 'allowed';
+  if (refusedAt >= 0) outcome = steps[refusedAt]!.limit.level === 'api' ? 'api_rate_limited' : 'key_rate_limited';
+  else if (quota && !quota.allowed) outcome = 'quota_exceeded';
+  return {
+    decision: { outcome, rate: applied >= 0 ? header(results[applied]!) : null, quota: quota ? header(quota) : null },
+    algorithm: applied >= 0 ? steps[applied]!.algorithm : 'none',
+  };
+}
+
+export const isRateLimited = (decision: LimitDecision): boolean =>
+  decision.outcome === 'api_rate_limited' || decision.outcome === 'key_rate_limited';

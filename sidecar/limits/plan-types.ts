@@ -1,0 +1,44 @@
+import type { CompiledSmoothing, ResourceRef } from '../../crds/compiled.ts';
+
+/** What the engine checks for one request, derived from config, session and identity. */
+
+export type LimitLevel = 'api' | 'key';
+
+export interface SmoothingPlan {
+  settings: CompiledSmoothing;
+  /** The resource whose smoothing settings these are (for the Event). */
+  source: ResourceRef;
+}
+
+export interface PlannedLimit {
+  level: LimitLevel;
+  rate: number;
+  perMs: number;
+  /** Limiter identity and Redis hash tag; built from api ids and hashed identities only. */
+  limiterId: string;
+  /** APIs whose live gateways share this limit under the Distributed Rate Limiter. */
+  coverApis: readonly string[];
+  smoothing: SmoothingPlan | null;
+}
+
+export interface QuotaPlan {
+  quotaId: string;
+  max: number;
+  /** 0: the quota never renews. */
+  renewalMs: number;
+  /** State used when the store holds none yet (from the session's quota_remaining / quota_renews). */
+  initRemaining: number;
+  initRenewsMs: number;
+}
+
+export interface ThrottlePlan {
+  intervalMs: number;
+  retries: number;
+}
+
+export interface RequestPlan {
+  /** In evaluation order: the API level first, then the key level (SPEC §1.1). */
+  limits: PlannedLimit[];
+  quota: QuotaPlan | null;
+  throttle: ThrottlePlan | null;
+}

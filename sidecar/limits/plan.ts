@@ -1,0 +1,130 @@
+import type { CompiledApi, CompiledConfig, CompiledEndpointLimit } from '../../crds/compiled.ts';
+import type { Session } from '../../crds/session.ts';
+import { effectiveLimits, type EffectiveLimits, type KeyQuota, type KeyRateLimit } from './effective-session.ts';
+import { compileEndpoints, firstMatch, type EndpointMatcher } from './endpoint-match.ts';
+import type { PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
+import { rateLimitIdentity } from './rate-limit-pattern.ts';
+import type { LimitRequest } from './types.ts';
+
+interface SessionEntry {
+  limits: EffectiveLimits;
+  identity: string;
+}
+
+const perSecond = (limit: KeyRateLimit): number => limit.rate.rate / limit.rate.per;
+
+/** Whole milliseconds: the stores compute windows and expiries in integer ms. */
+const toMs = (seconds: number): number => Math.max(1, Math.round(seconds * 1000));
+
+/** Highest rate/per among the first match of each policy (SPEC §1.2 applied per endpoint). */
+function keyEndpointLimit(groups: EffectiveLimits['endpointGroups'], method: string, path: string): KeyRateLimit | null {
+  let best: KeyRateLimit | null = null;
+  for (const group of groups) {
+    const match = firstMatch(group, method, path);
+    if (match && (!best || perSecond(match) > perSecond(best))) best = match;
+  }
+  return best;
+}
+
+function quotaPlan(quota: KeyQuota, identity: string, session: Session, nowMs: number): QuotaPlan {
+  const renewalMs = quota.renewalSeconds > 0 ? quota.renewalSeconds * 1000 : 0;
+  const renewsMs = session.quota_renews * 1000;
+  // The session's quota_remaining / quota_renews seed the state only while they are current.
+  const current = renewalMs === 0 || renewsMs > nowMs;
+  const seeded = current && session.quota_remaining > 0 && session.quota_remaining <= quota.max;
+  return {
+    quotaId: `${identity}:${quota.scopeId}`,
+    max: quota.max,
+    renewalMs,
+    initRemaining: seeded ? session.quota_remaining : quota.max,
+    initRenewsMs: renewalMs === 0 ? 0 : renewsMs > nowMs ? renewsMs : nowMs + renewalMs,
+  };
+}
+
+/**
+ * Turns a request into the ordered limits it meets (SPEC §1.1, DESIGN §7): the most
+ * specific API-level limit, then the most specific key-level one. Regexes and effective
+ * sessions are prepared once per config (and per session object), not per request.
+ */
+export class Planner {
+  #config: CompiledConfig;
+  #apiEndpoints = new WeakMap<CompiledApi, EndpointMatcher<CompiledEndpointLimit>[]>();
+  #sessions = new WeakMap<Session, Map<string, SessionEntry>>();
+
+  constructor(config: CompiledConfig) {
+    this.#config = config;
+    this.update(config);
+  }
+
+  update(config: CompiledConfig): void {
+    this.#config = config;
+    this.#apiEndpoints = new WeakMap();
+    this.#sessions = new WeakMap();
+    for (const api of config.apis) this.#apiEndpoints.set(api, compileEndpoints(api.endpoint_limits));
+  }
+
+  plan(request: LimitRequest, nowMs: number): RequestPlan {
+    const limits: PlannedLimit[] = [];
+    const apiLimit = this.#apiLevel(request);
+    if (apiLimit) limits.push(apiLimit);
+    if (!request.session || !request.keyHash) return { limits, quota: null, throttle: null };
+    const entry = this.#sessionEntry(request.session, request.keyHash, request.api.api_id);
+    const keyLimit =
+      keyEndpointLimit(entry.limits.endpointGroups, request.method, request.path) ?? entry.limits.rate;
+    if (keyLimit) {
+      limits.push({
+        level: 'key',
+        rate: keyLimit.rate.rate,
+        perMs: toMs(keyLimit.rate.per),
+        limiterId: `${entry.identity}:${keyLimit.scopeId}`,
+        coverApis: keyLimit.coverApis,
+        smoothing: keyLimit.smoothing,
+      });
+    }
+    const quota = entry.limits.quota ? quotaPlan(entry.limits.quota, entry.identity, request.session, nowMs) : null;
+    return { limits, quota, throttle: entry.limits.throttle };
+  }
+
+  #apiLevel(request: LimitRequest): PlannedLimit | null {
+    const { api } = request;
+    let matchers = this.#apiEndpoints.get(api);
+    if (!matchers) {
+      matchers = compileEndpoints(api.endpoint_limits);
+      this.#apiEndpoints.set(api, matchers);
+    }
+    const endpoint = firstMatch(matchers, request.method, request.path);
+    const base = { level: 'api' as const, coverApis: [api.api_id] };
+    if (endpoint) {
+      return {
+        ...base,
+        rate: endpoint.rate,
+        perMs: toMs(endpoint.per),
+        limiterId: `a:${api.api_id}|${endpoint.method} ${endpoint.path}`,
+        smoothing: null,
+      };
+    }
+    if (!api.api_limit) return null;
+    return {
+      ...base,
+      rate: api.api_limit.rate,
+      perMs: toMs(api.api_limit.per),
+      limiterId: `a:${api.api_id}`,
+      smoothing: api.smoothing?.enabled ? { settings: api.smoothing, source: api.source } : null,
+    };
+  }
+
+  #sessionEntry(session: Session, keyHash: string, apiId: string): SessionEntry {
+    let perApi = this.#sessions.get(session);
+    if (!perApi) {
+      perApi = new Map();
+      this.#sessions.set(session, perApi);
+    }
+    let entry = perApi.get(apiId);
+    if (!entry) {
+      const limits = effectiveLimits(session, apiId, this.#config.policies);
+      entry = { limits, identity: rateLimitIdentity(limits.pattern, session.meta_data, keyHash) };
+      perApi.set(apiId, entry);
+    }
+    return entry;
+  }
+}

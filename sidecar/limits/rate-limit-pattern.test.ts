@@ -1,0 +1,44 @@
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { evaluatePattern, rateLimitIdentity } from './rate-limit-pattern.ts';
+
+const sha = (value: string): string => createHash('sha256').update(value).digest('hex');
+
+describe('evaluatePattern', () => {
+  it.each([
+    ['$gw_meta.user', { user: 'alice' }, 'alice'],
+    ['$gw_meta.org|$gw_meta.user', { org: 'acme', user: 'bob' }, 'acme|bob'],
+    ['$gw_meta.ip', { ip: '10.0.0.1', other: 'x' }, '10.0.0.1'],
+    ['$gw_meta.tier|$gw_meta.n', { tier: 'gold', n: 7 }, 'gold|7'],
+    ['static', {}, 'static'],
+    ['$gw_meta.user', {}, null],
+    ['$gw_meta.org|$gw_meta.user', { org: 'acme' }, null],
+    ['$gw_meta.user', { user: '' }, null],
+    ['$gw_meta.user', { user: { nested: true } }, null],
+    ['$gw_meta.user', { user: null }, null],
+    ['', {}, null],
+  ])('%s with %j -> %s', (pattern, meta, expected) => {
+    expect(evaluatePattern(pattern, meta)).toBe(expected);
+  });
+});
+
+describe('rateLimitIdentity', () => {
+  const keyHash = 'a'.repeat(64);
+
+  it('uses the hashed pattern value when the pattern takes effect', () => {
+    expect(rateLimitIdentity('$gw_meta.user', { user: 'alice' }, keyHash)).toBe(`p:${sha('alice')}`);
+  });
+
+  it('falls back to the credential without a pattern, on missing metadata and on an empty value', () => {
+    expect(rateLimitIdentity(null, { user: 'alice' }, keyHash)).toBe(`k:${keyHash}`);
+    expect(rateLimitIdentity('$gw_meta.user', {}, keyHash)).toBe(`k:${keyHash}`);
+    expect(rateLimitIdentity('$gw_meta.user', { user: '' }, keyHash)).toBe(`k:${keyHash}`);
+  });
+
+  it('two keys with the same metadata share an identity', () => {
+    const one = rateLimitIdentity('$gw_meta.org', { org: 'acme' }, 'a'.repeat(64));
+    const two = rateLimitIdentity('$gw_meta.org', { org: 'acme' }, 'b'.repeat(64));
+    expect(one).toBe(two);
+    expect(one).not.toContain('acme');
+  });
+});

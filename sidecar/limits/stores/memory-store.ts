@@ -1,0 +1,152 @@
+import type { CompiledSmoothing } from '../../../crds/compiled.ts';
+import { smoothStep, type SmoothingState } from './smoothing.ts';
+import { clampSmoothing, type LimitStore, type StoreOp, type StoreResult } from './store.ts';
+import { TtlMap } from './ttl-map.ts';
+
+type Op<K extends StoreOp['kind']> = Extract<StoreOp, { kind: K }>;
+
+const sweepIntervalMs = 10_000;
+
+const result = (allowed: boolean, limit: number, remaining: number, resetMs: number): StoreResult => ({
+  allowed,
+  limit,
+  remaining,
+  resetMs,
+  smoothing: null,
+});
+
+/**
+ * The standalone store (DESIGN §6): the algorithms of limits.lua for one process. Each
+ * run is synchronous, so it is as atomic as the script is in Redis.
+ */
+export class MemoryLimitStore implements LimitStore {
+  readonly #logs = new TtlMap<number[]>();
+  /** Sentinel flags; the value is the flag's own expiry (the reset time of a refusal). */
+  readonly #flags = new TtlMap<number>();
+  readonly #smoothing = new TtlMap<SmoothingState>();
+  readonly #counters = new TtlMap<number>();
+  readonly #quotas = new TtlMap<{ remaining: number; renews: number }>();
+  readonly #sweeper: NodeJS.Timeout;
+  readonly #now: () => number;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+    this.#sweeper = setInterval(() => this.#sweep(), sweepIntervalMs).unref();
+  }
+
+  configure(): void {
+    // Settings only shape the Redis store's transport.
+  }
+
+  async run(ops: readonly StoreOp[], nowMs: number): Promise<StoreResult[]> {
+    const results: StoreResult[] = [];
+    for (const op of ops) {
+      const r = this.#runOne(op, nowMs);
+      results.push(r);
+      if (!r.allowed) break;
+    }
+    return results;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#sweeper);
+    for (const map of [this.#logs, this.#flags, this.#smoothing, this.#counters, this.#quotas]) map.clear();
+  }
+
+  #runOne(op: StoreOp, nowMs: number): StoreResult {
+    switch (op.kind) {
+      case 'sliding_log':
+        return this.#sliding(op, nowMs);
+      case 'sentinel':
+        return this.#sentinel(op, nowMs);
+      case 'fixed_window':
+        return this.#fixed(op, nowMs);
+      case 'quota':
+        return this.#quota(op, nowMs);
+    }
+  }
+
+  /** The log of one limiter, trimmed to the window ending now. */
+  #window(limiterId: string, perMs: number, nowMs: number): number[] {
+    const log = this.#logs.get(limiterId, nowMs) ?? [];
+    const cutoff = nowMs - perMs;
+    let drop = 0;
+    while (drop < log.length && log[drop]! <= cutoff) drop++;
+    if (drop > 0) log.splice(0, drop);
+    return log;
+  }
+
+  #append(limiterId: string, log: number[], op: { perMs: number }, nowMs: number): void {
+    log.push(nowMs);
+    if (log.length > 1 && log[log.length - 2]! > nowMs) log.sort((a, b) => a - b);
+    this.#logs.set(limiterId, log, nowMs + op.perMs);
+  }
+
+  #sliding(op: Op<'sliding_log'>, nowMs: number): StoreResult {
+    const log = this.#window(op.limiterId, op.perMs, nowMs);
+    const count = log.length;
+    this.#append(op.limiterId, log, op, nowMs);
+    const smoothed = op.smoothing ? this.#smooth(op.limiterId, count, op, op.smoothing, nowMs) : null;
+    const allowance = smoothed?.newAllowance ?? op.rate;
+    const resetMs = log[0]! + op.perMs;
+    const allowed = count < allowance;
+    const changed = smoothed && smoothed.oldAllowance !== smoothed.newAllowance ? smoothed : null;
+    return { ...result(allowed, allowance, allowed ? allowance - count - 1 : 0, resetMs), smoothing: changed };
+  }
+
+  #smooth(
+    limiterId: string,
+    requests: number,
+    op: Op<'sliding_log'>,
+    raw: CompiledSmoothing,
+    nowMs: number,
+  ): { oldAllowance: number; newAllowance: number } {
+    const settings = clampSmoothing(raw, op.rate);
+    const state = this.#smoothing.get(limiterId, nowMs) ?? { allowance: settings.threshold, changedAt: 0 };
+    const next = smoothStep(state, requests, op.rate, settings, nowMs);
+    this.#smoothing.set(limiterId, next, nowMs + op.perMs * 2 + settings.delay * 1000 + 1000);
+    return { oldAllowance: state.allowance, newAllowance: next.allowance };
+  }
+
+  #sentinel(op: Op<'sentinel'>, nowMs: number): StoreResult {
+    const flagExpiry = this.#flags.get(op.limiterId, nowMs);
+    if (flagExpiry !== undefined) return result(false, op.rate, 0, flagExpiry);
+    const log = this.#window(op.limiterId, op.perMs, nowMs);
+    const count = log.length;
+    if (count >= op.rate) {
+      this.#flags.set(op.limiterId, nowMs + op.perMs, nowMs + op.perMs);
+      return result(false, op.rate, 0, nowMs + op.perMs);
+    }
+    this.#append(op.limiterId, log, op, nowMs);
+    if (count + 1 >= op.rate) this.#flags.set(op.limiterId, nowMs + op.perMs, nowMs + op.perMs);
+    return result(true, op.rate, op.rate - count - 1, log[0]! + op.perMs);
+  }
+
+  #fixed(op: Op<'fixed_window'>, nowMs: number): StoreResult {
+    const windowStart = Math.floor(nowMs / op.perMs) * op.perMs;
+    const key = `${op.limiterId}:${windowStart}`;
+    const n = (this.#counters.get(key, nowMs) ?? 0) + 1;
+    this.#counters.set(key, n, windowStart + op.perMs);
+    const windowEnd = windowStart + op.perMs;
+    return n <= op.rate ? result(true, op.rate, op.rate - n, windowEnd) : result(false, op.rate, 0, windowEnd);
+  }
+
+  #quota(op: Op<'quota'>, nowMs: number): StoreResult {
+    const state = this.#quotas.get(op.quotaId, nowMs) ?? { remaining: op.initRemaining, renews: op.initRenewsMs };
+    let { remaining, renews } = state;
+    if (op.renewalMs > 0 && nowMs >= renews) {
+      remaining = op.max;
+      renews = nowMs + op.renewalMs;
+    }
+    remaining = Math.min(remaining, op.max);
+    const allowed = remaining > 0;
+    if (allowed) remaining -= 1;
+    this.#quotas.set(op.quotaId, { remaining, renews }, op.renewalMs > 0 ? renews + op.renewalMs : Infinity);
+    return result(allowed, op.max, remaining, renews);
+  }
+
+  #sweep(): void {
+    const nowMs = this.#now();
+    for (const map of [this.#logs, this.#flags, this.#smoothing, this.#counters, this.#quotas]) map.sweep(nowMs);
+  }
+}

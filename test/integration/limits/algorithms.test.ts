@@ -1,0 +1,161 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { GatewaySettings } from '../../../crds/settings.ts';
+import { api, config, policy, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import { testEnv } from '../../harness/index.ts';
+import {
+  alignTo,
+  burst,
+  metricValues,
+  sleep,
+  startGateway,
+  stopAllGateways,
+  stopGateway,
+  timedDecide,
+  uniqueId,
+  type Gateway,
+} from './helpers.ts';
+
+afterEach(stopAllGateways);
+
+const shared: [string, Partial<GatewaySettings>][] = [
+  ['sliding log', { enable_redis_rolling_limiter: true }],
+  ['sentinel', { enable_sentinel_rate_limiter: true }],
+  ['fixed window', { enable_fixed_window_rate_limiter: true }],
+];
+
+function threeGateways(settings: Partial<GatewaySettings>, apiLimit: { rate: number; per: number }, apiIds?: string[]) {
+  const ids = apiIds ?? [uniqueId('api')];
+  const apis = ids.map((id) => api(id, { api_limit: apiLimit }));
+  const cfg = config({ settings, apis });
+  const gateways = [0, 1, 2].map(() => startGateway(cfg, testEnv().redisUrl));
+  return { gateways, apis, cfg };
+}
+
+describe('shared algorithms: 200 concurrent callers over 3 gateways on one Redis', () => {
+  it.each(shared)('%s admits exactly rate per window when demand exceeds it', async (_name, settings) => {
+    // 2 s windows: room for a burst to finish inside one fixed window on a busy machine.
+    const { gateways, apis } = threeGateways(settings, { rate: 50, per: 2 });
+    const req = request(apis[0]!, null);
+    await alignTo(2000);
+    const first = await burst(gateways, req, 200);
+    expect(first.reduce((a, b) => a + b)).toBe(50);
+    // The next window: a whole window after the burst (every logged entry has left it),
+    // and aligned for the fixed window.
+    await sleep(2000);
+    await alignTo(2000);
+    const second = await burst(gateways, req, 200);
+    expect(second.reduce((a, b) => a + b)).toBe(50);
+  });
+
+  it.each(shared)('%s never admits more than rate in any window under sustained load', async (name, settings) => {
+    const rate = 20;
+    const perMs = 1000;
+    const { gateways, apis } = threeGateways(settings, { rate, per: perMs / 1000 });
+    const req = request(apis[0]!, null);
+    const admitted: number[] = [];
+    const until = Date.now() + 2500;
+    await Promise.all(
+      Array.from({ length: 200 }, async (_, i) => {
+        const gateway = gateways[i % 3]!;
+        while (Date.now() < until) {
+          const { outcome, at } = await timedDecide(gateway, req);
+          if (outcome === 'allowed') admitted.push(at);
+          await sleep(60 + (i % 40));
+        }
+      }),
+    );
+    admitted.sort((a, b) => a - b);
+    // Spike arrest: demand never falls below the rate, blocked requests stay in the log,
+    // so the sliding log admits its first `rate` and then nothing for the whole run.
+    if (name === 'sliding log') expect(admitted).toHaveLength(rate);
+    else expect(admitted.length).toBeGreaterThanOrEqual(rate * 2);
+    if (name === 'fixed window') {
+      const perWindow = new Map<number, number>();
+      for (const t of admitted) perWindow.set(Math.floor(t / perMs), (perWindow.get(Math.floor(t / perMs)) ?? 0) + 1);
+      expect(Math.max(...perWindow.values())).toBeLessThanOrEqual(rate);
+    } else {
+      // Sliding windows (t - per, t] ending at every admitted request.
+      let start = 0;
+      let worst = 0;
+      for (let end = 0; end < admitted.length; end++) {
+        while (admitted[start]! <= admitted[end]! - perMs) start++;
+        worst = Math.max(worst, end - start + 1);
+      }
+      expect(worst).toBeLessThanOrEqual(rate);
+    }
+  });
+});
+
+/** Algorithm labels of the decisions a gateway has made so far, sorted. */
+async function algorithmsUsed(gateway: Gateway): Promise<string[]> {
+  const labels = Object.keys(await metricValues(gateway.registry, 'gw_limit_decisions_total'));
+  return [...new Set(labels.map((label) => label.split('/')[0]!))].sort();
+}
+
+/** Three heartbeat periods (200 ms each): every gateway has renewed and read the others. */
+const waitForBeats = (): Promise<void> => sleep(650);
+
+describe('Distributed Rate Limiter', () => {
+  it('each of 3 live gateways admits floor(rate/3); the split follows heartbeats that stop', async () => {
+    const ids = [uniqueId('drl'), uniqueId('drl'), uniqueId('drl'), uniqueId('drl')];
+    const { gateways, apis } = threeGateways({}, { rate: 31, per: 60 }, ids);
+    await waitForBeats();
+    expect(await burst(gateways, request(apis[0]!, null), 200)).toEqual([10, 10, 10]);
+
+    // A gateway that closes leaves the sets at once: the two left get floor(31/2).
+    await stopGateway(gateways[2]!);
+    await waitForBeats();
+    expect(await burst(gateways.slice(0, 2), request(apis[1]!, null), 200)).toEqual([15, 15]);
+
+    // A gateway that dies without leaving counts until its heartbeat expires.
+    const { redis } = gateways[0]!;
+    const ghostUntil = Date.now() + 1200;
+    for (const id of ids.slice(2)) await redis.zadd(`gw:gateways:${id}`, ghostUntil, 'ghost');
+    await waitForBeats();
+    expect(await burst(gateways.slice(0, 2), request(apis[2]!, null), 200)).toEqual([10, 10]);
+    await sleep(ghostUntil - Date.now() + 450);
+    expect(await burst(gateways.slice(0, 2), request(apis[3]!, null), 200)).toEqual([15, 15]);
+  });
+});
+
+describe('Distributed Rate Limiter: who counts', () => {
+  it('a policy global allowance is split among the gateways serving any API it grants, and only those', async () => {
+    const [a, b, c] = [uniqueId('ga'), uniqueId('gb'), uniqueId('gc')].map((id) => api(id));
+    const right = (id: string) => ({ api_id: id, api_name: id, limit: null, endpoints: [] });
+    const p = policy('global', { rate: { rate: 30, per: 60 }, access_rights: { [a!.api_id]: right(a!.api_id), [b!.api_id]: right(b!.api_id) } });
+    const url = testEnv().redisUrl;
+    const onA = startGateway(config({ apis: [a!], policies: [p] }), url);
+    const onB = startGateway(config({ apis: [b!], policies: [p] }), url);
+    startGateway(config({ apis: [c!], policies: [p] }), url);
+    await waitForBeats();
+    const caller = { session: session({ apply_policies: ['global'] }), raw: uniqueId('key') };
+    // Two gateways serve a or b: 15 each; the gateway serving only c does not dilute it.
+    expect(await burst([onA], request(a!, caller), 40)).toEqual([15]);
+    expect(await burst([onB], request(b!, caller), 40)).toEqual([15]);
+  });
+});
+
+describe('drl_threshold (SPEC §1.4) with live gateways', () => {
+  it('switches between the DRL and the sliding log both ways as gateways come and go', async () => {
+    // 30 req/s; threshold 10: DRL only while 30 > 10 x gateways.
+    const ids = [uniqueId('dyn'), uniqueId('dyn'), uniqueId('dyn')];
+    const { gateways, apis, cfg } = threeGateways({ drl_threshold: 10 }, { rate: 30, per: 1 }, ids);
+    await waitForBeats();
+    // 3 gateways: 30 is not > 30 -> sliding log, one shared count of exactly 30.
+    const shared = await burst(gateways, request(apis[0]!, null), 200);
+    expect(shared.reduce((a, b) => a + b)).toBe(30);
+    expect(await algorithmsUsed(gateways[0]!)).toEqual(['sliding_log']);
+
+    await stopGateway(gateways[2]!);
+    await waitForBeats();
+    // 2 gateways: 30 > 20 -> DRL, 15 each from in-process buckets.
+    expect(await burst(gateways.slice(0, 2), request(apis[1]!, null), 200)).toEqual([15, 15]);
+    expect(await algorithmsUsed(gateways[0]!)).toEqual(['drl', 'sliding_log']);
+
+    const third = startGateway(cfg, testEnv().redisUrl);
+    await waitForBeats();
+    const back = await burst([gateways[0]!, gateways[1]!, third], request(apis[2]!, null), 200);
+    expect(back.reduce((a, b) => a + b)).toBe(30);
+    expect(await algorithmsUsed(third)).toEqual(['sliding_log']);
+  });
+});

@@ -1,0 +1,159 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { api, config, policy, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import type { LimitRequest } from '../../../sidecar/limits/types.ts';
+import { testEnv } from '../../harness/index.ts';
+import { alignTo, sleep, startGateway, stopAllGateways, uniqueId, type Gateway } from './helpers.ts';
+
+afterEach(stopAllGateways);
+
+async function outcomes(gateway: Gateway, req: LimitRequest, n: number): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < n; i++) out.push((await gateway.engine.decide(req)).outcome);
+  return out;
+}
+
+const rolling = { enable_redis_rolling_limiter: true };
+
+describe('sliding log on Redis', () => {
+  it('spike arrest: knocking keeps the limit closed; a quiet window reopens it', async () => {
+    const a = api(uniqueId('spike'), { api_limit: { rate: 5, per: 1 } });
+    const gateway = startGateway(config({ settings: rolling, apis: [a] }), testEnv().redisUrl);
+    const req = request(a, null);
+    expect(await outcomes(gateway, req, 6)).toEqual([...Array(5).fill('allowed'), 'api_rate_limited']);
+    for (let i = 0; i < 5; i++) {
+      await sleep(300);
+      // Each knock is logged, so the window never drops below the rate.
+      expect(await outcomes(gateway, req, 2)).toEqual(['api_rate_limited', 'api_rate_limited']);
+    }
+    await sleep(1050);
+    expect(await outcomes(gateway, req, 6)).toEqual([...Array(5).fill('allowed'), 'api_rate_limited']);
+  });
+});
+
+describe('sentinel on Redis', () => {
+  it('blocks for per once the limit is reached, then opens', async () => {
+    const a = api(uniqueId('sentinel'), { api_limit: { rate: 3, per: 1 } });
+    const cfg = config({ settings: { enable_sentinel_rate_limiter: true }, apis: [a] });
+    const gateway = startGateway(cfg, testEnv().redisUrl);
+    const req = request(a, null);
+    const reachedAt = Date.now();
+    expect(await outcomes(gateway, req, 4)).toEqual(['allowed', 'allowed', 'allowed', 'api_rate_limited']);
+    const blocked = await gateway.engine.decide(req);
+    expect(blocked.outcome).toBe('api_rate_limited');
+    expect(blocked.rate?.reset).toBeGreaterThanOrEqual(Math.floor(reachedAt / 1000));
+    await sleep(600);
+    expect(await outcomes(gateway, req, 1)).toEqual(['api_rate_limited']);
+    await sleep(500);
+    expect(await outcomes(gateway, req, 4)).toEqual(['allowed', 'allowed', 'allowed', 'api_rate_limited']);
+  });
+
+  it.each([false, true])('trims its log in the background (non-transactional: %s)', async (nonTransactional) => {
+    const a = api(uniqueId('sentinel'), { api_limit: { rate: 100, per: 1 } });
+    const settings = { enable_sentinel_rate_limiter: true, enable_non_transactional_rate_limiter: nonTransactional };
+    const gateway = startGateway(config({ settings, apis: [a] }), testEnv().redisUrl);
+    await outcomes(gateway, request(a, null), 3);
+    await sleep(1100);
+    await outcomes(gateway, request(a, null), 1);
+    await sleep(100);
+    const log = `gw:rl:{a:${a.api_id}}:log`;
+    expect(await gateway.redis.zcard(log)).toBe(1);
+    expect(await gateway.redis.pttl(log)).toBeGreaterThan(0);
+  });
+});
+
+describe('fixed window on Redis', () => {
+  it('resets at the window boundary, aligned to per', async () => {
+    const a = api(uniqueId('fixed'), { api_limit: { rate: 3, per: 1 } });
+    const gateway = startGateway(config({ settings: { enable_fixed_window_rate_limiter: true }, apis: [a] }), testEnv().redisUrl);
+    const req = request(a, null);
+    await alignTo(1000);
+    const first = await gateway.engine.decide(req);
+    expect(first.rate).toEqual({ limit: 3, remaining: 2, reset: Math.ceil(Date.now() / 1000) });
+    expect(await outcomes(gateway, req, 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+    await alignTo(1000);
+    expect(await outcomes(gateway, req, 4)).toEqual(['allowed', 'allowed', 'allowed', 'api_rate_limited']);
+  });
+});
+
+describe('smoothing on Redis', () => {
+  it('one allowance shared by all gateways; each change emitted once, by the gateway that made it', async () => {
+    const smoothing = { enabled: true, threshold: 2, step: 2, trigger: 0.5, delay: 1 };
+    const a = api(uniqueId('smooth'), { api_limit: { rate: 6, per: 2 }, smoothing });
+    const cfg = config({ settings: rolling, apis: [a] });
+    const one = startGateway(cfg, testEnv().redisUrl);
+    const two = startGateway(cfg, testEnv().redisUrl);
+    const req = request(a, null);
+    // 2 in the window on `two`'s third request (> 2 − 1): up to 4.
+    expect(await outcomes(one, req, 2)).toEqual(['allowed', 'allowed']);
+    expect(await outcomes(two, req, 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+    expect(one.events).toEqual([]);
+    expect(two.events.map((e) => [e.reason, e.oldAllowance, e.newAllowance])).toEqual([['RateLimitSmoothingUp', 2, 4]]);
+    expect(two.events[0]).toMatchObject({ source: a.source, limiterKey: `a:${a.api_id}` });
+    // Hold-off, then up to the rate: the other gateway sees and makes the next change.
+    await sleep(1000);
+    await outcomes(one, req, 1);
+    expect(one.events.map((e) => [e.reason, e.oldAllowance, e.newAllowance])).toEqual([['RateLimitSmoothingUp', 4, 6]]);
+    // Quiet windows: down by step, to threshold, each change once.
+    await sleep(2050);
+    await outcomes(two, req, 1);
+    await sleep(2050);
+    await outcomes(one, req, 1);
+    const all = [...one.events, ...two.events].sort((x, y) => x.time.getTime() - y.time.getTime());
+    expect(all.map((e) => [e.reason, e.newAllowance])).toEqual([
+      ['RateLimitSmoothingUp', 4],
+      ['RateLimitSmoothingUp', 6],
+      ['RateLimitSmoothingDown', 4],
+      ['RateLimitSmoothingDown', 2],
+    ]);
+    const state = await one.redis.hget(`gw:rl:{a:${a.api_id}}:smooth`, 'a');
+    expect(state).toBe('2');
+  });
+});
+
+describe('quotas on Redis', () => {
+  it.each([
+    ['renews after quota_renewal_rate', 1, 'allowed'],
+    ['never renews with quota_renewal_rate 0', 0, 'quota_exceeded'],
+  ])('%s', async (_name, renewal, after) => {
+    const a = api(uniqueId('quota'));
+    const gateway = startGateway(config({ settings: rolling, apis: [a] }), testEnv().redisUrl);
+    const caller = { session: session({ quota_max: 2, quota_renewal_rate: renewal }), raw: uniqueId('key') };
+    const first = await gateway.engine.decide(request(a, caller));
+    expect(first.quota).toMatchObject({ limit: 2, remaining: 1 });
+    expect(await outcomes(gateway, request(a, caller), 2)).toEqual(['allowed', 'quota_exceeded']);
+    await sleep(1100);
+    expect(await outcomes(gateway, request(a, caller), 1)).toEqual([after]);
+  });
+
+  it('is shared by gateways and not consumed by rate-limited requests', async () => {
+    const a = api(uniqueId('quota'));
+    const cfg = config({ settings: rolling, apis: [a] });
+    const one = startGateway(cfg, testEnv().redisUrl);
+    const two = startGateway(cfg, testEnv().redisUrl);
+    const caller = { session: session({ rate: 1, per: 1, quota_max: 2, quota_renewal_rate: 3600 }), raw: uniqueId('key') };
+    expect(await outcomes(one, request(a, caller), 3)).toEqual(['allowed', 'key_rate_limited', 'key_rate_limited']);
+    await sleep(1050);
+    expect(await outcomes(two, request(a, caller), 2)).toEqual(['allowed', 'key_rate_limited']);
+    await sleep(1050);
+    expect(await outcomes(one, request(a, caller), 1)).toEqual(['quota_exceeded']);
+  });
+});
+
+describe('custom rate-limit keys on Redis', () => {
+  it('keys with the same pattern value share one allowance across gateways; Redis sees only hashes', async () => {
+    const a = api(uniqueId('pattern'));
+    const p = policy('org-limit', { rate: { rate: 3, per: 10 }, rate_limit_pattern: '$gw_meta.org' });
+    const cfg = config({ settings: rolling, apis: [a], policies: [p] });
+    const one = startGateway(cfg, testEnv().redisUrl);
+    const two = startGateway(cfg, testEnv().redisUrl);
+    const org = uniqueId('org');
+    const alice = { session: session({ apply_policies: ['org-limit'], meta_data: { org } }), raw: uniqueId('alice') };
+    const bob = { session: session({ apply_policies: ['org-limit'], meta_data: { org } }), raw: uniqueId('bob') };
+    const carol = { session: session({ apply_policies: ['org-limit'], meta_data: {} }), raw: uniqueId('carol') };
+    expect(await outcomes(one, request(a, alice), 2)).toEqual(['allowed', 'allowed']);
+    expect(await outcomes(two, request(a, bob), 2)).toEqual(['allowed', 'key_rate_limited']);
+    expect(await outcomes(two, request(a, carol), 3)).toEqual(['allowed', 'allowed', 'allowed']);
+    const keys = await one.redis.keys('gw:rl:*');
+    for (const secret of [org, alice.raw, bob.raw, carol.raw]) expect(keys.join('\n')).not.toContain(secret);
+  });
+});

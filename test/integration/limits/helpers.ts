@@ -1,0 +1,131 @@
+import { randomUUID } from 'node:crypto';
+import { Writable } from 'node:stream';
+import { Redis } from 'ioredis';
+import { pino, type Logger } from 'pino';
+import { Registry } from 'prom-client';
+import type { CompiledConfig } from '../../../crds/compiled.ts';
+import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
+import { collectingSink } from '../../../sidecar/limits/test-fixtures.ts';
+import type { LimitEngine, LimitRequest, SmoothingEvent } from '../../../sidecar/limits/types.ts';
+
+/** A gateway as the tests see it: its own engine, Redis connection, events and metrics. */
+export interface Gateway {
+  engine: LimitEngine;
+  redis: Redis;
+  events: SmoothingEvent[];
+  registry: Registry;
+  logs: string[];
+  /** The time the engine used for its latest decision (read right after calling decide). */
+  lastNow(): number;
+}
+
+const open: Gateway[] = [];
+
+export function uniqueId(prefix: string): string {
+  return `${prefix}-${randomUUID().slice(0, 8)}`;
+}
+
+export function redisClient(url: string): Redis {
+  const redis = new Redis(url, { commandTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: () => 100 });
+  // Connection errors are expected while a test has Redis stopped; the engine reports them.
+  redis.on('error', () => undefined);
+  return redis;
+}
+
+function collectingLogger(lines: string[]): Logger {
+  const stream = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      lines.push(chunk.toString());
+      done();
+    },
+  });
+  return pino({ level: 'info' }, stream);
+}
+
+export function startGateway(
+  config: CompiledConfig,
+  redisUrl: string,
+  options: { instanceId?: string; heartbeatIntervalMs?: number } = {},
+): Gateway {
+  const redis = redisClient(redisUrl);
+  const sink = collectingSink();
+  const registry = new Registry();
+  const logs: string[] = [];
+  let last = 0;
+  const engine = createLimitEngine({
+    config,
+    redis,
+    instanceId: options.instanceId ?? uniqueId('gw'),
+    events: sink,
+    logger: collectingLogger(logs),
+    registry,
+    now: () => (last = Date.now()),
+    heartbeatIntervalMs: options.heartbeatIntervalMs ?? 200,
+  });
+  const gateway = { engine, redis, events: sink.events, registry, logs, lastNow: () => last };
+  open.push(gateway);
+  return gateway;
+}
+
+export async function stopGateway(gateway: Gateway): Promise<void> {
+  const i = open.indexOf(gateway);
+  if (i >= 0) open.splice(i, 1);
+  await gateway.engine.close();
+  gateway.redis.disconnect();
+}
+
+export async function stopAllGateways(): Promise<void> {
+  await Promise.all([...open].map(stopGateway));
+}
+
+/** One decision, with the time the engine decided at. */
+export async function timedDecide(gateway: Gateway, request: LimitRequest): Promise<{ outcome: string; at: number }> {
+  const pending = gateway.engine.decide(request);
+  const at = gateway.lastNow();
+  return { outcome: (await pending).outcome, at };
+}
+
+/** `total` concurrent decisions spread round-robin over the gateways; allowed counts per gateway. */
+export async function burst(gateways: readonly Gateway[], request: LimitRequest, total: number): Promise<number[]> {
+  const outcomes = await Promise.all(
+    Array.from({ length: total }, (_, i) => gateways[i % gateways.length]!.engine.decide(request).then((d) => [i % gateways.length, d.outcome] as const)),
+  );
+  const allowed = gateways.map(() => 0);
+  for (const [g, outcome] of outcomes) if (outcome === 'allowed') allowed[g]! += 1;
+  return allowed;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until just after the next multiple of `periodMs` (fixed windows are aligned to per). */
+export async function alignTo(periodMs: number, offsetMs = 20): Promise<void> {
+  await sleep(periodMs - (Date.now() % periodMs) + offsetMs);
+}
+
+export async function metricValues(registry: Registry, name: string): Promise<Record<string, number>> {
+  const metric = await registry.getSingleMetric(name)?.get();
+  return Object.fromEntries((metric?.values ?? []).map((v) => [Object.values(v.labels).join('/') || 'total', v.value]));
+}
+
+/**
+ * Commands clients send to Redis, counted by name from MONITOR. Commands a Lua script
+ * runs inside Redis are left out: they cost no round trip (INFO commandstats counts
+ * them too, which is why it cannot measure round trips).
+ */
+export async function watchCommands(url: string): Promise<{ counts(): Record<string, number>; stop(): void }> {
+  const client = redisClient(url);
+  const monitor = await client.monitor();
+  const counts: Record<string, number> = {};
+  monitor.on('monitor', (_time: string, args: string[], source: string) => {
+    if (source === 'lua') return;
+    const command = args[0]!.toLowerCase();
+    counts[command] = (counts[command] ?? 0) + 1;
+  });
+  return {
+    counts: () => ({ ...counts }),
+    stop: () => {
+      monitor.disconnect();
+      client.disconnect();
+    },
+  };
+}

@@ -1,0 +1,81 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { api, config, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import { startRedis, type RedisHandle } from '../../harness/index.ts';
+import { metricValues, sleep, startGateway, stopAllGateways, uniqueId, type Gateway } from './helpers.ts';
+
+let redis: RedisHandle;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(async () => {
+  await redis.dispose();
+});
+afterEach(async () => {
+  await stopAllGateways();
+  await redis.start();
+});
+
+async function waitUntilServing(gateway: Gateway, attempt: () => Promise<string>): Promise<string> {
+  const deadline = Date.now() + 10_000;
+  let outcome = await attempt();
+  while (gateway.redis.status !== 'ready' && Date.now() < deadline) {
+    await sleep(100);
+    outcome = await attempt();
+  }
+  return outcome;
+}
+
+describe('Redis stopped in the middle of a test', () => {
+  it.each([
+    ['open', 'allowed'],
+    ['closed', 'store_unavailable'],
+  ] as const)('failure mode %s: %s while Redis is down, limits again once it is back', async (mode, whileDown) => {
+    const a = api(uniqueId('outage'), { api_limit: { rate: 2, per: 1 } });
+    const settings = { enable_redis_rolling_limiter: true, redis_failure_mode: mode, redis_timeout_ms: 200 };
+    const gateway = startGateway(config({ settings, apis: [a] }), redis.url);
+    const caller = { session: session({ quota_max: 100, quota_renewal_rate: 3600 }), raw: uniqueId('key') };
+    const req = request(a, caller);
+    expect((await gateway.engine.decide(req)).outcome).toBe('allowed');
+
+    await redis.stop();
+    const started = Date.now();
+    const during = await Promise.all(Array.from({ length: 5 }, () => gateway.engine.decide(req)));
+    // Bounded by redis_timeout_ms, not by the client's reconnect loop.
+    expect(Date.now() - started).toBeLessThan(2000);
+    expect(during.map((d) => d.outcome)).toEqual(Array(5).fill(whileDown));
+    expect(during[0]).toMatchObject({ rate: null, quota: null });
+    expect(await gateway.engine.decide(req)).toMatchObject({ outcome: whileDown });
+    expect((await metricValues(gateway.registry, 'gw_redis_errors_total')).total).toBeGreaterThanOrEqual(6);
+    const outageLines = gateway.logs.filter((line) => line.includes('rate-limit store unreachable'));
+    expect(outageLines).toHaveLength(1);
+    expect(outageLines[0]).toContain(`"failureMode":"${mode}"`);
+
+    await redis.start();
+    await sleep(1100);
+    const first = await waitUntilServing(gateway, async () => (await gateway.engine.decide(req)).outcome);
+    expect(first).toBe('allowed');
+    expect((await gateway.engine.decide(req)).outcome).toBe('allowed');
+    expect((await gateway.engine.decide(req)).outcome).toBe('api_rate_limited');
+    expect(gateway.logs.filter((line) => line.includes('rate-limit store reachable again'))).toHaveLength(1);
+    const decisions = await metricValues(gateway.registry, 'gw_limit_decisions_total');
+    expect(decisions[`none/${whileDown}`] ?? decisions[`sliding_log/${whileDown}`]).toBeGreaterThanOrEqual(6);
+  });
+
+  it('the DRL keeps deciding while heartbeats fail, and heartbeats resume', async () => {
+    const a = api(uniqueId('outage-drl'), { api_limit: { rate: 3, per: 60 } });
+    const instanceId = uniqueId('gw');
+    const gateway = startGateway(config({ apis: [a] }), redis.url, { heartbeatIntervalMs: 100, instanceId });
+    await sleep(300);
+    await redis.stop();
+    await sleep(400);
+    const outcomes = [];
+    for (let i = 0; i < 4; i++) outcomes.push((await gateway.engine.decide(request(a, null))).outcome);
+    expect(outcomes).toEqual(['allowed', 'allowed', 'allowed', 'api_rate_limited']);
+    expect((await metricValues(gateway.registry, 'gw_redis_errors_total')).total).toBeGreaterThan(0);
+    await redis.start();
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline && !gateway.logs.some((l) => l.includes('reachable again'))) await sleep(100);
+    // Redis came back empty (no persistence): the next beats put this gateway back.
+    expect(Number(await gateway.redis.zscore(`gw:gateways:${a.api_id}`, instanceId))).toBeGreaterThan(Date.now());
+  });
+});
