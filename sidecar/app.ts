@@ -1,0 +1,203 @@
+import { createServer, type RequestListener, type Server } from 'node:http';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Redis } from 'ioredis';
+import { loadKubeConfig } from '../common/kube.ts';
+import { createLogger, type Logger } from '../common/logger.ts';
+import { MemorySessionStore, RedisSessionStore, type SessionStore } from '../common/session-store.ts';
+import { loadLocalSettings, resolveSettings } from '../common/settings-loader.ts';
+import type { GatewaySettings } from '../crds/settings.ts';
+import { SessionCache } from './auth/session-cache.ts';
+import type { SidecarOptions } from './cli.ts';
+import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator, staticTokensSchema } from './admin/index.ts';
+import { FolderConfigSource } from './config/folder-source.ts';
+import { KubeConfigSource } from './config/kube-source.ts';
+import { ConfigRuntime } from './config/runtime.ts';
+import type { ConfigSource } from './config/source.ts';
+import { KubeEventSink } from './events/kube-event-sink.ts';
+import { LogEventSink } from './events/log-event-sink.ts';
+import { Gateway } from './gateway/gateway.ts';
+import { answerClientError } from './gateway/respond.ts';
+import { createHealthHandler, type Readiness } from './health.ts';
+import { createLimitEngine } from './limits/engine.ts';
+import { StreamLimiters } from './limits/stream-limiter.ts';
+import type { LimitEngine, SmoothingEventSink } from './limits/types.ts';
+import { drain, listen, urlOf } from './listen.ts';
+import { createSidecarMetrics, type SidecarMetrics } from './metrics.ts';
+import { HttpProxyForwarder } from './proxy/http-proxy-forwarder.ts';
+import { UndiciForwarder } from './proxy/undici-forwarder.ts';
+import { createRedis } from './redis.ts';
+import { FolderResourceStore } from './resources/folder-store.ts';
+import { KubernetesResourceStore } from './resources/kubernetes-store.ts';
+
+/** What a caller (main, the demo, tests) may supply instead of the defaults. */
+export interface SidecarOverrides {
+  env?: NodeJS.ProcessEnv;
+  logger?: Logger;
+  kubeConfig?: KubeConfig;
+  /** A config source other than the ones the options select. */
+  source?: ConfigSource;
+  /** Time allowed for in-flight requests on close. */
+  drainMs?: number;
+}
+
+export interface RunningSidecar {
+  proxyUrl: string;
+  adminUrl: string;
+  healthUrl: string;
+  runtime: ConfigRuntime;
+  metrics: SidecarMetrics;
+  readiness(): Readiness;
+  close(): Promise<void>;
+}
+
+interface Parts {
+  logger: Logger;
+  metrics: SidecarMetrics;
+  redis: Redis | undefined;
+  sessions: SessionStore;
+  kubeConfig: KubeConfig | undefined;
+  events: SmoothingEventSink & { close?: () => Promise<void> };
+  engine: LimitEngine;
+}
+
+function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settings: GatewaySettings): Parts {
+  const logger = overrides.logger ?? createLogger('gw-sidecar');
+  const metrics = createSidecarMetrics();
+  const redis = options.redisUrl ? createRedis(options.redisUrl, settings.redis_timeout_ms, logger, metrics) : undefined;
+  const sessions = redis ? new RedisSessionStore(redis) : new MemorySessionStore();
+  const kubeConfig = options.configDir ? overrides.kubeConfig : (overrides.kubeConfig ?? loadKubeConfig(options.kubeconfig));
+  const events = kubeConfig
+    ? new KubeEventSink({ kubeConfig, instanceId: options.instanceId, logger, metrics })
+    : new LogEventSink(logger, metrics);
+  const engine = createLimitEngine({
+    config: { version: 1, settings, apis: [], policies: {} },
+    redis,
+    instanceId: options.instanceId,
+    events,
+    logger,
+    registry: metrics.registry,
+  });
+  return { logger, metrics, redis, sessions, kubeConfig, events, engine };
+}
+
+function selectSource(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, settings: GatewaySettings): ConfigSource {
+  if (overrides.source) return overrides.source;
+  if (options.configDir) {
+    const { sessions, logger, metrics } = parts;
+    return new FolderConfigSource({ dir: options.configDir, defaultNamespace: options.namespace, sessions, logger, metrics });
+  }
+  if (parts.kubeConfig === undefined) throw new Error('no config source: give --config DIR or a kubeconfig');
+  return new KubeConfigSource({
+    kubeConfig: parts.kubeConfig,
+    namespace: options.namespace,
+    apis: options.apis,
+    defaultSettings: settings,
+    logger: parts.logger,
+    metrics: parts.metrics,
+  });
+}
+
+/** Static bearer tokens for the category reads when no cluster checks them: GW_BEARER_TOKENS, a JSON array. */
+function staticTokens(env: NodeJS.ProcessEnv): StaticBearerAuthenticator {
+  const raw = env.GW_BEARER_TOKENS;
+  if (!raw) return new StaticBearerAuthenticator([]);
+  let value: unknown;
+  try {
+    value = JSON.parse(raw);
+  } catch (err) {
+    throw new Error(`invalid GW_BEARER_TOKENS: ${(err as Error).message}`, { cause: err });
+  }
+  const parsed = staticTokensSchema.safeParse(value);
+  if (!parsed.success) throw new Error(`invalid GW_BEARER_TOKENS: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return new StaticBearerAuthenticator(parsed.data);
+}
+
+function adminHandler(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, runtime: ConfigRuntime): RequestListener {
+  const { kubeConfig, logger, metrics, sessions } = parts;
+  const inCluster = options.configDir === undefined && kubeConfig !== undefined;
+  return createAdminHandler({
+    resources:
+      inCluster && kubeConfig ? new KubernetesResourceStore(kubeConfig, [options.namespace]) : new FolderResourceStore(options.configDir ?? '.', options.namespace),
+    sessions,
+    runtime,
+    auth: {
+      adminSecret: options.adminSecret ?? '',
+      portalSecret: options.portalSecret ?? '',
+      bearer: inCluster && kubeConfig ? new KubernetesBearerAuthenticator(kubeConfig) : staticTokens(overrides.env ?? process.env),
+    },
+    logger,
+    namespace: options.namespace,
+    registry: metrics.registry,
+  }) as RequestListener;
+}
+
+/**
+ * One gateway process: proxy, admin and health listeners over one config runtime, one
+ * limit engine and one store. Invalid local settings throw (SettingsError) before
+ * anything listens.
+ */
+export async function startSidecar(options: SidecarOptions, overrides: SidecarOverrides = {}): Promise<RunningSidecar> {
+  const local = loadLocalSettings(options.settingsFile, overrides.env ?? process.env);
+  const settings = resolveSettings(undefined, local);
+  const parts = buildParts(options, overrides, settings);
+  const { logger, metrics, engine, redis } = parts;
+  const runtime = new ConfigRuntime({ source: selectSource(options, overrides, parts, settings), local, engine, logger, metrics });
+  const forwarderOptions = {
+    timeoutMs: () => runtime.state().settings.upstream_timeout_ms,
+    maxBodyBytes: () => runtime.state().settings.max_request_body_bytes,
+  };
+  const httpProxy = new HttpProxyForwarder(forwarderOptions);
+  const undici = new UndiciForwarder(forwarderOptions);
+  const gateway = new Gateway({
+    state: runtime.state,
+    engine,
+    sessions: new SessionCache(parts.sessions),
+    forwarders: { undici, 'http-proxy': httpProxy },
+    upgrades: httpProxy,
+    streams: new StreamLimiters(),
+    metrics,
+    logger,
+  });
+  const readiness = (): Readiness => {
+    const reasons: string[] = [];
+    if (!runtime.loaded) reasons.push('config not loaded');
+    if (redis && redis.status !== 'ready') reasons.push(`redis ${redis.status}`);
+    return { ready: reasons.length === 0, reasons, problems: runtime.problems() };
+  };
+  const proxyServer = createServer(gateway.handle);
+  proxyServer.on('upgrade', gateway.upgrade);
+  proxyServer.on('clientError', answerClientError);
+  const healthServer = createServer(createHealthHandler(metrics.registry, readiness));
+  const adminServer: Server = createServer(adminHandler(options, overrides, parts, runtime));
+  const drainMs = overrides.drainMs ?? 10_000;
+  const close = async (): Promise<void> => {
+    await Promise.all([drain(proxyServer, drainMs), drain(adminServer, drainMs)]);
+    await drain(healthServer, 1000);
+    await runtime.stop();
+    await Promise.all([engine.close(), undici.close(), httpProxy.close(), parts.events.close?.()]);
+    if (redis) await redis.quit().catch(() => redis.disconnect());
+    logger.info('gw-sidecar stopped');
+  };
+  try {
+    const [proxyInfo, adminInfo, healthInfo] = await Promise.all([
+      listen(proxyServer, options.listen),
+      listen(adminServer, options.adminListen),
+      listen(healthServer, options.healthListen),
+    ]);
+    await runtime.start();
+    logger.info({ proxy: urlOf(proxyInfo), admin: urlOf(adminInfo), health: urlOf(healthInfo) }, 'gw-sidecar listening');
+    return {
+      proxyUrl: urlOf(proxyInfo),
+      adminUrl: urlOf(adminInfo),
+      healthUrl: urlOf(healthInfo),
+      runtime,
+      metrics,
+      readiness,
+      close,
+    };
+  } catch (err) {
+    // Whatever did start (listeners, Redis, timers) is stopped so a failed start leaves nothing running.
+    await close().catch(() => undefined);
+    throw err;
+  }
+}

@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { MemorySessionStore } from '../../common/session-store.ts';
+import { keyHash } from '../../crds/key-hash.ts';
+import { sessionSchema } from '../../crds/session.ts';
+import { gatewayErrors } from '../gateway/errors.ts';
+import { authenticate, extractKey, sessionAllows } from './authenticator.ts';
+import { SessionCache } from './session-cache.ts';
+
+const grant = { api1: { api_id: 'api1' } };
+
+describe('extractKey', () => {
+  it('reads the raw key or the Bearer form, and nothing from empty values', () => {
+    expect(extractKey({ authorization: 'abc' }, 'authorization')).toBe('abc');
+    expect(extractKey({ authorization: 'Bearer abc' }, 'authorization')).toBe('abc');
+    expect(extractKey({ 'x-key': 'bearer   abc ' }, 'x-key')).toBe('abc');
+    expect(extractKey({ authorization: 'Bearer ' }, 'authorization')).toBeNull();
+    expect(extractKey({}, 'authorization')).toBeNull();
+  });
+});
+
+describe('sessionAllows', () => {
+  const policies = {
+    'team/gold': { access_rights: { api2: {} } },
+  } as unknown as Parameters<typeof sessionAllows>[2];
+  const now = 1_800_000_000;
+
+  it('grants by access rights or by an applied policy of the key namespace', () => {
+    expect(sessionAllows(sessionSchema.parse({ access_rights: grant }), 'api1', {}, now)).toBe(true);
+    expect(sessionAllows(sessionSchema.parse({ apply_policies: ['gold'], namespace: 'team' }), 'api2', policies, now)).toBe(true);
+    expect(sessionAllows(sessionSchema.parse({ apply_policies: ['gold'], namespace: 'other' }), 'api2', policies, now)).toBe(false);
+    expect(sessionAllows(sessionSchema.parse({}), 'api1', {}, now)).toBe(false);
+  });
+
+  it('refuses inactive and expired keys; expires 0 never expires', () => {
+    expect(sessionAllows(sessionSchema.parse({ access_rights: grant, is_inactive: true }), 'api1', {}, now)).toBe(false);
+    expect(sessionAllows(sessionSchema.parse({ access_rights: grant, expires: now - 1 }), 'api1', {}, now)).toBe(false);
+    expect(sessionAllows(sessionSchema.parse({ access_rights: grant, expires: now + 60 }), 'api1', {}, now)).toBe(true);
+    expect(sessionAllows(sessionSchema.parse({ access_rights: grant, expires: 0 }), 'api1', {}, now)).toBe(true);
+  });
+});
+
+describe('authenticate', () => {
+  it('401 without a key, 403 for an unknown one, the session for a good one', async () => {
+    const store = new MemorySessionStore();
+    await store.put(keyHash('good'), sessionSchema.parse({ access_rights: grant }));
+    const cache = new SessionCache(store);
+    expect(await authenticate({}, 'authorization', 'api1', {}, cache)).toEqual({ ok: false, error: gatewayErrors.authMissing });
+    expect(await authenticate({ authorization: 'bad' }, 'authorization', 'api1', {}, cache)).toEqual({ ok: false, error: gatewayErrors.accessDenied });
+    expect(await authenticate({ authorization: 'good' }, 'authorization', 'api1', {}, cache)).toMatchObject({ ok: true, keyHash: keyHash('good') });
+  });
+
+  it('503 when the session store fails', async () => {
+    const failing = { get: () => Promise.reject(new Error('down')), put: async () => undefined, delete: async () => undefined };
+    const result = await authenticate({ authorization: 'k' }, 'authorization', 'api1', {}, new SessionCache(failing));
+    expect(result).toEqual({ ok: false, error: gatewayErrors.sessionStoreUnavailable });
+  });
+});

@@ -1,0 +1,63 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { CompiledPolicy } from '../../crds/compiled.ts';
+import { keyHash as hashKey } from '../../crds/key-hash.ts';
+import type { Session } from '../../crds/session.ts';
+import { gatewayErrors, type GatewayError } from '../gateway/errors.ts';
+import type { SessionCache } from './session-cache.ts';
+
+export type AuthResult = { ok: true; session: Session; keyHash: string } | { ok: false; error: GatewayError };
+
+const bearer = /^bearer(?:\s+(.*))?$/i;
+
+/** The raw key from the API's auth header; `Bearer <key>` is accepted as well as the bare key. */
+export function extractKey(headers: IncomingHttpHeaders, headerName: string): string | null {
+  const raw = headers[headerName];
+  const value = (Array.isArray(raw) ? raw[0] : raw)?.trim();
+  if (!value) return null;
+  const scheme = bearer.exec(value);
+  const key = scheme === null ? value : (scheme[1] ?? '').trim();
+  return key.length > 0 ? key : null;
+}
+
+function policyGrants(session: Session, apiId: string, policies: Readonly<Record<string, CompiledPolicy>>): boolean {
+  const names = session.apply_policy_id ? [...session.apply_policies, session.apply_policy_id] : session.apply_policies;
+  for (const name of names) {
+    if (policies[`${session.namespace}/${name}`]?.access_rights[apiId] !== undefined) return true;
+  }
+  return false;
+}
+
+/** Why a found session may still not call this API: inactive, expired, or not granted it. */
+export function sessionAllows(
+  session: Session,
+  apiId: string,
+  policies: Readonly<Record<string, CompiledPolicy>>,
+  nowSeconds: number,
+): boolean {
+  if (session.is_inactive) return false;
+  if (session.expires > 0 && session.expires < nowSeconds) return false;
+  return session.access_rights[apiId] !== undefined || policyGrants(session, apiId, policies);
+}
+
+/** Auth-token authentication (DESIGN §8): 401 without a key, 403 for any key that may not call the API. */
+export async function authenticate(
+  headers: IncomingHttpHeaders,
+  headerName: string,
+  apiId: string,
+  policies: Readonly<Record<string, CompiledPolicy>>,
+  sessions: SessionCache,
+): Promise<AuthResult> {
+  const rawKey = extractKey(headers, headerName);
+  if (rawKey === null) return { ok: false, error: gatewayErrors.authMissing };
+  const keyHash = hashKey(rawKey);
+  let session: Session | null;
+  try {
+    session = await sessions.get(keyHash);
+  } catch {
+    return { ok: false, error: gatewayErrors.sessionStoreUnavailable };
+  }
+  if (session === null || !sessionAllows(session, apiId, policies, Date.now() / 1000)) {
+    return { ok: false, error: gatewayErrors.accessDenied };
+  }
+  return { ok: true, session, keyHash };
+}

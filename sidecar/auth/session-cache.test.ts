@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { MemorySessionStore } from '../../common/session-store.ts';
+import { sessionSchema } from '../../crds/session.ts';
+import { SessionCache } from './session-cache.ts';
+
+class CountingStore extends MemorySessionStore {
+  reads = 0;
+
+  override get(keyHash: string): ReturnType<MemorySessionStore['get']> {
+    this.reads += 1;
+    return super.get(keyHash);
+  }
+}
+
+describe('SessionCache', () => {
+  it('shares one read among concurrent misses and serves repeats from memory within the TTL', async () => {
+    const store = new CountingStore();
+    await store.put('h', sessionSchema.parse({ alias: 'a' }));
+    const cache = new SessionCache(store, 10_000);
+    const results = await Promise.all([cache.get('h'), cache.get('h'), cache.get('h')]);
+    expect(results.map((s) => s?.alias)).toEqual(['a', 'a', 'a']);
+    await cache.get('h');
+    expect(store.reads).toBe(1);
+  });
+
+  it('reads again after the TTL, so changes reach the gateway quickly', async () => {
+    const store = new CountingStore();
+    await store.put('h', sessionSchema.parse({ alias: 'old' }));
+    const cache = new SessionCache(store, 20);
+    expect((await cache.get('h'))?.alias).toBe('old');
+    await store.put('h', sessionSchema.parse({ alias: 'new' }));
+    await new Promise((r) => setTimeout(r, 40));
+    expect((await cache.get('h'))?.alias).toBe('new');
+    expect(store.reads).toBe(2);
+  });
+
+  it('caches unknown keys too and evicts the oldest entry past its size bound', async () => {
+    const store = new CountingStore();
+    const cache = new SessionCache(store, 10_000, 2);
+    await cache.get('a');
+    await cache.get('a');
+    expect(store.reads).toBe(1);
+    await cache.get('b');
+    await cache.get('c');
+    await cache.get('a');
+    expect(store.reads).toBe(4);
+  });
+});

@@ -1,0 +1,60 @@
+import type { SessionStore } from '../../common/session-store.ts';
+import type { Session } from '../../crds/session.ts';
+
+interface Entry {
+  session: Session | null;
+  expiresAt: number;
+}
+
+/**
+ * A very short-lived in-process cache in front of the session store. A hot key then costs
+ * one store read per TTL per sidecar instead of one per request, while a revoked,
+ * deactivated or re-policied key is honoured fleet-wide within the same fraction of a
+ * second; so the TTL stays at a few hundred milliseconds, never minutes. Unknown keys are
+ * cached too, so a flood of bad keys cannot turn into a flood of store reads, and
+ * concurrent misses for one key share a single read.
+ */
+export class SessionCache {
+  readonly #store: SessionStore;
+  readonly #ttlMs: number;
+  readonly #maxEntries: number;
+  readonly #entries = new Map<string, Entry>();
+  readonly #inFlight = new Map<string, Promise<Session | null>>();
+
+  constructor(store: SessionStore, ttlMs = 250, maxEntries = 10_000) {
+    this.#store = store;
+    this.#ttlMs = ttlMs;
+    this.#maxEntries = maxEntries;
+  }
+
+  get(keyHash: string): Promise<Session | null> {
+    const now = Date.now();
+    const entry = this.#entries.get(keyHash);
+    if (entry !== undefined && entry.expiresAt > now) return Promise.resolve(entry.session);
+    const pending = this.#inFlight.get(keyHash);
+    if (pending !== undefined) return pending;
+    const read = this.#store.get(keyHash).then(
+      (session) => {
+        this.#inFlight.delete(keyHash);
+        this.#remember(keyHash, session);
+        return session;
+      },
+      (err: unknown) => {
+        this.#inFlight.delete(keyHash);
+        throw err;
+      },
+    );
+    this.#inFlight.set(keyHash, read);
+    return read;
+  }
+
+  #remember(keyHash: string, session: Session | null): void {
+    this.#entries.delete(keyHash);
+    if (this.#entries.size >= this.#maxEntries) {
+      // Maps iterate in insertion order: the first entry is the oldest.
+      const oldest = this.#entries.keys().next().value;
+      if (oldest !== undefined) this.#entries.delete(oldest);
+    }
+    this.#entries.set(keyHash, { session, expiresAt: Date.now() + this.#ttlMs });
+  }
+}

@@ -1,0 +1,29 @@
+import { describe, expect, it } from 'vitest';
+import { helpText, parseSidecarArgs, splitHostPort } from './cli.ts';
+
+describe('sidecar flags', () => {
+  it('flag > env > default', () => {
+    const options = parseSidecarArgs(['--listen', '127.0.0.1:9999'], { GW_LISTEN: '0.0.0.0:1', GW_ADMIN_LISTEN: '0.0.0.0:2', GW_APIS: 'a, b' });
+    expect(options).toMatchObject({ listen: '127.0.0.1:9999', adminListen: '0.0.0.0:2', healthListen: '0.0.0.0:8082', namespace: 'default' });
+    expect(options?.apis).toEqual(new Set(['a', 'b']));
+    expect(parseSidecarArgs([], { GW_APIS: '*' })?.apis).toBe('*');
+  });
+
+  it('--help gives null; unknown flags throw', () => {
+    expect(parseSidecarArgs(['--help'], {})).toBeNull();
+    expect(() => parseSidecarArgs(['--nope'], {})).toThrow();
+  });
+
+  it('help lists every flag, env var and setting', () => {
+    const text = helpText();
+    for (const word of ['--config', '--listen', '--admin-listen', '--health-listen', '--redis-url', '--settings', '--apis', 'GW_NAMESPACE', 'GW_ADMIN_SECRET', 'GW_DRL_THRESHOLD', 'GW_FORWARDER']) {
+      expect(text).toContain(word);
+    }
+  });
+
+  it('splits host:port, IPv6 included', () => {
+    expect(splitHostPort('0.0.0.0:8080')).toEqual({ host: '0.0.0.0', port: 8080 });
+    expect(splitHostPort('[::1]:81')).toEqual({ host: '::1', port: 81 });
+    expect(() => splitHostPort('nope')).toThrow(/HOST:PORT/);
+  });
+});

@@ -1,0 +1,189 @@
+import { CoreV1Api, makeInformer, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import type { Logger } from '../../common/logger.ts';
+import { compiledConfigSchema, type CompiledConfig } from '../../crds/compiled.ts';
+import type { GatewaySettings } from '../../crds/settings.ts';
+import type { SidecarMetrics } from '../metrics.ts';
+import { mergeConfigs, type ConfigProblem, type ConfigSource } from './source.ts';
+
+export const managedBySelector = 'app.kubernetes.io/managed-by=gw-operator';
+export const apiIdLabel = 'gw.dev/api-id';
+export const retainAnnotation = 'gw.dev/retain-until-reload';
+
+export interface KubeSourceOptions {
+  kubeConfig: KubeConfig;
+  namespace: string;
+  /** api_ids this sidecar serves; `'*'` for every API of the namespace. */
+  apis: '*' | ReadonlySet<string>;
+  defaultSettings: GatewaySettings;
+  logger: Logger;
+  metrics: SidecarMetrics;
+}
+
+interface Entry {
+  apiId: string;
+  /** The last good config of this API (null until one parsed). */
+  config: CompiledConfig | null;
+}
+
+const maxRestartDelayMs = 30_000;
+
+/**
+ * Compiled config from the operator's ConfigMaps (one per API) in the pod's namespace,
+ * through a client-node informer (list + watch; 410 Gone relists inside the informer,
+ * other watch errors restart it here with backoff). An invalid config is refused and the
+ * API's last good one kept. A ConfigMap that disappears keeps its API served until
+ * `reload()`; one that disappears while annotated retain-until-reload was deleted by a
+ * reload on some sidecar, so every sidecar unloads it at once.
+ */
+export class KubeConfigSource implements ConfigSource {
+  readonly name = 'kubernetes';
+  readonly #options: KubeSourceOptions;
+  readonly #core: CoreV1Api;
+  readonly #entries = new Map<string, Entry>();
+  readonly #problems = new Map<string, string>();
+  readonly #informer;
+  #publish: (config: CompiledConfig) => void = () => undefined;
+  #publishScheduled = false;
+  #stopped = false;
+  #failed = false;
+  #restartDelayMs = 1000;
+  #restartTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: KubeSourceOptions) {
+    this.#options = options;
+    this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
+    const { namespace } = options;
+    this.#informer = makeInformer<V1ConfigMap>(
+      options.kubeConfig,
+      `/api/v1/namespaces/${namespace}/configmaps`,
+      () => this.#core.listNamespacedConfigMap({ namespace, labelSelector: managedBySelector }),
+      managedBySelector,
+    );
+    this.#informer.on('add', (cm) => this.#upsert(cm));
+    this.#informer.on('update', (cm) => this.#upsert(cm));
+    this.#informer.on('delete', (cm) => this.#remove(cm));
+    this.#informer.on('error', (err: unknown) => this.#restartLater(err));
+  }
+
+  async start(publish: (config: CompiledConfig) => void): Promise<void> {
+    this.#publish = publish;
+    this.#stopped = false;
+    await this.#startInformer();
+  }
+
+  /** The informer lists before it watches; after a good list even an empty namespace is a loaded (empty) config. */
+  async #startInformer(): Promise<void> {
+    this.#failed = false;
+    await this.#informer.start();
+    if (this.#failed) return;
+    this.#restartDelayMs = 1000;
+    this.#schedulePublish();
+  }
+
+  #restartLater(err: unknown): void {
+    this.#failed = true;
+    this.#options.logger.warn({ err: String(err) }, 'ConfigMap watch failed; restarting');
+    if (this.#stopped) return;
+    clearTimeout(this.#restartTimer);
+    this.#restartTimer = setTimeout(() => {
+      if (!this.#stopped) void this.#startInformer();
+    }, this.#restartDelayMs);
+    this.#restartDelayMs = Math.min(this.#restartDelayMs * 2, maxRestartDelayMs);
+  }
+
+  #serves(cm: V1ConfigMap): string | null {
+    const apiId = cm.metadata?.labels?.[apiIdLabel];
+    if (!apiId) return null;
+    const { apis } = this.#options;
+    return apis === '*' || apis.has(apiId) ? apiId : null;
+  }
+
+  #parse(cm: V1ConfigMap, apiId: string): CompiledConfig | null {
+    const name = cm.metadata?.name ?? '';
+    try {
+      const parsed = compiledConfigSchema.safeParse(JSON.parse(cm.data?.['config.json'] ?? ''));
+      if (parsed.success) return parsed.data;
+      this.#refuse(apiId, name, parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+    } catch (err) {
+      this.#refuse(apiId, name, (err as Error).message);
+    }
+    return null;
+  }
+
+  #refuse(apiId: string, configMap: string, reason: string): void {
+    this.#problems.set(apiId, reason);
+    this.#options.metrics.configReloadErrors.inc({ api_id: apiId });
+    this.#options.logger.error({ apiId, configMap, reason }, 'invalid compiled config refused; keeping the last good one');
+  }
+
+  #upsert(cm: V1ConfigMap): void {
+    const apiId = this.#serves(cm);
+    const name = cm.metadata?.name;
+    if (apiId === null || name === undefined) return;
+    const config = this.#parse(cm, apiId);
+    if (config !== null) this.#problems.delete(apiId);
+    const previous = this.#entries.get(name);
+    this.#entries.set(name, { apiId, config: config ?? previous?.config ?? null });
+    if (config !== null) this.#schedulePublish();
+  }
+
+  #remove(cm: V1ConfigMap): void {
+    const name = cm.metadata?.name;
+    const entry = name === undefined ? undefined : this.#entries.get(name);
+    if (name === undefined || entry === undefined) return;
+    if (cm.metadata?.annotations?.[retainAnnotation] === 'true') {
+      this.#entries.delete(name);
+      this.#schedulePublish();
+    } else {
+      // Left in #entries: the API stays served until reload() lists what is really there (SPEC §3).
+      this.#options.logger.info({ apiId: entry.apiId, configMap: name }, 'ConfigMap deleted; API stays loaded until a reload');
+    }
+  }
+
+  /** Many ConfigMaps arrive together on a (re)list: publish once after them. */
+  #schedulePublish(): void {
+    if (this.#publishScheduled) return;
+    this.#publishScheduled = true;
+    setImmediate(() => {
+      this.#publishScheduled = false;
+      this.#publishNow();
+    });
+  }
+
+  #publishNow(): void {
+    const parts = [...this.#entries.values()]
+      .filter((e): e is Entry & { config: CompiledConfig } => e.config !== null)
+      .sort((a, b) => a.apiId.localeCompare(b.apiId))
+      .map((e) => e.config);
+    this.#publish(mergeConfigs(parts, this.#options.defaultSettings));
+  }
+
+  /** SPEC §3 reload: what is in the API server now is what is served; gone APIs are unloaded. */
+  async reload(): Promise<void> {
+    const list = await this.#core.listNamespacedConfigMap({
+      namespace: this.#options.namespace,
+      labelSelector: managedBySelector,
+    });
+    const present = new Set<string>();
+    for (const cm of list.items) {
+      const name = cm.metadata?.name;
+      if (name === undefined || this.#serves(cm) === null) continue;
+      present.add(name);
+      this.#upsert(cm);
+    }
+    for (const name of [...this.#entries.keys()]) {
+      if (!present.has(name)) this.#entries.delete(name);
+    }
+    this.#publishNow();
+  }
+
+  problems(): ConfigProblem[] {
+    return [...this.#problems].map(([apiId, reason]) => ({ subject: `api ${apiId}`, reason }));
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#restartTimer);
+    await this.#informer.stop();
+  }
+}

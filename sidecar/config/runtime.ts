@@ -1,0 +1,83 @@
+import type { Logger } from '../../common/logger.ts';
+import { resolveSettings, type LocalSettings } from '../../common/settings-loader.ts';
+import type { CompiledApi, CompiledConfig } from '../../crds/compiled.ts';
+import { RouteTable } from '../gateway/routes.ts';
+import type { GatewayState } from '../gateway/gateway.ts';
+import type { LimitEngine } from '../limits/types.ts';
+import type { SidecarMetrics } from '../metrics.ts';
+import type { ConfigProblem, ConfigSource } from './source.ts';
+
+export interface ConfigRuntimeDeps {
+  source: ConfigSource;
+  local: LocalSettings;
+  engine: LimitEngine;
+  logger: Logger;
+  metrics: SidecarMetrics;
+}
+
+/**
+ * The config a sidecar is running: what its source last published, with the sidecar's
+ * own settings layered on top, turned into the gateway's request-path state (routes
+ * precomputed) and handed to the limit engine. The admin operations read `apis()` and
+ * call `reload()` (SPEC §3: a deleted API stays served until a reload).
+ */
+export class ConfigRuntime {
+  readonly #deps: ConfigRuntimeDeps;
+  #config: CompiledConfig;
+  #state: GatewayState;
+  #loaded = false;
+
+  constructor(deps: ConfigRuntimeDeps) {
+    this.#deps = deps;
+    const settings = resolveSettings(undefined, deps.local);
+    this.#config = { version: 1, settings, apis: [], policies: {} };
+    this.#state = { routes: new RouteTable([]), settings, policies: {} };
+  }
+
+  start(): Promise<void> {
+    return this.#deps.source.start((config) => this.#apply(config));
+  }
+
+  #apply(published: CompiledConfig): void {
+    const { logger, metrics, engine, source } = this.#deps;
+    try {
+      const settings = resolveSettings(published.settings, this.#deps.local);
+      const config: CompiledConfig = { ...published, settings };
+      const routes = new RouteTable(config.apis);
+      engine.updateConfig(config);
+      this.#config = config;
+      this.#state = { routes, settings, policies: config.policies };
+      this.#loaded = true;
+      metrics.configReloads.inc({ source: source.name, result: 'ok' });
+      logger.info({ apis: config.apis.map((a) => a.api_id), source: source.name }, 'config loaded');
+    } catch (err) {
+      metrics.configReloads.inc({ source: source.name, result: 'error' });
+      logger.error({ err, source: source.name }, 'config refused; keeping the last good one');
+    }
+  }
+
+  /** The request path's view; read once per request. */
+  readonly state = (): GatewayState => this.#state;
+
+  apis(): readonly CompiledApi[] {
+    return this.#config.apis;
+  }
+
+  /** True once a first config has been loaded. */
+  get loaded(): boolean {
+    return this.#loaded;
+  }
+
+  reload(): Promise<void> {
+    return this.#deps.source.reload();
+  }
+
+  /** What the source refused (the affected APIs keep their last good config). */
+  problems(): ConfigProblem[] {
+    return this.#deps.source.problems();
+  }
+
+  stop(): Promise<void> {
+    return this.#deps.source.stop();
+  }
+}

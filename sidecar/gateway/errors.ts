@@ -1,0 +1,35 @@
+/**
+ * Every error the proxy listener answers (DESIGN §8 plus the gateway's own), defined once
+ * with a stable code and status. Bodies are serialised here, at load, so the request path
+ * only writes a ready buffer.
+ */
+export interface GatewayError {
+  code: string;
+  status: number;
+  body: Buffer;
+}
+
+function define(code: string, status: number, message: string): GatewayError {
+  return { code, status, body: Buffer.from(JSON.stringify({ error: message })) };
+}
+
+export const gatewayErrors = {
+  notFound: define('not_found', 404, 'No API is listening on this path'),
+  apiInactive: define('api_inactive', 404, 'This API is not active'),
+  authMissing: define('auth_missing', 401, 'Authorization field missing'),
+  accessDenied: define('access_denied', 403, 'Access to this API has been disallowed'),
+  keyRateLimited: define('key_rate_limited', 429, 'Rate Limit Exceeded'),
+  apiRateLimited: define('api_rate_limited', 429, 'API Rate Limit Exceeded'),
+  streamRateLimited: define('stream_rate_limited', 429, 'Upstream rate limit exceeded'),
+  quotaExceeded: define('quota_exceeded', 403, 'Quota exceeded'),
+  storeUnavailable: define('store_unavailable', 503, 'Rate limit store unavailable'),
+  sessionStoreUnavailable: define('session_store_unavailable', 503, 'Session store unavailable'),
+  bodyTooLarge: define('body_too_large', 413, 'Request body too large'),
+  upstreamUnreachable: define('upstream_unreachable', 502, 'Upstream unreachable'),
+  upstreamTimeout: define('upstream_timeout', 504, 'Upstream timed out'),
+  badUpgrade: define('bad_upgrade', 400, 'Unsupported connection upgrade'),
+  internal: define('internal_error', 500, 'Internal gateway error'),
+  badRequest: define('bad_request', 400, 'Malformed HTTP request'),
+  headersTooLarge: define('headers_too_large', 431, 'Request header fields too large'),
+  requestTimeout: define('request_timeout', 408, 'Request not received in time'),
+} as const satisfies Record<string, GatewayError>;

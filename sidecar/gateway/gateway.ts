@@ -1,0 +1,150 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { Logger } from '../../common/logger.ts';
+import type { CompiledPolicy } from '../../crds/compiled.ts';
+import type { GatewaySettings } from '../../crds/settings.ts';
+import { authenticate } from '../auth/authenticator.ts';
+import type { SessionCache } from '../auth/session-cache.ts';
+import { StreamRateLimitTimeoutError } from '../limits/errors.ts';
+import type { StreamLimiters } from '../limits/stream-limiter.ts';
+import type { DecisionOutcome, LimitEngine } from '../limits/types.ts';
+import { statusClass, type SidecarMetrics } from '../metrics.ts';
+import type { Forwarder, UpgradeForwarder } from '../proxy/forwarder.ts';
+import { gatewayErrors, type GatewayError } from './errors.ts';
+import { rateHeadersFor } from './rate-headers.ts';
+import { sendError, sendErrorOnSocket } from './respond.ts';
+import { isIgnored, type RouteMatch, type RouteTable } from './routes.ts';
+
+/** What the request path reads, swapped whole on every config change. */
+export interface GatewayState {
+  routes: RouteTable;
+  settings: GatewaySettings;
+  policies: Readonly<Record<string, CompiledPolicy>>;
+}
+
+export interface GatewayDeps {
+  state: () => GatewayState;
+  engine: LimitEngine;
+  sessions: SessionCache;
+  forwarders: Record<GatewaySettings['forwarder'], Forwarder>;
+  upgrades: UpgradeForwarder;
+  streams: StreamLimiters;
+  metrics: SidecarMetrics;
+  logger: Logger;
+}
+
+interface Admission {
+  error: GatewayError | null;
+  rateHeaders: Record<string, string> | null;
+}
+
+const refusals: Record<DecisionOutcome, GatewayError | null> = {
+  allowed: null,
+  api_rate_limited: gatewayErrors.apiRateLimited,
+  key_rate_limited: gatewayErrors.keyRateLimited,
+  quota_exceeded: gatewayErrors.quotaExceeded,
+  store_unavailable: gatewayErrors.storeUnavailable,
+};
+
+const websocket = /^websocket$/i;
+
+/** The proxy listener's request pipeline: route, authenticate, limit, forward (DESIGN §8, §10). */
+export class Gateway {
+  readonly #deps: GatewayDeps;
+
+  constructor(deps: GatewayDeps) {
+    this.#deps = deps;
+  }
+
+  /** Route, authenticate and limit a request: the refusal to answer, or null to forward (with the rate headers either way). */
+  async #admit(req: IncomingMessage, match: RouteMatch | null, state: GatewayState, signal?: AbortSignal): Promise<Admission> {
+    if (match === null) return { error: gatewayErrors.notFound, rateHeaders: null };
+    const { route, relativePath } = match;
+    if (!route.api.active) return { error: gatewayErrors.apiInactive, rateHeaders: null };
+    const method = req.method ?? 'GET';
+    let session = null;
+    let keyHash = null;
+    if (!route.api.keyless && !isIgnored(route, method, relativePath)) {
+      const auth = await authenticate(req.headers, route.authHeader, route.api.api_id, state.policies, this.#deps.sessions);
+      if (!auth.ok) return { error: auth.error, rateHeaders: null };
+      ({ session, keyHash } = auth);
+    }
+    try {
+      const decision = await this.#deps.engine.decide({ api: route.api, method, path: relativePath, session, keyHash }, signal);
+      const rateHeaders = rateHeadersFor(decision, state.settings.rate_limit_response_headers);
+      const refusal = refusals[decision.outcome];
+      if (refusal === null && route.api.stream_limit !== null) {
+        await this.#deps.streams.get(route.api.api_id, route.api.stream_limit).acquire(signal);
+      }
+      return { error: refusal, rateHeaders };
+    } catch (err) {
+      if (err instanceof StreamRateLimitTimeoutError) return { error: gatewayErrors.streamRateLimited, rateHeaders: null };
+      // An abort means the client left while waiting (throttle, stream slot): nothing to report.
+      if (!signal?.aborted) this.#deps.logger.error({ err, api: route.api.api_id }, 'limit decision failed');
+      return { error: gatewayErrors.storeUnavailable, rateHeaders: null };
+    }
+  }
+
+  /** The proxy listener's request handler; it never rejects, so no request can crash the process. */
+  readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
+    this.#handle(req, res).catch((err: unknown) => {
+      this.#deps.logger.error({ err, url: req.url }, 'request failed inside the gateway');
+      sendError(res, gatewayErrors.internal);
+    });
+  };
+
+  /** The upgrade handler; like `handle`, it never rejects. */
+  readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    this.#upgrade(req, socket, head).catch((err: unknown) => {
+      this.#deps.logger.error({ err, url: req.url }, 'upgrade failed inside the gateway');
+      sendErrorOnSocket(socket, gatewayErrors.internal);
+    });
+  };
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const state = this.#deps.state();
+    const match = state.routes.match(req.url ?? '/');
+    const abort = new AbortController();
+    const onClose = (): void => abort.abort();
+    res.once('close', onClose);
+    const admission = await this.#admit(req, match, state, abort.signal);
+    res.off('close', onClose);
+    const api = match?.route.api.api_id ?? '';
+    if (admission.error !== null || match === null) {
+      req.resume();
+      sendError(res, admission.error ?? gatewayErrors.notFound, admission.rateHeaders);
+      this.#deps.metrics.requests.inc({ api, code_class: statusClass(res.statusCode) });
+      return;
+    }
+    const forwarder = this.#deps.forwarders[state.settings.forwarder];
+    const result = await forwarder.forward({
+      req,
+      res,
+      origin: match.route.origin,
+      path: match.upstreamPath,
+      rateHeaders: admission.rateHeaders,
+    });
+    this.#deps.metrics.requests.inc({ api, code_class: statusClass(result.status) });
+    if (result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe({ api }, result.upstreamSeconds);
+  }
+
+  /** Connection upgrades (WebSocket) pass the same route, auth and limits before http-proxy carries them. */
+  async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
+    socket.on('error', (err) => this.#deps.logger.debug({ err }, 'upgrade socket error'));
+    if (!websocket.test(String(req.headers.upgrade ?? ''))) {
+      sendErrorOnSocket(socket, gatewayErrors.badUpgrade);
+      return;
+    }
+    const state = this.#deps.state();
+    const match = state.routes.match(req.url ?? '/');
+    const admission = await this.#admit(req, match, state);
+    const api = match?.route.api.api_id ?? '';
+    if (admission.error !== null || match === null) {
+      sendErrorOnSocket(socket, admission.error ?? gatewayErrors.notFound, admission.rateHeaders);
+      this.#deps.metrics.requests.inc({ api, code_class: statusClass(admission.error?.status ?? 404) });
+      return;
+    }
+    this.#deps.metrics.requests.inc({ api, code_class: '1xx' });
+    this.#deps.upgrades.upgrade(req, socket, head, match.route.origin, match.upstreamPath);
+  }
+}

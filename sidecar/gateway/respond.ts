@@ -1,0 +1,40 @@
+import type { ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { STATUS_CODES } from 'node:http';
+import { gatewayErrors, type GatewayError } from './errors.ts';
+
+/** Answer a gateway error as JSON; extra headers (X-RateLimit-*) ride along. */
+export function sendError(res: ServerResponse, error: GatewayError, headers?: Record<string, string> | null): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(error.status, {
+    ...headers,
+    'content-type': 'application/json',
+    'content-length': error.body.length,
+  });
+  res.end(error.body);
+}
+
+/** The same error on a raw socket, for refused connection upgrades. */
+export function sendErrorOnSocket(socket: Duplex, error: GatewayError, headers?: Record<string, string> | null): void {
+  if (!socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const lines = [`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}`, 'content-type: application/json', `content-length: ${error.body.length}`, 'connection: close'];
+  for (const [name, value] of Object.entries(headers ?? {})) lines.push(`${name}: ${value}`);
+  socket.end(`${lines.join('\r\n')}\r\n\r\n${error.body.toString()}`);
+}
+
+/** Node's answer to a request it could not parse, in the gateway's JSON shape instead of an empty body. */
+export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  if (err.code === 'HPE_HEADER_OVERFLOW') sendErrorOnSocket(socket, gatewayErrors.headersTooLarge);
+  else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') sendErrorOnSocket(socket, gatewayErrors.requestTimeout);
+  else sendErrorOnSocket(socket, gatewayErrors.badRequest);
+}

@@ -1,0 +1,91 @@
+import type { CompiledApi } from '../../crds/compiled.ts';
+
+/** A compiled matcher, its RegExp built once at config load. */
+interface Matcher {
+  re: RegExp;
+  method: string;
+}
+
+/** Everything the request path needs about one API, computed at config load. */
+export interface Route {
+  api: CompiledApi;
+  /** Listen path without a trailing slash (`''` for the root). */
+  prefix: string;
+  /** Upstream origin (`http://host:port`), the forwarder's pool key. */
+  origin: string;
+  /** Upstream base path without a trailing slash. */
+  basePath: string;
+  /** Lower-cased auth header name. */
+  authHeader: string;
+  ignored: Matcher[];
+}
+
+export interface RouteMatch {
+  route: Route;
+  /** Path relative to the listen path, starting with `/`. */
+  relativePath: string;
+  /** Path (with query) to request from the upstream. */
+  upstreamPath: string;
+}
+
+function trimSlash(path: string): string {
+  return path.endsWith('/') ? path.slice(0, -1) : path;
+}
+
+function buildRoute(api: CompiledApi): Route {
+  const target = new URL(api.target_url);
+  return {
+    api,
+    prefix: trimSlash(api.listen_path),
+    origin: target.origin,
+    basePath: trimSlash(target.pathname),
+    authHeader: api.auth_header_name.toLowerCase(),
+    ignored: api.ignored.map((m) => ({ re: new RegExp(m.pattern), method: m.method.toUpperCase() })),
+  };
+}
+
+const needsNormalising = /\/\.|%2e|\/\//i;
+
+/**
+ * Resolve dot segments (plain or percent-encoded) and repeated slashes before anything
+ * matches the path, so `/api/public/../private` cannot pass an ignored `/public/.*`
+ * matcher and reach `/private` on the upstream. Most paths have neither and are
+ * returned as they are.
+ */
+export function normalisePath(path: string): string {
+  if (!needsNormalising.test(path)) return path;
+  return new URL(path.replace(/\/{2,}/g, '/'), 'http://gw.invalid').pathname;
+}
+
+/** True when the endpoint is served without authentication (and without key-level limits). */
+export function isIgnored(route: Route, method: string, relativePath: string): boolean {
+  for (const matcher of route.ignored) {
+    if ((matcher.method === '*' || matcher.method === method) && matcher.re.test(relativePath)) return true;
+  }
+  return false;
+}
+
+/** Longest listen-path prefix match over the loaded APIs; prefixes end at a path segment. */
+export class RouteTable {
+  readonly #routes: Route[];
+
+  constructor(apis: readonly CompiledApi[]) {
+    this.#routes = apis.map(buildRoute).sort((a, b) => b.prefix.length - a.prefix.length);
+  }
+
+  match(url: string): RouteMatch | null {
+    const queryAt = url.indexOf('?');
+    const path = normalisePath(queryAt === -1 ? url : url.slice(0, queryAt));
+    const query = queryAt === -1 ? '' : url.slice(queryAt);
+    for (const route of this.#routes) {
+      const { prefix } = route;
+      if (!path.startsWith(prefix)) continue;
+      if (path.length > prefix.length && path[prefix.length] !== '/') continue;
+      const relativePath = path.slice(prefix.length) || '/';
+      const forwarded = route.api.strip_listen_path ? relativePath : path;
+      const upstreamPath = (route.basePath + forwarded || '/') + query;
+      return { route, relativePath, upstreamPath };
+    }
+    return null;
+  }
+}

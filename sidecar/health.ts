@@ -1,0 +1,42 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Registry } from 'prom-client';
+
+export interface Readiness {
+  ready: boolean;
+  /** Why not, for the /readyz body. */
+  reasons: string[];
+  /** Configs refused and not in effect; they do not make the gateway unready (the last good ones serve). */
+  problems: { subject: string; reason: string }[];
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  const payload = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
+  res.end(payload);
+}
+
+/** The health listener: liveness, readiness (config loaded; Redis connected when used) and Prometheus metrics. */
+export function createHealthHandler(registry: Registry, readiness: () => Readiness): (req: IncomingMessage, res: ServerResponse) => void {
+  const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      json(res, 405, { error: 'Method not allowed' });
+      return;
+    }
+    if (path === '/healthz') {
+      json(res, 200, { status: 'ok' });
+    } else if (path === '/readyz') {
+      const state = readiness();
+      json(res, state.ready ? 200 : 503, { status: state.ready ? 'ready' : 'not ready', reasons: state.reasons, problems: state.problems });
+    } else if (path === '/metrics') {
+      const body = await registry.metrics();
+      res.writeHead(200, { 'content-type': registry.contentType });
+      res.end(body);
+    } else {
+      json(res, 404, { error: 'Not found' });
+    }
+  };
+  return (req, res) => {
+    serve(req, res).catch(() => json(res, 500, { error: 'metrics unavailable' }));
+  };
+}

@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+import { createLogger } from '../common/logger.ts';
+import { SettingsError } from '../common/settings-loader.ts';
+import { startSidecar } from './app.ts';
+import { helpText, parseSidecarArgs } from './cli.ts';
+
+/** gw-sidecar: the gateway process (flags and environment variables: `gw-sidecar --help`). */
+async function main(): Promise<void> {
+  let options;
+  try {
+    options = parseSidecarArgs(process.argv.slice(2), process.env);
+  } catch (err) {
+    process.stderr.write(`gw-sidecar: ${(err as Error).message}\n\n${helpText()}\n`);
+    process.exit(2);
+  }
+  if (options === null) {
+    process.stdout.write(`${helpText()}\n`);
+    return;
+  }
+  const logger = createLogger('gw-sidecar');
+  let sidecar;
+  try {
+    sidecar = await startSidecar(options, { logger });
+  } catch (err) {
+    const message = err instanceof SettingsError ? err.message : String(err);
+    logger.fatal({ err }, `gw-sidecar cannot start: ${message}`);
+    process.stderr.write(`gw-sidecar: cannot start: ${message}\n`);
+    process.exit(1);
+  }
+  const running = sidecar;
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping: draining in-flight requests');
+    running.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        logger.error({ err }, 'unclean stop');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGHUP', () => {
+    running.runtime.reload().catch((err: unknown) => logger.error({ err }, 'reload on SIGHUP failed'));
+  });
+}
+
+await main();

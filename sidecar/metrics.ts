@@ -1,0 +1,55 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The sidecar's own Prometheus metrics; the limit engine registers its own on the same registry. */
+export interface SidecarMetrics {
+  registry: Registry;
+  requests: Counter<'api' | 'code_class'>;
+  upstreamSeconds: Histogram<'api'>;
+  configReloads: Counter<'source' | 'result'>;
+  configReloadErrors: Counter<'api_id'>;
+  events: Counter<'reason' | 'result'>;
+  redisErrors: Counter;
+}
+
+export function createSidecarMetrics(registry = new Registry()): SidecarMetrics {
+  collectDefaultMetrics({ register: registry, prefix: 'gw_sidecar_' });
+  const registers = [registry];
+  return {
+    registry,
+    requests: new Counter({
+      name: 'gw_requests_total',
+      help: 'Proxied requests by API and status class.',
+      labelNames: ['api', 'code_class'],
+      registers,
+    }),
+    upstreamSeconds: new Histogram({
+      name: 'gw_upstream_duration_seconds',
+      help: 'Time from sending a request upstream to its response headers.',
+      labelNames: ['api'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    configReloads: new Counter({
+      name: 'gw_config_reloads_total',
+      help: 'Config loads by source and result.',
+      labelNames: ['source', 'result'],
+      registers,
+    }),
+    configReloadErrors: new Counter({
+      name: 'gw_config_reload_errors_total',
+      help: 'Compiled configs refused as invalid (the last good one is kept).',
+      labelNames: ['api_id'],
+      registers,
+    }),
+    events: new Counter({
+      name: 'gw_smoothing_event_writes_total',
+      help: 'Smoothing events by reason and what became of them (created, aggregated, dropped, failed, logged).',
+      labelNames: ['reason', 'result'],
+      registers,
+    }),
+    redisErrors: new Counter({ name: 'gw_redis_client_errors_total', help: 'Redis connection errors seen by the sidecar client.', registers }),
+  };
+}
+
+/** `2xx`, `4xx`, … : a bounded label set. */
+export const statusClass = (status: number): string => `${Math.floor(status / 100)}xx`;

@@ -1,0 +1,41 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+
+/**
+ * How a routed, authorised request reaches its upstream (DESIGN §10). The gateway decides
+ * everything before this point; a forwarder only moves bytes, answers 502/504/413 in the
+ * gateway's JSON shape, and reports how it went.
+ */
+export interface ForwardRequest {
+  req: IncomingMessage;
+  res: ServerResponse;
+  /** Upstream origin, e.g. `http://10.0.0.5:8080`; one connection pool per origin. */
+  origin: string;
+  /** Upstream path with query string. */
+  path: string;
+  /** The gateway's X-RateLimit-* for this response; when set, the upstream's are dropped. */
+  rateHeaders: Record<string, string> | null;
+}
+
+export interface ForwardResult {
+  /** Status sent to the client (the upstream's, or the gateway's 413/502/504). */
+  status: number;
+  /** Time from sending the request to the upstream's response headers; null when there was none. */
+  upstreamSeconds: number | null;
+}
+
+export interface ForwarderOptions {
+  /** Read per request so a settings reload takes effect without rebuilding pools. */
+  timeoutMs: () => number;
+  maxBodyBytes: () => number;
+}
+
+export interface Forwarder {
+  forward(request: ForwardRequest): Promise<ForwardResult>;
+  close(): Promise<void>;
+}
+
+export interface UpgradeForwarder {
+  /** Carry an accepted connection upgrade (WebSocket) to the upstream. */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, origin: string, path: string): void;
+}

@@ -1,0 +1,90 @@
+import './suppress-dep0060.ts';
+import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import httpProxy from 'http-proxy';
+import { gatewayErrors } from '../gateway/errors.ts';
+import { sendError } from '../gateway/respond.ts';
+import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from './body-limit.ts';
+import type { ForwardRequest, ForwardResult, Forwarder, ForwarderOptions, UpgradeForwarder } from './forwarder.ts';
+import { forwardedHeaders, removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders } from './headers.ts';
+
+class UpstreamTimeoutError extends Error {
+  readonly code = 'upstream_timeout';
+}
+
+/** The gateway's X-RateLimit-* are on the response before proxying; theirs then lose. */
+function filterResponseHeaders(proxyRes: IncomingMessage, _req: IncomingMessage, res: ServerResponse): void {
+  removeHopByHopResponseHeaders(proxyRes.headers);
+  if (res.hasHeader('x-ratelimit-limit')) removeRateLimitHeaders(proxyRes.headers);
+}
+
+/**
+ * The http-proxy forwarder: selectable for ordinary requests (settings.forwarder) and
+ * always the one that carries connection upgrades (WebSocket).
+ */
+export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
+  readonly #agent = new Agent({ keepAlive: true, maxSockets: 128 });
+  readonly #proxy = httpProxy.createProxyServer({ agent: this.#agent, changeOrigin: true, xfwd: false });
+  readonly #options: ForwarderOptions;
+
+  constructor(options: ForwarderOptions) {
+    this.#options = options;
+    this.#proxy.on('proxyRes', filterResponseHeaders);
+    this.#proxy.on('proxyReq', (proxyReq: ClientRequest) => {
+      proxyReq.setTimeout(this.#options.timeoutMs(), () => proxyReq.destroy(new UpstreamTimeoutError('upstream timed out')));
+    });
+    // Errors are answered through each call's callback; this keeps a stray one from being unhandled.
+    this.#proxy.on('error', () => undefined);
+  }
+
+  forward(request: ForwardRequest): Promise<ForwardResult> {
+    const { req, res } = request;
+    const maxBytes = this.#options.maxBodyBytes();
+    if (declaredLengthExceeds(req, maxBytes)) {
+      refuseRestOfBody(req, res);
+      sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders);
+      return Promise.resolve({ status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null });
+    }
+    const body = hasRequestBody(req) ? limitedBody(req, maxBytes) : undefined;
+    req.headers = upstreamRequestHeaders(req) as IncomingMessage['headers'];
+    req.url = request.path;
+    if (request.rateHeaders !== null) {
+      for (const [name, value] of Object.entries(request.rateHeaders)) res.setHeader(name, value);
+    }
+    const started = performance.now();
+    return new Promise((resolve) => {
+      let upstreamSeconds: number | null = null;
+      res.once('pipe', () => {
+        upstreamSeconds = (performance.now() - started) / 1000;
+      });
+      res.once('close', () => resolve({ status: res.statusCode, upstreamSeconds }));
+      body?.once('error', (err) => this.#fail(req, res, err));
+      this.#proxy.web(req, res, { target: request.origin, buffer: body }, (err) => this.#fail(req, res, err));
+    });
+  }
+
+  #fail(req: IncomingMessage, res: ServerResponse, err: unknown): void {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    if (err instanceof BodyTooLargeError) {
+      refuseRestOfBody(req, res);
+      sendError(res, gatewayErrors.bodyTooLarge);
+      return;
+    }
+    sendError(res, err instanceof UpstreamTimeoutError ? gatewayErrors.upstreamTimeout : gatewayErrors.upstreamUnreachable);
+  }
+
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, origin: string, path: string): void {
+    // Connection and Upgrade must reach the upstream here: they are the upgrade itself.
+    Object.assign(req.headers, forwardedHeaders(req));
+    req.url = path;
+    this.#proxy.ws(req, socket, head, { target: origin }, () => socket.destroy());
+  }
+
+  async close(): Promise<void> {
+    this.#proxy.close();
+    this.#agent.destroy();
+  }
+}

@@ -1,0 +1,113 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { KubeEventSink } from '../../../sidecar/events/kube-event-sink.ts';
+import { createSidecarMetrics } from '../../../sidecar/metrics.ts';
+import type { SmoothingEvent } from '../../../sidecar/limits/types.ts';
+import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
+import { startEchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { call, compiledApi, compiledConfig, eventually, quietLogger, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
+
+interface CoreEvent {
+  reason: string;
+  type: string;
+  message?: string;
+  action?: string;
+  reportingComponent?: string;
+  reportingInstance?: string;
+  involvedObject: { kind: string; name: string; namespace: string; apiVersion: string; uid?: string };
+  series?: { count: number };
+}
+
+async function eventsIn(namespace: string): Promise<CoreEvent[]> {
+  const res = await kubectl(['get', 'events', '-n', namespace, '-o', 'json']);
+  expect(res.code).toBe(0);
+  return (JSON.parse(res.stdout) as { items: CoreEvent[] }).items;
+}
+
+function smoothing(namespace: string, name: string, reason: SmoothingEvent['reason'], oldAllowance: number, newAllowance: number): SmoothingEvent {
+  return {
+    reason,
+    source: { kind: 'Policy', namespace, name, uid: '0f6c1d2e-1111-4222-8333-944455556666' },
+    limiterKey: 'policy:team/gold#raw-identity',
+    oldAllowance,
+    newAllowance,
+    time: new Date(),
+  };
+}
+
+describe('smoothing Events (events.k8s.io/v1)', () => {
+  let sink: KubeEventSink | undefined;
+
+  afterEach(async () => {
+    await sink?.close();
+  });
+
+  it('writes one Event per resource and reason, aggregating repeats into its series', async () => {
+    const namespace = await createNamespace('sc-events');
+    sink = new KubeEventSink({ kubeConfig: kubeConfig(), instanceId: 'pod-a', logger: quietLogger, metrics: createSidecarMetrics() });
+    sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 10, 15));
+    await eventually(async () => (await eventsIn(namespace)).length === 1, 10_000, 'first event');
+    sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 15, 20));
+    sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 20, 25));
+    sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingDown', 25, 20));
+    await eventually(async () => (await eventsIn(namespace)).some((e) => e.series?.count === 3), 10_000, 'aggregated series');
+    const events = await eventsIn(namespace);
+    expect(events).toHaveLength(2);
+    const up = events.find((e) => e.reason === 'RateLimitSmoothingUp');
+    expect(up).toMatchObject({
+      type: 'Normal',
+      action: 'Smoothing',
+      reportingComponent: 'gw.dev/sidecar',
+      reportingInstance: 'pod-a',
+      involvedObject: { apiVersion: 'gw.dev/v1alpha1', kind: 'Policy', name: 'gold', namespace },
+      series: { count: 3 },
+    });
+    expect(up?.message).toMatch(/^allowance 10 -> 15 \(limiter [0-9a-f]{16}\)$/);
+    expect(up?.message).not.toContain('raw-identity');
+    expect(events.find((e) => e.reason === 'RateLimitSmoothingDown')?.message).toMatch(/^allowance 25 -> 20/);
+  });
+
+  it('bounds API writes with a token bucket during a burst', async () => {
+    const namespace = await createNamespace('sc-events-burst');
+    const metrics = createSidecarMetrics();
+    sink = new KubeEventSink({ kubeConfig: kubeConfig(), instanceId: 'pod-b', logger: quietLogger, metrics, burst: 3, perSecond: 0.01 });
+    for (let i = 0; i < 20; i += 1) sink.emit(smoothing(namespace, `policy-${i}`, 'RateLimitSmoothingUp', 1, 2));
+    await eventually(async () => (await eventsIn(namespace)).length === 3, 10_000, 'burst events');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await eventsIn(namespace)).toHaveLength(3);
+  });
+
+  it('logs and counts API errors instead of throwing', async () => {
+    const metrics = createSidecarMetrics();
+    sink = new KubeEventSink({ kubeConfig: kubeConfig(), instanceId: 'pod-c', logger: quietLogger, metrics });
+    expect(() => sink?.emit(smoothing('no-such-namespace-x1', 'gold', 'RateLimitSmoothingUp', 1, 2))).not.toThrow();
+    await eventually(
+      async () => (await metrics.events.get()).values.some((v) => v.labels.result === 'failed' && v.value === 1),
+      10_000,
+      'failure counted',
+    );
+  });
+
+  it('reaches the API server from a sidecar whose API-level smoothing fires', async () => {
+    const namespace = await createNamespace('sc-events-e2e');
+    const upstream = await startEchoUpstream();
+    const sidecar = await startTestSidecar(sidecarOptions(namespace));
+    try {
+      const apiId = uniqueId('smooth');
+      const api = compiledApi(apiId, upstream.url, {
+        source: { kind: 'ApiDefinition', namespace, name: apiId },
+        api_limit: { rate: 20, per: 60 },
+        smoothing: { enabled: true, threshold: 2, step: 2, trigger: 0.5, delay: 0 },
+      });
+      await writeConfigMap(namespace, apiId, JSON.stringify(compiledConfig([api], { enable_redis_rolling_limiter: true })));
+      await eventually(servesApi(sidecar, apiId));
+      for (let i = 0; i < 8; i += 1) await call(`${sidecar.proxyUrl}/${apiId}/`);
+      await eventually(async () => (await eventsIn(namespace)).some((e) => e.reason === 'RateLimitSmoothingUp'), 10_000, 'smoothing event');
+      const up = (await eventsIn(namespace)).find((e) => e.reason === 'RateLimitSmoothingUp');
+      expect(up).toMatchObject({ type: 'Normal', involvedObject: { kind: 'ApiDefinition', name: apiId, namespace }, reportingComponent: 'gw.dev/sidecar' });
+      expect(up?.message).toMatch(/^allowance 2 -> 4 /);
+    } finally {
+      await sidecar.close();
+      await upstream.close();
+    }
+  });
+});

@@ -1,0 +1,89 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningSidecar } from '../../../sidecar/app.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
+import { call, compiledApi, compiledConfig, eventually, servesApi, sidecarOptions, startTestSidecar, storeSession, uniqueId, writeConfigMap } from './helpers.ts';
+import { Redis as RedisClient } from 'ioredis';
+
+describe('Redis faults with redis_failure_mode: closed', () => {
+  let upstream: EchoUpstream;
+  let redis: RedisHandle;
+  let client: Redis;
+  let sidecar: RunningSidecar;
+  let namespace: string;
+
+  beforeAll(async () => {
+    namespace = await createNamespace('sc-faults');
+    upstream = await startEchoUpstream();
+    redis = await startRedis();
+    client = new RedisClient(redis.url, { maxRetriesPerRequest: 1 });
+    client.on('error', () => undefined);
+    sidecar = await startTestSidecar(sidecarOptions(namespace, redis.url), {
+      env: { GW_REDIS_FAILURE_MODE: 'closed', GW_ENABLE_REDIS_ROLLING_LIMITER: 'true', GW_REDIS_TIMEOUT_MS: '200' },
+    });
+  });
+
+  afterAll(async () => {
+    await sidecar?.close();
+    client?.disconnect();
+    await redis?.stop();
+    await upstream?.close();
+  });
+
+  it('answers 503 JSON while Redis is down, never crashes, and recovers', async () => {
+    const keyless = compiledApi(uniqueId('api'), upstream.url, { api_limit: { rate: 100, per: 60 } });
+    const keyed = compiledApi(uniqueId('api'), upstream.url, { keyless: false });
+    await writeConfigMap(namespace, keyless.api_id, JSON.stringify(compiledConfig([keyless])));
+    await writeConfigMap(namespace, keyed.api_id, JSON.stringify(compiledConfig([keyed])));
+    await eventually(() => servesApi(sidecar, keyless.api_id)() && servesApi(sidecar, keyed.api_id)());
+    const key = await storeSession(client, { access_rights: { [keyed.api_id]: { api_id: keyed.api_id } } });
+    expect((await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status).toBe(200);
+
+    await redis.stop();
+    const limited = await call(`${sidecar.proxyUrl}/${keyless.api_id}/`);
+    expect(limited.status).toBe(503);
+    expect(limited.json()).toEqual({ error: 'Rate limit store unavailable' });
+    // A key not seen before cannot be checked without the session store.
+    const unknown = await call(`${sidecar.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: `${key}-other` } });
+    expect(unknown.status).toBe(503);
+    expect(unknown.json()).toEqual({ error: 'Session store unavailable' });
+    expect((await call(`${sidecar.healthUrl}/readyz`)).status).toBe(503);
+    expect((await call(`${sidecar.healthUrl}/healthz`)).status).toBe(200);
+
+    await redis.start();
+    await eventually(async () => (await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status === 200, 20_000, 'recovery');
+    // The restarted Redis is empty (no persistence): the session is written again.
+    const again = await storeSession(client, { access_rights: { [keyed.api_id]: { api_id: keyed.api_id } } });
+    expect((await call(`${sidecar.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: again } })).status).toBe(200);
+  });
+});
+
+describe('stream rate limit on the upstream call', () => {
+  let upstream: EchoUpstream;
+  let sidecar: RunningSidecar;
+  let namespace: string;
+
+  beforeAll(async () => {
+    namespace = await createNamespace('sc-stream');
+    upstream = await startEchoUpstream();
+    sidecar = await startTestSidecar(sidecarOptions(namespace));
+  });
+
+  afterAll(async () => {
+    await sidecar?.close();
+    await upstream?.close();
+  });
+
+  it('lets `count` calls per interval reach the upstream and refuses what cannot get a slot in time', async () => {
+    const api = compiledApi(uniqueId('api'), upstream.url, { stream_limit: { label: 'upstream', count: 2, interval_ms: 60_000 } });
+    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
+    await eventually(servesApi(sidecar, api.api_id));
+    const url = `${sidecar.proxyUrl}/${api.api_id}/`;
+    expect((await call(url)).status).toBe(200);
+    expect((await call(url)).status).toBe(200);
+    const refused = await call(url);
+    expect(refused.status).toBe(429);
+    expect(refused.json()).toEqual({ error: 'Upstream rate limit exceeded' });
+  });
+});

@@ -1,0 +1,142 @@
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { Redis } from 'ioredis';
+import { pino } from 'pino';
+import { RedisSessionStore } from '../../../common/session-store.ts';
+import type { CompiledApi, CompiledConfig } from '../../../crds/compiled.ts';
+import { keyHash } from '../../../crds/key-hash.ts';
+import { sessionSchema } from '../../../crds/session.ts';
+import { gatewaySettingsSchema, type GatewaySettings } from '../../../crds/settings.ts';
+import { startSidecar, type RunningSidecar, type SidecarOverrides } from '../../../sidecar/app.ts';
+import type { SidecarOptions } from '../../../sidecar/cli.ts';
+import { apiIdLabel, managedBySelector } from '../../../sidecar/config/kube-source.ts';
+import { kubeConfig, testEnv } from '../../harness/index.ts';
+
+export const quietLogger = pino({ level: process.env.GW_TEST_LOG_LEVEL ?? 'silent' });
+
+export const uniqueId = (prefix: string): string => `${prefix}-${randomBytes(4).toString('hex')}`;
+
+export function compiledApi(apiId: string, targetUrl: string, overrides: Partial<CompiledApi> = {}): CompiledApi {
+  return {
+    api_id: apiId,
+    name: apiId,
+    source: { kind: 'ApiDefinition', namespace: 'default', name: apiId },
+    active: true,
+    keyless: true,
+    auth_header_name: 'Authorization',
+    listen_path: `/${apiId}/`,
+    target_url: targetUrl,
+    strip_listen_path: true,
+    api_limit: null,
+    endpoint_limits: [],
+    ignored: [],
+    categories: [],
+    stream_limit: null,
+    smoothing: null,
+    ...overrides,
+  };
+}
+
+export function compiledConfig(apis: CompiledApi[], settings: Partial<GatewaySettings> = {}, policies: CompiledConfig['policies'] = {}): CompiledConfig {
+  return { version: 1, settings: gatewaySettingsSchema.parse(settings), apis, policies };
+}
+
+const [managedByKey, managedByValue] = managedBySelector.split('=') as [string, string];
+
+/** Write (create or replace) the ConfigMap the operator would write for one API. */
+export async function writeConfigMap(namespace: string, apiId: string, data: string, kc: KubeConfig = kubeConfig()): Promise<void> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const name = `gw-api-${apiId}`;
+  const body = {
+    metadata: { name, namespace, labels: { [managedByKey]: managedByValue, [apiIdLabel]: apiId } },
+    data: { 'config.json': data },
+  };
+  try {
+    await core.replaceNamespacedConfigMap({ name, namespace, body });
+  } catch (err) {
+    if ((err as { code?: number }).code !== 404) throw err;
+    await core.createNamespacedConfigMap({ namespace, body });
+  }
+}
+
+export function sidecarOptions(namespace: string, redisUrl: string | undefined = testEnv().redisUrl): SidecarOptions {
+  return {
+    configDir: undefined,
+    listen: '127.0.0.1:0',
+    adminListen: '127.0.0.1:0',
+    healthListen: '127.0.0.1:0',
+    redisUrl,
+    settingsFile: undefined,
+    apis: '*',
+    namespace,
+    instanceId: uniqueId('sidecar'),
+    adminSecret: 'test-admin-secret',
+    portalSecret: 'test-portal-secret',
+    kubeconfig: testEnv().kubeconfig,
+  };
+}
+
+export function startTestSidecar(options: SidecarOptions, overrides: SidecarOverrides = {}): Promise<RunningSidecar> {
+  return startSidecar(options, { logger: quietLogger, kubeConfig: kubeConfig(), env: {}, drainMs: 2000, ...overrides });
+}
+
+/** Poll until `check` holds (bounded). */
+export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export const servesApi = (sidecar: RunningSidecar, apiId: string) => () => sidecar.runtime.apis().some((a) => a.api_id === apiId);
+
+/** Store a session in the harness Redis for a fresh raw key; returns the raw key. */
+export async function storeSession(redis: Redis, fields: Record<string, unknown>): Promise<string> {
+  const rawKey = randomBytes(16).toString('hex');
+  await new RedisSessionStore(redis).put(keyHash(rawKey), sessionSchema.parse(fields));
+  return rawKey;
+}
+
+export const newRedis = (): Redis => new Redis(testEnv().redisUrl, { maxRetriesPerRequest: 1 });
+
+export interface CallResult {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  text: string;
+  json(): Record<string, unknown>;
+}
+
+export interface CallOptions {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  /** Send the body with Transfer-Encoding: chunked (no Content-Length), in pieces of this size. */
+  chunked?: number;
+}
+
+/** A plain node:http call (fresh connection), so tests control every header, Connection included. */
+export function call(url: string, options: CallOptions = {}): Promise<CallResult> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { method: options.method ?? 'GET', headers: options.headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', reject);
+      res.on('end', () => {
+        const text = Buffer.concat(chunks).toString('utf8');
+        resolve({ status: res.statusCode ?? 0, headers: res.headers, text, json: () => JSON.parse(text) as Record<string, unknown> });
+      });
+    });
+    req.on('error', reject);
+    req.setTimeout(15_000, () => req.destroy(new Error('test request timed out')));
+    const body = options.body === undefined ? undefined : Buffer.from(options.body);
+    if (body !== undefined && options.chunked !== undefined) {
+      for (let i = 0; i < body.length; i += options.chunked) req.write(body.subarray(i, i + options.chunked));
+      req.end();
+    } else {
+      req.end(body);
+    }
+  });
+}

@@ -1,0 +1,110 @@
+import { CoreV1Api } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningSidecar } from '../../../sidecar/app.ts';
+import { retainAnnotation } from '../../../sidecar/config/kube-source.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { createNamespace, kubeConfig } from '../../harness/index.ts';
+import { call, compiledApi, compiledConfig, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
+
+describe('Kubernetes config source', () => {
+  let upstream: EchoUpstream;
+  let sidecar: RunningSidecar;
+  let namespace: string;
+  const core = kubeConfig().makeApiClient(CoreV1Api);
+
+  beforeAll(async () => {
+    namespace = await createNamespace('sc-kube-config');
+    upstream = await startEchoUpstream();
+    sidecar = await startTestSidecar(sidecarOptions(namespace));
+  });
+
+  afterAll(async () => {
+    await sidecar?.close();
+    await upstream?.close();
+  });
+
+  const pathSeen = async (apiId: string): Promise<string> => {
+    const res = await call(`${sidecar.proxyUrl}/${apiId}/x`);
+    return res.status === 200 ? (res.json() as { path: string }).path : `status ${res.status}`;
+  };
+
+  it('is ready once the (empty) namespace is listed', async () => {
+    await eventually(() => sidecar.readiness().ready, 10_000, 'readiness');
+    const res = await call(`${sidecar.healthUrl}/readyz`);
+    expect(res.status).toBe(200);
+    expect(res.json()).toEqual({ status: 'ready', reasons: [], problems: [] });
+    expect((await call(`${sidecar.healthUrl}/healthz`)).json()).toEqual({ status: 'ok' });
+    expect((await call(`${sidecar.healthUrl}/readyz`, { method: 'POST' })).status).toBe(405);
+    expect((await call(`${sidecar.healthUrl}/nothing`)).status).toBe(404);
+  });
+
+  it('loads a created ConfigMap, applies an update, keeps the last good config on an invalid one', async () => {
+    const api = compiledApi(uniqueId('api'), `${upstream.url}/v1`);
+    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
+    await eventually(servesApi(sidecar, api.api_id));
+    expect(await pathSeen(api.api_id)).toBe('/v1/x');
+
+    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([{ ...api, target_url: `${upstream.url}/v2` }])));
+    await eventually(async () => (await pathSeen(api.api_id)) === '/v2/x', 10_000, 'updated target');
+
+    const errorsBefore = (await sidecar.metrics.configReloadErrors.get()).values.find((v) => v.labels.api_id === api.api_id)?.value ?? 0;
+    await writeConfigMap(namespace, api.api_id, JSON.stringify({ version: 1, apis: 'not a list' }));
+    await eventually(
+      async () => ((await sidecar.metrics.configReloadErrors.get()).values.find((v) => v.labels.api_id === api.api_id)?.value ?? 0) > errorsBefore,
+      10_000,
+      'reload error counted',
+    );
+    expect(await pathSeen(api.api_id)).toBe('/v2/x');
+    const ready = await call(`${sidecar.healthUrl}/readyz`);
+    expect(ready.status).toBe(200);
+    expect((ready.json() as { problems: { subject: string }[] }).problems).toContainEqual(expect.objectContaining({ subject: `api ${api.api_id}` }));
+    await writeConfigMap(namespace, api.api_id, '{not json');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await pathSeen(api.api_id)).toBe('/v2/x');
+    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([{ ...api, target_url: `${upstream.url}/v3` }])));
+    await eventually(async () => (await pathSeen(api.api_id)) === '/v3/x', 10_000, 'good config after bad ones');
+    expect(sidecar.runtime.problems().some((p) => p.subject === `api ${api.api_id}`)).toBe(false);
+  });
+
+  it('keeps serving an API whose ConfigMap was deleted until reload()', async () => {
+    const api = compiledApi(uniqueId('api'), upstream.url);
+    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
+    await eventually(servesApi(sidecar, api.api_id));
+    await core.deleteNamespacedConfigMap({ name: `gw-api-${api.api_id}`, namespace });
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await pathSeen(api.api_id)).toBe('/x');
+    await sidecar.runtime.reload();
+    expect(sidecar.runtime.apis().some((a) => a.api_id === api.api_id)).toBe(false);
+    expect(await pathSeen(api.api_id)).toBe('status 404');
+  });
+
+  it('unloads at once when a retained ConfigMap is deleted (a reload happened on some sidecar)', async () => {
+    const api = compiledApi(uniqueId('api'), upstream.url);
+    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
+    await eventually(servesApi(sidecar, api.api_id));
+    const name = `gw-api-${api.api_id}`;
+    const cm = await core.readNamespacedConfigMap({ name, namespace });
+    cm.metadata = { ...cm.metadata, annotations: { ...cm.metadata?.annotations, [retainAnnotation]: 'true' } };
+    await core.replaceNamespacedConfigMap({ name, namespace, body: cm });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(await pathSeen(api.api_id)).toBe('/x');
+    await core.deleteNamespacedConfigMap({ name, namespace });
+    await eventually(() => !servesApi(sidecar, api.api_id)(), 10_000, 'api unloaded');
+    expect(await pathSeen(api.api_id)).toBe('status 404');
+  });
+
+  it('serves only the api_ids of GW_APIS', async () => {
+    const wanted = compiledApi(uniqueId('api'), upstream.url);
+    const other = compiledApi(uniqueId('api'), upstream.url);
+    const filtered = await startTestSidecar({ ...sidecarOptions(namespace), apis: new Set([wanted.api_id]) });
+    try {
+      await writeConfigMap(namespace, wanted.api_id, JSON.stringify(compiledConfig([wanted])));
+      await writeConfigMap(namespace, other.api_id, JSON.stringify(compiledConfig([other])));
+      await eventually(servesApi(filtered, wanted.api_id));
+      await eventually(servesApi(sidecar, other.api_id));
+      expect(servesApi(filtered, other.api_id)()).toBe(false);
+    } finally {
+      await filtered.close();
+    }
+  });
+});

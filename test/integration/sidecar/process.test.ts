@@ -1,0 +1,123 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keyHash } from '../../../crds/key-hash.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startRedis, type RedisHandle } from '../../harness/index.ts';
+import { call, eventually } from './helpers.ts';
+
+const root = new URL('../../../', import.meta.url).pathname;
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+interface Child {
+  proc: ChildProcess;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+function runSidecar(args: string[], env: NodeJS.ProcessEnv = {}): Child {
+  const proc = spawn(process.execPath, ['sidecar/main.ts', ...args], { cwd: root, env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  return { proc, stderr: () => stderr, exited };
+}
+
+function apiYaml(id: string, listenPath: string, target: string, keyless: boolean): string {
+  return `apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: ${id} }
+spec: { api_id: ${id}, name: ${id}, use_keyless: ${keyless}, proxy: { listen_path: ${listenPath}, target_url: '${target}', strip_listen_path: true } }
+`;
+}
+
+describe('gw-sidecar process (folder mode)', () => {
+  let upstream: EchoUpstream;
+  let redis: RedisHandle;
+  let dir: string;
+  const rawKey = randomBytes(16).toString('hex');
+
+  beforeAll(async () => {
+    upstream = await startEchoUpstream();
+    redis = await startRedis();
+    dir = await mkdtemp(join(tmpdir(), 'gw-process-'));
+    await writeFile(
+      join(dir, 'apis.yaml'),
+      `${apiYaml('folder-auth', '/auth/', upstream.url, false)}---
+apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: folder-key }
+spec: { key_hash: ${keyHash(rawKey)}, access_rights: { folder-auth: { api_id: folder-auth, api_name: folder-auth } } }
+`,
+    );
+  });
+
+  afterAll(async () => {
+    await upstream?.close();
+    await redis?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('exits 1 at start naming an invalid setting', async () => {
+    const child = runSidecar(['--config', dir, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--health-listen', '127.0.0.1:0'], { GW_DRL_THRESHOLD: 'many' });
+    expect(await child.exited).toBe(1);
+    expect(child.stderr()).toContain('invalid setting drl_threshold (from GW_DRL_THRESHOLD)');
+  });
+
+  it('serves Keys of the folder, reloads on SIGHUP and GET /gw/reload, survives Redis going away, drains on SIGTERM', async () => {
+    const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
+    const child = runSidecar(['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--redis-url', redis.url], { GW_ADMIN_SECRET: 'process-admin-secret' });
+    try {
+      const proxy = `http://127.0.0.1:${listen}`;
+      await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`).catch(() => ({ status: 0 }))).status === 200, 20_000, 'ready');
+      expect((await call(`${proxy}/auth/x`, { headers: { authorization: rawKey } })).status).toBe(200);
+      expect((await call(`${proxy}/auth/x`, { headers: { authorization: 'wrong' } })).status).toBe(403);
+
+      await writeFile(join(dir, 'more.yaml'), apiYaml('folder-open', '/open/', upstream.url, true));
+      expect((await call(`${proxy}/open/x`)).status).toBe(404);
+      child.proc.kill('SIGHUP');
+      await eventually(async () => (await call(`${proxy}/open/x`)).status === 200, 10_000, 'reloaded on SIGHUP');
+
+      await redis.stop();
+      const during = await call(`${proxy}/open/x`);
+      expect(during.status).toBe(200);
+      expect((await call(`http://127.0.0.1:${health}/readyz`)).status).toBe(503);
+      await redis.start();
+      await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`)).status === 200, 20_000, 'ready again');
+
+      const metrics = await call(`http://127.0.0.1:${health}/metrics`);
+      expect(metrics.text).toMatch(/gw_requests_total\{api="folder-auth",code_class="2xx"\} 1/);
+      expect(metrics.text).toContain('gw_upstream_duration_seconds_bucket');
+      expect(metrics.text).toContain('gw_config_reloads_total{source="folder",result="ok"} 2');
+
+      const adminAuth = { 'x-gw-authorization': 'process-admin-secret' };
+      const deleted = await call(`http://127.0.0.1:${admin}/gw/apis/folder-open`, { method: 'DELETE', headers: adminAuth });
+      expect(deleted.json()).toEqual({ key: 'folder-open', status: 'ok', action: 'deleted' });
+      expect((await call(`${proxy}/open/x`)).status).toBe(200);
+      expect((await call(`http://127.0.0.1:${admin}/gw/reload`, { headers: adminAuth })).status).toBe(200);
+      expect((await call(`${proxy}/open/x`)).status).toBe(404);
+
+      const slow = call(`${proxy}/auth/x?delay_ms=500`, { headers: { authorization: rawKey } });
+      await new Promise((r) => setTimeout(r, 100));
+      child.proc.kill('SIGTERM');
+      expect((await slow).status).toBe(200);
+      expect(await child.exited).toBe(0);
+    } finally {
+      if (child.proc.exitCode === null) child.proc.kill('SIGKILL');
+    }
+  });
+});

@@ -1,0 +1,242 @@
+import { connect } from 'node:net';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningSidecar } from '../../../sidecar/app.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { createNamespace } from '../../harness/index.ts';
+import {
+  call,
+  compiledApi,
+  compiledConfig,
+  eventually,
+  newRedis,
+  servesApi,
+  sidecarOptions,
+  startTestSidecar,
+  storeSession,
+  uniqueId,
+  writeConfigMap,
+} from './helpers.ts';
+import type { CompiledApi } from '../../../crds/compiled.ts';
+
+/** DESIGN §8 rows of the proxy side, 502/504/413 and forwarding rules, through each forwarder. */
+describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder', (forwarder) => {
+  let namespace: string;
+  let upstream: EchoUpstream;
+  let sidecar: RunningSidecar;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    namespace = await createNamespace(`sc-proxy-${forwarder}`);
+    upstream = await startEchoUpstream();
+    redis = newRedis();
+    sidecar = await startTestSidecar(sidecarOptions(namespace), {
+      env: { GW_FORWARDER: forwarder, GW_UPSTREAM_TIMEOUT_MS: '400', GW_MAX_REQUEST_BODY_BYTES: '4096' },
+    });
+  });
+
+  afterAll(async () => {
+    await sidecar?.close();
+    await upstream?.close();
+    redis?.disconnect();
+  });
+
+  async function deploy(overrides: Partial<CompiledApi> = {}, target?: string): Promise<CompiledApi> {
+    const api = compiledApi(uniqueId('api'), target ?? upstream.url, overrides);
+    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
+    await eventually(servesApi(sidecar, api.api_id), 10_000, `api ${api.api_id} loaded`);
+    return api;
+  }
+
+  const url = (api: CompiledApi, path = '/'): string => `${sidecar.proxyUrl}${api.listen_path.replace(/\/$/, '')}${path}`;
+
+  it('forwards a keyless request with path, query and X-Forwarded-*, without hop-by-hop headers', async () => {
+    const api = await deploy();
+    const res = await call(url(api, '/hello/world?x=1'), {
+      headers: { connection: 'keep-alive, x-hop', 'x-hop': 'secret', 'x-kept': 'yes', host: 'gw.example:8080' },
+    });
+    expect(res.status).toBe(200);
+    const echoed = res.json() as { path: string; query: string; headers: Record<string, string> };
+    expect(echoed.path).toBe('/hello/world');
+    expect(echoed.query).toBe('?x=1');
+    expect(echoed.headers['x-kept']).toBe('yes');
+    expect(echoed.headers['x-hop']).toBeUndefined();
+    expect(echoed.headers['x-forwarded-for']).toBe('127.0.0.1');
+    expect(echoed.headers['x-forwarded-proto']).toBe('http');
+    expect(echoed.headers['x-forwarded-host']).toBe('gw.example:8080');
+    expect(echoed.headers.host).toBe(new URL(upstream.url).host);
+  });
+
+  it('keeps the listen path when strip_listen_path is false and prefixes the target path', async () => {
+    const api = await deploy({ strip_listen_path: false }, `${upstream.url}/base/`);
+    const res = await call(url(api, '/x'));
+    expect((res.json() as { path: string }).path).toBe(`/base${api.listen_path}x`);
+  });
+
+  it('routes by the longest listen path', async () => {
+    const outer = await deploy({ listen_path: `/${uniqueId('lp')}/` });
+    const inner = await deploy({ listen_path: `${outer.listen_path}inner/` }, `${upstream.url}/inner-target`);
+    const res = await call(url(inner, '/a'));
+    expect((res.json() as { path: string }).path).toBe('/inner-target/a');
+    const outerRes = await call(url(outer, '/innerx'));
+    expect((outerRes.json() as { path: string }).path).toBe('/innerx');
+  });
+
+  it('answers 404 JSON for unknown paths and inactive APIs', async () => {
+    const api = await deploy({ active: false });
+    const inactive = await call(url(api, '/'));
+    expect(inactive.status).toBe(404);
+    expect(inactive.json()).toEqual({ error: 'This API is not active' });
+    const unknown = await call(`${sidecar.proxyUrl}/${uniqueId('nothing')}/`);
+    expect(unknown.status).toBe(404);
+    expect(unknown.json()).toEqual({ error: 'No API is listening on this path' });
+  });
+
+  it('401 without a key; 403 for unknown, inactive, expired and ungranted keys; 200 for a good key', async () => {
+    const api = await deploy({ keyless: false, auth_header_name: 'X-Api-Key' });
+    const other = uniqueId('other');
+    const grant = { [api.api_id]: { api_id: api.api_id } };
+    const good = await storeSession(redis, { access_rights: grant });
+    const inactive = await storeSession(redis, { access_rights: grant, is_inactive: true });
+    const expired = await storeSession(redis, { access_rights: grant, expires: Math.floor(Date.now() / 1000) - 60 });
+    const ungranted = await storeSession(redis, { access_rights: { [other]: { api_id: other } } });
+
+    const missing = await call(url(api, '/'));
+    expect(missing.status).toBe(401);
+    expect(missing.json()).toEqual({ error: 'Authorization field missing' });
+    for (const key of ['no-such-key', inactive, expired, ungranted]) {
+      const denied = await call(url(api, '/'), { headers: { 'x-api-key': key } });
+      expect(denied.status).toBe(403);
+      expect(denied.json()).toEqual({ error: 'Access to this API has been disallowed' });
+    }
+    expect((await call(url(api, '/'), { headers: { 'x-api-key': good } })).status).toBe(200);
+    expect((await call(url(api, '/'), { headers: { 'x-api-key': `Bearer ${good}` } })).status).toBe(200);
+  });
+
+  it('grants access through an applied policy of the key namespace', async () => {
+    const api = compiledApi(uniqueId('api'), upstream.url, { keyless: false });
+    const policy = {
+      id: 'team/gold',
+      source: { kind: 'Policy', namespace: 'team', name: 'gold' },
+      rate: null,
+      quota_max: -1,
+      quota_renewal_rate: 0,
+      throttle_interval: 0,
+      throttle_retry_limit: 0,
+      smoothing: null,
+      meta_data: {},
+      rate_limit_pattern: null,
+      tags: [],
+      access_rights: { [api.api_id]: { api_id: api.api_id, api_name: api.name, limit: null, endpoints: [] } },
+    };
+    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api], {}, { 'team/gold': policy })));
+    await eventually(servesApi(sidecar, api.api_id));
+    const member = await storeSession(redis, { apply_policies: ['gold'], namespace: 'team' });
+    const stranger = await storeSession(redis, { apply_policies: ['gold'], namespace: 'elsewhere' });
+    expect((await call(url(api, '/'), { headers: { authorization: member } })).status).toBe(200);
+    expect((await call(url(api, '/'), { headers: { authorization: stranger } })).status).toBe(403);
+  });
+
+  it('ignored endpoints skip authentication', async () => {
+    const api = await deploy({ keyless: false, ignored: [{ path: '/public', pattern: '^/public$', method: 'GET' }] });
+    expect((await call(url(api, '/public'))).status).toBe(200);
+    expect((await call(url(api, '/public'), { method: 'POST' })).status).toBe(401);
+    expect((await call(url(api, '/private'))).status).toBe(401);
+    // Dot segments are resolved before matching: no way around auth through an ignored path.
+    expect((await call(url(api, '/public/../private'))).status).toBe(401);
+    expect((await call(url(api, '/public/%2E%2E/private'))).status).toBe(401);
+  });
+
+  it('429 API Rate Limit Exceeded past the API-level limit', async () => {
+    const api = await deploy({ api_limit: { rate: 2, per: 60 } });
+    expect((await call(url(api))).status).toBe(200);
+    expect((await call(url(api))).status).toBe(200);
+    const limited = await call(url(api));
+    expect(limited.status).toBe(429);
+    expect(limited.json()).toEqual({ error: 'API Rate Limit Exceeded' });
+  });
+
+  it('429 Rate Limit Exceeded past the key-level limit', async () => {
+    const api = await deploy({ keyless: false });
+    const key = await storeSession(redis, { rate: 2, per: 60, allowance: 2, access_rights: { [api.api_id]: { api_id: api.api_id } } });
+    const headers = { authorization: key };
+    expect((await call(url(api), { headers })).status).toBe(200);
+    expect((await call(url(api), { headers })).status).toBe(200);
+    const limited = await call(url(api), { headers });
+    expect(limited.status).toBe(429);
+    expect(limited.json()).toEqual({ error: 'Rate Limit Exceeded' });
+  });
+
+  it('403 Quota exceeded with quota X-RateLimit-* headers (the default `quotas`), replacing the upstream ones', async () => {
+    const api = await deploy({ keyless: false });
+    const key = await storeSession(redis, {
+      quota_max: 2,
+      quota_remaining: 2,
+      quota_renewal_rate: 3600,
+      access_rights: { [api.api_id]: { api_id: api.api_id } },
+    });
+    const headers = { authorization: key };
+    const first = await call(url(api, '/?ratelimit=1'), { headers });
+    expect(first.status).toBe(200);
+    expect(first.headers['x-ratelimit-limit']).toBe('2');
+    expect(first.headers['x-ratelimit-remaining']).toBe('1');
+    expect(Number(first.headers['x-ratelimit-reset'])).toBeGreaterThan(Date.now() / 1000);
+    const second = await call(url(api, '/?ratelimit=1'), { headers });
+    expect(second.headers['x-ratelimit-remaining']).toBe('0');
+    const refused = await call(url(api), { headers });
+    expect(refused.status).toBe(403);
+    expect(refused.json()).toEqual({ error: 'Quota exceeded' });
+  });
+
+  it('passes upstream X-RateLimit-* through when no quota applies under `quotas`', async () => {
+    const api = await deploy({ api_limit: { rate: 100, per: 60 } });
+    const res = await call(url(api, '/?ratelimit=1'));
+    expect(res.headers['x-ratelimit-limit']).toBe('999');
+  });
+
+  it('502 when the upstream cannot be reached', async () => {
+    const closed = await startEchoUpstream();
+    await closed.close();
+    const api = await deploy({}, closed.url);
+    const res = await call(url(api));
+    expect(res.status).toBe(502);
+    expect(res.json()).toEqual({ error: 'Upstream unreachable' });
+  });
+
+  it('504 when the upstream answers later than upstream_timeout_ms', async () => {
+    const api = await deploy();
+    const res = await call(url(api, '/?delay_ms=3000'));
+    expect(res.status).toBe(504);
+    expect(res.json()).toEqual({ error: 'Upstream timed out' });
+  });
+
+  it('answers unparsable requests and oversized headers in the JSON error shape', async () => {
+    const raw = async (bytes: string): Promise<string> => {
+      const { port } = new URL(sidecar.proxyUrl);
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.end(bytes);
+      const chunks: Buffer[] = [];
+      for await (const chunk of socket) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks).toString();
+    };
+    const garbage = await raw('NOT HTTP AT ALL\r\n\r\n');
+    expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
+    expect(garbage).toContain('{"error":"Malformed HTTP request"}');
+    const huge = await raw(`GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(huge).toMatch(/^HTTP\/1\.1 431 /);
+    expect(huge).toContain('{"error":"Request header fields too large"}');
+  });
+
+  it('413 for a body over max_request_body_bytes, declared or chunked; bodies under it stream through', async () => {
+    const api = await deploy();
+    const big = 'x'.repeat(5000);
+    const declared = await call(url(api), { method: 'POST', body: big });
+    expect(declared.status).toBe(413);
+    expect(declared.json()).toEqual({ error: 'Request body too large' });
+    const chunked = await call(url(api), { method: 'POST', body: big, chunked: 1000 });
+    expect(chunked.status).toBe(413);
+    const small = await call(url(api), { method: 'POST', body: 'y'.repeat(3000), chunked: 1000 });
+    expect(small.status).toBe(200);
+    expect((small.json() as { body: string }).body).toBe('y'.repeat(3000));
+  });
+});
