@@ -1,6 +1,6 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { loadKubeConfig } from '../common/kube.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { MemorySessionStore, RedisSessionStore, type SessionStore } from '../common/session-store.ts';
@@ -53,7 +53,7 @@ export interface RunningSidecar {
 interface Parts {
   logger: Logger;
   metrics: SidecarMetrics;
-  redis: Redis | undefined;
+  redis: Redis | Cluster | undefined;
   sessions: SessionStore;
   kubeConfig: KubeConfig | undefined;
   events: SmoothingEventSink & { close?: () => Promise<void> };

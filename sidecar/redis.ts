@@ -1,15 +1,17 @@
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import { createRedisClient } from '../common/redis-url.ts';
 import type { Logger } from '../common/logger.ts';
 import type { SidecarMetrics } from './metrics.ts';
 
 /**
  * The sidecar's Redis client: auto-pipelining across concurrent requests (DESIGN §10),
  * a per-command timeout so a stalled Redis costs a request at most `commandTimeoutMs`,
- * and reconnection with backoff forever. Errors are logged and counted; the engine's
+ * and reconnection with backoff forever. The URL may name one server, a Sentinel set or
+ * a Cluster (common/redis-url.ts). Errors are logged and counted; the engine's
  * failure mode decides what a request does meanwhile.
  */
-export function createRedis(url: string, commandTimeoutMs: number, logger: Logger, metrics: SidecarMetrics): Redis {
-  const redis = new Redis(url, {
+export function createRedis(url: string, commandTimeoutMs: number, logger: Logger, metrics: SidecarMetrics): Redis | Cluster {
+  const redis = createRedisClient(url, {
     enableAutoPipelining: true,
     commandTimeout: commandTimeoutMs,
     maxRetriesPerRequest: 1,

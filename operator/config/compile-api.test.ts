@@ -1,0 +1,64 @@
+import { describe, expect, it } from 'vitest';
+import { compiledConfigSchema } from '../../crds/compiled.ts';
+import { defaultGatewaySettings } from '../../crds/settings.ts';
+import type { GwObject } from '../runtime/gw-object.ts';
+import { ApiCompiler, apiIdOf, grantedApiIds, policyProblem } from './compile-api.ts';
+
+const api = (name: string, spec: Record<string, unknown>, generation = 1): GwObject => ({
+  apiVersion: 'gw.dev/v1alpha1',
+  kind: 'ApiDefinition',
+  metadata: { name, namespace: 'ns', uid: `uid-${name}`, generation },
+  spec: { use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' }, ...spec },
+});
+const policy = (name: string, rights: string[], generation = 1, extra: Record<string, unknown> = {}): GwObject => ({
+  apiVersion: 'gw.dev/v1alpha1',
+  kind: 'Policy',
+  metadata: { name, namespace: 'ns', uid: `uid-${name}`, generation },
+  spec: { rate: 10, per: 60, access_rights: Object.fromEntries(rights.map((r) => [r, {}])), ...extra },
+});
+
+describe('ApiCompiler', () => {
+  it('compiles one API with every policy granting it, into a valid compiled config', () => {
+    const a = api('a', { api_id: 'a' });
+    const outcome = new ApiCompiler(defaultGatewaySettings).compile(a, [a, api('b', { api_id: 'b' })], [policy('p', ['a', 'b']), policy('q', ['b'])]);
+    expect(outcome.ok).toBe(true);
+    if (!outcome.ok) return;
+    expect(outcome.policyIds).toEqual(['ns/p']);
+    const config = compiledConfigSchema.parse(JSON.parse(outcome.json));
+    expect(config.apis.map((x) => x.api_id)).toEqual(['a']);
+    expect(Object.keys(config.policies['ns/p']?.access_rights ?? {}).sort()).toEqual(['a', 'b']);
+  });
+
+  it('reuses the last outcome until the API, a granting policy or a granted API changes', () => {
+    const compiler = new ApiCompiler(defaultGatewaySettings);
+    const a = api('a', { api_id: 'a' });
+    const b = api('b', { api_id: 'b' });
+    const first = compiler.compile(a, [a, b], [policy('p', ['a', 'b'])]);
+    expect(compiler.compile(a, [a, b], [policy('p', ['a', 'b'])])).toBe(first);
+    expect(compiler.compile(a, [a, b], [policy('p', ['a', 'b']), policy('other', ['b'])])).toBe(first);
+    expect(compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)])).not.toBe(first);
+    const second = compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)]);
+    expect(compiler.compile(a, [a, api('b', { api_id: 'b', name: 'Renamed' }, 2)], [policy('p', ['a', 'b'], 2)])).not.toBe(second);
+    compiler.forget('ns', 'a');
+    expect(compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)])).not.toBe(second);
+  });
+
+  it('reports the API’s own problems with the compile step’s reason', () => {
+    const bad = api('bad', { api_id: 'bad', use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET', rate: 1, per: 1 }] } });
+    const outcome = new ApiCompiler(defaultGatewaySettings).compile(bad, [bad], []);
+    expect(outcome).toMatchObject({ ok: false, apiId: 'bad', reason: 'InvalidRegex' });
+    const first = api('dup-1', { api_id: 'same' });
+    const second = api('dup-2', { api_id: 'same' });
+    expect(new ApiCompiler(defaultGatewaySettings).compile(second, [first, second], [])).toMatchObject({ ok: false, reason: 'DuplicateApiId' });
+  });
+});
+
+describe('policy references', () => {
+  it('derives ids, grants, and a policy’s problems', () => {
+    expect(apiIdOf(api('x', { api_id: 'explicit' }))).toBe('explicit');
+    expect(apiIdOf(api('x', {}))).toMatch(/^[0-9a-f]{24}$/);
+    expect(grantedApiIds(policy('p', ['b', 'a']))).toEqual(['a', 'b']);
+    expect(policyProblem(policy('p', ['a']), [api('a', { api_id: 'a' })])).toBeUndefined();
+    expect(policyProblem(policy('p', ['gone']), [api('a', { api_id: 'a' })])).toMatchObject({ reason: 'MissingApi' });
+  });
+});

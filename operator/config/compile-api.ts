@@ -1,0 +1,110 @@
+import { apiIdOf as contractApiIdOf, compile, compileForApi, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
+import type { CompiledConfig } from '../../crds/compiled.ts';
+import type { GatewaySettings } from '../../crds/settings.ts';
+import type { GwObject } from '../runtime/gw-object.ts';
+
+/**
+ * The operator's view of the pure compile step: cached objects in, per-resource outcome
+ * out. Specs are handed over unparsed on purpose — the compile step validates them and
+ * reports what is wrong as a problem with a reason.
+ */
+
+const asApi = (obj: GwObject): ApiDefinitionInput => ({ metadata: obj.metadata, spec: (obj.spec ?? {}) as ApiDefinitionInput['spec'] });
+const asPolicy = (obj: GwObject): PolicyInput => ({ metadata: obj.metadata, spec: (obj.spec ?? {}) as PolicyInput['spec'] });
+
+export const apiIdOf = (api: GwObject): string => contractApiIdOf({ metadata: api.metadata, spec: (api.spec ?? {}) as { api_id?: string } });
+
+/** api_ids a Policy grants: the keys of its access_rights (what compileForApi selects on). */
+export function grantedApiIds(policy: GwObject): string[] {
+  const rights = policy.spec?.access_rights;
+  return rights && typeof rights === 'object' ? Object.keys(rights).sort() : [];
+}
+
+export interface Problem {
+  reason: string;
+  message: string;
+}
+
+const isOf = (obj: GwObject, kind: string) => (p: CompileProblem) => p.ref.kind === kind && p.ref.namespace === obj.metadata.namespace && p.ref.name === obj.metadata.name;
+
+/** The problems of one resource as one condition: the first problem's reason, every message (field: message). */
+function summarize(problems: CompileProblem[]): Problem | undefined {
+  const first = problems[0];
+  if (!first) return undefined;
+  const messages = problems.slice(0, 10).map((p) => `${p.field}: ${p.message}`);
+  if (problems.length > 10) messages.push(`and ${problems.length - 10} more`);
+  return { reason: first.reason, message: messages.join('; ') };
+}
+
+export type ApiOutcome =
+  | { ok: true; apiId: string; json: string; policyIds: string[] }
+  | { ok: false; apiId: string; reason: string; message: string };
+
+/** One ApiDefinition's compiled config (it and every policy granting it), or why it has none. */
+function compileOne(api: GwObject, apiId: string, allApis: GwObject[], allPolicies: GwObject[], settings: GatewaySettings): ApiOutcome {
+  const result = compileForApi(apiId, { apiDefinitions: allApis.map(asApi), policies: allPolicies.map(asPolicy), settings });
+  const problem = summarize(result.problems.filter(isOf(api, 'ApiDefinition')));
+  if (problem) return { ok: false, apiId, ...problem };
+  if (!result.config.apis.some((compiled) => compiled.api_id === apiId)) {
+    return { ok: false, apiId, reason: 'NotCompiled', message: `the compile step produced no API for api_id ${apiId}` };
+  }
+  const config: CompiledConfig = result.config;
+  return { ok: true, apiId, json: JSON.stringify(config), policyIds: Object.keys(config.policies).sort() };
+}
+
+const version = (obj: GwObject): string => `${obj.metadata.uid ?? obj.metadata.name}@${obj.metadata.generation ?? 0}`;
+
+/**
+ * Everything one API's compiled config depends on: the API, the policies granting it,
+ * and the APIs those policies grant (their names and ignored endpoints appear in the
+ * compiled policies) — each as uid@generation, so status writes do not count.
+ */
+function fingerprint(api: GwObject, apiId: string, byId: Map<string, GwObject[]>, allPolicies: GwObject[]): string {
+  const granting = allPolicies.filter((policy) => grantedApiIds(policy).includes(apiId));
+  const touched = new Set([apiId, ...granting.flatMap(grantedApiIds)]);
+  const apis = [...touched].flatMap((id) => (byId.get(id) ?? []).map(version));
+  return [version(api), ...granting.map(version).sort(), ...apis.sort()].join('|');
+}
+
+/**
+ * The compile step behind a memo: an API whose inputs (fingerprint) did not change since
+ * its last compile is not compiled again. Most reconciles are of that kind — the
+ * operator's own ConfigMap and status writes come back as watch events, and every
+ * resync revisits every API.
+ */
+export class ApiCompiler {
+  readonly #settings: GatewaySettings;
+  readonly #memo = new Map<string, { fingerprint: string; outcome: ApiOutcome }>();
+
+  constructor(settings: GatewaySettings) {
+    this.#settings = settings;
+  }
+
+  compile(api: GwObject, allApis: GwObject[], allPolicies: GwObject[]): ApiOutcome {
+    const byId = new Map<string, GwObject[]>();
+    for (const other of allApis) {
+      const id = apiIdOf(other);
+      byId.set(id, [...(byId.get(id) ?? []), other]);
+    }
+    const apiId = apiIdOf(api);
+    const key = `${api.metadata.namespace}/${api.metadata.name}`;
+    const print = fingerprint(api, apiId, byId, allPolicies);
+    const memo = this.#memo.get(key);
+    if (memo?.fingerprint === print) return memo.outcome;
+    const outcome = compileOne(api, apiId, allApis, allPolicies, this.#settings);
+    this.#memo.set(key, { fingerprint: print, outcome });
+    return outcome;
+  }
+
+  forget(namespace: string, name: string): void {
+    this.#memo.delete(`${namespace}/${name}`);
+  }
+}
+
+/** What is wrong with one Policy (invalid spec, missing APIs, limits on ignored endpoints), compiling only the APIs it grants. */
+export function policyProblem(policy: GwObject, allApis: GwObject[]): Problem | undefined {
+  const granted = new Set(grantedApiIds(policy));
+  const relevant = allApis.filter((api) => granted.has(apiIdOf(api)));
+  const result = compile({ apiDefinitions: relevant.map(asApi), policies: [asPolicy(policy)] });
+  return summarize(result.problems.filter(isOf(policy, 'Policy')));
+}

@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import type { GwObject } from '../runtime/gw-object.ts';
+import { apiIdLabel, apiNameOf, configHash, configMapName, desiredConfigMap, upToDate } from './config-map.ts';
+
+const api: GwObject = { apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'orders', namespace: 'shop', uid: 'u-1' } };
+
+describe('compiled ConfigMap', () => {
+  it('is named, labelled, annotated and owned per the contract', () => {
+    const cm = desiredConfigMap(api, 'orders-v1', '{"version":1}');
+    expect(cm.metadata).toMatchObject({
+      name: 'gw-api-orders',
+      namespace: 'shop',
+      labels: { 'app.kubernetes.io/managed-by': 'gw-operator', 'gw.dev/api-id': 'orders-v1' },
+      annotations: { 'gw.dev/config-hash': configHash('{"version":1}') },
+    });
+    expect(cm.metadata?.ownerReferences).toEqual([
+      { apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', name: 'orders', uid: 'u-1', controller: true, blockOwnerDeletion: false },
+    ]);
+    expect(cm.data).toEqual({ 'config.json': '{"version":1}' });
+    expect(apiNameOf(configMapName('orders'))).toBe('orders');
+    expect(apiNameOf('kube-root-ca.crt')).toBeUndefined();
+  });
+
+  it('is up to date only when content, labels, hash, owner match and no retain mark is left', () => {
+    const desired = desiredConfigMap(api, 'orders-v1', '{"a":1}');
+    expect(upToDate(structuredClone(desired), desired)).toBe(true);
+    const edited = structuredClone(desired);
+    edited.data = { 'config.json': '{"a":2}' };
+    expect(upToDate(edited, desired)).toBe(false);
+    const extraKey = structuredClone(desired);
+    extraKey.data = { ...extraKey.data, extra: 'x' };
+    expect(upToDate(extraKey, desired)).toBe(false);
+    const retained = structuredClone(desired);
+    retained.metadata!.annotations!['gw.dev/retain-until-reload'] = 'true';
+    expect(upToDate(retained, desired)).toBe(false);
+    const orphan = structuredClone(desired);
+    orphan.metadata!.ownerReferences = [];
+    expect(upToDate(orphan, desired)).toBe(false);
+  });
+
+  it('hashes api ids that are not valid label values', () => {
+    expect(apiIdLabel('abc-123')).toBe('abc-123');
+    const long = apiIdLabel('x'.repeat(100));
+    expect(long).toMatch(/^h-[0-9a-f]{40}$/);
+    expect(apiIdLabel('a/b')).toMatch(/^h-/);
+  });
+});

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { sessionSchema } from '../../crds/session.ts';
+import { sessionFromKey } from './session-from-key.ts';
+
+const t0 = new Date('2026-01-01T00:00:00Z');
+const t1 = new Date('2026-01-02T00:00:00Z');
+
+describe('sessionFromKey', () => {
+  it('builds the session from the spec, allowance defaulting to rate, in the Key namespace', () => {
+    const outcome = sessionFromKey(
+      { alias: 'ci', rate: 10, per: 60, apply_policies: ['gold'], quota_max: 100, meta_data: { team: 'a' }, access_rights: { api1: { limit: { rate: 5, per: 1 } } } },
+      'ci-key',
+      'shop',
+      null,
+      t0,
+    );
+    expect(outcome.ok).toBe(true);
+    if (!outcome.ok) return;
+    expect(outcome.session).toMatchObject({
+      alias: 'ci',
+      rate: 10,
+      per: 60,
+      allowance: 10,
+      apply_policies: ['gold'],
+      namespace: 'shop',
+      quota_max: 100,
+      quota_remaining: 100,
+      meta_data: { team: 'a' },
+      key_id: 'ci-key',
+      date_created: t0.toISOString(),
+      last_updated: t0.toISOString(),
+    });
+    expect(outcome.session.access_rights.api1).toMatchObject({ api_id: 'api1', limit: { rate: 5, per: 1 } });
+  });
+
+  it('keeps run-time fields of an existing session and only moves last_updated on change', () => {
+    const existing = sessionSchema.parse({ rate: 10, per: 60, allowance: 10, quota_max: 100, quota_remaining: 42, date_created: 'then', last_updated: 'then', key_id: 'k', namespace: 'shop' });
+    const same = sessionFromKey({ rate: 10, per: 60, quota_max: 100, quota_remaining: 100 }, 'k', 'shop', existing, t1);
+    expect(same.ok && same.session).toEqual(existing);
+    const changed = sessionFromKey({ rate: 20, per: 60, quota_max: 100 }, 'k', 'shop', existing, t1);
+    expect(changed.ok && changed.session).toMatchObject({ rate: 20, allowance: 20, quota_remaining: 42, date_created: 'then', last_updated: t1.toISOString() });
+  });
+
+  it('reports an invalid spec with its field instead of storing it', () => {
+    const outcome = sessionFromKey({ rate: 'ten' }, 'k', 'ns', null, t0);
+    expect(outcome).toEqual({ ok: false, message: expect.stringMatching(/^spec\.rate: /) as unknown as string });
+    const pair = sessionFromKey({ rate: 5 }, 'k', 'ns', null, t0);
+    expect(pair.ok).toBe(false);
+  });
+});

@@ -1,0 +1,69 @@
+import { sessionSchema, type Session } from '../../crds/session.ts';
+import { keySpecSchema, type KeySpec } from '../../crds/schemas/key.ts';
+
+/** Session fields the gateway moves at run time: taken from the spec when the session is created, then left alone. */
+const RUNTIME_FIELDS = ['quota_remaining', 'quota_renews', 'date_created', 'last_check', 'data_expires', 'key_id'] as const;
+
+export type SessionOutcome = { ok: true; session: Session } | { ok: false; message: string };
+
+function accessRights(spec: KeySpec): Record<string, unknown> {
+  return Object.fromEntries(
+    Object.entries(spec.access_rights ?? {}).map(([apiId, right]) => [apiId, { ...right, api_id: apiId, limit: right.limit ?? null }]),
+  );
+}
+
+/**
+ * The session a Key resource stands for (SPEC §2.4/§2.5): its spec fields, `allowance`
+ * defaulting to `rate`, the Key's namespace (how apply_policies resolve), and, when a
+ * session already exists, its run-time fields kept. `last_updated` moves only when the
+ * content changes, so an unchanged Key rewrites nothing.
+ */
+export function sessionFromKey(spec: unknown, keyName: string, namespace: string, existing: Session | null, now: Date): SessionOutcome {
+  const parsed = keySpecSchema.safeParse(spec ?? {});
+  if (!parsed.success) return { ok: false, message: firstIssue('spec.', parsed.error) };
+  const s = parsed.data;
+  const runtime = existing ? Object.fromEntries(RUNTIME_FIELDS.map((f) => [f, existing[f]])) : initialRuntime(s, keyName, now);
+  const merged = { ...(existing ?? {}), ...stripUndefined(specFields(s, namespace)), ...stripUndefined(runtime) };
+  const candidate = sessionSchema.safeParse({ ...merged, last_updated: existing?.last_updated ?? now.toISOString() });
+  if (!candidate.success) return { ok: false, message: firstIssue('', candidate.error) };
+  const session = candidate.data;
+  if (existing && JSON.stringify(session) !== JSON.stringify(existing)) session.last_updated = now.toISOString();
+  return { ok: true, session };
+}
+
+function firstIssue(prefix: string, error: { issues: Array<{ path: PropertyKey[]; message: string }> }): string {
+  const issue = error.issues[0];
+  return `${prefix}${issue?.path.map(String).join('.') ?? ''}: ${issue?.message ?? 'invalid'}`;
+}
+
+function specFields(s: KeySpec, namespace: string): Record<string, unknown> {
+  return {
+    alias: s.alias,
+    rate: s.rate,
+    per: s.per,
+    allowance: s.allowance ?? s.rate,
+    apply_policies: s.apply_policies,
+    access_rights: accessRights(s),
+    enable_detailed_recording: s.enable_detailed_recording,
+    expires: s.expires,
+    hmac_enabled: s.hmac_enabled,
+    is_inactive: s.is_inactive,
+    meta_data: s.meta_data,
+    org_id: s.org_id,
+    quota_max: s.quota_max,
+    quota_renewal_rate: s.quota_renewal_rate,
+    smoothing: s.smoothing ?? null,
+    tags: s.tags,
+    throttle_interval: s.throttle_interval,
+    throttle_retry_limit: s.throttle_retry_limit,
+    namespace,
+  };
+}
+
+function initialRuntime(s: KeySpec, keyName: string, now: Date): Record<string, unknown> {
+  return { quota_remaining: s.quota_remaining ?? s.quota_max, quota_renews: s.quota_renews, date_created: now.toISOString(), key_id: keyName };
+}
+
+function stripUndefined(record: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined));
+}

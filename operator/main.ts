@@ -1,0 +1,56 @@
+#!/usr/bin/env node
+import { loadKubeConfig } from '../common/kube.ts';
+import { createLogger } from '../common/logger.ts';
+import { loadLocalSettings, resolveSettings, SettingsError } from '../common/settings-loader.ts';
+import { Operator } from './operator.ts';
+import { helpText, OptionsError, parseOptions } from './options.ts';
+
+/** `gw-operator`: flags/env → options (invalid ones stop the process with a message naming them), then run until SIGTERM/SIGINT. */
+async function main(): Promise<number | 'running'> {
+  const log = createLogger('gw-operator');
+  let options;
+  let settings;
+  try {
+    options = parseOptions(process.argv.slice(2), process.env);
+    if (options === 'help') {
+      process.stdout.write(helpText());
+      return 0;
+    }
+    settings = resolveSettings(undefined, loadLocalSettings(options.settings, process.env));
+  } catch (error) {
+    if (error instanceof OptionsError || error instanceof SettingsError) {
+      process.stderr.write(`gw-operator: ${error.message}\n`);
+      return 2;
+    }
+    throw error;
+  }
+  const operator = new Operator(options, { kc: loadKubeConfig(options.kubeconfig), log, settings });
+  let stopping = false;
+  const shutdown = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down');
+    operator.stop().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        log.error({ err: String(error) }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+  process.on('unhandledRejection', (reason) => log.error({ err: String(reason) }, 'unhandled rejection'));
+  await operator.start();
+  return 'running';
+}
+
+main().then(
+  (outcome) => {
+    if (outcome !== 'running') process.exit(outcome);
+  },
+  (error: unknown) => {
+    process.stderr.write(`gw-operator: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(1);
+  },
+);

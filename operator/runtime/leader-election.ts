@@ -1,0 +1,143 @@
+import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import type { Logger } from '../../common/logger.ts';
+import { errorMessage } from './informer-set.ts';
+
+export interface LeaderElectionOptions {
+  namespace: string;
+  name: string;
+  identity: string;
+  leaseDurationSeconds: number;
+  /** How often to try to acquire or renew. */
+  retryPeriodMs: number;
+  onStartedLeading: () => void;
+  onStoppedLeading: () => void;
+}
+
+/**
+ * Leader election on a coordination.k8s.io/v1 Lease, the way client-go does it: a lease
+ * is expired when its holder has not renewed it for leaseDuration as observed on this
+ * process's clock (no trust in the other process's clock); every write carries the
+ * resourceVersion read, so two candidates racing for it cannot both win (409 Conflict).
+ * A leader that cannot renew within the lease duration steps down before anyone else
+ * may take over.
+ */
+export class LeaderElector {
+  readonly #api: CoordinationV1Api;
+  readonly #options: LeaderElectionOptions;
+  readonly #log: Logger;
+  #leading = false;
+  #timer: NodeJS.Timeout | undefined;
+  #observedRecord = '';
+  #observedAt = 0;
+  #lastRenewAt = 0;
+  #running: Promise<void> | undefined;
+
+  constructor(kc: KubeConfig, options: LeaderElectionOptions, log: Logger) {
+    this.#api = kc.makeApiClient(CoordinationV1Api);
+    this.#options = options;
+    this.#log = log.child({ lease: `${options.namespace}/${options.name}`, identity: options.identity });
+  }
+
+  isLeader(): boolean {
+    return this.#leading;
+  }
+
+  start(): void {
+    const tick = (): void => {
+      this.#running = this.#tick().finally(() => {
+        this.#running = undefined;
+        if (this.#timer !== undefined) this.#timer = setTimeout(tick, this.#options.retryPeriodMs);
+      });
+    };
+    this.#timer = setTimeout(tick, 0);
+  }
+
+  /** Stops campaigning and, when leading, releases the lease so a successor takes over at once. */
+  async stop(): Promise<void> {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    await this.#running;
+    if (!this.#leading) return;
+    this.#setLeading(false);
+    try {
+      const lease = await this.#api.readNamespacedLease({ name: this.#options.name, namespace: this.#options.namespace });
+      if (lease.spec?.holderIdentity !== this.#options.identity) return;
+      lease.spec.holderIdentity = undefined;
+      lease.spec.leaseDurationSeconds = 1;
+      await this.#api.replaceNamespacedLease({ name: this.#options.name, namespace: this.#options.namespace, body: lease });
+      this.#log.info('lease released');
+    } catch (error) {
+      this.#log.warn({ err: errorMessage(error) }, 'could not release lease');
+    }
+  }
+
+  async #tick(): Promise<void> {
+    try {
+      const acquired = await this.#tryAcquireOrRenew();
+      if (acquired) this.#lastRenewAt = Date.now();
+      this.#setLeading(acquired);
+    } catch (error) {
+      this.#log.warn({ err: errorMessage(error) }, 'lease update failed');
+      if (this.#leading && Date.now() - this.#lastRenewAt > this.#options.leaseDurationSeconds * 1000 * 0.66) {
+        this.#setLeading(false);
+      }
+    }
+  }
+
+  #setLeading(leading: boolean): void {
+    if (leading === this.#leading) return;
+    this.#leading = leading;
+    this.#log.info({ leading }, leading ? 'became leader' : 'lost leadership');
+    if (leading) this.#options.onStartedLeading();
+    else this.#options.onStoppedLeading();
+  }
+
+  async #tryAcquireOrRenew(): Promise<boolean> {
+    const { name, namespace, identity, leaseDurationSeconds } = this.#options;
+    const now = new V1MicroTime();
+    let lease: V1Lease;
+    try {
+      lease = await this.#api.readNamespacedLease({ name, namespace });
+    } catch (error) {
+      if (!(error instanceof ApiException) || error.code !== 404) throw error;
+      const body: V1Lease = {
+        metadata: { name, namespace },
+        spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+      };
+      return await this.#write(() => this.#api.createNamespacedLease({ namespace, body }));
+    }
+    const spec = lease.spec ?? {};
+    const holder = spec.holderIdentity ?? '';
+    if (holder !== '' && holder !== identity && !this.#expired(spec)) return false;
+    const transitions = (spec.leaseTransitions ?? 0) + (holder === identity ? 0 : 1);
+    lease.spec = {
+      holderIdentity: identity,
+      leaseDurationSeconds,
+      acquireTime: holder === identity ? spec.acquireTime : now,
+      renewTime: now,
+      leaseTransitions: transitions,
+    };
+    return await this.#write(() => this.#api.replaceNamespacedLease({ name, namespace, body: lease }));
+  }
+
+  /** Expired = unchanged (holder, renewTime) for a lease duration, on this process's clock. */
+  #expired(spec: NonNullable<V1Lease['spec']>): boolean {
+    const record = `${spec.holderIdentity ?? ''}|${String(spec.renewTime ?? '')}`;
+    if (record !== this.#observedRecord) {
+      this.#observedRecord = record;
+      this.#observedAt = Date.now();
+    }
+    return Date.now() - this.#observedAt > (spec.leaseDurationSeconds ?? this.#options.leaseDurationSeconds) * 1000;
+  }
+
+  /** A 409 means someone else wrote the lease first: not leader this round, not an error. */
+  async #write(write: () => Promise<V1Lease>): Promise<boolean> {
+    try {
+      await write();
+      return true;
+    } catch (error) {
+      if (error instanceof ApiException && error.code === 409) return false;
+      throw error;
+    }
+  }
+}

@@ -1,0 +1,48 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The operator's Prometheus metrics, on a registry of its own (several operators may share a process in tests). */
+export class OperatorMetrics {
+  readonly registry = new Registry();
+  readonly reconciles: Counter<'kind' | 'result'>;
+  readonly reconcileSeconds: Histogram<'kind'>;
+  readonly queueDepth: Gauge<'kind'>;
+  readonly leader: Gauge;
+  readonly configMapWrites: Counter<'action'>;
+
+  constructor(queueDepths: () => Record<string, number>, withDefaults = true) {
+    if (withDefaults) collectDefaultMetrics({ register: this.registry, prefix: 'gw_operator_' });
+    this.reconciles = new Counter({
+      name: 'gw_operator_reconciles_total',
+      help: 'Reconciles by kind and result (success, error).',
+      labelNames: ['kind', 'result'],
+      registers: [this.registry],
+    });
+    this.reconcileSeconds = new Histogram({
+      name: 'gw_operator_reconcile_duration_seconds',
+      help: 'Time of one reconcile, by kind.',
+      labelNames: ['kind'],
+      buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+      registers: [this.registry],
+    });
+    this.queueDepth = new Gauge({
+      name: 'gw_operator_queue_depth',
+      help: 'Items waiting, retrying or running in each controller work queue.',
+      labelNames: ['kind'],
+      registers: [this.registry],
+      collect() {
+        for (const [kind, depth] of Object.entries(queueDepths())) this.set({ kind }, depth);
+      },
+    });
+    this.leader = new Gauge({
+      name: 'gw_operator_leader',
+      help: '1 while this instance holds the leader lease.',
+      registers: [this.registry],
+    });
+    this.configMapWrites = new Counter({
+      name: 'gw_operator_configmap_writes_total',
+      help: 'Compiled ConfigMaps created, updated or deleted.',
+      labelNames: ['action'],
+      registers: [this.registry],
+    });
+  }
+}

@@ -1,0 +1,29 @@
+import { Redis } from 'ioredis';
+import type { Logger } from '../../common/logger.ts';
+
+/**
+ * The operator's Redis connection. Commands fail fast while Redis is unreachable (no
+ * offline queue, one retry, short timeouts) so a reconcile fails and is retried with
+ * backoff instead of hanging; reconnection is ioredis's own. Connection errors are
+ * logged (throttled), never thrown into the process.
+ */
+export function createRedis(url: string, log: Logger): Redis {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 2_000,
+    commandTimeout: 2_000,
+    retryStrategy: (times) => Math.min(times * 100, 2_000),
+  });
+  let lastLogged = 0;
+  redis.on('error', (error: Error) => {
+    if (Date.now() - lastLogged < 10_000) return;
+    lastLogged = Date.now();
+    log.warn({ err: error.message }, 'redis unavailable');
+  });
+  redis.connect().catch(() => {
+    // Reported by the error handler above; ioredis keeps reconnecting.
+  });
+  return redis;
+}

@@ -1,0 +1,114 @@
+/**
+ * A small controller work queue: an item queued several times before it is processed
+ * runs once (dedup by key), an item is never processed by two workers at once (a key
+ * re-added while running is run again afterwards), failures retry with exponential
+ * backoff per item, and at most `concurrency` items run at a time.
+ */
+export interface WorkQueueOptions {
+  concurrency: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+}
+
+export type WorkHandler = (key: string) => Promise<void>;
+
+export interface WorkQueueHooks {
+  onResult?: (key: string, result: 'success' | 'error', error?: unknown) => void;
+}
+
+export class WorkQueue {
+  readonly #handler: WorkHandler;
+  readonly #options: WorkQueueOptions;
+  readonly #hooks: WorkQueueHooks;
+  /** Insertion-ordered set: the items waiting for a worker. */
+  readonly #ready = new Set<string>();
+  readonly #running = new Set<string>();
+  /** Items added again while running: they go back to `ready` when their run ends. */
+  readonly #dirty = new Set<string>();
+  readonly #failures = new Map<string, number>();
+  readonly #timers = new Map<string, NodeJS.Timeout>();
+  readonly #idleWaiters: Array<() => void> = [];
+  #stopped = true;
+
+  constructor(handler: WorkHandler, options: WorkQueueOptions, hooks: WorkQueueHooks = {}) {
+    this.#handler = handler;
+    this.#options = options;
+    this.#hooks = hooks;
+  }
+
+  start(): void {
+    this.#stopped = false;
+    this.#pump();
+  }
+
+  /** Stops taking work, cancels pending retries, and waits for the running items to end. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    for (const timer of this.#timers.values()) clearTimeout(timer);
+    this.#timers.clear();
+    this.#ready.clear();
+    this.#dirty.clear();
+    if (this.#running.size > 0) await new Promise<void>((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  add(key: string): void {
+    if (this.#running.has(key)) {
+      this.#dirty.add(key);
+      return;
+    }
+    const timer = this.#timers.get(key);
+    if (timer) {
+      clearTimeout(timer);
+      this.#timers.delete(key);
+    }
+    this.#ready.add(key);
+    this.#pump();
+  }
+
+  addAfter(key: string, delayMs: number): void {
+    if (this.#stopped || this.#timers.has(key)) return;
+    const timer = setTimeout(() => {
+      this.#timers.delete(key);
+      this.add(key);
+    }, delayMs);
+    timer.unref();
+    this.#timers.set(key, timer);
+  }
+
+  /** Items waiting or running (the queue-depth metric). */
+  depth(): number {
+    return this.#ready.size + this.#running.size + this.#timers.size;
+  }
+
+  /** Current retry delay of an item: base × 2^failures, capped. */
+  backoffMs(failures: number): number {
+    return Math.min(this.#options.maxDelayMs, this.#options.baseDelayMs * 2 ** Math.max(0, failures - 1));
+  }
+
+  #pump(): void {
+    while (!this.#stopped && this.#running.size < this.#options.concurrency && this.#ready.size > 0) {
+      const key = this.#ready.values().next().value as string;
+      this.#ready.delete(key);
+      this.#running.add(key);
+      void this.#run(key);
+    }
+  }
+
+  async #run(key: string): Promise<void> {
+    try {
+      await this.#handler(key);
+      this.#failures.delete(key);
+      this.#hooks.onResult?.(key, 'success');
+    } catch (error) {
+      const failures = (this.#failures.get(key) ?? 0) + 1;
+      this.#failures.set(key, failures);
+      this.#hooks.onResult?.(key, 'error', error);
+      this.addAfter(key, this.backoffMs(failures));
+    } finally {
+      this.#running.delete(key);
+      if (this.#dirty.delete(key) && !this.#stopped) this.add(key);
+      if (this.#running.size === 0) this.#idleWaiters.splice(0).forEach((resolve) => resolve());
+      this.#pump();
+    }
+  }
+}

@@ -1,0 +1,55 @@
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { admissionResponse } from './admission.ts';
+
+const log = pino({ level: 'silent' });
+const options = { image: 'gw-sidecar:test', redisUrl: undefined, envSecretName: undefined };
+
+const review = (object: unknown, kind = { group: '', version: 'v1', kind: 'Pod' }) =>
+  JSON.stringify({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: { uid: 'uid-1', kind, namespace: 'ns', operation: 'CREATE', object },
+  });
+
+interface Answer {
+  response: { uid: string; allowed: boolean; patchType?: string; patch?: string; status?: { code: number; message: string } };
+}
+
+describe('admissionResponse', () => {
+  it('answers an annotated pod with a base64 JSONPatch that adds the sidecar', () => {
+    const { status, body } = admissionResponse(
+      review({ metadata: { annotations: { 'gw.dev/inject': 'true', 'gw.dev/apis': 'a1' } }, spec: { containers: [{ name: 'app' }] } }),
+      options,
+      log,
+    );
+    expect(status).toBe(200);
+    const answer = body as Answer;
+    expect(answer.response).toMatchObject({ uid: 'uid-1', allowed: true, patchType: 'JSONPatch' });
+    const patch = JSON.parse(Buffer.from(answer.response.patch!, 'base64').toString('utf8')) as Array<{ path: string }>;
+    expect(patch.map((op) => op.path)).toEqual(['/spec/initContainers', '/metadata/annotations/gw.dev~1injected']);
+  });
+
+  it('allows other pods and other kinds without a patch', () => {
+    for (const text of [review({ metadata: {}, spec: { containers: [] } }), review({ metadata: {} }, { group: 'apps', version: 'v1', kind: 'Deployment' })]) {
+      const answer = admissionResponse(text, options, log).body as Answer;
+      expect(answer.response).toEqual({ uid: 'uid-1', allowed: true });
+    }
+  });
+
+  it('denies a pod with an invalid api list, saying why', () => {
+    const answer = admissionResponse(review({ metadata: { annotations: { 'gw.dev/inject': 'true', 'gw.dev/apis': 'a;b' } }, spec: { containers: [] } }), options, log)
+      .body as Answer;
+    expect(answer.response.allowed).toBe(false);
+    expect(answer.response.status?.code).toBe(400);
+    expect(answer.response.status?.message).toContain('gw.dev/apis');
+  });
+
+  it('rejects bodies that are not AdmissionReviews with 400 and a JSON error', () => {
+    for (const text of ['not json', '{}', JSON.stringify({ apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: {} }), '[]']) {
+      const { status, body } = admissionResponse(text, options, log);
+      expect(status).toBe(400);
+      expect((body as { error: string }).error).toMatch(/JSON|AdmissionReview/);
+    }
+  });
+});

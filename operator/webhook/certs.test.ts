@@ -1,0 +1,33 @@
+import { X509Certificate } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { issueCa, issueServing, rotationNeeded, servingNames, SERVING_DAYS } from './certs.ts';
+
+const DAY = 86_400_000;
+
+describe('webhook certificates', () => {
+  it('issues a CA and a serving certificate it signed, covering the service names and loopback', async () => {
+    const names = servingNames('gw-webhook', 'gw-system');
+    expect(names.dns).toContain('gw-webhook.gw-system.svc');
+    const pki = await issueServing(await issueCa(), names);
+    const ca = new X509Certificate(pki.caCert);
+    const serving = new X509Certificate(pki.tlsCert);
+    expect(ca.ca).toBe(true);
+    expect(serving.checkIssued(ca)).toBe(true);
+    expect(serving.verify(ca.publicKey)).toBe(true);
+    expect(serving.checkHost('gw-webhook.gw-system.svc')).toBe('gw-webhook.gw-system.svc');
+    expect(serving.checkIP('127.0.0.1')).toBe('127.0.0.1');
+    expect(rotationNeeded(pki, names)).toBe('none');
+  }, 30_000);
+
+  it('asks for rotation when missing, near expiry, for other names, or unreadable', async () => {
+    const names = servingNames(undefined, 'x');
+    const pki = await issueServing(await issueCa(), names);
+    expect(rotationNeeded(undefined, names)).toBe('ca');
+    expect(rotationNeeded(pki, names, Date.now() + (SERVING_DAYS - 10) * DAY)).toBe('serving');
+    expect(rotationNeeded(pki, names, Date.now() + 300 * DAY)).toBe('ca');
+    expect(rotationNeeded(pki, servingNames('other', 'ns'))).toBe('serving');
+    expect(rotationNeeded({ ...pki, caCert: 'garbage' }, names)).toBe('ca');
+    const otherCa = await issueCa();
+    expect(rotationNeeded({ ...pki, caCert: otherCa.caCert, caKey: otherCa.caKey }, names)).toBe('serving');
+  }, 30_000);
+});

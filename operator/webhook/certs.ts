@@ -1,0 +1,92 @@
+import { execFile } from 'node:child_process';
+import { randomBytes, X509Certificate } from 'node:crypto';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** The webhook's PKI as stored in its Secret (PEM strings). */
+export interface WebhookPki {
+  caCert: string;
+  caKey: string;
+  tlsCert: string;
+  tlsKey: string;
+}
+
+export const CA_DAYS = 365;
+export const SERVING_DAYS = 90;
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+/** DNS names of the webhook Service, and loopback for the URL form used outside a cluster. */
+export function servingNames(service: string | undefined, namespace: string): { dns: string[]; ips: string[] } {
+  const dns = service ? [service, `${service}.${namespace}`, `${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`] : [];
+  return { dns: dns.length > 0 ? dns : ['localhost'], ips: ['127.0.0.1'] };
+}
+
+/**
+ * Whether the PKI must be (re)issued: missing, a CA or serving certificate in the last
+ * third of its life, or a serving certificate that does not cover the current names.
+ * node:crypto can read X.509 but not write it, hence openssl below for issuing.
+ */
+export function rotationNeeded(pki: WebhookPki | undefined, names: { dns: string[]; ips: string[] }, now = Date.now()): 'ca' | 'serving' | 'none' {
+  if (!pki) return 'ca';
+  try {
+    const ca = new X509Certificate(pki.caCert);
+    const serving = new X509Certificate(pki.tlsCert);
+    if (nearExpiry(ca, now)) return 'ca';
+    if (!serving.checkIssued(ca) || nearExpiry(serving, now)) return 'serving';
+    const covered = names.dns.every((dns) => serving.checkHost(dns, { wildcards: false }) === dns) && names.ips.every((ip) => serving.checkIP(ip) === ip);
+    return covered ? 'none' : 'serving';
+  } catch {
+    return 'ca';
+  }
+}
+
+function nearExpiry(cert: X509Certificate, now: number): boolean {
+  const from = Date.parse(cert.validFrom);
+  const to = Date.parse(cert.validTo);
+  return now > to - (to - from) / 3 || now < from - DAY_MS;
+}
+
+async function openssl(dir: string, args: string[]): Promise<void> {
+  await run('openssl', args, { cwd: dir, timeout: 30_000 });
+}
+
+/** A new self-signed CA (P-256). */
+export async function issueCa(): Promise<Pick<WebhookPki, 'caCert' | 'caKey'>> {
+  const dir = await mkdtemp(join(tmpdir(), 'gw-ca-'));
+  try {
+    await openssl(dir, [
+      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+      '-keyout', 'ca.key', '-out', 'ca.crt', '-days', String(CA_DAYS), '-subj', '/CN=gw-webhook-ca',
+      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+    ]);
+    return { caCert: await readFile(join(dir, 'ca.crt'), 'utf8'), caKey: await readFile(join(dir, 'ca.key'), 'utf8') };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** A serving certificate signed by the CA for the given names. */
+export async function issueServing(ca: Pick<WebhookPki, 'caCert' | 'caKey'>, names: { dns: string[]; ips: string[] }): Promise<WebhookPki> {
+  const dir = await mkdtemp(join(tmpdir(), 'gw-tls-'));
+  try {
+    await writeFile(join(dir, 'ca.crt'), ca.caCert);
+    await writeFile(join(dir, 'ca.key'), ca.caKey, { mode: 0o600 });
+    const san = [...names.dns.map((d) => `DNS:${d}`), ...names.ips.map((ip) => `IP:${ip}`)].join(',');
+    await writeFile(
+      join(dir, 'ext.cnf'),
+      `subjectAltName=${san}\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\nbasicConstraints=critical,CA:FALSE\n`,
+    );
+    await openssl(dir, ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'tls.key', '-out', 'tls.csr', '-subj', `/CN=${names.dns[0]}`]);
+    await openssl(dir, [
+      'x509', '-req', '-in', 'tls.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', `0x${randomBytes(16).toString('hex')}`,
+      '-days', String(SERVING_DAYS), '-extfile', 'ext.cnf', '-out', 'tls.crt',
+    ]);
+    return { ...ca, tlsCert: await readFile(join(dir, 'tls.crt'), 'utf8'), tlsKey: await readFile(join(dir, 'tls.key'), 'utf8') };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,69 @@
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { injectionPatch, SIDECAR_NAME, type JsonPatchOp } from './injector.ts';
+
+const options = { image: 'registry.example/gw-sidecar:1.0', redisUrl: 'redis://redis:6379', envSecretName: 'gw-sidecar-env' };
+
+const pod = (annotations: Record<string, string> | undefined, initContainers?: V1Container[]): V1Pod => ({
+  metadata: { name: 'app', annotations },
+  spec: { containers: [{ name: 'app', image: 'app:1' }], ...(initContainers ? { initContainers } : {}) },
+});
+
+function patchOf(result: ReturnType<typeof injectionPatch>): JsonPatchOp[] {
+  if ('denied' in result) throw new Error(result.denied);
+  return result.patch;
+}
+
+describe('injectionPatch', () => {
+  it('adds the gateway as a native sidecar with apis, identity, ports, probes and a locked-down securityContext', () => {
+    const patch = patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/apis': 'orders, users' }), options));
+    expect(patch[0]!.op).toBe('add');
+    expect(patch[0]!.path).toBe('/spec/initContainers');
+    const container = (patch[0]!.value as V1Container[])[0]!;
+    expect(container.name).toBe(SIDECAR_NAME);
+    expect(container.image).toBe(options.image);
+    expect(container.restartPolicy).toBe('Always');
+    const env = Object.fromEntries((container.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom?.fieldRef?.fieldPath]));
+    expect(env).toMatchObject({
+      GW_APIS: 'orders,users',
+      GW_NAMESPACE: 'metadata.namespace',
+      GW_INSTANCE_ID: 'metadata.name',
+      GW_REDIS_URL: 'redis://redis:6379',
+    });
+    expect(container.envFrom).toEqual([{ secretRef: { name: 'gw-sidecar-env', optional: true } }]);
+    expect(container.ports?.map((p) => p.containerPort)).toEqual([8080, 8081, 8082]);
+    expect(container.readinessProbe?.httpGet?.path).toBe('/readyz');
+    expect(container.livenessProbe?.httpGet?.path).toBe('/healthz');
+    expect(container.startupProbe?.httpGet?.port).toBe('gw-health');
+    expect(container.resources?.requests).toEqual({ cpu: '50m', memory: '64Mi' });
+    expect(container.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+    expect(patch[1]).toEqual({ op: 'add', path: '/metadata/annotations/gw.dev~1injected', value: 'true' });
+  });
+
+  it('puts the sidecar first among existing init containers', () => {
+    const patch = patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }, [{ name: 'migrate', image: 'm:1' }]), options));
+    expect(patch[0]!.path).toBe('/spec/initContainers/0');
+    expect((patch[0]!.value as V1Container).env?.find((e) => e.name === 'GW_APIS')?.value).toBe('*');
+  });
+
+  it('leaves pods that do not ask for it, or already have it, unchanged', () => {
+    expect(patchOf(injectionPatch(pod(undefined), options))).toEqual([]);
+    expect(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'false' }), options))).toEqual([]);
+    expect(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }, [{ name: SIDECAR_NAME, image: 'x' }]), options))).toEqual([]);
+  });
+
+  it('denies an invalid api list with a message naming the annotation', () => {
+    for (const apis of ['a,,b', '../etc', 'x y;z', ',']) {
+      const result = injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/apis': apis }), options);
+      expect(result).toHaveProperty('denied');
+      expect((result as { denied: string }).denied).toContain('gw.dev/apis');
+    }
+  });
+
+  it('omits Redis and env secret when not configured', () => {
+    const patch = patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), { image: 'i', redisUrl: undefined, envSecretName: undefined }));
+    const container = (patch[0]!.value as V1Container[])[0]!;
+    expect(container.env?.some((e) => e.name === 'GW_REDIS_URL')).toBe(false);
+    expect(container.envFrom).toBeUndefined();
+  });
+});

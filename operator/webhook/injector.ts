@@ -1,0 +1,92 @@
+import type { V1Container, V1Pod } from '@kubernetes/client-node';
+
+export const INJECT_ANNOTATION = 'gw.dev/inject';
+export const APIS_ANNOTATION = 'gw.dev/apis';
+export const INJECTED_ANNOTATION = 'gw.dev/injected';
+export const SIDECAR_NAME = 'gw-sidecar';
+
+export const SIDECAR_PORTS = { proxy: 8080, admin: 8081, health: 8082 } as const;
+
+export interface SidecarOptions {
+  image: string;
+  redisUrl: string | undefined;
+  /** A Secret whose keys become the sidecar's environment (admin and portal secrets, Redis password). */
+  envSecretName: string | undefined;
+}
+
+export interface JsonPatchOp {
+  op: 'add' | 'replace';
+  path: string;
+  value: unknown;
+}
+
+export type InjectionResult = { patch: JsonPatchOp[] } | { denied: string };
+
+/** api_id values: what the compile step accepts as an id, comma separated; `*` = all. */
+const API_LIST = /^(\*|[A-Za-z0-9][A-Za-z0-9._:-]{0,252}(,[A-Za-z0-9][A-Za-z0-9._:-]{0,252})*)$/;
+
+/**
+ * The JSONPatch that adds the gateway to a pod as a native sidecar (an init container
+ * with restartPolicy Always, first so it is up before other init containers run). A pod
+ * not asking for it, or already carrying it, gets an empty patch: re-invocation and
+ * re-submission change nothing.
+ */
+export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionResult {
+  const annotations = pod.metadata?.annotations ?? {};
+  if (annotations[INJECT_ANNOTATION] !== 'true') return { patch: [] };
+  const all = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
+  if (all.some((c) => c.name === SIDECAR_NAME)) return { patch: [] };
+  const apis = (annotations[APIS_ANNOTATION] ?? '*').replace(/\s+/g, '');
+  if (!API_LIST.test(apis)) {
+    return { denied: `annotation ${APIS_ANNOTATION} must be a comma-separated list of api_id values or "*", got ${JSON.stringify(apis.slice(0, 100))}` };
+  }
+  const container = sidecarContainer(apis, options);
+  const patch: JsonPatchOp[] = pod.spec?.initContainers
+    ? [{ op: 'add', path: '/spec/initContainers/0', value: container }]
+    : [{ op: 'add', path: '/spec/initContainers', value: [container] }];
+  patch.push({ op: 'add', path: `/metadata/annotations/${INJECTED_ANNOTATION.replace('/', '~1')}`, value: 'true' });
+  return { patch };
+}
+
+export function sidecarContainer(apis: string, options: SidecarOptions): V1Container {
+  const env: NonNullable<V1Container['env']> = [
+    { name: 'GW_APIS', value: apis },
+    { name: 'GW_NAMESPACE', valueFrom: { fieldRef: { fieldPath: 'metadata.namespace' } } },
+    { name: 'GW_INSTANCE_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    { name: 'GW_LISTEN', value: `0.0.0.0:${SIDECAR_PORTS.proxy}` },
+    { name: 'GW_ADMIN_LISTEN', value: `0.0.0.0:${SIDECAR_PORTS.admin}` },
+    { name: 'GW_HEALTH_LISTEN', value: `0.0.0.0:${SIDECAR_PORTS.health}` },
+  ];
+  if (options.redisUrl) env.push({ name: 'GW_REDIS_URL', value: options.redisUrl });
+  const probe = (path: string, periodSeconds: number, failureThreshold: number) => ({
+    httpGet: { path, port: 'gw-health' },
+    periodSeconds,
+    failureThreshold,
+    timeoutSeconds: 2,
+  });
+  return {
+    name: SIDECAR_NAME,
+    image: options.image,
+    restartPolicy: 'Always',
+    env,
+    ...(options.envSecretName ? { envFrom: [{ secretRef: { name: options.envSecretName, optional: true } }] } : {}),
+    ports: [
+      { name: 'gw-proxy', containerPort: SIDECAR_PORTS.proxy, protocol: 'TCP' },
+      { name: 'gw-admin', containerPort: SIDECAR_PORTS.admin, protocol: 'TCP' },
+      { name: 'gw-health', containerPort: SIDECAR_PORTS.health, protocol: 'TCP' },
+    ],
+    resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+    startupProbe: probe('/healthz', 1, 60),
+    livenessProbe: probe('/healthz', 10, 3),
+    readinessProbe: probe('/readyz', 5, 3),
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: 65532,
+      runAsGroup: 65532,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+  };
+}

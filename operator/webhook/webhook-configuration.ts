@@ -1,0 +1,71 @@
+import { createHash } from 'node:crypto';
+import { AdmissionregistrationV1Api, ApiException, type KubeConfig, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+
+export const WEBHOOK_CONFIGURATION = 'gw-sidecar-injector';
+
+export interface WebhookTarget {
+  /** Explicit URL (outside a cluster, tests): https://127.0.0.1:PORT/mutate. */
+  url?: string;
+  /** Or the Service in front of the operator pods. */
+  service?: { name: string; namespace: string; port: number };
+  failurePolicy: 'Fail' | 'Ignore';
+  /** Namespaces never injected into (the operator's own, kube-system). */
+  excludedNamespaces: string[];
+}
+
+export function webhookConfiguration(target: WebhookTarget, caBundle: string): V1MutatingWebhookConfiguration {
+  const clientConfig = target.url
+    ? { url: target.url, caBundle }
+    : { service: { name: target.service?.name ?? '', namespace: target.service?.namespace ?? '', port: target.service?.port ?? 443, path: '/mutate' }, caBundle };
+  return {
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    kind: 'MutatingWebhookConfiguration',
+    metadata: { name: WEBHOOK_CONFIGURATION, labels: { 'app.kubernetes.io/managed-by': 'gw-operator' } },
+    webhooks: [
+      {
+        name: 'inject.gw.dev',
+        admissionReviewVersions: ['v1'],
+        sideEffects: 'None',
+        failurePolicy: target.failurePolicy,
+        matchPolicy: 'Equivalent',
+        timeoutSeconds: 5,
+        reinvocationPolicy: 'IfNeeded',
+        clientConfig,
+        rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
+        // Annotations cannot be selected on; these let a namespace or pod opt out without a call.
+        namespaceSelector: {
+          matchExpressions: [
+            { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: target.excludedNamespaces },
+            { key: 'gw.dev/inject', operator: 'NotIn', values: ['disabled'] },
+          ],
+        },
+        objectSelector: { matchExpressions: [{ key: 'gw.dev/inject', operator: 'NotIn', values: ['disabled'] }] },
+      },
+    ],
+  };
+}
+
+/** Creates or replaces the webhook configuration (caBundle, target, failure policy). */
+export async function applyWebhookConfiguration(kc: KubeConfig, desired: V1MutatingWebhookConfiguration): Promise<void> {
+  const api = kc.makeApiClient(AdmissionregistrationV1Api);
+  // The API server fills defaults into what it stores, so "changed" is judged on a hash of what we wrote.
+  const hash = createHash('sha256').update(JSON.stringify(desired.webhooks)).digest('hex');
+  const body = { ...desired, metadata: { ...desired.metadata, annotations: { 'gw.dev/config-hash': hash } } };
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    let current: V1MutatingWebhookConfiguration | undefined;
+    try {
+      current = await api.readMutatingWebhookConfiguration({ name: WEBHOOK_CONFIGURATION });
+    } catch (error) {
+      if (!(error instanceof ApiException) || error.code !== 404) throw error;
+    }
+    try {
+      if (!current) await api.createMutatingWebhookConfiguration({ body });
+      else if (current.metadata?.annotations?.['gw.dev/config-hash'] !== hash) {
+        await api.replaceMutatingWebhookConfiguration({ name: WEBHOOK_CONFIGURATION, body: { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata?.resourceVersion } } });
+      }
+      return;
+    } catch (error) {
+      if (!(error instanceof ApiException) || error.code !== 409) throw error;
+    }
+  }
+}

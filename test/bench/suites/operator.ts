@@ -1,0 +1,227 @@
+/**
+ * Operator benchmark (issue 6): the time from applying an ApiDefinition to its compiled
+ * ConfigMap existing (p50/p99 over 100 sequential applies), against the API server's own
+ * floor (create a ConfigMap, see its watch event) measured the same way in the same run;
+ * and the time and peak memory (VmHWM of the operator process) to reconcile 1,000
+ * ApiDefinitions and 10,000 Keys from scratch. BENCH_QUICK=1 uses 20 applies, 100 APIs
+ * and 1,000 Keys. The operator runs as its own process (`operator/main.ts`).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
+import { Redis } from 'ioredis';
+import { kinds } from '../../../crds/kinds.ts';
+import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
+
+const root = new URL('../../../', import.meta.url).pathname;
+const quick = process.env.BENCH_QUICK === '1';
+const APPLIES = quick ? 20 : 100;
+const SCRATCH_APIS = quick ? 100 : 1_000;
+const SCRATCH_KEYS = quick ? 1_000 : 10_000;
+const POLICIES = 20;
+const SUITE = 'operator';
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+
+interface OperatorProcess {
+  child: ChildProcess;
+  healthPort: number;
+  stop(): Promise<void>;
+  peakRssBytes(): number;
+  rssBytes(): number;
+}
+
+async function spawnOperator(kubeconfig: string, redisUrl: string, namespace: string): Promise<OperatorProcess> {
+  const healthPort = await freePort();
+  const child = spawn(
+    process.execPath,
+    ['operator/main.ts', '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
+    { cwd: root, env: { ...process.env, GW_LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${healthPort}/healthz`)).ok) break;
+    } catch {
+      if (Date.now() > deadline || child.exitCode !== null) throw new Error('operator did not start');
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    child,
+    healthPort,
+    peakRssBytes: () => procStatusBytes(child, 'VmHWM'),
+    rssBytes: () => procStatusBytes(child, 'VmRSS'),
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+      }),
+  };
+}
+
+function procStatusBytes(child: ChildProcess, field: 'VmHWM' | 'VmRSS'): number {
+  const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+  return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
+}
+
+function apiBody(name: string) {
+  return {
+    apiVersion: 'gw.dev/v1alpha1',
+    kind: 'ApiDefinition',
+    metadata: { name },
+    spec: {
+      api_id: name,
+      use_keyless: false,
+      proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' },
+      global_rate_limit: { rate: 100, per: 60 },
+      use_extended_paths: true,
+      extended_paths: { rate_limit: [{ path: '/users/[0-9]+', method: 'GET', rate: 10, per: 1 }] },
+    },
+  };
+}
+
+/** Waits for the ADDED watch event of each name in turn; `act` creates the object. */
+async function timeToWatchEvent(kc: KubeConfig, namespace: string, names: string[], act: (name: string) => Promise<unknown>): Promise<number[]> {
+  const seen = new Map<string, () => void>();
+  const watch = new Watch(kc);
+  const request = await watch.watch(
+    `/api/v1/namespaces/${namespace}/configmaps`,
+    {},
+    (phase, obj: { metadata?: { name?: string } }) => {
+      if (phase === 'ADDED') seen.get(obj.metadata?.name ?? '')?.();
+    },
+    () => undefined,
+  );
+  const times: number[] = [];
+  try {
+    for (const name of names) {
+      const target = name.startsWith('floor-') ? name : `gw-api-${name}`;
+      const appeared = new Promise<void>((resolve) => seen.set(target, resolve));
+      const start = performance.now();
+      await act(name);
+      await appeared;
+      times.push(performance.now() - start);
+    }
+  } finally {
+    request.abort();
+  }
+  return times.sort((a, b) => a - b);
+}
+
+async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+  for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
+}
+
+async function metricsIdle(healthPort: number): Promise<boolean> {
+  const text = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
+  const depths = [...text.matchAll(/^gw_operator_queue_depth\{[^}]*\} (\d+)/gm)].map((m) => Number(m[1]));
+  return depths.length === 5 && depths.every((d) => d === 0);
+}
+
+async function applyLatency(ctx: BenchContext, kc: KubeConfig, kubeconfig: string, redisUrl: string): Promise<BenchRow[]> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const namespace = 'bench-apply';
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  const floor = await timeToWatchEvent(kc, namespace, Array.from({ length: APPLIES }, (_, i) => `floor-${i}`), (name) =>
+    core.createNamespacedConfigMap({ namespace, body: { metadata: { name }, data: { 'config.json': '{}' } } }),
+  );
+  const operator = await spawnOperator(kubeconfig, redisUrl, namespace);
+  await new Promise((r) => setTimeout(r, 1_000));
+  const idleRss = operator.rssBytes() / (1024 * 1024);
+  try {
+    const { group, version, plural } = kinds.ApiDefinition;
+    const times = await timeToWatchEvent(kc, namespace, Array.from({ length: APPLIES }, (_, i) => `apply-${i}`), (name) =>
+      custom.createNamespacedCustomObject({ group, version, namespace, plural, body: apiBody(name) }),
+    );
+    ctx.log(`apply→ConfigMap p50 ${percentile(times, 50).toFixed(1)} ms, floor p50 ${percentile(floor, 50).toFixed(1)} ms`);
+    return [
+      { suite: SUITE, name: 'RSS of an idle operator (no objects)', value: idleRss, unit: 'MiB' },
+      { suite: SUITE, name: 'API server floor: create ConfigMap → watch event p50', value: percentile(floor, 50), unit: 'ms' },
+      { suite: SUITE, name: 'API server floor: create ConfigMap → watch event p99', value: percentile(floor, 99), unit: 'ms' },
+      { suite: SUITE, name: `apply ApiDefinition → ConfigMap exists p50 (${APPLIES} applies)`, value: percentile(times, 50), unit: 'ms', baseline: 'API server floor: create ConfigMap → watch event p50' },
+      { suite: SUITE, name: `apply ApiDefinition → ConfigMap exists p99 (${APPLIES} applies)`, value: percentile(times, 99), unit: 'ms', baseline: 'API server floor: create ConfigMap → watch event p99' },
+    ];
+  } finally {
+    await operator.stop();
+  }
+}
+
+async function fromScratch(ctx: BenchContext, kc: KubeConfig, kubeconfig: string, redisUrl: string): Promise<BenchRow[]> {
+  const core = kc.makeApiClient(CoreV1Api);
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const namespace = 'bench-scratch';
+  await core.createNamespace({ body: { metadata: { name: namespace } } });
+  const apis = Array.from({ length: SCRATCH_APIS }, (_, i) => `scratch-${i}`);
+  const create = (kind: keyof typeof kinds, body: Record<string, unknown>) => {
+    const { group, version, plural } = kinds[kind];
+    return custom.createNamespacedCustomObject({ group, version, namespace, plural, body: { apiVersion: `${group}/${version}`, kind, ...body } });
+  };
+  ctx.log(`creating ${SCRATCH_APIS} ApiDefinitions, ${POLICIES} Policies and ${SCRATCH_KEYS} Keys`);
+  await inBatches(apis, 32, (name) => create('ApiDefinition', apiBody(name)));
+  const perPolicy = Math.ceil(SCRATCH_APIS / POLICIES);
+  await inBatches(Array.from({ length: POLICIES }, (_, p) => p), 10, (p) =>
+    create('Policy', {
+      metadata: { name: `plan-${p}` },
+      spec: { rate: 10, per: 60, access_rights: Object.fromEntries(apis.slice(p * perPolicy, (p + 1) * perPolicy).map((id) => [id, {}])) },
+    }),
+  );
+  await inBatches(Array.from({ length: SCRATCH_KEYS }, (_, k) => k), 64, (k) =>
+    create('Key', { metadata: { name: `key-${k}` }, spec: { alias: `key-${k}`, apply_policies: [`plan-${k % POLICIES}`] } }),
+  );
+  const redis = new Redis(redisUrl);
+  await redis.flushdb();
+  const started = performance.now();
+  const operator = await spawnOperator(kubeconfig, redisUrl, namespace);
+  try {
+    const deadline = Date.now() + (quick ? 120_000 : 900_000);
+    for (;;) {
+      const [configMaps, sessions] = await Promise.all([
+        core.listNamespacedConfigMap({ namespace, labelSelector: 'app.kubernetes.io/managed-by=gw-operator' }).then((l) => l.items.length),
+        redis.dbsize(),
+      ]);
+      if (configMaps === SCRATCH_APIS && sessions === SCRATCH_KEYS && (await metricsIdle(operator.healthPort))) break;
+      if (Date.now() > deadline) throw new Error(`not reconciled in time: ${configMaps} ConfigMaps, ${sessions} sessions`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const peak = operator.peakRssBytes() / (1024 * 1024);
+    const metrics = await (await fetch(`http://127.0.0.1:${operator.healthPort}/metrics`)).text();
+    const series = (name: string) => [...metrics.matchAll(new RegExp(`^${name}\\{kind="(\\w+)"[^}]*\\} ([\\d.]+)`, 'gm'))].map((m) => `${m[1]} ${Number(m[2]).toFixed(0)}`);
+    ctx.log(`reconciles: ${series('gw_operator_reconciles_total').join(', ')}; seconds spent: ${series('gw_operator_reconcile_duration_seconds_sum').join(', ')}`);
+    ctx.log(`from scratch: ${seconds.toFixed(1)} s, peak RSS ${peak.toFixed(0)} MiB`);
+    return [
+      { suite: SUITE, name: `reconcile ${SCRATCH_APIS} ApiDefinitions + ${SCRATCH_KEYS} Keys from scratch`, value: seconds, unit: 's' },
+      { suite: SUITE, name: 'peak RSS of the operator during it', value: peak, unit: 'MiB', baseline: 'RSS of an idle operator (no objects)' },
+    ];
+  } finally {
+    await operator.stop();
+    redis.disconnect();
+  }
+}
+
+const suite: BenchSuite = async (ctx) => {
+  const kubeconfig = await ctx.kubeconfig();
+  const base = await ctx.redisUrl();
+  // A database of its own, so counting sessions counts only this suite's.
+  const redisUrl = `${base.replace(/\/\d*$/, '')}/7`;
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  return [...(await applyLatency(ctx, kc, kubeconfig, redisUrl)), ...(await fromScratch(ctx, kc, kubeconfig, redisUrl))];
+};
+
+export default suite;

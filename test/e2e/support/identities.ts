@@ -1,0 +1,93 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse, parseAllDocuments, stringify } from 'yaml';
+import { REPO_ROOT } from './processes.ts';
+
+type Kubectl = (args: string[], opts?: { input?: string; allowFail?: boolean }) => Promise<{ code: number; stdout: string; stderr: string }>;
+
+export interface PodIdentities {
+  /** Kubeconfig of the chart's operator ServiceAccount. */
+  operatorKubeconfig: string;
+  /** Kubeconfig of the chart's admin gateway ServiceAccount (the gateway that serves the admin operations). */
+  gatewayKubeconfig: string;
+  /** Removes the cluster-scoped RBAC objects (namespaced ones go with the namespace's resources). */
+  cleanup(): Promise<void>;
+}
+
+export interface IdentityOptions {
+  helmBin: string;
+  /** Cluster-admin kubeconfig: server and CA are reused, the user is replaced by a token. */
+  kubeconfig: string;
+  namespace: string;
+  dir: string;
+  kubectl: Kubectl;
+}
+
+const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
+const COMPONENT = 'app.kubernetes.io/component';
+
+interface Manifest {
+  kind: string;
+  metadata: { name: string; labels?: Record<string, string> };
+}
+
+function helmTemplate(helmBin: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(helmBin, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.once('error', reject);
+    child.once('close', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`helm ${args.join(' ')} exited with ${code}: ${stderr.trim()}`))));
+  });
+}
+
+function tokenKubeconfig(adminKubeconfig: string, token: string, path: string): string {
+  const config = parse(readFileSync(adminKubeconfig, 'utf8')) as { users: { name: string; user: Record<string, string> }[] };
+  config.users = config.users.map((u) => ({ name: u.name, user: { token } }));
+  writeFileSync(path, stringify(config), { mode: 0o600 });
+  return path;
+}
+
+/**
+ * The identities the chart gives the operator and the admin gateway, as a pod would run
+ * with them: the chart's own ServiceAccounts and RBAC (rendered by `helm template` for a
+ * release watching only `namespace`), and a token of each ServiceAccount. Running the
+ * processes with these proves the chart's least-privilege roles are enough for what they do.
+ */
+export async function chartIdentities(o: IdentityOptions): Promise<PodIdentities> {
+  const release = `e2e-${randomBytes(3).toString('hex')}`;
+  const rendered = await helmTemplate(o.helmBin, [
+    'template', release, join(REPO_ROOT, 'charts', 'gw'),
+    '--namespace', o.namespace,
+    '--kube-version', '1.32.0',
+    '--set', `watchNamespaces={${o.namespace}}`,
+  ]);
+  const rbac = parseAllDocuments(rendered)
+    .map((doc) => doc.toJS() as Manifest | null)
+    .filter((m): m is Manifest => m !== null && RBAC_KINDS.has(m.kind));
+  const cleanup = async (): Promise<void> => {
+    await o.kubectl(['delete', 'clusterrole,clusterrolebinding', '-l', `app.kubernetes.io/instance=${release}`, '--ignore-not-found'], { allowFail: true });
+  };
+  await o.kubectl(['apply', '-n', o.namespace, '-f', '-'], { input: rbac.map((m) => stringify(m)).join('---\n') });
+  const account = (component: string): string => {
+    const found = rbac.find((m) => m.kind === 'ServiceAccount' && m.metadata.labels?.[COMPONENT] === component);
+    if (!found) throw new Error(`the chart renders no ServiceAccount for the ${component}`);
+    return found.metadata.name;
+  };
+  const token = async (serviceAccount: string): Promise<string> =>
+    (await o.kubectl(['create', 'token', serviceAccount, '-n', o.namespace, '--duration', '1h'])).stdout.trim();
+  try {
+    return {
+      operatorKubeconfig: tokenKubeconfig(o.kubeconfig, await token(account('operator')), join(o.dir, 'operator.kubeconfig')),
+      gatewayKubeconfig: tokenKubeconfig(o.kubeconfig, await token(account('admin')), join(o.dir, 'gateway.kubeconfig')),
+      cleanup,
+    };
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+}

@@ -1,0 +1,261 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { parseAllDocuments } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sessionKey } from '../../../common/redis-keys.ts';
+import { compiledConfigSchema, type CompiledConfig } from '../../../crds/compiled.ts';
+import type { KindName } from '../../../crds/kinds.ts';
+import type { Operator } from '../../../operator/operator.ts';
+import { createNamespace, kubeConfig, kubectl, testEnv } from '../../harness/index.ts';
+import { client, ready, startOperator, waitFor } from './support.ts';
+
+const examplesDir = join(import.meta.dirname, '../../../examples');
+
+interface ExampleObject {
+  kind: KindName;
+  name: string;
+}
+
+function exampleObjects(): ExampleObject[] {
+  return readdirSync(examplesDir)
+    .filter((f) => f.endsWith('.yaml'))
+    .flatMap((f) => parseAllDocuments(readFileSync(join(examplesDir, f), 'utf8')).map((doc) => doc.toJS() as { kind: KindName; metadata: { name: string } } | null))
+    .filter((o): o is { kind: KindName; metadata: { name: string } } => o !== null)
+    .map((o) => ({ kind: o.kind, name: o.metadata.name }));
+}
+
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
+
+describe('operator: examples, configs, references, drift, keys', () => {
+  const kc = kubeConfig();
+  const c = client(kc);
+  let ns: string;
+  let operator: Operator;
+  let redis: Redis;
+
+  const configOf = async (apiName: string): Promise<CompiledConfig | undefined> => {
+    const cm = await c.configMap(ns, `gw-api-${apiName}`);
+    const json = cm?.data?.['config.json'];
+    return json ? compiledConfigSchema.parse(JSON.parse(json)) : undefined;
+  };
+  const waitReady = (kind: KindName, name: string, want = 'True', namespace = ns) =>
+    waitFor(`${kind} ${name} Ready=${want}`, async () => {
+      const obj = await c.get(kind, namespace, name);
+      const cond = ready(obj);
+      return cond?.status === want && obj?.status?.observedGeneration === obj?.metadata.generation ? obj : undefined;
+    });
+  const api = (name: string, apiId: string, extra: Record<string, unknown> = {}) =>
+    c.create('ApiDefinition', ns, {
+      metadata: { name },
+      spec: { api_id: apiId, use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' }, ...extra },
+    });
+
+  /** The ConfigMap of an ApiDefinition per the contract: labels, owner, hash of its data, the API and its policies. */
+  async function expectCompiledConfigMap(name: string): Promise<void> {
+    const resource = (await c.get('ApiDefinition', ns, name))!;
+    const status = resource.status ?? {};
+    const cm = await c.configMap(ns, `gw-api-${name}`);
+    expect(cm, `ConfigMap of ${name}`).toBeDefined();
+    const meta = cm!.metadata!;
+    expect(meta.labels).toMatchObject({ 'app.kubernetes.io/managed-by': 'gw-operator', 'gw.dev/api-id': status.api_id });
+    expect(meta.ownerReferences?.[0]).toMatchObject({ kind: 'ApiDefinition', name, uid: resource.metadata.uid, controller: true });
+    const json = cm!.data!['config.json']!;
+    expect(meta.annotations?.['gw.dev/config-hash']).toBe(sha256(json));
+    const config = compiledConfigSchema.parse(JSON.parse(json));
+    expect(config.apis.map((a) => a.api_id)).toEqual([status.api_id]);
+    expect(Object.keys(config.policies).sort()).toEqual(status.policies);
+    expect(status.configMap).toBe(`gw-api-${name}`);
+  }
+
+  /** A kubectl-made Key: finalizer, raw key only in its Secret, hash in status, session in Redis. */
+  async function expectGeneratedKey(name: string): Promise<void> {
+    const key = (await c.get('Key', ns, name))!;
+    expect(key.metadata.finalizers).toContain('gw.dev/key-session');
+    const secret = await c.core.readNamespacedSecret({ namespace: ns, name: `gw-key-${name}` });
+    const raw = Buffer.from(secret.data!.key!, 'base64').toString('utf8');
+    expect(raw).toMatch(/^[0-9a-f]{64}$/);
+    expect(key.status?.key_hash).toBe(sha256(raw));
+    expect(key.status?.secretName).toBe(`gw-key-${name}`);
+    expect(JSON.stringify(key.status)).not.toContain(raw);
+    const session = JSON.parse((await redis.get(sessionKey(sha256(raw))))!) as { namespace: string; apply_policies: string[] };
+    expect(session.namespace).toBe(ns);
+    expect(session.apply_policies).toEqual(key.spec.apply_policies);
+  }
+
+  beforeAll(async () => {
+    ns = await createNamespace('operator');
+    redis = new Redis(testEnv().redisUrl);
+    operator = await startOperator(kc, { redisUrl: testEnv().redisUrl, watchNamespaces: ns });
+  });
+
+  afterAll(async () => {
+    // Namespaces are never deleted without a controller manager: remove what this file made
+    // (example api_ids would otherwise collide with later tests' operators watching all
+    // namespaces). Keys carry the session finalizer, so the operator must still be running.
+    await kubectl(['delete', '-n', ns, 'apidefinitions,policies,keys,categories,portalproducts', '--all', '--wait=false'], { allowFail: true });
+    await waitFor('keys gone', async () => (await c.list('Key', ns)).length === 0, 30_000).catch(() => undefined);
+    await operator?.stop();
+    redis?.disconnect();
+  });
+
+  it('every example reaches Ready=True, each API with its compiled ConfigMap, each key with its session', async () => {
+    const applied = await kubectl(['apply', '-n', ns, '-f', examplesDir]);
+    expect(applied.code, applied.stderr).toBe(0);
+    const objects = exampleObjects();
+    expect(objects.length).toBeGreaterThan(10);
+    for (const { kind, name } of objects) await waitReady(kind, name);
+
+    for (const { name } of objects.filter((o) => o.kind === 'ApiDefinition')) await expectCompiledConfigMap(name);
+    for (const { name } of objects.filter((o) => o.kind === 'Key')) await expectGeneratedKey(name);
+    const gold = await c.get('Policy', ns, 'gold');
+    expect(gold?.status?.keys).toBe(1);
+    expect(gold?.status?.apis).toEqual(['auth-token-api']);
+    expect((await c.get('Category', ns, 'public'))?.status?.apis).toBe(2);
+    expect((await c.get('Category', ns, 'payments'))?.status?.apis).toBe(1);
+    expect((await c.get('PortalProduct', ns, 'starter'))?.status?.tags).toBe(1);
+    const events = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'involvedObject.name=keyless-api', '-o', 'json']);
+    const written = (JSON.parse(events.stdout) as { items: Array<{ reason: string; source: { component: string } }> }).items;
+    expect(written.map((e) => `${e.source.component}/${e.reason}`)).toContain('gw-operator/ConfigWritten');
+  });
+
+  it('an edited policy changes the config of every API it grants, and of the ones it stopped granting', async () => {
+    const ids = [`${ns}-edit-a`, `${ns}-edit-b`];
+    await api('edit-a', ids[0]!);
+    await api('edit-b', ids[1]!);
+    await c.create('Policy', ns, { metadata: { name: 'edit-policy' }, spec: { rate: 10, per: 60, access_rights: { [ids[0]!]: {}, [ids[1]!]: {} } } });
+    const policyId = `${ns}/edit-policy`;
+    for (const name of ['edit-a', 'edit-b']) {
+      await waitFor(`${name} config with rate 10`, async () => (await configOf(name))?.policies[policyId]?.rate?.rate === 10);
+    }
+    const hashBefore = (await c.configMap(ns, 'gw-api-edit-a'))?.metadata?.annotations?.['gw.dev/config-hash'];
+    await c.replaceSpec('Policy', ns, 'edit-policy', { rate: 25, per: 60, access_rights: { [ids[0]!]: {}, [ids[1]!]: {} } });
+    for (const name of ['edit-a', 'edit-b']) {
+      await waitFor(`${name} config with rate 25`, async () => (await configOf(name))?.policies[policyId]?.rate?.rate === 25);
+    }
+    expect((await c.configMap(ns, 'gw-api-edit-a'))?.metadata?.annotations?.['gw.dev/config-hash']).not.toBe(hashBefore);
+    await c.replaceSpec('Policy', ns, 'edit-policy', { rate: 25, per: 60, access_rights: { [ids[0]!]: {} } });
+    await waitFor('edit-b config without the policy', async () => {
+      const config = await configOf('edit-b');
+      return config !== undefined && !(policyId in config.policies);
+    });
+    await waitFor('edit-b status without the policy', async () => JSON.stringify((await c.get('ApiDefinition', ns, 'edit-b'))?.status?.policies) === '[]');
+    expect((await configOf('edit-a'))?.policies[policyId]?.rate?.rate).toBe(25);
+  });
+
+  it('invalid references give Ready=False with the reason; deleting a granted API succeeds and flips its policies', async () => {
+    await c.create('Policy', ns, { metadata: { name: 'orphan' }, spec: { rate: 1, per: 1, access_rights: { 'no-such-api': {} } } });
+    const orphan = await waitReady('Policy', 'orphan', 'False');
+    expect(ready(orphan)?.reason).toBe('MissingApi');
+    expect(ready(orphan)?.message).toContain('no-such-api');
+
+    await c.create('Key', ns, { metadata: { name: 'lost-key' }, spec: { apply_policies: ['nope'] } });
+    const lost = await waitReady('Key', 'lost-key', 'False');
+    expect(ready(lost)?.reason).toBe('MissingPolicy');
+    expect(ready(lost)?.message).toContain('nope');
+
+    await api('bad-regex', `${ns}-bad-regex`, { use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/users/([0-9', method: 'GET', rate: 1, per: 1 }] } });
+    const bad = await waitReady('ApiDefinition', 'bad-regex', 'False');
+    expect(ready(bad)?.reason).toBe('InvalidRegex');
+    expect(await c.configMap(ns, 'gw-api-bad-regex')).toBeUndefined();
+
+    const doomedId = `${ns}-doomed`;
+    await api('doomed', doomedId);
+    await c.create('Policy', ns, { metadata: { name: 'grants-doomed' }, spec: { rate: 5, per: 1, access_rights: { [doomedId]: {} } } });
+    await waitReady('Policy', 'grants-doomed');
+    await waitFor('doomed ConfigMap', () => c.configMap(ns, 'gw-api-doomed'));
+    await c.remove('ApiDefinition', ns, 'doomed');
+    await waitFor('doomed gone', async () => (await c.get('ApiDefinition', ns, 'doomed')) === undefined, 10_000);
+    const flipped = await waitReady('Policy', 'grants-doomed', 'False');
+    expect(ready(flipped)?.reason).toBe('MissingApi');
+    await waitFor('doomed ConfigMap deleted', async () => (await c.configMap(ns, 'gw-api-doomed')) === undefined);
+
+    const events = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'involvedObject.name=orphan', '-o', 'json']);
+    const reasons = (JSON.parse(events.stdout) as { items: Array<{ reason: string; type: string }> }).items.map((e) => `${e.type}/${e.reason}`);
+    expect(reasons).toContain('Warning/MissingApi');
+  });
+
+  it('reports a config too large for one ConfigMap instead of truncating it', async () => {
+    const apiId = `${ns}-huge`;
+    const blob = 'x'.repeat(100_000);
+    for (let i = 0; i < 10; i += 1) {
+      await c.create('Policy', ns, { metadata: { name: `huge-${i}` }, spec: { rate: 1, per: 1, meta_data: { blob }, access_rights: { [apiId]: {} } } });
+    }
+    for (let i = 0; i < 10; i += 1) await waitReady('Policy', `huge-${i}`, 'False');
+    await api('huge', apiId);
+    const huge = await waitReady('ApiDefinition', 'huge', 'False');
+    expect(ready(huge)?.reason).toBe('ConfigTooLarge');
+    expect(ready(huge)?.message).toMatch(/compiled config is \d+ bytes, over the 921600-byte limit/);
+    expect(await c.configMap(ns, 'gw-api-huge')).toBeUndefined();
+    for (let i = 0; i < 10; i += 1) await c.remove('Policy', ns, `huge-${i}`);
+    await waitReady('ApiDefinition', 'huge', 'True');
+    expect(await c.configMap(ns, 'gw-api-huge')).toBeDefined();
+  });
+
+  it('restores a compiled ConfigMap edited or deleted by hand', async () => {
+    await api('drift', `${ns}-drift`);
+    const original = (await waitFor('drift ConfigMap', () => c.configMap(ns, 'gw-api-drift')))!.data!['config.json'];
+    await kubectl(['patch', 'configmap', 'gw-api-drift', '-n', ns, '--type', 'merge', '-p', JSON.stringify({ data: { 'config.json': '{"hacked":true}' } })]);
+    await waitFor('edited ConfigMap restored', async () => (await c.configMap(ns, 'gw-api-drift'))?.data?.['config.json'] === original);
+    const deleted = await kubectl(['delete', 'configmap', 'gw-api-drift', '-n', ns]);
+    expect(deleted.code).toBe(0);
+    await waitFor('deleted ConfigMap restored', async () => (await c.configMap(ns, 'gw-api-drift'))?.data?.['config.json'] === original);
+  });
+
+  it('leaves a ConfigMap retained by the admin DELETE alone while its API is gone', async () => {
+    await api('retained', `${ns}-retained`);
+    const cm = await waitFor('retained ConfigMap', () => c.configMap(ns, 'gw-api-retained'));
+    const patched = await kubectl([
+      'patch', 'configmap', 'gw-api-retained', '-n', ns, '--type', 'json', '-p',
+      JSON.stringify([
+        { op: 'add', path: '/metadata/annotations/gw.dev~1retain-until-reload', value: 'true' },
+        { op: 'remove', path: '/metadata/ownerReferences' },
+      ]),
+    ]);
+    expect(patched.code, patched.stderr).toBe(0);
+    await c.remove('ApiDefinition', ns, 'retained');
+    await new Promise((resolve) => setTimeout(resolve, 5_000));
+    const after = await c.configMap(ns, 'gw-api-retained');
+    expect(after?.data).toEqual(cm.data);
+    expect(after?.metadata?.annotations?.['gw.dev/retain-until-reload']).toBe('true');
+  });
+
+  it('creates and removes Key Secrets and Redis sessions; admin-made keys keep their run-time fields', async () => {
+    await c.create('Key', ns, { metadata: { name: 'made-by-kubectl' }, spec: { alias: 'k', rate: 3, per: 10 } });
+    const key = await waitReady('Key', 'made-by-kubectl');
+    const hash = key.status?.key_hash as string;
+    expect(JSON.parse((await redis.get(sessionKey(hash))) ?? '{}')).toMatchObject({ alias: 'k', rate: 3, per: 10, allowance: 3, namespace: ns });
+    await c.remove('Key', ns, 'made-by-kubectl');
+    await waitFor('key gone', async () => (await c.get('Key', ns, 'made-by-kubectl')) === undefined);
+    expect(await redis.exists(sessionKey(hash))).toBe(0);
+    await waitFor('secret gone', async () => {
+      const secrets = await c.core.listNamespacedSecret({ namespace: ns });
+      return !secrets.items.some((s) => s.metadata?.name === 'gw-key-made-by-kubectl');
+    });
+
+    const adminHash = sha256(`admin-raw-${ns}`);
+    await c.create('Key', ns, { metadata: { name: 'made-by-admin' }, spec: { key_hash: adminHash, rate: 5, per: 60, quota_max: 50 } });
+    const adminKey = await waitReady('Key', 'made-by-admin');
+    expect(adminKey.status?.key_hash).toBe(adminHash);
+    expect(adminKey.status?.secretName).toBeUndefined();
+    const stored = JSON.parse((await redis.get(sessionKey(adminHash)))!) as Record<string, unknown>;
+    expect(stored).toMatchObject({ rate: 5, quota_max: 50, quota_remaining: 50 });
+    await redis.set(sessionKey(adminHash), JSON.stringify({ ...stored, quota_remaining: 7 }));
+    await c.replaceSpec('Key', ns, 'made-by-admin', { key_hash: adminHash, rate: 9, per: 60, quota_max: 50 });
+    await waitFor('session updated from spec', async () => JSON.parse((await redis.get(sessionKey(adminHash)))!).rate === 9);
+    expect(JSON.parse((await redis.get(sessionKey(adminHash)))!)).toMatchObject({ rate: 9, allowance: 9, quota_remaining: 7 });
+    await redis.del(sessionKey(adminHash));
+    await waitFor('lost session recreated', async () => (await redis.exists(sessionKey(adminHash))) === 1, 10_000);
+  });
+
+  it('serves health and metrics with reconcile counts', async () => {
+    const base = `http://127.0.0.1:${operator.healthPort()}`;
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toMatch(/gw_operator_reconciles_total\{kind="ApiDefinition",result="success"\} [1-9]/);
+    expect(metrics).toContain('gw_operator_queue_depth{kind="Key"}');
+    expect((await fetch(`${base}/nope`)).status).toBe(404);
+  });
+});

@@ -1,0 +1,65 @@
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sessionKey } from '../../../common/redis-keys.ts';
+import type { Operator } from '../../../operator/operator.ts';
+import { createNamespace, kubeConfig, startRedis, type RedisHandle } from '../../harness/index.ts';
+import { client, ready, startOperator, waitFor } from './support.ts';
+
+describe('operator: Redis outage', () => {
+  const kc = kubeConfig();
+  const c = client(kc);
+  let ns: string;
+  let redisServer: RedisHandle;
+  let redis: Redis;
+  let operator: Operator;
+
+  beforeAll(async () => {
+    ns = await createNamespace('operator-redis');
+    redisServer = await startRedis();
+    redis = new Redis(redisServer.url, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    redis.on('error', () => undefined);
+    operator = await startOperator(kc, { redisUrl: redisServer.url, watchNamespaces: ns });
+  });
+
+  afterAll(async () => {
+    await operator?.stop();
+    redis?.disconnect();
+    await redisServer?.dispose();
+  });
+
+  it('reports a key it cannot store, keeps running, and stores it when Redis returns', async () => {
+    await redisServer.stop();
+    await c.create('Key', ns, { metadata: { name: 'waiting' }, spec: { rate: 1, per: 1 } });
+    const failing = await waitFor('SessionStoreUnavailable', async () => {
+      const key = await c.get('Key', ns, 'waiting');
+      return ready(key)?.reason === 'SessionStoreUnavailable' ? key : undefined;
+    });
+    expect(ready(failing)?.status).toBe('False');
+    expect(failing.metadata.finalizers).toContain('gw.dev/key-session');
+    expect(failing.status?.key_hash).toMatch(/^[0-9a-f]{64}$/);
+    const res = await fetch(`http://127.0.0.1:${operator.healthPort()}/healthz`);
+    expect(res.status).toBe(200);
+
+    await redisServer.start();
+    const key = await waitFor('Ready after Redis returns', async () => {
+      const k = await c.get('Key', ns, 'waiting');
+      return ready(k)?.status === 'True' ? k : undefined;
+    });
+    await redis.connect();
+    expect(await redis.exists(sessionKey(key.status?.key_hash as string))).toBe(1);
+  });
+
+  it('holds a deleted key by its finalizer until Redis is back, then removes the session', async () => {
+    const key = (await c.get('Key', ns, 'waiting'))!;
+    const hash = key.status?.key_hash as string;
+    await redisServer.stop();
+    await c.remove('Key', ns, 'waiting');
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    const held = await c.get('Key', ns, 'waiting');
+    expect(held?.metadata.finalizers).toContain('gw.dev/key-session');
+    await redisServer.start();
+    await waitFor('key deleted', async () => (await c.get('Key', ns, 'waiting')) === undefined, 40_000);
+    await waitFor('redis reconnected', async () => (await redis.ping()) === 'PONG');
+    expect(await redis.exists(sessionKey(hash))).toBe(0);
+  });
+});

@@ -1,0 +1,115 @@
+import { createServer } from 'node:net';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { createLogger } from '../../../common/logger.ts';
+import { kinds, type KindName } from '../../../crds/kinds.ts';
+import { defaultGatewaySettings } from '../../../crds/settings.ts';
+import { Operator } from '../../../operator/operator.ts';
+import { optionsSchema, type OperatorOptionsInput } from '../../../operator/options.ts';
+
+/** An operator in this process, scoped to the test's namespaces so it never touches other tests' objects. */
+export async function startOperator(kc: KubeConfig, input: Partial<OperatorOptionsInput> & { redisUrl: string }): Promise<Operator> {
+  const options = optionsSchema.parse({
+    healthListen: '127.0.0.1:0',
+    webhook: 'false',
+    leaderElection: 'false',
+    resyncSeconds: 2,
+    leaseDurationSeconds: 3,
+    ...input,
+  });
+  const log = createLogger('gw-operator-test', process.env.GW_TEST_LOG_LEVEL ?? 'silent');
+  const operator = new Operator(options, { kc, log, settings: defaultGatewaySettings, processMetrics: false });
+  await operator.start();
+  return operator;
+}
+
+export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const value = await probe();
+      if (value !== undefined && value !== null && value !== false) return value;
+    } catch (error) {
+      lastError = error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+}
+
+export interface GwResource {
+  metadata: { name: string; namespace: string; uid: string; finalizers?: string[]; generation?: number; resourceVersion?: string };
+  spec: Record<string, unknown>;
+  status?: {
+    observedGeneration?: number;
+    conditions?: Array<{ type: string; status: string; reason: string; message: string }>;
+    [field: string]: unknown;
+  };
+}
+
+export function client(kc: KubeConfig) {
+  const custom = kc.makeApiClient(CustomObjectsApi);
+  const core = kc.makeApiClient(CoreV1Api);
+  const ref = (kind: KindName) => ({ group: kinds[kind].group, version: kinds[kind].version, plural: kinds[kind].plural });
+  return {
+    core,
+    custom,
+    async get(kind: KindName, namespace: string, name: string): Promise<GwResource | undefined> {
+      try {
+        return (await custom.getNamespacedCustomObject({ ...ref(kind), namespace, name })) as GwResource;
+      } catch (error) {
+        if ((error as { code?: number }).code === 404) return undefined;
+        throw error;
+      }
+    },
+    async list(kind: KindName, namespace: string): Promise<GwResource[]> {
+      return ((await custom.listNamespacedCustomObject({ ...ref(kind), namespace })) as { items: GwResource[] }).items;
+    },
+    async create(kind: KindName, namespace: string, body: Record<string, unknown>): Promise<GwResource> {
+      return (await custom.createNamespacedCustomObject({
+        ...ref(kind),
+        namespace,
+        body: { apiVersion: `${kinds[kind].group}/${kinds[kind].version}`, kind, ...body },
+      })) as GwResource;
+    },
+    async replaceSpec(kind: KindName, namespace: string, name: string, spec: Record<string, unknown>): Promise<void> {
+      for (let attempt = 0; attempt < 5; attempt += 1) {
+        const current = (await custom.getNamespacedCustomObject({ ...ref(kind), namespace, name })) as GwResource;
+        try {
+          await custom.replaceNamespacedCustomObject({ ...ref(kind), namespace, name, body: { ...current, spec } });
+          return;
+        } catch (error) {
+          if ((error as { code?: number }).code !== 409) throw error;
+        }
+      }
+      throw new Error(`could not replace ${kind} ${namespace}/${name}`);
+    },
+    async remove(kind: KindName, namespace: string, name: string): Promise<void> {
+      await custom.deleteNamespacedCustomObject({ ...ref(kind), namespace, name });
+    },
+    async configMap(namespace: string, name: string): Promise<V1ConfigMap | undefined> {
+      try {
+        return await core.readNamespacedConfigMap({ namespace, name });
+      } catch (error) {
+        if ((error as { code?: number }).code === 404) return undefined;
+        throw error;
+      }
+    },
+  };
+}
+
+export function ready(resource: GwResource | undefined): { status: string; reason: string; message: string } | undefined {
+  return resource?.status?.conditions?.find((c) => c.type === 'Ready');
+}
+
+/** A free loopback port (the webhook URL must name its port before the server starts). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}

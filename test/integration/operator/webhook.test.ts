@@ -1,0 +1,141 @@
+import { X509Certificate } from 'node:crypto';
+import { AdmissionregistrationV1Api, CoreV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Operator } from '../../../operator/operator.ts';
+import { issueServing } from '../../../operator/webhook/certs.ts';
+import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
+import { freePort, startOperator } from './support.ts';
+
+const pod = (name: string, annotations?: Record<string, string>): V1Pod => ({
+  metadata: { name, annotations },
+  spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] },
+});
+
+function expectSidecar(sidecar: V1Container | undefined): void {
+  expect(sidecar).toBeDefined();
+  const c = sidecar!;
+  const env = new Map((c.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom?.fieldRef?.fieldPath]));
+  expect(c.name).toBe('gw-sidecar');
+  expect(c.restartPolicy).toBe('Always');
+  expect(c.image).toBe('registry.example/gw-sidecar:test');
+  expect(env.get('GW_APIS')).toBe('orders,users');
+  expect(env.get('GW_INSTANCE_ID')).toBe('metadata.name');
+  expect(env.get('GW_NAMESPACE')).toBe('metadata.namespace');
+  expect(env.get('GW_REDIS_URL')).toBe(testEnv().redisUrl);
+  expect((c.ports ?? []).map((p) => p.containerPort)).toEqual([8080, 8081, 8082]);
+  expect(c.readinessProbe).toMatchObject({ httpGet: { path: '/readyz', port: 'gw-health' } });
+  expect(c.securityContext).toMatchObject({ readOnlyRootFilesystem: true, runAsNonRoot: true });
+}
+
+describe('operator: sidecar injection webhook', () => {
+  const kc = kubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const admission = kc.makeApiClient(AdmissionregistrationV1Api);
+  let operatorNs: string;
+  let appNs: string;
+  let operator: Operator;
+
+  beforeAll(async () => {
+    operatorNs = await createNamespace('operator-system');
+    appNs = await createNamespace('operator-apps');
+    const port = await freePort();
+    operator = await startOperator(kc, {
+      redisUrl: testEnv().redisUrl,
+      watchNamespaces: appNs,
+      namespace: operatorNs,
+      webhook: 'true',
+      webhookListen: `127.0.0.1:${port}`,
+      webhookUrl: `https://127.0.0.1:${port}/mutate`,
+      // Ignore: if this test dies mid-way, pod creation elsewhere in the run is not blocked.
+      webhookFailurePolicy: 'Ignore',
+      sidecarImage: 'registry.example/gw-sidecar:test',
+    });
+  });
+
+  afterAll(async () => {
+    await operator?.stop();
+    await admission.deleteMutatingWebhookConfiguration({ name: 'gw-sidecar-injector' }).catch(() => undefined);
+  });
+
+  it('registers itself with the API server, trusting the CA it created', async () => {
+    const config = await admission.readMutatingWebhookConfiguration({ name: 'gw-sidecar-injector' });
+    const hook = config.webhooks?.[0];
+    expect(hook?.failurePolicy).toBe('Ignore');
+    expect(hook?.clientConfig.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+\/mutate$/);
+    expect(hook?.rules?.[0]).toMatchObject({ operations: ['CREATE'], resources: ['pods'] });
+    const secret = await core.readNamespacedSecret({ namespace: operatorNs, name: 'gw-webhook-tls' });
+    const bundle = Buffer.from(hook?.clientConfig.caBundle ?? '', 'base64').toString('utf8');
+    expect(bundle).toContain(Buffer.from(secret.data?.['ca.crt'] ?? '', 'base64').toString('utf8'));
+    expect(secret.data?.['tls.key']).toBeTruthy();
+  });
+
+  it('injects the gateway into an annotated pod created through the API, and leaves other pods unchanged', async () => {
+    const injected = await core.createNamespacedPod({
+      namespace: appNs,
+      body: pod('with-gateway', { 'gw.dev/inject': 'true', 'gw.dev/apis': 'orders,users' }),
+    });
+    expectSidecar(injected.spec?.initContainers?.[0]);
+    expect(injected.metadata?.annotations?.['gw.dev/injected']).toBe('true');
+    expect(injected.spec?.containers.map((c) => c.name)).toEqual(['app']);
+    const stored = await core.readNamespacedPod({ namespace: appNs, name: 'with-gateway' });
+    expect(stored.spec?.initContainers?.map((c) => c.name)).toEqual(['gw-sidecar']);
+
+    const plain = await core.createNamespacedPod({ namespace: appNs, body: pod('without-gateway') });
+    expect(plain.spec?.initContainers ?? []).toEqual([]);
+    expect(plain.metadata?.annotations?.['gw.dev/injected']).toBeUndefined();
+    expect(plain.spec?.containers.map((c) => c.name)).toEqual(['app']);
+  });
+
+  it('refuses a pod whose api list is invalid, saying why, and stores nothing', async () => {
+    const attempt = core.createNamespacedPod({ namespace: appNs, body: pod('bad-apis', { 'gw.dev/inject': 'true', 'gw.dev/apis': 'a;rm -rf' }) });
+    await expect(attempt).rejects.toMatchObject({ code: 400 });
+    await expect(attempt).rejects.toThrow(/gw\.dev\/apis/);
+    await expect(core.readNamespacedPod({ namespace: appNs, name: 'bad-apis' })).rejects.toMatchObject({ code: 404 });
+  });
+
+  it('reuses the stored certificate on restart', async () => {
+    const before = await core.readNamespacedSecret({ namespace: operatorNs, name: 'gw-webhook-tls' });
+    operator = await restart(operator);
+    const after = await core.readNamespacedSecret({ namespace: operatorNs, name: 'gw-webhook-tls' });
+    expect(after.data?.['tls.crt']).toBe(before.data?.['tls.crt']);
+    const again = await core.createNamespacedPod({ namespace: appNs, body: pod('after-restart', { 'gw.dev/inject': 'true' }) });
+    expect(again.spec?.initContainers?.[0]?.name).toBe('gw-sidecar');
+  });
+
+  it('re-issues a serving certificate that no longer fits, keeping the CA, and serves the new one', async () => {
+    const stored = await core.readNamespacedSecret({ namespace: operatorNs, name: 'gw-webhook-tls' });
+    const decode = (key: string) => Buffer.from(stored.data?.[key] ?? '', 'base64').toString('utf8');
+    const wrongNames = await issueServing({ caCert: decode('ca.crt'), caKey: decode('ca.key') }, { dns: ['elsewhere.example'], ips: ['10.9.9.9'] });
+    await core.replaceNamespacedSecret({
+      namespace: operatorNs,
+      name: 'gw-webhook-tls',
+      body: { ...stored, data: { ...stored.data, 'tls.crt': Buffer.from(wrongNames.tlsCert).toString('base64'), 'tls.key': Buffer.from(wrongNames.tlsKey).toString('base64') } },
+    });
+    operator = await restart(operator);
+    const rotated = await core.readNamespacedSecret({ namespace: operatorNs, name: 'gw-webhook-tls' });
+    const cert = new X509Certificate(Buffer.from(rotated.data?.['tls.crt'] ?? '', 'base64'));
+    expect(cert.checkIP('127.0.0.1')).toBe('127.0.0.1');
+    expect(rotated.data?.['ca.crt']).toBe(stored.data?.['ca.crt']);
+    const injected = await core.createNamespacedPod({ namespace: appNs, body: pod('after-rotation', { 'gw.dev/inject': 'true' }) });
+    expect(injected.spec?.initContainers?.[0]?.name).toBe('gw-sidecar');
+  });
+});
+
+async function restart(previous: Operator): Promise<Operator> {
+  const port = previous.options.webhookListen;
+  await previous.stop();
+  return startOperator(kubeConfig(), { ...restartOptions(previous), webhookListen: port });
+}
+
+function restartOptions(previous: Operator) {
+  const o = previous.options;
+  return {
+    redisUrl: o.redisUrl,
+    watchNamespaces: o.watchNamespaces.join(','),
+    namespace: o.namespace,
+    webhook: 'true',
+    webhookUrl: o.webhookUrl,
+    webhookFailurePolicy: o.webhookFailurePolicy,
+    sidecarImage: o.sidecarImage,
+  } as const;
+}
