@@ -1,21 +1,47 @@
 import { randomBytes } from 'node:crypto';
-import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createLogger } from '../common/logger.ts';
 import { startSidecar, type RunningSidecar } from './app.ts';
+import { splitHostPort } from './cli.ts';
 import { startEchoUpstream, type EchoUpstream } from './demo-upstream.ts';
 
 /**
  * `npm start`: the gateway standalone on a copy of examples/ (folder mode, in-memory
- * store) in front of a JSON echo upstream on 127.0.0.1:9000, and the curl commands that
+ * store) in front of a JSON echo upstream (default 127.0.0.1:9000), and the curl commands that
  * show it working. `--once` (or GW_DEMO_ONCE=1) runs those requests itself, prints the
- * results and exits 0 when each behaved as printed, 1 otherwise.
+ * results and exits 0 when each behaved as printed, 1 otherwise. The listeners follow
+ * the sidecar's GW_LISTEN / GW_ADMIN_LISTEN / GW_HEALTH_LISTEN and the upstream port
+ * GW_DEMO_UPSTREAM_PORT, so the demo can run beside a gateway already on the defaults.
  */
 
-const proxy = 'http://127.0.0.1:8080';
-const admin = 'http://127.0.0.1:8081';
+/** The upstream port examples/ names; the copy is rewritten when the demo uses another. */
+const EXAMPLES_UPSTREAM_PORT = 9000;
+
+interface DemoAddresses {
+  listen: string;
+  adminListen: string;
+  healthListen: string;
+  upstreamPort: number;
+}
+
+/** Throws on a malformed address before anything is started or copied. */
+function demoAddresses(env: NodeJS.ProcessEnv): DemoAddresses {
+  const addresses = {
+    listen: env.GW_LISTEN || '127.0.0.1:8080',
+    adminListen: env.GW_ADMIN_LISTEN || '127.0.0.1:8081',
+    healthListen: env.GW_HEALTH_LISTEN || '127.0.0.1:8082',
+    upstreamPort: Number(env.GW_DEMO_UPSTREAM_PORT || EXAMPLES_UPSTREAM_PORT),
+  };
+  for (const address of [addresses.listen, addresses.adminListen, addresses.healthListen]) splitHostPort(address);
+  const port = addresses.upstreamPort;
+  if (!Number.isInteger(port) || port < 1 || port > 65535) {
+    throw new Error(`invalid GW_DEMO_UPSTREAM_PORT "${env.GW_DEMO_UPSTREAM_PORT}": expected a port number 1-65535`);
+  }
+  return addresses;
+}
 
 interface DemoStep {
   title: string;
@@ -29,7 +55,7 @@ async function expectStatus(url: string, init: RequestInit, status: number): Pro
   return res;
 }
 
-function steps(adminSecret: string): DemoStep[] {
+function steps(proxy: string, admin: string, adminSecret: string): DemoStep[] {
   const keyless = `${proxy}/keyless/get`;
   const keyBody = JSON.stringify({ alias: 'demo-key', apply_policies: ['policy-limits'] });
   let createdKey = '';
@@ -92,56 +118,104 @@ async function selfCheck(demoSteps: DemoStep[]): Promise<boolean> {
   return ok;
 }
 
-async function start(adminSecret: string): Promise<{ upstream: EchoUpstream; sidecar: RunningSidecar; dir: string }> {
+/** A copy of examples/ (admin writes go to the folder; the repo's stays as shipped) aimed at the demo upstream. */
+async function examplesCopy(upstreamPort: number): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'gw-demo-'));
-  // Admin writes go to the folder: a copy keeps examples/ as shipped.
   await cp(new URL('../examples/', import.meta.url), dir, { recursive: true });
-  const upstream = await startEchoUpstream(9000);
-  const sidecar = await startSidecar(
-    {
-      configDir: dir,
-      listen: '127.0.0.1:8080',
-      adminListen: '127.0.0.1:8081',
-      healthListen: '127.0.0.1:8082',
-      redisUrl: undefined,
-      settingsFile: undefined,
-      apis: '*',
-      namespace: 'default',
-      instanceId: 'gw-demo',
-      adminSecret,
-      portalSecret: randomBytes(12).toString('hex'),
-      kubeconfig: undefined,
-    },
-    {
-      env: { ...process.env, GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' },
-      logger: createLogger('gw-demo', process.env.GW_LOG_LEVEL ?? 'warn'),
-      drainMs: 2000,
-    },
-  );
-  return { upstream, sidecar, dir };
+  if (upstreamPort === EXAMPLES_UPSTREAM_PORT) return dir;
+  const from = `http://127.0.0.1:${EXAMPLES_UPSTREAM_PORT}`;
+  for (const name of await readdir(dir)) {
+    const file = join(dir, name);
+    const text = await readFile(file, 'utf8');
+    if (text.includes(from)) await writeFile(file, text.replaceAll(from, `http://127.0.0.1:${upstreamPort}`));
+  }
+  return dir;
+}
+
+interface Demo {
+  upstream: EchoUpstream;
+  sidecar: RunningSidecar;
+  close(): Promise<void>;
+}
+
+async function start(addresses: DemoAddresses, adminSecret: string, dir: string): Promise<Demo> {
+  const upstream = await startEchoUpstream(addresses.upstreamPort);
+  try {
+    const sidecar = await startSidecar(
+      {
+        configDir: dir,
+        listen: addresses.listen,
+        adminListen: addresses.adminListen,
+        healthListen: addresses.healthListen,
+        redisUrl: undefined,
+        settingsFile: undefined,
+        apis: '*',
+        namespace: 'default',
+        instanceId: 'gw-demo',
+        adminSecret,
+        portalSecret: randomBytes(12).toString('hex'),
+        kubeconfig: undefined,
+      },
+      {
+        env: { ...process.env, GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' },
+        logger: createLogger('gw-demo', process.env.GW_LOG_LEVEL ?? 'warn'),
+        drainMs: 2000,
+      },
+    );
+    const close = async (): Promise<void> => {
+      await sidecar.close();
+      await upstream.close();
+    };
+    return { upstream, sidecar, close };
+  } catch (err) {
+    await upstream.close();
+    throw err;
+  }
 }
 
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { once: { type: 'boolean' } } });
   const once = values.once === true || process.env.GW_DEMO_ONCE === '1';
   const adminSecret = process.env.GW_ADMIN_SECRET || `demo-${randomBytes(9).toString('hex')}`;
-  const { upstream, sidecar, dir } = await start(adminSecret);
-  const stop = async (code: number): Promise<never> => {
-    await sidecar.close();
-    await upstream.close();
+  let addresses: DemoAddresses;
+  try {
+    addresses = demoAddresses(process.env);
+  } catch (err) {
+    process.stderr.write(`gw demo: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+  const dir = await examplesCopy(addresses.upstreamPort);
+  let demo: Demo;
+  try {
+    demo = await start(addresses, adminSecret, dir);
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+  const { upstream, sidecar } = demo;
+  let stopping = false;
+  const stop = async (code: number): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    await demo.close();
     await rm(dir, { recursive: true, force: true });
     process.exit(code);
   };
-  const demoSteps = steps(adminSecret);
+  const demoSteps = steps(sidecar.proxyUrl, sidecar.adminUrl, adminSecret);
   process.stdout.write(
-    `gw demo: gateway ${proxy} (admin ${admin}, health http://127.0.0.1:8082), upstream ${upstream.url}\n` +
+    `gw demo: gateway ${sidecar.proxyUrl} (admin ${sidecar.adminUrl}, health ${sidecar.healthUrl}), upstream ${upstream.url}\n` +
       `config: a copy of examples/ in ${dir}; in-memory store; admin secret: ${adminSecret}\n\n`,
   );
   for (const step of demoSteps) process.stdout.write(`# ${step.title}\n${step.curl}\n\n`);
-  if (once) await stop((await selfCheck(demoSteps)) ? 0 : 1);
+  if (once) return stop((await selfCheck(demoSteps)) ? 0 : 1);
   process.stdout.write('Press Ctrl-C to stop.\n');
   process.on('SIGINT', () => void stop(0));
   process.on('SIGTERM', () => void stop(0));
 }
 
-await main();
+try {
+  await main();
+} catch (err) {
+  process.stderr.write(`gw demo: cannot start: ${(err as Error).message}\n`);
+  process.exit(1);
+}
