@@ -63,7 +63,17 @@ export function createRedisClient(url: string, options: RedisOptions): Redis | C
     case 'standalone':
       return new Redis(url, options);
     case 'sentinel':
-      return new Redis({ ...options, ...tls(target.tls), sentinels: target.sentinels, name: target.name, db: target.db, password: target.password });
+      // failoverDetector: leave for the new master on the sentinels' +switch-master,
+      // instead of writing to the old one until the sentinel demotes it (about 10 s).
+      return new Redis({
+        ...options,
+        ...tls(target.tls),
+        sentinels: target.sentinels,
+        name: target.name,
+        db: target.db,
+        password: target.password,
+        failoverDetector: true,
+      });
     case 'cluster':
       return new Cluster(target.nodes, {
         enableAutoPipelining: options.enableAutoPipelining,

@@ -2,6 +2,7 @@
 import { loadKubeConfig } from '../common/kube.ts';
 import { createLogger } from '../common/logger.ts';
 import { loadLocalSettings, resolveSettings, SettingsError } from '../common/settings-loader.ts';
+import { stopOnSignals } from '../common/stop-on-signals.ts';
 import { Operator } from './operator.ts';
 import { helpText, OptionsError, parseOptions } from './options.ts';
 
@@ -25,21 +26,7 @@ async function main(): Promise<number | 'running'> {
     throw error;
   }
   const operator = new Operator(options, { kc: loadKubeConfig(options.kubeconfig), log, settings });
-  let stopping = false;
-  const shutdown = (signal: string): void => {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal }, 'shutting down');
-    operator.stop().then(
-      () => process.exit(0),
-      (error: unknown) => {
-        log.error({ err: String(error) }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  stopOnSignals(log, 'shutting down', () => operator.stop());
   process.on('unhandledRejection', (reason) => log.error({ err: String(reason) }, 'unhandled rejection'));
   await operator.start();
   return 'running';

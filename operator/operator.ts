@@ -1,12 +1,13 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig, V1ConfigMap, V1Secret } from '@kubernetes/client-node';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
+import { MANAGED_BY_SELECTOR } from '../common/compiled-config-map.ts';
+import { shareConnections } from '../common/kube-connections.ts';
 import type { Logger } from '../common/logger.ts';
 import { RedisSessionStore } from '../common/session-store.ts';
 import { kinds } from '../crds/kinds.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL } from './config/config-map.ts';
 import { ApiDefinitionController } from './controllers/api-definition-controller.ts';
 import { CategoryController } from './controllers/category-controller.ts';
 import type { Caches, ControllerContext } from './controllers/context.ts';
@@ -23,7 +24,6 @@ import { LeaderElector } from './runtime/leader-election.ts';
 import { OperatorMetrics } from './runtime/metrics.ts';
 import { createRedis } from './runtime/redis-client.ts';
 import { configMapType, customResourceType, secretType } from './runtime/resources.ts';
-import { shareConnections } from './runtime/shared-connections.ts';
 import { StatusWriter } from './runtime/status.ts';
 import { listen, closeServer } from './runtime/listen.ts';
 import { WebhookRunner } from './webhook/webhook-runner.ts';
@@ -49,7 +49,7 @@ export class Operator {
   readonly options: OperatorOptions;
   readonly metrics: OperatorMetrics;
   readonly #log: Logger;
-  readonly #redis: Redis;
+  readonly #redis: Redis | Cluster;
   readonly #caches: Caches;
   readonly #controllers: Controller[];
   readonly #queues: Queues;
@@ -174,15 +174,14 @@ export class Operator {
   #makeCaches(kc: KubeConfig): Caches {
     const namespaces = this.options.watchNamespaces;
     const gw = (info: (typeof kinds)[keyof typeof kinds]) => new InformerSet<GwObject>(kc, customResourceType(kc, info), namespaces, this.#log);
-    const managed = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
     return {
       apis: gw(kinds.ApiDefinition),
       policies: gw(kinds.Policy),
       keys: gw(kinds.Key),
       categories: gw(kinds.Category),
       products: gw(kinds.PortalProduct),
-      configMaps: new InformerSet<V1ConfigMap>(kc, configMapType(kc), namespaces, this.#log, managed),
-      secrets: new InformerSet<V1Secret>(kc, secretType(kc), namespaces, this.#log, managed),
+      configMaps: new InformerSet<V1ConfigMap>(kc, configMapType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
+      secrets: new InformerSet<V1Secret>(kc, secretType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
     };
   }
 }

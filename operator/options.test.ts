@@ -37,6 +37,30 @@ describe('operator options', () => {
     expect(() => parseOptions([], { ...base, GW_WEBHOOK_URL: 'http://127.0.0.1:1/mutate' })).toThrow(/GW_WEBHOOK_URL/);
   });
 
+  it('accepts the Sentinel and Cluster URLs the chart renders', () => {
+    const sentinel = 'redis+sentinel://:s3cret@sentinel-0:26379,sentinel-1:26379/mymaster/2';
+    expect(parseOptions([], { ...base, GW_REDIS_URL: sentinel })).toMatchObject({ redisUrl: sentinel });
+    const cluster = 'rediss+cluster://:s3cret@node-0:6379,node-1:6379';
+    expect(parseOptions([], { ...base, GW_REDIS_URL: cluster, GW_SIDECAR_REDIS_URL: sentinel })).toMatchObject({ redisUrl: cluster, sidecarRedisUrl: sentinel });
+  });
+
+  it('refuses a bad Redis URL without repeating it (it may hold a password)', () => {
+    const bad = (env: NodeJS.ProcessEnv): string => {
+      try {
+        parseOptions([], { ...base, ...env });
+      } catch (error) {
+        expect(error).toBeInstanceOf(OptionsError);
+        return (error as Error).message;
+      }
+      throw new Error('no error');
+    };
+    const noMaster = bad({ GW_REDIS_URL: 'redis+sentinel://:s3cret@sentinel-0:26379' });
+    expect(noMaster).toMatch(/--redis-url \(GW_REDIS_URL\): a redis\+sentinel:\/\/ URL needs the path/);
+    expect(noMaster).not.toContain('s3cret');
+    expect(bad({ GW_REDIS_URL: 'http://:s3cret@redis:6379' })).toMatch(/--redis-url \(GW_REDIS_URL\): GW_REDIS_URL must start with redis:\/\//);
+    expect(bad({ GW_SIDECAR_REDIS_URL: 'redis+cluster://:s3cret@node-0:6379/1' })).toMatch(/--sidecar-redis-url \(GW_SIDECAR_REDIS_URL\): a redis\+cluster/);
+  });
+
   it('--help lists every flag with its variable', () => {
     expect(parseOptions(['--help'], {})).toBe('help');
     const text = helpText();

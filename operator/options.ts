@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { parseRedisUrl, RedisUrlError } from '../common/redis-url.ts';
 
 /**
  * The operator's options: each has a flag and an environment variable (the flag wins),
@@ -8,7 +9,7 @@ import { z } from 'zod';
  */
 const table = [
   { flag: 'kubeconfig', env: 'KUBECONFIG', help: 'kubeconfig file (default: in-cluster service account, then ~/.kube/config)' },
-  { flag: 'redis-url', env: 'GW_REDIS_URL', help: 'Redis for Key sessions, e.g. redis://:password@redis:6379/0 (required)' },
+  { flag: 'redis-url', env: 'GW_REDIS_URL', help: 'Redis for Key sessions: redis[s]://, redis[s]+sentinel:// or redis[s]+cluster:// (required)' },
   { flag: 'watch-namespaces', env: 'GW_WATCH_NAMESPACES', help: 'comma list of namespaces to watch; empty = all' },
   { flag: 'settings', env: 'GW_SETTINGS', help: 'gateway settings file (YAML) put into every compiled config; GW_<OPTION> env vars win over it' },
   { flag: 'namespace', env: 'GW_OPERATOR_NAMESPACE', help: 'namespace of the operator: leader Lease and webhook certificate Secret (default: default)' },
@@ -33,10 +34,19 @@ type Flag = (typeof table)[number]['flag'];
 const bool = z.enum(['true', 'false']).transform((v) => v === 'true');
 const listen = z.string().regex(/^[^:\s]*:\d{1,5}$/, 'must be HOST:PORT');
 const positiveInt = z.coerce.number().int().min(1);
+/** The message of a bad URL never repeats the URL: it may hold a password. */
+const redisUrl = z.string().superRefine((url, ctx) => {
+  try {
+    parseRedisUrl(url);
+  } catch (error) {
+    if (!(error instanceof RedisUrlError)) throw error;
+    ctx.addIssue({ code: 'custom', message: error.message });
+  }
+});
 
 export const optionsSchema = z.object({
   kubeconfig: z.string().optional(),
-  redisUrl: z.string().regex(/^rediss?:\/\//, 'must be a redis:// or rediss:// URL'),
+  redisUrl,
   watchNamespaces: z.string().default('').transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
   settings: z.string().optional(),
   namespace: z.string().min(1).default('default'),
@@ -48,7 +58,7 @@ export const optionsSchema = z.object({
   webhookFailurePolicy: z.enum(['Fail', 'Ignore']).default('Fail'),
   webhook: bool.default(true),
   sidecarImage: z.string().min(1).default('gw-sidecar:latest'),
-  sidecarRedisUrl: z.string().optional(),
+  sidecarRedisUrl: redisUrl.optional(),
   sidecarEnvSecret: z.string().optional(),
   leaderElection: bool.default(true),
   leaseDurationSeconds: positiveInt.default(15),

@@ -1,5 +1,5 @@
+import { apiNameOf } from '../common/compiled-config-map.ts';
 import { apiIdOf, grantedApiIds } from './config/compile-api.ts';
-import { apiNameOf } from './config/config-map.ts';
 import type { Caches } from './controllers/context.ts';
 import { KEY_LABEL } from './keys/key-secrets.ts';
 import { objectKey, type GwObject } from './runtime/gw-object.ts';

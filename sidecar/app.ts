@@ -2,6 +2,7 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster, Redis } from 'ioredis';
 import { loadKubeConfig } from '../common/kube.ts';
+import { shareConnections } from '../common/kube-connections.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { MemorySessionStore, RedisSessionStore, type SessionStore } from '../common/session-store.ts';
 import { loadLocalSettings, resolveSettings } from '../common/settings-loader.ts';
@@ -65,7 +66,9 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
   const metrics = createSidecarMetrics();
   const redis = options.redisUrl ? createRedis(options.redisUrl, settings.redis_timeout_ms, logger, metrics) : undefined;
   const sessions = redis ? new RedisSessionStore(redis) : new MemorySessionStore();
-  const kubeConfig = options.configDir ? overrides.kubeConfig : (overrides.kubeConfig ?? loadKubeConfig(options.kubeconfig));
+  const loaded = options.configDir ? overrides.kubeConfig : (overrides.kubeConfig ?? loadKubeConfig(options.kubeconfig));
+  // Every Kubernetes client of the sidecar is made from this one KubeConfig: one agent, reused connections.
+  const kubeConfig = loaded && shareConnections(loaded);
   const events = kubeConfig
     ? new KubeEventSink({ kubeConfig, instanceId: options.instanceId, logger, metrics })
     : new LogEventSink(logger, metrics);

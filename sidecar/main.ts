@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { createLogger } from '../common/logger.ts';
 import { SettingsError } from '../common/settings-loader.ts';
+import { stopOnSignals } from '../common/stop-on-signals.ts';
 import { startSidecar } from './app.ts';
 import { helpText, parseSidecarArgs } from './cli.ts';
 
@@ -28,21 +29,7 @@ async function main(): Promise<void> {
     process.exit(1);
   }
   const running = sidecar;
-  let stopping = false;
-  const stop = (signal: string): void => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping: draining in-flight requests');
-    running.close().then(
-      () => process.exit(0),
-      (err: unknown) => {
-        logger.error({ err }, 'unclean stop');
-        process.exit(1);
-      },
-    );
-  };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  stopOnSignals(logger, 'stopping: draining in-flight requests', () => running.close());
   process.on('SIGHUP', () => {
     running.runtime.reload().catch((err: unknown) => logger.error({ err }, 'reload on SIGHUP failed'));
   });

@@ -158,6 +158,9 @@ export const keyLimitFields = {
   smoothing: smoothingSchema.optional(),
 };
 
+/** A metadata.generation value. */
+const generationField = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
 export const conditionSchema = z
   .object({
     type: z
@@ -167,13 +170,7 @@ export const conditionSchema = z
       .regex(/^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/)
       .describe('Condition type; gw sets `Ready`.'),
     status: z.enum(['True', 'False', 'Unknown']).describe('True, False or Unknown.'),
-    observedGeneration: z
-      .number()
-      .int()
-      .min(0)
-      .max(Number.MAX_SAFE_INTEGER)
-      .optional()
-      .describe('metadata.generation the condition was set for.'),
+    observedGeneration: generationField.optional().describe('metadata.generation the condition was set for.'),
     lastTransitionTime: z.string().max(64).meta({ format: 'date-time' }).describe('When the status last changed (RFC 3339).'),
     reason: z
       .string()
@@ -188,13 +185,7 @@ export type Condition = z.infer<typeof conditionSchema>;
 
 /** Fields every kind's status starts with. */
 export const statusBaseFields = {
-  observedGeneration: z
-    .number()
-    .int()
-    .min(0)
-    .max(Number.MAX_SAFE_INTEGER)
-    .optional()
-    .describe('metadata.generation the operator last reconciled.'),
+  observedGeneration: generationField.optional().describe('metadata.generation the operator last reconciled.'),
   conditions: z
     .array(conditionSchema)
     .max(16)

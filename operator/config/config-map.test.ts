@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { GwObject } from '../runtime/gw-object.ts';
-import { apiIdLabel, apiNameOf, configHash, configMapName, desiredConfigMap, upToDate } from './config-map.ts';
+import { configHash } from '../../common/compiled-config-map.ts';
+import { desiredConfigMap, upToDate } from './config-map.ts';
 
 const api: GwObject = { apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'orders', namespace: 'shop', uid: 'u-1' } };
 
@@ -17,8 +18,6 @@ describe('compiled ConfigMap', () => {
       { apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', name: 'orders', uid: 'u-1', controller: true, blockOwnerDeletion: false },
     ]);
     expect(cm.data).toEqual({ 'config.json': '{"version":1}' });
-    expect(apiNameOf(configMapName('orders'))).toBe('orders');
-    expect(apiNameOf('kube-root-ca.crt')).toBeUndefined();
   });
 
   it('is up to date only when content, labels, hash, owner match and no retain mark is left', () => {
@@ -36,12 +35,5 @@ describe('compiled ConfigMap', () => {
     const orphan = structuredClone(desired);
     orphan.metadata!.ownerReferences = [];
     expect(upToDate(orphan, desired)).toBe(false);
-  });
-
-  it('hashes api ids that are not valid label values', () => {
-    expect(apiIdLabel('abc-123')).toBe('abc-123');
-    const long = apiIdLabel('x'.repeat(100));
-    expect(long).toMatch(/^h-[0-9a-f]{40}$/);
-    expect(apiIdLabel('a/b')).toMatch(/^h-/);
   });
 });

@@ -1,29 +1,19 @@
-import { createHash } from 'node:crypto';
 import type { V1ConfigMap, V1OwnerReference } from '@kubernetes/client-node';
+import {
+  API_ID_LABEL,
+  apiIdLabelValue,
+  CONFIG_HASH_ANNOTATION,
+  CONFIG_KEY,
+  configHash,
+  configMapName,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  RETAIN_ANNOTATION,
+} from '../../common/compiled-config-map.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
-export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
-export const MANAGED_BY = 'gw-operator';
-export const API_ID_LABEL = 'gw.dev/api-id';
-export const CONFIG_HASH_ANNOTATION = 'gw.dev/config-hash';
-export const RETAIN_ANNOTATION = 'gw.dev/retain-until-reload';
-export const CONFIG_KEY = 'config.json';
 /** ConfigMaps hold at most 1 MiB in etcd; leave room for metadata. */
 export const MAX_CONFIG_BYTES = 900 * 1024;
-
-export const configMapName = (apiName: string): string => `gw-api-${apiName}`;
-
-/** ConfigMap name `gw-api-<name>` → the ApiDefinition's name, or undefined for other ConfigMaps. */
-export function apiNameOf(configMapName: string): string | undefined {
-  return configMapName.startsWith('gw-api-') ? configMapName.slice('gw-api-'.length) : undefined;
-}
-
-export const configHash = (json: string): string => createHash('sha256').update(json).digest('hex');
-
-/** Label values are at most 63 characters of [A-Za-z0-9._-]; longer or other ids are hashed into one. */
-export function apiIdLabel(apiId: string): string {
-  return /^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/.test(apiId) ? apiId : `h-${configHash(apiId).slice(0, 40)}`;
-}
 
 export function ownerReference(obj: GwObject): V1OwnerReference {
   return {
@@ -43,7 +33,7 @@ export function desiredConfigMap(api: GwObject, apiId: string, json: string): V1
     metadata: {
       name: configMapName(api.metadata.name),
       namespace: api.metadata.namespace,
-      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: apiIdLabel(apiId) },
+      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: apiIdLabelValue(apiId) },
       annotations: { [CONFIG_HASH_ANNOTATION]: configHash(json) },
       ownerReferences: [ownerReference(api)],
     },

@@ -2,15 +2,8 @@ import type { V1ConfigMap } from '@kubernetes/client-node';
 import { kinds } from '../../crds/kinds.ts';
 import { ApiCompiler } from '../config/compile-api.ts';
 import { ConfigMapWriter } from '../config/config-map-writer.ts';
-import {
-  configMapName,
-  desiredConfigMap,
-  MANAGED_BY,
-  MANAGED_BY_LABEL,
-  MAX_CONFIG_BYTES,
-  RETAIN_ANNOTATION,
-  upToDate,
-} from '../config/config-map.ts';
+import { configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate } from '../config/config-map.ts';
 import { splitKey, type GwObject } from '../runtime/gw-object.ts';
 import { nextStatus, type DesiredStatus } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';

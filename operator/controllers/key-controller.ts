@@ -1,7 +1,7 @@
+import { sessionFromKey } from '../../common/session-from-key.ts';
 import { kinds } from '../../crds/kinds.ts';
 import { setKeyFinalizers, hasFinalizer, KEY_FINALIZER } from '../keys/finalizer.ts';
 import { hashOfSecret, KeySecrets, keySecretName } from '../keys/key-secrets.ts';
-import { sessionFromKey } from '../keys/session-from-key.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
 import { splitKey, type GwObject } from '../runtime/gw-object.ts';
 import { nextStatus, type DesiredStatus } from '../runtime/status.ts';

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { ApiException, CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../../common/compiled-config-map.ts';
 import { keyHash } from '../../crds/key-hash.ts';
-import { MANAGED_BY, MANAGED_BY_LABEL, ownerReference } from '../config/config-map.ts';
+import { ownerReference } from '../config/config-map.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
 export const keySecretName = (keyName: string): string => `gw-key-${keyName}`;

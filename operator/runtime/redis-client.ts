@@ -1,14 +1,16 @@
-import { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../../common/logger.ts';
+import { createRedisClient } from '../../common/redis-url.ts';
 
 /**
  * The operator's Redis connection. Commands fail fast while Redis is unreachable (no
  * offline queue, one retry, short timeouts) so a reconcile fails and is retried with
  * backoff instead of hanging; reconnection is ioredis's own. Connection errors are
- * logged (throttled), never thrown into the process.
+ * logged (throttled), never thrown into the process. The URL may name one server, a
+ * Sentinel set or a Cluster (common/redis-url.ts).
  */
-export function createRedis(url: string, log: Logger): Redis {
-  const redis = new Redis(url, {
+export function createRedis(url: string, log: Logger): Redis | Cluster {
+  const redis = createRedisClient(url, {
     lazyConnect: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,

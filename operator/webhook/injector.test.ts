@@ -28,7 +28,6 @@ describe('injectionPatch', () => {
       GW_APIS: 'orders,users',
       GW_NAMESPACE: 'metadata.namespace',
       GW_INSTANCE_ID: 'metadata.name',
-      GW_REDIS_URL: 'redis://redis:6379',
     });
     expect(container.envFrom).toEqual([{ secretRef: { name: 'gw-sidecar-env', optional: true } }]);
     expect(container.ports?.map((p) => p.containerPort)).toEqual([8080, 8081, 8082]);
@@ -58,6 +57,20 @@ describe('injectionPatch', () => {
       expect(result).toHaveProperty('denied');
       expect((result as { denied: string }).denied).toContain('gw.dev/apis');
     }
+  });
+
+  it('takes GW_REDIS_URL from the env Secret only, never as a literal that would win over it', () => {
+    const container = (patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), options))[0]!.value as V1Container[])[0]!;
+    expect(container.env?.map((e) => e.name)).not.toContain('GW_REDIS_URL');
+    expect(container.envFrom).toEqual([{ secretRef: { name: 'gw-sidecar-env', optional: true } }]);
+    expect(JSON.stringify(container)).not.toContain('redis://');
+  });
+
+  it('gives GW_REDIS_URL as a literal when there is no env Secret', () => {
+    const patch = patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), { ...options, envSecretName: undefined }));
+    const container = (patch[0]!.value as V1Container[])[0]!;
+    expect(container.env?.filter((e) => e.name === 'GW_REDIS_URL')).toEqual([{ name: 'GW_REDIS_URL', value: 'redis://redis:6379' }]);
+    expect(container.envFrom).toBeUndefined();
   });
 
   it('omits Redis and env secret when not configured', () => {

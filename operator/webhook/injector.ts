@@ -9,8 +9,9 @@ export const SIDECAR_PORTS = { proxy: 8080, admin: 8081, health: 8082 } as const
 
 export interface SidecarOptions {
   image: string;
+  /** Given to the sidecar as a literal GW_REDIS_URL only when there is no env Secret. */
   redisUrl: string | undefined;
-  /** A Secret whose keys become the sidecar's environment (admin and portal secrets, Redis password). */
+  /** A Secret whose keys become the sidecar's environment (admin and portal secrets, GW_REDIS_URL). */
   envSecretName: string | undefined;
 }
 
@@ -57,7 +58,9 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
     { name: 'GW_ADMIN_LISTEN', value: `0.0.0.0:${SIDECAR_PORTS.admin}` },
     { name: 'GW_HEALTH_LISTEN', value: `0.0.0.0:${SIDECAR_PORTS.health}` },
   ];
-  if (options.redisUrl) env.push({ name: 'GW_REDIS_URL', value: options.redisUrl });
+  // With an env Secret, GW_REDIS_URL (password included) comes from it: a literal here would
+  // win over envFrom and put the password in every pod spec.
+  if (options.redisUrl && !options.envSecretName) env.push({ name: 'GW_REDIS_URL', value: options.redisUrl });
   const probe = (path: string, periodSeconds: number, failureThreshold: number) => ({
     httpGet: { path, port: 'gw-health' },
     periodSeconds,

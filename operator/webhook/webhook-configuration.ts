@@ -1,5 +1,6 @@
-import { createHash } from 'node:crypto';
 import { AdmissionregistrationV1Api, ApiException, type KubeConfig, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import { CONFIG_HASH_ANNOTATION, configHash } from '../../common/compiled-config-map.ts';
+import { INJECT_ANNOTATION } from './injector.ts';
 
 export const WEBHOOK_CONFIGURATION = 'gw-sidecar-injector';
 
@@ -36,10 +37,10 @@ export function webhookConfiguration(target: WebhookTarget, caBundle: string): V
         namespaceSelector: {
           matchExpressions: [
             { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: target.excludedNamespaces },
-            { key: 'gw.dev/inject', operator: 'NotIn', values: ['disabled'] },
+            { key: INJECT_ANNOTATION, operator: 'NotIn', values: ['disabled'] },
           ],
         },
-        objectSelector: { matchExpressions: [{ key: 'gw.dev/inject', operator: 'NotIn', values: ['disabled'] }] },
+        objectSelector: { matchExpressions: [{ key: INJECT_ANNOTATION, operator: 'NotIn', values: ['disabled'] }] },
       },
     ],
   };
@@ -49,8 +50,8 @@ export function webhookConfiguration(target: WebhookTarget, caBundle: string): V
 export async function applyWebhookConfiguration(kc: KubeConfig, desired: V1MutatingWebhookConfiguration): Promise<void> {
   const api = kc.makeApiClient(AdmissionregistrationV1Api);
   // The API server fills defaults into what it stores, so "changed" is judged on a hash of what we wrote.
-  const hash = createHash('sha256').update(JSON.stringify(desired.webhooks)).digest('hex');
-  const body = { ...desired, metadata: { ...desired.metadata, annotations: { 'gw.dev/config-hash': hash } } };
+  const hash = configHash(JSON.stringify(desired.webhooks));
+  const body = { ...desired, metadata: { ...desired.metadata, annotations: { [CONFIG_HASH_ANNOTATION]: hash } } };
   for (let attempt = 0; attempt < 3; attempt += 1) {
     let current: V1MutatingWebhookConfiguration | undefined;
     try {
@@ -60,7 +61,7 @@ export async function applyWebhookConfiguration(kc: KubeConfig, desired: V1Mutat
     }
     try {
       if (!current) await api.createMutatingWebhookConfiguration({ body });
-      else if (current.metadata?.annotations?.['gw.dev/config-hash'] !== hash) {
+      else if (current.metadata?.annotations?.[CONFIG_HASH_ANNOTATION] !== hash) {
         await api.replaceMutatingWebhookConfiguration({ name: WEBHOOK_CONFIGURATION, body: { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata?.resourceVersion } } });
       }
       return;

@@ -1,13 +1,10 @@
 import { CoreV1Api, makeInformer, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { API_ID_LABEL, apiIdLabelValue, CONFIG_KEY, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import type { Logger } from '../../common/logger.ts';
 import { compiledConfigSchema, type CompiledConfig } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import type { SidecarMetrics } from '../metrics.ts';
 import { mergeConfigs, type ConfigProblem, type ConfigSource } from './source.ts';
-
-export const managedBySelector = 'app.kubernetes.io/managed-by=gw-operator';
-export const apiIdLabel = 'gw.dev/api-id';
-export const retainAnnotation = 'gw.dev/retain-until-reload';
 
 export interface KubeSourceOptions {
   kubeConfig: KubeConfig;
@@ -41,6 +38,8 @@ export class KubeConfigSource implements ConfigSource {
   readonly #core: CoreV1Api;
   readonly #entries = new Map<string, Entry>();
   readonly #problems = new Map<string, string>();
+  /** Served api ids by the label value their ConfigMaps carry (a hash for ids that are no valid label value). */
+  readonly #servedByLabel: ReadonlyMap<string, string> | '*';
   readonly #informer;
   #publish: (config: CompiledConfig) => void = () => undefined;
   #publishScheduled = false;
@@ -52,12 +51,13 @@ export class KubeConfigSource implements ConfigSource {
   constructor(options: KubeSourceOptions) {
     this.#options = options;
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.#servedByLabel = options.apis === '*' ? '*' : new Map([...options.apis].map((apiId) => [apiIdLabelValue(apiId), apiId]));
     const { namespace } = options;
     this.#informer = makeInformer<V1ConfigMap>(
       options.kubeConfig,
       `/api/v1/namespaces/${namespace}/configmaps`,
-      () => this.#core.listNamespacedConfigMap({ namespace, labelSelector: managedBySelector }),
-      managedBySelector,
+      () => this.#core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_BY_SELECTOR }),
+      MANAGED_BY_SELECTOR,
     );
     this.#informer.on('add', (cm) => this.#upsert(cm));
     this.#informer.on('update', (cm) => this.#upsert(cm));
@@ -92,16 +92,15 @@ export class KubeConfigSource implements ConfigSource {
   }
 
   #serves(cm: V1ConfigMap): string | null {
-    const apiId = cm.metadata?.labels?.[apiIdLabel];
-    if (!apiId) return null;
-    const { apis } = this.#options;
-    return apis === '*' || apis.has(apiId) ? apiId : null;
+    const label = cm.metadata?.labels?.[API_ID_LABEL];
+    if (!label) return null;
+    return this.#servedByLabel === '*' ? label : (this.#servedByLabel.get(label) ?? null);
   }
 
   #parse(cm: V1ConfigMap, apiId: string): CompiledConfig | null {
     const name = cm.metadata?.name ?? '';
     try {
-      const parsed = compiledConfigSchema.safeParse(JSON.parse(cm.data?.['config.json'] ?? ''));
+      const parsed = compiledConfigSchema.safeParse(JSON.parse(cm.data?.[CONFIG_KEY] ?? ''));
       if (parsed.success) return parsed.data;
       this.#refuse(apiId, name, parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
     } catch (err) {
@@ -131,7 +130,7 @@ export class KubeConfigSource implements ConfigSource {
     const name = cm.metadata?.name;
     const entry = name === undefined ? undefined : this.#entries.get(name);
     if (name === undefined || entry === undefined) return;
-    if (cm.metadata?.annotations?.[retainAnnotation] === 'true') {
+    if (cm.metadata?.annotations?.[RETAIN_ANNOTATION] === 'true') {
       this.#entries.delete(name);
       this.#schedulePublish();
     } else {
@@ -162,7 +161,7 @@ export class KubeConfigSource implements ConfigSource {
   async reload(): Promise<void> {
     const list = await this.#core.listNamespacedConfigMap({
       namespace: this.#options.namespace,
-      labelSelector: managedBySelector,
+      labelSelector: MANAGED_BY_SELECTOR,
     });
     const present = new Set<string>();
     for (const cm of list.items) {

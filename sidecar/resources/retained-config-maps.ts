@@ -1,5 +1,5 @@
 import { ApiException, type CoreV1Api, PatchStrategy, setHeaderOptions, type V1OwnerReference } from '@kubernetes/client-node';
-import { apiIdLabel, managedBySelector, retainAnnotation } from '../config/kube-source.ts';
+import { API_ID_LABEL, apiNameOf, configMapName, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 
 /**
  * The admin-DELETE side of the ConfigMap convention shared with the operator: before an
@@ -9,7 +9,6 @@ import { apiIdLabel, managedBySelector, retainAnnotation } from '../config/kube-
  * (SPEC §3). A reload deletes the retained ConfigMaps whose ApiDefinition is gone.
  */
 
-const namePrefix = 'gw-api-';
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export const isNotFound = (error: unknown): boolean => error instanceof ApiException && error.code === 404;
@@ -23,7 +22,7 @@ export interface RetainedConfigMap {
 
 /** null: the operator has not written the ConfigMap yet, so there is nothing to keep. */
 export async function retain(core: CoreV1Api, namespace: string, apiName: string): Promise<RetainedConfigMap | null> {
-  const name = `${namePrefix}${apiName}`;
+  const name = configMapName(apiName);
   let ownerReferences: V1OwnerReference[] | undefined;
   try {
     ownerReferences = (await core.readNamespacedConfigMap({ namespace, name })).metadata?.ownerReferences;
@@ -31,13 +30,13 @@ export async function retain(core: CoreV1Api, namespace: string, apiName: string
     if (isNotFound(error)) return null;
     throw error;
   }
-  const body = { metadata: { annotations: { [retainAnnotation]: 'true' }, ownerReferences: null } };
+  const body = { metadata: { annotations: { [RETAIN_ANNOTATION]: 'true' }, ownerReferences: null } };
   await core.patchNamespacedConfigMap({ namespace, name, body }, mergePatch);
   return { namespace, name, ownerReferences };
 }
 
 export async function unretain(core: CoreV1Api, retained: RetainedConfigMap): Promise<void> {
-  const body = { metadata: { annotations: { [retainAnnotation]: null }, ownerReferences: retained.ownerReferences ?? null } };
+  const body = { metadata: { annotations: { [RETAIN_ANNOTATION]: null }, ownerReferences: retained.ownerReferences ?? null } };
   await core.patchNamespacedConfigMap({ namespace: retained.namespace, name: retained.name, body }, mergePatch);
 }
 
@@ -53,20 +52,21 @@ export async function releaseRetained(
 ): Promise<string[]> {
   const lists = await Promise.all(
     namespaces.length === 0
-      ? [core.listConfigMapForAllNamespaces({ labelSelector: managedBySelector })]
-      : namespaces.map((namespace) => core.listNamespacedConfigMap({ namespace, labelSelector: managedBySelector })),
+      ? [core.listConfigMapForAllNamespaces({ labelSelector: MANAGED_BY_SELECTOR })]
+      : namespaces.map((namespace) => core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_BY_SELECTOR })),
   );
   const released: string[] = [];
   for (const configMap of lists.flatMap((list) => list.items)) {
     const { name = '', namespace = '', annotations, labels } = configMap.metadata ?? {};
-    if (annotations?.[retainAnnotation] !== 'true' || !name.startsWith(namePrefix)) continue;
-    if (await apiExists(namespace, name.slice(namePrefix.length))) continue;
+    const apiName = apiNameOf(name);
+    if (annotations?.[RETAIN_ANNOTATION] !== 'true' || apiName === undefined) continue;
+    if (await apiExists(namespace, apiName)) continue;
     try {
       await core.deleteNamespacedConfigMap({ namespace, name });
     } catch (error) {
       if (!isNotFound(error)) throw error;
     }
-    released.push(labels?.[apiIdLabel] ?? name);
+    released.push(labels?.[API_ID_LABEL] ?? name);
   }
   return released;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds (or reuses) the pinned test-bed binaries from their Go modules:
 #   build-bins.sh [kube-apiserver|etcd|helm ...]   (default: all three)
-# Each lands in $GW_TEST_BINS_DIR/<component>-<version>/<component> (default dir
+# Each lands in $GW_TEST_BINS_DIR/<component>-<version>/<component> (helm: <version>-k8s1.<minor>; default dir
 # ~/.cache/gw-test-bins), outside the clone so every later run and clone reuses it.
 # Prints one `<component>=<path>` line per component on stdout; progress goes to stderr.
 # A failure names the step and the path of its log, and exits non-zero.
@@ -60,7 +60,33 @@ component_ldflags() {
       echo "$flags"
       ;;
     etcd) echo "-s -w" ;;
-    helm) echo "-s -w -X helm.sh/helm/v3/internal/version.version=$version -X helm.sh/helm/v3/internal/version.gitTreeState=clean" ;;
+    helm)
+      # Offline (`helm template`, `helm lint`) Helm assumes the Kubernetes version linked
+      # into it, v1.20 by default: link the test bed's own so kubeVersion checks pass.
+      local kube_minor flags pkg
+      kube_minor="$(kube_minor_version)"
+      flags="-s -w -X helm.sh/helm/v3/internal/version.version=$version -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+      for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+        flags+=" -X $pkg.k8sVersionMajor=1 -X $pkg.k8sVersionMinor=$kube_minor"
+      done
+      echo "$flags"
+      ;;
+  esac
+}
+
+# Minor version of the pinned kube-apiserver (v1.32.13 → 32).
+kube_minor_version() {
+  local minor
+  minor="$(required_version kube-apiserver k8s.io/kubernetes)"
+  minor="${minor#v1.}"
+  echo "${minor%%.*}"
+}
+
+# The cache folder names whatever is linked into the binary, so a change rebuilds it.
+component_dir() {
+  case "$1" in
+    helm) echo "$bins_dir/$1-$2-k8s1.$(kube_minor_version)" ;;
+    *) echo "$bins_dir/$1-$2" ;;
   esac
 }
 
@@ -69,7 +95,7 @@ build_component() {
   module="$(component_module "$name")"
   version="$(required_version "$name" "$module")"
   [[ -n "$version" ]] || fail "read-version-$name" "$here/go/$name/go.mod"
-  dir="$bins_dir/$name-$version"
+  dir="$(component_dir "$name" "$version")"
   bin="$dir/$name"
   if [[ -x "$bin" ]]; then echo "$name=$bin"; return; fi
 

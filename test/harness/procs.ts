@@ -56,49 +56,73 @@ export function serverDir(prefix: string): string {
 
 export function spawnServer(opts: SpawnOptions): ServerProcess {
   const pidDir = join(sessionDir(), 'pids');
-  const logFd = openSync(opts.logPath, 'a');
-  const child = spawn(opts.command, opts.args, {
-    detached: true,
-    stdio: ['ignore', logFd, logFd],
+  const pidFile = (pid: number): string => join(pidDir, `${opts.name}-${pid}.pid`);
+  const group = spawnGroup(opts, (pid) => {
+    live.delete(pid);
+    rmSync(pidFile(pid), { force: true });
   });
+  if (group === null) throw new HarnessStepError(`start-${opts.name}`, opts.logPath, `could not run ${opts.command}`);
+  // The command name lets a sweeper check the pid still belongs to this server.
+  writeFileSync(pidFile(group.pid), `${group.pid} ${commName(opts.command)}\n`);
+  live.set(group.pid, group.child);
+  return { name: opts.name, logPath: opts.logPath, pid: group.pid, exited: group.exited, hasExited: group.hasExited, stop: group.stop };
+}
+
+export interface GroupOptions {
+  command: string;
+  args: string[];
+  logPath: string;
+  /** The whole environment of the process (default: this process's). */
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}
+
+export interface ProcessGroup extends Pick<ServerProcess, 'pid' | 'exited' | 'hasExited' | 'stop'> {
+  child: ChildProcess;
+}
+
+/**
+ * A process in a group of its own (stopped as a group: nothing it started survives it),
+ * output appended to `logPath`. `onExit` runs once it has exited. null when it could not
+ * be started at all (e.g. a missing binary). Keeping it from outliving its owner is the
+ * caller's part.
+ */
+export function spawnGroup(opts: GroupOptions, onExit: (pid: number) => void = () => undefined): ProcessGroup | null {
+  const logFd = openSync(opts.logPath, 'a');
+  const child = spawn(opts.command, opts.args, { cwd: opts.cwd, env: opts.env, detached: true, stdio: ['ignore', logFd, logFd] });
   closeSync(logFd);
   const pid = child.pid;
   if (pid === undefined) {
-    // spawn reports a missing binary through 'error'; it is reported here instead.
+    // spawn reports a missing binary through 'error'; the caller reports it instead.
     child.once('error', () => {});
-    throw new HarnessStepError(`start-${opts.name}`, opts.logPath, `could not run ${opts.command}`);
+    return null;
   }
-  const pidFile = join(pidDir, `${opts.name}-${pid}.pid`);
-  // The command name lets a sweeper check the pid still belongs to this server.
-  writeFileSync(pidFile, `${pid} ${commName(opts.command)}\n`);
-  live.set(pid, child);
-  // A server must not keep its owner alive: the exit handlers stop it when the owner ends.
+  // A process must not keep its owner alive: the owner's exit handling stops it.
   child.unref();
   let done = false;
   const exited = new Promise<number | null>((resolve) => {
     const finish = (code: number | null): void => {
       if (done) return;
       done = true;
-      live.delete(pid);
-      rmSync(pidFile, { force: true });
+      onExit(pid);
       resolve(code);
     };
     child.once('exit', finish);
     child.once('error', () => finish(null));
   });
   return {
-    name: opts.name,
+    child,
     pid,
-    logPath: opts.logPath,
     exited,
     hasExited: () => done,
     stop: async (graceMs = 10_000) => {
-      if (done) return;
-      killGroup(pid, 'SIGTERM');
-      const timer = setTimeout(() => killGroup(pid, 'SIGKILL'), graceMs);
-      await exited;
-      clearTimeout(timer);
-      // Children of the server (none expected) go with the group.
+      if (!done) {
+        killGroup(pid, 'SIGTERM');
+        const timer = setTimeout(() => killGroup(pid, 'SIGKILL'), graceMs);
+        await exited;
+        clearTimeout(timer);
+      }
+      // Children of the process (none expected) go with the group.
       killGroup(pid, 'SIGKILL');
     },
   };
@@ -119,7 +143,7 @@ function commName(command: string): string {
   return (command.split('/').pop() ?? command).slice(0, 15);
 }
 
-function killGroup(pid: number, signal: NodeJS.Signals): void {
+export function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pid, signal);
   } catch {

@@ -10,7 +10,9 @@ const command = 'gwLimits';
 const trimDelayMs = 50;
 
 type Reply = [number, number, number, number, number, number][];
-type ScriptClient = Record<typeof command, (numKeys: number, ...args: (string | number)[]) => Promise<Reply>>;
+type ScriptClient = Record<typeof command, (...args: (string | number)[]) => Promise<Reply>>;
+/** Keys of one op; on a Cluster every script call runs exactly one op. */
+const keysPerOp = 2;
 
 interface Encoded {
   keys: [string, string];
@@ -74,7 +76,10 @@ export class RedisLimitStore implements LimitStore {
     this.#redis = redis;
     this.#instanceId = instanceId;
     this.#onBackgroundError = onBackgroundError;
-    if (!(command in redis)) redis.defineCommand(command, { lua: script });
+    // ioredis auto-pipelining routes a script call on a Cluster by its first argument:
+    // the key count, unless the command declares a fixed one. So on a Cluster (one op,
+    // two keys per call) it is declared, and the first argument is the op's first key.
+    if (!(command in redis)) redis.defineCommand(command, { lua: script, numberOfKeys: redis.isCluster ? keysPerOp : undefined });
     this.#client = redis as unknown as ScriptClient;
   }
 
@@ -99,7 +104,7 @@ export class RedisLimitStore implements LimitStore {
     const keys = encoded.flatMap((e) => e.keys);
     const member = `${this.#instanceId}:${(this.#sequence = (this.#sequence + 1) % Number.MAX_SAFE_INTEGER)}`;
     const args = [...keys, nowMs, member, ...encoded.flatMap((e) => e.args)];
-    const reply = this.#client[command](keys.length, ...args);
+    const reply = this.#redis.isCluster ? this.#client[command](...args) : this.#client[command](keys.length, ...args);
     return withTimeout(reply, this.#settings.redis_timeout_ms).then((rows) => rows.map(toResult));
   }
 

@@ -63,7 +63,6 @@ export async function chartIdentities(o: IdentityOptions): Promise<PodIdentities
   const rendered = await helmTemplate(o.helmBin, [
     'template', release, join(REPO_ROOT, 'charts', 'gw'),
     '--namespace', o.namespace,
-    '--kube-version', '1.32.0',
     '--set', `watchNamespaces={${o.namespace}}`,
   ]);
   const rbac = parseAllDocuments(rendered)

@@ -1,26 +1,26 @@
 import { spawn } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { killGroup, spawnGroup, type ServerProcess } from '../../harness/procs.ts';
+
+// The e2e tests see process handling through this module only.
+export { isAlive } from '../../harness/procs.ts';
 
 /**
  * The gw processes (operator, sidecar) run as local child processes the way a pod runs
  * them: `node <script>` with the identity and settings in the environment. Each runs in
  * its own process group so stopping it also stops anything it started, and every group
  * still running when this process exits is killed, so a failed test or a crash of the
- * caller leaves nothing behind.
+ * caller leaves nothing behind. Unlike the harness's servers (test/harness/procs.ts,
+ * whose signal handler SIGKILLs them) these are left to their owner on a signal, so the
+ * playground can SIGTERM them first and let them drain and release their Lease.
  */
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..', '..');
 const NODE = join(REPO_ROOT, 'node_modules', '.bin', 'node');
 
-export interface GwProcess {
-  name: string;
-  pid: number;
-  logPath: string;
-  exited: Promise<number | null>;
-  hasExited(): boolean;
-  /** SIGTERM first (the processes drain and release their lease), SIGKILL after `graceMs`. */
-  stop(graceMs?: number): Promise<void>;
+/** stop(): SIGTERM first (the processes drain and release their lease), SIGKILL after `graceMs`. */
+export interface GwProcess extends ServerProcess {
   /** The log so far (JSON lines of pino). */
   log(): string;
 }
@@ -35,14 +35,6 @@ export interface GwProcessOptions {
 
 const live = new Set<number>();
 let exitHookInstalled = false;
-
-function killGroup(pid: number, signal: NodeJS.Signals): void {
-  try {
-    process.kill(-pid, signal);
-  } catch {
-    // The group is gone already.
-  }
-}
 
 function installExitHook(): void {
   if (exitHookInstalled) return;
@@ -68,55 +60,20 @@ export function signalAll(signal: NodeJS.Signals): void {
 
 export function startGwProcess(opts: GwProcessOptions): GwProcess {
   installExitHook();
-  const fd = openSync(opts.logPath, 'a');
   // Only what a pod would have, plus PATH/HOME for Node itself: nothing of the test
   // process's own environment (GW_* of the harness) leaks into the product.
   const env = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', ...opts.env };
-  const child = spawn(NODE, [join(REPO_ROOT, opts.script)], { cwd: REPO_ROOT, env, detached: true, stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  const pid = child.pid;
-  if (pid === undefined) {
-    child.once('error', () => undefined);
-    throw new Error(`could not start ${opts.name} (${NODE} ${opts.script})`);
-  }
-  live.add(pid);
-  child.unref();
-  startReaper(pid);
-  let done = false;
-  const exited = new Promise<number | null>((resolve) => {
-    const finish = (code: number | null): void => {
-      if (done) return;
-      done = true;
-      live.delete(pid);
-      resolve(code);
-    };
-    child.once('exit', finish);
-    child.once('error', () => finish(null));
-  });
+  const group = spawnGroup({ command: NODE, args: [join(REPO_ROOT, opts.script)], logPath: opts.logPath, env, cwd: REPO_ROOT }, (pid) => live.delete(pid));
+  if (group === null) throw new Error(`could not start ${opts.name} (${NODE} ${opts.script})`);
+  live.add(group.pid);
+  startReaper(group.pid);
   return {
     name: opts.name,
-    pid,
     logPath: opts.logPath,
-    exited,
-    hasExited: () => done,
+    pid: group.pid,
+    exited: group.exited,
+    hasExited: group.hasExited,
+    stop: group.stop,
     log: () => readFileSync(opts.logPath, 'utf8'),
-    stop: async (graceMs = 10_000) => {
-      if (!done) {
-        killGroup(pid, 'SIGTERM');
-        const timer = setTimeout(() => killGroup(pid, 'SIGKILL'), graceMs);
-        await exited;
-        clearTimeout(timer);
-      }
-      killGroup(pid, 'SIGKILL');
-    },
   };
-}
-
-/** Whether a pid names a running process (a zombie counts as gone). */
-export function isAlive(pid: number): boolean {
-  try {
-    return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
 }

@@ -5,7 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { defaultGatewaySettings, gatewaySettingsSchema } from '../../../crds/settings.ts';
 import { createNamespace, kubectl } from '../../harness/index.ts';
-import { CHART_DIR, KUBE_VERSION, containerEnv, envValue, findObject, helm, podSpecs, renderChart, setArgs, type K8sObject } from './helm.ts';
+import { CHART_DIR, containerEnv, envValue, findObject, helm, podSpecs, renderChart, setArgs, type K8sObject } from './helm.ts';
 
 /**
  * The chart as rendered by the pinned helm: lint, values schema, and every rendered object
@@ -40,9 +40,9 @@ function kinds(objects: K8sObject[]): string[] {
 
 describe('helm lint', () => {
   it('passes with default values, also with --strict', async () => {
-    const plain = await helm(['lint', CHART_DIR, '--kube-version', KUBE_VERSION]);
+    const plain = await helm(['lint', CHART_DIR]);
     expect(plain.stdout).toContain('1 chart(s) linted, 0 chart(s) failed');
-    const strict = await helm(['lint', '--strict', CHART_DIR, '--kube-version', KUBE_VERSION]);
+    const strict = await helm(['lint', '--strict', CHART_DIR]);
     expect(strict.stdout).toContain('0 chart(s) failed');
     expect(strict.stdout).not.toMatch(/\[(WARNING|ERROR)\]/);
   });
@@ -55,12 +55,12 @@ describe('helm lint', () => {
       watchNamespaces: ['a', 'b'],
       'operator.replicas': 2,
     };
-    const strict = await helm(['lint', '--strict', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs(values)]);
+    const strict = await helm(['lint', '--strict', CHART_DIR, ...setArgs(values)]);
     expect(strict.stdout).toContain('0 chart(s) failed');
   });
 
   it('fails on values the schema rejects', async () => {
-    const result = await helm(['lint', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs({ 'gateway.settings.forwarder': 'nginx' })], { allowFail: true });
+    const result = await helm(['lint', CHART_DIR, ...setArgs({ 'gateway.settings.forwarder': 'nginx' })], { allowFail: true });
     expect(result.code).not.toBe(0);
     expect(result.stdout).toContain("[ERROR] values.yaml: - at '/gateway/settings/forwarder': value must be one of 'undici', 'http-proxy'");
   });
@@ -297,7 +297,7 @@ describe('values', () => {
     ['a Redis password that would break the URL', { 'redis.auth.password': 'p@ss/word' }, "at '/redis/auth/password'"],
   ];
   it.each(rejected)('rejects %s, naming the value, and renders nothing', async (_what, bad, message) => {
-    const result = await helm(['template', 'gw', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs(bad)], { allowFail: true });
+    const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(bad)], { allowFail: true });
     expect(result.code).not.toBe(0);
     expect(result.stderr).toContain("values don't meet the specifications of the schema");
     expect(result.stderr).toContain(message);
@@ -349,10 +349,10 @@ describe('helm template with non-default values', () => {
   });
 
   it('refuses an external Redis without an address, with a message saying what is missing', async () => {
-    const noUrl = await helm(['template', 'gw', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs({ 'redis.enabled': false })], { allowFail: true });
+    const noUrl = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'redis.enabled': false })], { allowFail: true });
     expect(noUrl.code).not.toBe(0);
     expect(noUrl.stderr).toContain('redis.external.url is required');
-    const noNodes = await helm(['template', 'gw', CHART_DIR, '--kube-version', KUBE_VERSION, ...setArgs({ 'redis.enabled': false, 'redis.external.mode': 'cluster' })], {
+    const noNodes = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'redis.enabled': false, 'redis.external.mode': 'cluster' })], {
       allowFail: true,
     });
     expect(noNodes.code).not.toBe(0);
@@ -419,7 +419,7 @@ describe('CRDs', () => {
       expect(existsSync(join(generated, file)), file).toBe(true);
       expect(readFileSync(join(CHART_DIR, 'crds', file), 'utf8'), file).toBe(readFileSync(join(generated, file), 'utf8'));
     }
-    const { stdout } = await helm(['template', 'gw', CHART_DIR, '--kube-version', KUBE_VERSION, '--include-crds']);
+    const { stdout } = await helm(['template', 'gw', CHART_DIR, '--include-crds']);
     const crds = stdout.match(/^kind: CustomResourceDefinition$/gm) ?? [];
     expect(crds).toHaveLength(5);
   });

@@ -6,8 +6,6 @@ import { parseAllDocuments } from 'yaml';
 import { testEnv } from '../../harness/index.ts';
 
 export const CHART_DIR = resolve(import.meta.dirname, '../../../charts/gw');
-/** The pinned helm is built without the k8s version ldflags, so it would assume v1.20 offline. */
-export const KUBE_VERSION = '1.32.13';
 
 export interface HelmResult {
   code: number;
@@ -70,7 +68,7 @@ export function setArgs(values: Record<string, unknown>): string[] {
 
 /** helm template of the chart with the given values, in the given namespace. */
 export async function renderChart(namespace: string, values: Record<string, unknown> = {}, release = 'gw'): Promise<K8sObject[]> {
-  const { stdout } = await helm(['template', release, CHART_DIR, '--namespace', namespace, '--kube-version', KUBE_VERSION, ...setArgs(values)]);
+  const { stdout } = await helm(['template', release, CHART_DIR, '--namespace', namespace, ...setArgs(values)]);
   return parseManifest(stdout);
 }
 

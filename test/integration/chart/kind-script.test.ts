@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseDockerfile } from './dockerfile.ts';
-import { CHART_DIR, KUBE_VERSION, findObject, helm, parseManifest } from './helm.ts';
+import { CHART_DIR, findObject, helm, parseManifest } from './helm.ts';
 
 /**
  * scripts/e2e-kind.sh needs Docker and kind, so it cannot run here; what can drift without
@@ -32,7 +32,7 @@ describe('scripts/e2e-kind.sh', () => {
   it('installs the chart with values the chart accepts, under the names the script then uses', async () => {
     const sets = [...script.matchAll(/--set (\S+)/g)].map((m) => (m[1] ?? '').replaceAll('"', '').replace('$tag', 'e2e').replace('$app_ns', 'demo'));
     expect(sets.length).toBeGreaterThanOrEqual(4);
-    const { stdout } = await helm(['template', 'gw', CHART_DIR, '--namespace', 'gw-system', '--kube-version', KUBE_VERSION, ...sets.flatMap((s) => ['--set', s])]);
+    const { stdout } = await helm(['template', 'gw', CHART_DIR, '--namespace', 'gw-system', ...sets.flatMap((s) => ['--set', s])]);
     const objects = parseManifest(stdout);
     expect(findObject(objects, 'Deployment', 'gw-operator').spec.template.spec.containers[0].image).toBe('gw-operator:e2e');
     expect(findObject(objects, 'Service', 'gw-admin').spec.ports[0].port).toBe(8081);

@@ -1,7 +1,7 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { retainAnnotation } from '../../../sidecar/config/kube-source.ts';
+import { RETAIN_ANNOTATION } from '../../../common/compiled-config-map.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
 import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
 import { call, compiledApi, compiledConfig, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
@@ -50,7 +50,7 @@ describe('admin delete, then served until reload (Kubernetes)', () => {
     expect((await kubectl(['get', 'apidefinitions', apiId, '-n', namespace], { allowFail: true })).code).not.toBe(0);
     const core = kubeConfig().makeApiClient(CoreV1Api);
     const cm = await core.readNamespacedConfigMap({ name: `gw-api-${apiId}`, namespace });
-    expect(cm.metadata?.annotations?.[retainAnnotation]).toBe('true');
+    expect(cm.metadata?.annotations?.[RETAIN_ANNOTATION]).toBe('true');
     await new Promise((resolve) => setTimeout(resolve, 300));
     for (const sidecar of [first, second]) expect((await call(`${sidecar.proxyUrl}/${apiId}/`)).status).toBe(200);
 

@@ -3,6 +3,7 @@ import { request as httpRequest } from 'node:http';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
+import { API_ID_LABEL, apiIdLabelValue, CONFIG_KEY, configMapName, MANAGED_BY, MANAGED_BY_LABEL } from '../../../common/compiled-config-map.ts';
 import { RedisSessionStore } from '../../../common/session-store.ts';
 import type { CompiledApi, CompiledConfig } from '../../../crds/compiled.ts';
 import { keyHash } from '../../../crds/key-hash.ts';
@@ -10,7 +11,6 @@ import { sessionSchema } from '../../../crds/session.ts';
 import { gatewaySettingsSchema, type GatewaySettings } from '../../../crds/settings.ts';
 import { startSidecar, type RunningSidecar, type SidecarOverrides } from '../../../sidecar/app.ts';
 import type { SidecarOptions } from '../../../sidecar/cli.ts';
-import { apiIdLabel, managedBySelector } from '../../../sidecar/config/kube-source.ts';
 import { kubeConfig, testEnv } from '../../harness/index.ts';
 
 export const quietLogger = pino({ level: process.env.GW_TEST_LOG_LEVEL ?? 'silent' });
@@ -42,15 +42,13 @@ export function compiledConfig(apis: CompiledApi[], settings: Partial<GatewaySet
   return { version: 1, settings: gatewaySettingsSchema.parse(settings), apis, policies };
 }
 
-const [managedByKey, managedByValue] = managedBySelector.split('=') as [string, string];
-
 /** Write (create or replace) the ConfigMap the operator would write for one API. */
 export async function writeConfigMap(namespace: string, apiId: string, data: string, kc: KubeConfig = kubeConfig()): Promise<void> {
   const core = kc.makeApiClient(CoreV1Api);
-  const name = `gw-api-${apiId}`;
+  const name = configMapName(apiId);
   const body = {
-    metadata: { name, namespace, labels: { [managedByKey]: managedByValue, [apiIdLabel]: apiId } },
-    data: { 'config.json': data },
+    metadata: { name, namespace, labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: apiIdLabelValue(apiId) } },
+    data: { [CONFIG_KEY]: data },
   };
   try {
     await core.replaceNamespacedConfigMap({ name, namespace, body });

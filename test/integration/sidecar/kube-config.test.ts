@@ -1,7 +1,7 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { API_ID_LABEL, configMapName, RETAIN_ANNOTATION } from '../../../common/compiled-config-map.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { retainAnnotation } from '../../../sidecar/config/kube-source.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
 import { createNamespace, kubeConfig } from '../../harness/index.ts';
 import { call, compiledApi, compiledConfig, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
@@ -84,7 +84,7 @@ describe('Kubernetes config source', () => {
     await eventually(servesApi(sidecar, api.api_id));
     const name = `gw-api-${api.api_id}`;
     const cm = await core.readNamespacedConfigMap({ name, namespace });
-    cm.metadata = { ...cm.metadata, annotations: { ...cm.metadata?.annotations, [retainAnnotation]: 'true' } };
+    cm.metadata = { ...cm.metadata, annotations: { ...cm.metadata?.annotations, [RETAIN_ANNOTATION]: 'true' } };
     await core.replaceNamespacedConfigMap({ name, namespace, body: cm });
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(await pathSeen(api.api_id)).toBe('/x');
@@ -103,6 +103,19 @@ describe('Kubernetes config source', () => {
       await eventually(servesApi(filtered, wanted.api_id));
       await eventually(servesApi(sidecar, other.api_id));
       expect(servesApi(filtered, other.api_id)()).toBe(false);
+    } finally {
+      await filtered.close();
+    }
+  });
+
+  it('serves a GW_APIS api_id too long for a label value (its ConfigMap carries the hashed label)', async () => {
+    const long = compiledApi(`${uniqueId('api')}-${'x'.repeat(70)}`, upstream.url);
+    const filtered = await startTestSidecar({ ...sidecarOptions(namespace), apis: new Set([long.api_id]) });
+    try {
+      await writeConfigMap(namespace, long.api_id, JSON.stringify(compiledConfig([long])));
+      const cm = await core.readNamespacedConfigMap({ name: configMapName(long.api_id), namespace });
+      expect(cm.metadata?.labels?.[API_ID_LABEL]).toMatch(/^h-[0-9a-f]{40}$/);
+      await eventually(servesApi(filtered, long.api_id));
     } finally {
       await filtered.close();
     }

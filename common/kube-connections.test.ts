@@ -1,6 +1,6 @@
 import { HttpMethod, KubeConfig, RequestContext } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { shareConnections } from './shared-connections.ts';
+import { shareConnections } from './kube-connections.ts';
 
 function config(): KubeConfig {
   const kc = new KubeConfig();

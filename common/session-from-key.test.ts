@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { sessionSchema } from '../../crds/session.ts';
+import { sessionSchema } from '../crds/session.ts';
 import { sessionFromKey } from './session-from-key.ts';
 
 const t0 = new Date('2026-01-01T00:00:00Z');

@@ -1,0 +1,32 @@
+import { createHash } from 'node:crypto';
+
+/**
+ * The compiled-config ConfigMap contract between the operator (writes them) and the
+ * sidecars (read them, retain and release them around an admin DELETE): one ConfigMap
+ * `gw-api-<ApiDefinition name>` per API, in the API's namespace.
+ */
+export const MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY = 'gw-operator';
+export const MANAGED_BY_SELECTOR = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
+export const API_ID_LABEL = 'gw.dev/api-id';
+/** SHA-256 of what the operator wrote (also on its webhook configuration): a change is judged on it. */
+export const CONFIG_HASH_ANNOTATION = 'gw.dev/config-hash';
+/** Set by a sidecar before an admin DELETE: the operator leaves the ConfigMap alone until a reload releases it. */
+export const RETAIN_ANNOTATION = 'gw.dev/retain-until-reload';
+export const CONFIG_KEY = 'config.json';
+
+const NAME_PREFIX = 'gw-api-';
+
+export const configMapName = (apiName: string): string => `${NAME_PREFIX}${apiName}`;
+
+/** ConfigMap name `gw-api-<name>` → the ApiDefinition's name, or undefined for other ConfigMaps. */
+export function apiNameOf(configMapName: string): string | undefined {
+  return configMapName.startsWith(NAME_PREFIX) ? configMapName.slice(NAME_PREFIX.length) : undefined;
+}
+
+export const configHash = (json: string): string => createHash('sha256').update(json).digest('hex');
+
+/** Label values are at most 63 characters of [A-Za-z0-9._-]; longer or other ids are hashed into one. */
+export function apiIdLabelValue(apiId: string): string {
+  return /^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/.test(apiId) ? apiId : `h-${configHash(apiId).slice(0, 40)}`;
+}
