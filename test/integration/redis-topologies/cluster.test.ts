@@ -1,0 +1,181 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Cluster, type Redis } from 'ioredis';
+import { limiterKey } from '../../../common/redis-keys.ts';
+import { createRedisClient } from '../../../common/redis-url.ts';
+import { RedisSessionStore } from '../../../common/session-store.ts';
+import type { GatewaySettings } from '../../../crds/settings.ts';
+import { api, config, keyHashOf, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import { startRedisCluster, type RedisClusterHandle } from '../../harness/index.ts';
+import { alignTo, metricValues, sleep, uniqueId } from '../limits/helpers.ts';
+import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gateways.ts';
+
+let cluster: RedisClusterHandle;
+beforeAll(async () => {
+  cluster = await startRedisCluster();
+});
+afterAll(async () => {
+  await cluster?.dispose();
+});
+afterEach(stopAllGateways);
+
+/** Every key of every master, with the slot Redis computes for it. */
+async function keysBySlot(redis: Cluster): Promise<Array<{ key: string; slot: number; node: string }>> {
+  const found: Array<{ key: string; slot: number; node: string }> = [];
+  for (const node of redis.nodes('master')) {
+    const name = `${node.options.host}:${node.options.port}`;
+    for (const key of await scanAll(node)) found.push({ key, slot: Number(await node.cluster('KEYSLOT', key)), node: name });
+  }
+  return found;
+}
+
+async function scanAll(node: Redis): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await node.scan(cursor, 'MATCH', 'gw:*', 'COUNT', 1000);
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  return keys;
+}
+
+const hashTag = (key: string): string => /\{([^}]+)\}/.exec(key)?.[1] ?? '';
+
+describe('Redis Cluster through redis+cluster://', () => {
+  it('connects from two seed nodes and discovers all three masters', async () => {
+    const redis = createRedisClient(cluster.url, { lazyConnect: false });
+    try {
+      expect(redis).toBeInstanceOf(Cluster);
+      await waitReady(redis);
+      expect(String(await redis.cluster('INFO'))).toContain('cluster_state:ok');
+      expect((redis as Cluster).nodes('master').map((n) => n.options.port).sort()).toEqual([...cluster.ports].sort());
+      // Keys on different slots reach their own masters.
+      for (let i = 0; i < 30; i++) await redis.set(`probe:${i}`, String(i));
+      const values = await Promise.all(Array.from({ length: 30 }, (_, i) => redis.get(`probe:${i}`)));
+      expect(values).toEqual(Array.from({ length: 30 }, (_, i) => String(i)));
+      await Promise.all(Array.from({ length: 30 }, (_, i) => redis.del(`probe:${i}`)));
+    } finally {
+      redis.disconnect();
+    }
+  });
+
+  const algorithms: [string, Partial<GatewaySettings>][] = [
+    ['sliding log', { enable_redis_rolling_limiter: true }],
+    ['sentinel', { enable_sentinel_rate_limiter: true }],
+    ['fixed window', { enable_fixed_window_rate_limiter: true }],
+  ];
+
+  it.each(algorithms)('%s: API limit, key limit and quota each admit exactly their allowance across 2 gateways', async (name, algorithm) => {
+    // A generous timeout and failure mode closed: a slow store shows up as a refusal of its
+    // own kind, never as extra admissions.
+    const settings = { ...algorithm, redis_failure_mode: 'closed' as const, redis_timeout_ms: 3000 };
+    const limited = api(uniqueId('cl-api'), { api_limit: { rate: 20, per: 4 } });
+    const open = api(uniqueId('cl-open'));
+    const cfg = config({ settings, apis: [limited, open] });
+    const gateways = [startGateway(cfg, cluster.url), startGateway(cfg, cluster.url)];
+    await Promise.all(gateways.map((g) => waitReady(g.redis)));
+    const caller = (input: Record<string, unknown>) => ({ session: session({ quota_renewal_rate: 3600, ...input }), raw: uniqueId('key') });
+    const byApi = request(limited, caller({ rate: 1000, per: 4, quota_max: 1000 }));
+    const byKey = request(open, caller({ rate: 15, per: 4, quota_max: 1000 }));
+    const byQuota = request(open, caller({ rate: 1000, per: 4, quota_max: 10 }));
+    // Fixed windows are aligned to per: start the bursts just after a boundary.
+    if (name === 'fixed window') await alignTo(4000);
+    const [apiOut, keyOut, quotaOut] = await Promise.all([
+      burstOutcomes(gateways, byApi, 60),
+      burstOutcomes(gateways, byKey, 60),
+      burstOutcomes(gateways, byQuota, 60),
+    ]);
+    expect(apiOut).toEqual({ allowed: 20, api_rate_limited: 40 });
+    expect(keyOut).toEqual({ allowed: 15, key_rate_limited: 45 });
+    expect(quotaOut).toEqual({ allowed: 10, quota_exceeded: 50 });
+
+    // Every key of one limiter sits in the slot of its hash tag, on one master.
+    await sleep(100);
+    const keys = await keysBySlot(gateways[0]!.redis as Cluster);
+    const byTag = new Map<string, typeof keys>();
+    for (const k of keys) byTag.set(hashTag(k.key), [...(byTag.get(hashTag(k.key)) ?? []), k]);
+    // The API limiter and three key limiters; a key's quota shares its limiter's tag.
+    expect(byTag.size).toBeGreaterThanOrEqual(4);
+    expect([...byTag.keys()].some((tag) => tag.includes(limited.api_id))).toBe(true);
+    const admin = gateways[0]!.redis;
+    for (const [tag, group] of byTag) {
+      const tagSlot = Number(await admin.cluster('KEYSLOT', `{${tag}}`));
+      expect(new Set(group.map((k) => k.slot))).toEqual(new Set([tagSlot]));
+      expect(new Set(group.map((k) => k.node)).size).toBe(1);
+    }
+    // The limiters of one request live in different slots: why each runs as its own script.
+    expect(new Set(keys.map((k) => k.slot)).size).toBeGreaterThan(1);
+    // Several keys under one tag (a key's counter and its quota; the sentinel's log and
+    // block flag), so the one-slot check above bites.
+    expect([...byTag.values()].some((group) => new Set(group.map((k) => k.key)).size >= 2)).toBe(true);
+  });
+
+  it('DRL heartbeats count the gateways on the cluster and split the rate', async () => {
+    const target = api(uniqueId('cl-drl'), { api_limit: { rate: 31, per: 60 } });
+    const cfg = config({ apis: [target] });
+    const gateways = [startGateway(cfg, cluster.url), startGateway(cfg, cluster.url)];
+    await Promise.all(gateways.map((g) => waitReady(g.redis)));
+    await sleep(700);
+    const members = await gateways[0]!.redis.zrangebyscore(`gw:gateways:${target.api_id}`, `(${Date.now()}`, '+inf');
+    expect(members).toHaveLength(2);
+    const perGateway = await Promise.all(gateways.map((g) => burstOutcomes([g], request(target, null), 40)));
+    expect(perGateway).toEqual([
+      { allowed: 15, api_rate_limited: 25 },
+      { allowed: 15, api_rate_limited: 25 },
+    ]);
+  });
+
+  it('RedisSessionStore puts, gets and deletes sessions on the cluster', async () => {
+    const redis = createRedisClient(cluster.url, {});
+    try {
+      const store = new RedisSessionStore(redis);
+      const hashes = Array.from({ length: 10 }, () => keyHashOf(uniqueId('raw')));
+      const stored = hashes.map((_, i) => session({ alias: `k${i}`, rate: i + 1, per: 60 }));
+      await Promise.all(hashes.map((h, i) => store.put(h, stored[i]!)));
+      expect(await Promise.all(hashes.map((h) => store.get(h)))).toEqual(stored);
+      await store.delete(hashes[0]!);
+      expect(await store.get(hashes[0]!)).toBeNull();
+      expect(await store.get(hashes[1]!)).toEqual(stored[1]);
+      // A value that no longer parses reads as absent, not as a crash.
+      await redis.set(`gw:session:${hashes[2]}`, '{not json');
+      expect(await store.get(hashes[2]!)).toBeNull();
+      await Promise.all(hashes.map((h) => store.delete(h)));
+    } finally {
+      redis.disconnect();
+    }
+  });
+});
+
+describe('Redis Cluster with a master gone', () => {
+  it('decisions follow the failure mode within redis_timeout_ms, nothing throws, errors are counted', async () => {
+    const own = await startRedisCluster();
+    try {
+      const target = api(uniqueId('cl-down'), { api_limit: { rate: 100, per: 10 } });
+      const gatewayIn = (mode: 'open' | 'closed') => {
+        const settings = { enable_redis_rolling_limiter: true, redis_failure_mode: mode, redis_timeout_ms: 300 };
+        return startGateway(config({ settings, apis: [target] }), own.url, { commandTimeoutMs: 300 });
+      };
+      const [closed, open] = [gatewayIn('closed'), gatewayIn('open')];
+      await Promise.all([waitReady(closed.redis), waitReady(open.redis)]);
+      const req = request(target, null);
+      expect((await closed.engine.decide(req)).outcome).toBe('allowed');
+
+      // Stop the master serving the API limiter's slot.
+      const slot = Number(await closed.redis.cluster('KEYSLOT', limiterKey(`a:${target.api_id}`, 'log')));
+      const owner = (closed.redis as Cluster).slots[slot]![0]!;
+      await own.stopNode(Number(owner.split(':').at(-1)));
+      const started = Date.now();
+      const [whenClosed, whenOpen] = await Promise.all([burstOutcomes([closed], req, 5), burstOutcomes([open], req, 5)]);
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(whenClosed).toEqual({ store_unavailable: 5 });
+      expect(whenOpen).toEqual({ allowed: 5 });
+      for (const gateway of [closed, open]) {
+        expect((await metricValues(gateway.metrics.registry, 'gw_redis_errors_total')).total).toBeGreaterThanOrEqual(5);
+        expect(gateway.logs.join('')).toContain('rate-limit store unreachable');
+      }
+    } finally {
+      await stopAllGateways();
+      await own.dispose();
+    }
+  });
+});

@@ -1,0 +1,109 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { createRedisClient } from '../../../common/redis-url.ts';
+import { RedisSessionStore } from '../../../common/session-store.ts';
+import { api, config, keyHashOf, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import { startRedisCluster, startRedisSentinel, startRedisWithPassword, type PasswordRedisHandle } from '../../harness/index.ts';
+import { metricValues, sleep, uniqueId } from '../limits/helpers.ts';
+import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gateways.ts';
+
+// Characters a URL must escape: the client has to decode them.
+const password = 'gw p@ss:w/rd%7';
+let redis: PasswordRedisHandle;
+beforeAll(async () => {
+  redis = await startRedisWithPassword(password);
+});
+afterAll(async () => {
+  await redis?.dispose();
+});
+afterEach(stopAllGateways);
+
+const settings = { enable_redis_rolling_limiter: true, redis_timeout_ms: 500 };
+
+describe('password-protected Redis through redis://:password@host:port', () => {
+  it('the right password connects; the engine and the session store work', async () => {
+    const target = api(uniqueId('pw-api'), { api_limit: { rate: 7, per: 10 } });
+    const gateway = startGateway(config({ settings: { ...settings, redis_failure_mode: 'closed' }, apis: [target] }), redis.url);
+    await waitReady(gateway.redis);
+    expect(await burstOutcomes([gateway], request(target, null), 20)).toEqual({ allowed: 7, api_rate_limited: 13 });
+
+    const client = createRedisClient(redis.url, {});
+    try {
+      const store = new RedisSessionStore(client);
+      const hash = keyHashOf(uniqueId('raw'));
+      const stored = session({ alias: 'pw', quota_max: 3 });
+      await store.put(hash, stored);
+      expect(await store.get(hash)).toEqual(stored);
+      await store.delete(hash);
+      expect(await store.get(hash)).toBeNull();
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it.each([
+    ['a wrong password', 'closed', 'store_unavailable', 'not-the-password-7x'],
+    ['a wrong password', 'open', 'allowed', 'not-the-password-7x'],
+    ['no password', 'closed', 'store_unavailable', ''],
+  ] as const)('%s fails cleanly (failure mode %s: %s), is counted and writes nothing', async (_name, mode, whileFailing, given) => {
+    const target = api(uniqueId('pw-bad'), { api_limit: { rate: 1, per: 10 } });
+    const url = `redis://${given ? `:${given}@` : ''}127.0.0.1:${redis.port}`;
+    const gateway = startGateway(config({ settings: { ...settings, redis_failure_mode: mode }, apis: [target] }), url, { commandTimeoutMs: 500 });
+    await sleep(300);
+    expect(gateway.redis.status).not.toBe('ready');
+    const started = Date.now();
+    const decisions = await Promise.all(Array.from({ length: 3 }, () => gateway.engine.decide(request(target, null))));
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(decisions.map((d) => d.outcome)).toEqual(Array(3).fill(whileFailing));
+    expect((await metricValues(gateway.metrics.registry, 'gw_redis_errors_total')).total).toBeGreaterThanOrEqual(3);
+    expect((await metricValues(gateway.metrics.registry, 'gw_redis_client_errors_total')).total).toBeGreaterThanOrEqual(1);
+    const logs = gateway.logs.join('');
+    expect(logs).toMatch(/WRONGPASS|NOAUTH/);
+    if (given) expect(logs).not.toContain(given);
+
+    const admin = new Redis({ host: '127.0.0.1', port: redis.port, password, lazyConnect: true });
+    try {
+      await admin.connect();
+      expect(await admin.keys(`*${target.api_id}*`)).toEqual([]);
+    } finally {
+      admin.disconnect();
+    }
+  });
+});
+
+describe('password-protected Cluster and Sentinel (the chart renders :password@ for both)', () => {
+  // URL-safe, as the chart's values ask; Sentinel's config file takes it unquoted.
+  const nodePassword = 'gw-nodes-pw-42';
+  it.each([
+    ['redis+cluster://', () => startRedisCluster({ password: nodePassword })],
+    ['redis+sentinel://', () => startRedisSentinel({ password: nodePassword })],
+  ])('%s with the password: exact limits and sessions; with a wrong one: clean failure', async (_scheme, start) => {
+    const set = await start();
+    try {
+      expect(set.url).toContain(`:${nodePassword}@`);
+      const target = api(uniqueId('pw-topo'), { api_limit: { rate: 7, per: 10 } });
+      const cfg = config({ settings: { ...settings, redis_failure_mode: 'closed', redis_timeout_ms: 3000 }, apis: [target] });
+      const gateway = startGateway(cfg, set.url);
+      await waitReady(gateway.redis);
+      expect(await burstOutcomes([gateway], request(target, null), 20)).toEqual({ allowed: 7, api_rate_limited: 13 });
+      const store = new RedisSessionStore(gateway.redis);
+      const hash = keyHashOf(uniqueId('raw'));
+      const stored = session({ alias: 'pw-topology' });
+      await store.put(hash, stored);
+      expect(await store.get(hash)).toEqual(stored);
+
+      const wrong = startGateway(config({ settings: { ...settings, redis_failure_mode: 'closed' }, apis: [target] }), set.url.replace(nodePassword, 'wrong-pw-3'), {
+        commandTimeoutMs: 500,
+      });
+      const started = Date.now();
+      const decisions = await Promise.all(Array.from({ length: 3 }, () => wrong.engine.decide(request(target, null))));
+      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(decisions.map((d) => d.outcome)).toEqual(Array(3).fill('store_unavailable'));
+      expect((await metricValues(wrong.metrics.registry, 'gw_redis_errors_total')).total).toBeGreaterThanOrEqual(3);
+      expect(wrong.logs.join('')).not.toContain('wrong-pw-3');
+    } finally {
+      await stopAllGateways();
+      await set.dispose();
+    }
+  });
+});
