@@ -13,14 +13,19 @@ import { createNamespace, kubectl, testEnv } from '../harness/index.ts';
 import { EXAMPLE_API_IDS, EXAMPLES_DIR, examplesManifest, waitForExamples } from './support/examples.ts';
 import { startGwStack, type GwStack } from './support/gw-stack.ts';
 import { chartIdentities, type PodIdentities } from './support/identities.ts';
+import { startInjectedSidecar, type InjectedSidecar } from './support/injected-sidecar.ts';
 import { call, rateHeaders, type HttpReply } from './support/http.ts';
 import { waitFor } from './support/wait.ts';
 
 /**
- * The end-to-end run of issue 7: the operator and one sidecar as local processes against
+ * The end-to-end run of issue 7: the operator and two sidecars as local processes against
  * the harness's kube-apiserver and Redis, configured as their pods are (environment, the
- * chart's ServiceAccounts and RBAC), an upstream behind the sidecar, and everything else
+ * chart's ServiceAccounts and RBAC), an upstream behind the sidecars, and everything else
  * done the way a user does it — kubectl, curl-like requests, the admin operations.
+ * One sidecar runs as the chart's admin gateway (it gets the secrets and serves the admin
+ * operations); the other as a sidecar the operator's injector put into an application pod
+ * (its environment, no secrets, the chart's least-privilege `gw-sidecar` ServiceAccount),
+ * and takes the application traffic of the rate limit, key and smoothing checks.
  * The checks share one namespace and run in order; each uses its own API, key or path so
  * the example limits it meets are known.
  */
@@ -30,14 +35,19 @@ interface Item {
   spec: Record<string, unknown>;
   status?: { conditions?: { type: string; status: string; reason?: string }[] };
   regarding?: { kind?: string; name?: string };
+  reportingInstance?: string;
   involvedObject?: { kind?: string; name?: string };
 }
+
+/** The pod annotation `gw.dev/apis` of the application pod whose injected sidecar the checks use. */
+const INJECTED_APIS = ['keyless-api', 'auth-token-api'] as const;
 
 describe('end to end: operator + sidecar processes, driven with kubectl', () => {
   let namespace = '';
   let upstream: EchoUpstream | undefined;
   let stack: GwStack | undefined;
   let identities: PodIdentities | undefined;
+  let injected: InjectedSidecar | undefined;
   let dir = '';
   const rawKeys: string[] = [];
 
@@ -47,7 +57,13 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
   };
   const getJson = async (args: string[]): Promise<{ items: Item[] }> =>
     JSON.parse((await kubectl(['get', ...args, '-n', namespace, '-o', 'json'])).stdout) as { items: Item[] };
+  const app = (): InjectedSidecar => {
+    if (!injected) throw new Error('the injected sidecar did not start');
+    return injected;
+  };
   const proxy = (path: string, headers: Record<string, string> = {}): Promise<HttpReply> => call(`${gw().proxyUrl}${path}`, { headers });
+  /** Through the injected sidecar, as the application's own traffic. */
+  const appProxy = (path: string, headers: Record<string, string> = {}): Promise<HttpReply> => call(`${app().proxyUrl}${path}`, { headers });
   const createKey = async (alias: string, policies: string[]): Promise<{ raw: string; hash: string }> => {
     const reply = await call(`${gw().adminUrl}/admin/org/keys`, {
       method: 'POST',
@@ -74,7 +90,7 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     namespace = await createNamespace('e2e');
     dir = mkdtempSync(join(tmpdir(), 'gw-e2e-'));
     // The operator and the gateway run with the chart's ServiceAccounts and RBAC, as their pods do.
-    identities = await chartIdentities({ helmBin: env.helmBin, kubeconfig: env.kubeconfig, namespace, dir, kubectl });
+    identities = await chartIdentities({ helmBin: env.helmBin, kubeconfig: env.kubeconfig, namespace, redisUrl: env.redisUrl, dir, kubectl });
     upstream = await startEchoUpstream();
     stack = await startGwStack({
       kubeconfig: env.kubeconfig,
@@ -87,13 +103,21 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
       settings: { enable_redis_rolling_limiter: true, rate_limit_response_headers: 'rate_limits' },
       apis: EXAMPLE_API_IDS,
     });
+    injected = await startInjectedSidecar({
+      kubeconfig: identities.sidecarKubeconfig,
+      namespace,
+      apis: INJECTED_APIS,
+      envSecretName: identities.sidecarEnvSecret,
+      kubectl,
+      dir,
+    });
     await kubectl(['apply', '-n', namespace, '-f', '-'], { input: examplesManifest(upstream.url) });
     // Every example API Ready and compiled; the sidecar then loads them from the ConfigMaps.
     await waitForExamples(getJson);
   }, 180_000);
 
   afterEach((ctx) => {
-    if (ctx.task.result?.state === 'fail' && stack) process.stderr.write(`${stack.logTails()}\n`);
+    if (ctx.task.result?.state === 'fail' && stack) process.stderr.write(`${stack.logTails()}\n--- injected sidecar ---\n${injected?.logTail() ?? ''}\n`);
   });
 
   afterAll(async () => {
@@ -104,6 +128,7 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
         timeoutMs: 70_000,
       });
     }
+    await injected?.stop();
     await stack?.stop();
     await upstream?.close();
     await identities?.cleanup();
@@ -126,20 +151,38 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     expect(all).toHaveLength(16);
   });
 
-  it('proxies to the upstream with 200, then answers 429 with the X-RateLimit-* headers', async () => {
-    // keyless-api: 5 requests per 10 s for all callers together.
-    const first = await waitFor('the sidecar to serve keyless-api', async () => {
-      const reply = await proxy('/keyless/get?n=1');
+  it('the injected sidecar runs as the injector configures it: ready, its own APIs only, no admin secret', async () => {
+    expect(app().env).toMatchObject({ GW_APIS: INJECTED_APIS.join(','), GW_NAMESPACE: namespace, GW_INSTANCE_ID: app().podName, GW_REDIS_URL: testEnv().redisUrl });
+    expect(Object.keys(app().env).filter((name) => /SECRET/.test(name))).toEqual([]);
+    const ready = await call(`${app().healthUrl}/readyz`);
+    expect(ready.status, ready.text).toBe(200);
+    await waitFor('the injected sidecar to load its APIs', async () => (await appProxy('/auth/get')).status === 401, 30_000, 250);
+    // billing-api is served by the admin gateway's sidecar but is not in this pod's gw.dev/apis.
+    expect((await proxy('/billing/get')).status).toBe(200);
+    expect((await appProxy('/billing/get')).status).toBe(404);
+  });
+
+  it('proxies to the upstream with 200, then answers 429 with the X-RateLimit-* headers, one limit over both sidecars', async () => {
+    // keyless-api: 5 requests per 10 s for all callers together, counted in Redis's sliding log.
+    const first = await waitFor('the injected sidecar to serve keyless-api', async () => {
+      const reply = await appProxy('/keyless/get?n=1');
       return reply.status === 404 ? false : reply;
     }, 30_000);
     expect(first.status, first.text).toBe(200);
     expect(first.json).toMatchObject({ method: 'GET', path: '/get', query: '?n=1' });
     expect(rateHeaders(first)).toMatchObject({ limit: '5', remaining: '4' });
+    const second = await waitFor('the admin gateway sidecar to serve keyless-api', async () => {
+      const reply = await proxy('/keyless/get?n=2');
+      return reply.status === 404 ? false : reply;
+    }, 30_000);
+    expect(second.status, second.text).toBe(200);
+    expect(rateHeaders(second)).toMatchObject({ limit: '5', remaining: '3' });
+    // Alternating sidecars: each sees the other's requests in the shared count.
     const replies: HttpReply[] = [];
-    for (let i = 2; i <= 6; i++) replies.push(await proxy(`/keyless/get?n=${i}`));
-    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 200, 429]);
-    expect(replies.slice(0, 4).map((r) => rateHeaders(r).remaining)).toEqual(['3', '2', '1', '0']);
-    const refused = replies[4]!;
+    for (let i = 3; i <= 6; i++) replies.push(await (i % 2 === 1 ? appProxy : proxy)(`/keyless/get?n=${i}`));
+    expect(replies.map((r) => r.status)).toEqual([200, 200, 200, 429]);
+    expect(replies.slice(0, 3).map((r) => rateHeaders(r).remaining)).toEqual(['2', '1', '0']);
+    const refused = replies[3]!;
     expect(refused.json).toEqual({ error: 'API Rate Limit Exceeded' });
     const headers = rateHeaders(refused);
     expect(headers.limit).toBe('5');
@@ -148,23 +191,52 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     const now = Date.now() / 1000;
     expect(reset).toBeGreaterThan(now - 1);
     expect(reset).toBeLessThanOrEqual(now + 11);
+    // Exactly 5 passed in the window, whichever sidecar is asked next.
+    const more = [await appProxy('/keyless/get?n=7'), await proxy('/keyless/get?n=8'), await appProxy('/keyless/get?n=9')];
+    expect(more.map((r) => r.status)).toEqual([429, 429, 429]);
+    const served = [first, second, ...replies, ...more].filter((r) => r.status === 200);
+    expect(served).toHaveLength(5);
   });
 
-  it('admin create-key makes a Key that kubectl get gwkey shows and that works through the proxy at once', async () => {
+  it('admin create-key makes a Key that kubectl get gwkey shows and that works through the injected sidecar at once', async () => {
     const wrong = await call(`${gw().adminUrl}/admin/org/keys`, { method: 'POST', headers: { 'Admin-Auth': 'not-the-secret' }, body: { alias: 'x' } });
     expect(wrong.status).toBe(403);
     expect(wrong.json).toMatchObject({ Status: 'Error', Meta: null });
     const { raw, hash } = await createKey('e2e-alice', ['policy-limits']);
     expect(hash).toBe(createHash('sha256').update(raw).digest('hex'));
-    const served = await proxy('/auth/get', { Authorization: raw });
+    const served = await appProxy('/auth/get', { Authorization: raw });
     expect(served.status, served.text).toBe(200);
     expect(served.json).toMatchObject({ path: '/get' });
     const keys = (await getJson(['gwkey'])).items;
     const key = keys.find((k) => k.spec.key_hash === hash);
     expect(key?.spec).toMatchObject({ alias: 'e2e-alice', apply_policies: ['policy-limits'] });
     expect((await kubectl(['get', 'gwkey', '-n', namespace])).stdout).toContain(key!.metadata.name);
-    expect((await proxy('/auth/get')).status).toBe(401);
-    expect((await proxy('/auth/get', { Authorization: `${raw}x` })).status).toBe(403);
+    expect((await appProxy('/auth/get')).status).toBe(401);
+    expect((await appProxy('/auth/get', { Authorization: `${raw}x` })).status).toBe(403);
+  });
+
+  it('the injected sidecar\'s admin listener refuses every admin operation and changes nothing', async () => {
+    const keysBefore = (await getJson(['gwkey'])).items.length;
+    const created = await call(`${app().adminUrl}/admin/org/keys`, { method: 'POST', headers: { 'Admin-Auth': gw().adminSecret }, body: { alias: 'e2e-refused' } });
+    expect(created.status).toBe(403);
+    expect(created.json).toEqual({ Status: 'Error', Message: 'Not authorised', Meta: null });
+    const gatewayOps = [
+      await call(`${app().adminUrl}/gw/apis/keyless-api`, { method: 'DELETE', headers: { 'X-GW-Authorization': gw().adminSecret } }),
+      await call(`${app().adminUrl}/gw/reload`, { headers: { 'X-GW-Authorization': gw().adminSecret } }),
+    ];
+    for (const reply of gatewayOps) {
+      expect(reply.status).toBe(403);
+      expect(reply.json).toEqual({ status: 'error', message: 'Attempted administrative access with invalid or missing key!' });
+    }
+    // The portal's refusal is a 401 (SPEC), in its own shape.
+    const tagged = await call(`${app().adminUrl}/portal-api/products/starter/tags`, { method: 'POST', headers: { Authorization: gw().portalSecret }, body: { Name: 'refused' } });
+    expect(tagged.status).toBe(401);
+    expect(tagged.json).toEqual({ errors: ['Not authorised'] });
+    expect((await getJson(['gwkey'])).items).toHaveLength(keysBefore);
+    expect((await kubectl(['get', 'gwapi', 'keyless-api', '-n', namespace], { allowFail: true })).code).toBe(0);
+    const product = JSON.parse((await kubectl(['get', 'gwprod', 'starter', '-n', namespace, '-o', 'json'])).stdout) as Item;
+    expect(product.spec.tags).toEqual([{ Name: 'free' }]);
+    expect((await appProxy('/auth/get')).status).toBe(401);
   });
 
   it('a policy edited with kubectl apply changes the enforced limit without a restart', async () => {
@@ -193,6 +265,7 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     expect(after.map((r) => r.status)).toEqual([200, 200, 200, 200, 429]);
     expect(rateHeaders(after[4]!)).toMatchObject({ limit: '4', remaining: '0' });
     expect(gw().sidecar.hasExited()).toBe(false);
+    expect(app().process.hasExited()).toBe(false);
     expect(gw().operator.hasExited()).toBe(false);
   });
 
@@ -200,21 +273,24 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     // smoothed: allowance starts at 20 per 10 s and moves by 10; trigger 0.5, delay 5 s.
     const { raw } = await createKey('e2e-smooth', ['smoothed']);
     const burst: number[] = [];
-    for (let i = 0; i < 20; i++) burst.push((await proxy('/auth/get', { Authorization: raw })).status);
+    for (let i = 0; i < 20; i++) burst.push((await appProxy('/auth/get', { Authorization: raw })).status);
     expect(burst).toEqual(Array(20).fill(200));
     const events = async (reason: string): Promise<Item[]> =>
       (await getJson(['events', '--field-selector', `reason=${reason}`])).items;
     const up = await waitFor('a RateLimitSmoothingUp event', async () => (await events('RateLimitSmoothingUp'))[0], 15_000, 500);
     expect((up.regarding ?? up.involvedObject)?.name).toBe('smoothed');
+    // Written by the injected sidecar, under its own ServiceAccount.
+    expect(up.reportingInstance).toBe(app().podName);
     expect(await events('RateLimitSmoothingDown')).toEqual([]);
     // Light traffic once the burst has left the 10 s window lets the allowance fall back.
     const light: number[] = [];
     const down = await waitFor('a RateLimitSmoothingDown event', async () => {
-      light.push((await proxy('/auth/get', { Authorization: raw })).status);
+      light.push((await appProxy('/auth/get', { Authorization: raw })).status);
       return (await events('RateLimitSmoothingDown'))[0];
     }, 30_000, 1_000);
     expect(light.every((status) => status === 200)).toBe(true);
     expect((down.regarding ?? down.involvedObject)?.name).toBe('smoothed');
+    expect(down.reportingInstance).toBe(app().podName);
     const text = (await kubectl(['get', 'events', '-n', namespace])).stdout;
     expect(text).toContain('RateLimitSmoothingUp');
     expect(text).toContain('RateLimitSmoothingDown');
@@ -296,15 +372,15 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
   it('never writes a raw key into a resource or a log line', async () => {
     expect(rawKeys.length).toBeGreaterThan(0);
     const keys = (await kubectl(['get', 'gwkey', '-n', namespace, '-o', 'json'])).stdout;
-    const logs = gw().operator.log() + gw().sidecar.log();
+    const logs = gw().operator.log() + gw().sidecar.log() + app().process.log();
     for (const raw of rawKeys) {
       expect(keys).not.toContain(raw);
       expect(logs).not.toContain(raw);
     }
   });
 
-  it('runs on the chart\'s RBAC: neither process was refused anything by the API server', () => {
-    for (const proc of [gw().operator, gw().sidecar]) {
+  it('runs on the chart\'s RBAC: no process was refused anything by the API server', () => {
+    for (const proc of [gw().operator, gw().sidecar, app().process]) {
       const refused = proc.log().split('\n').filter((line) => /forbidden/i.test(line));
       expect(refused, proc.name).toEqual([]);
     }

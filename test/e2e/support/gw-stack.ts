@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import { startGwProcess, type GwProcess } from './processes.ts';
-import { freePort, waitFor } from './wait.ts';
+import { logTail as tail, waitReady } from './ready.ts';
+import { freePort } from './wait.ts';
 
 export interface GwStackOptions {
   kubeconfig: string;
@@ -38,29 +39,6 @@ export interface GwStack {
   logTails(lines?: number): string;
   /** Stops the sidecar, then the operator (each SIGTERM, then SIGKILL after the grace period). */
   stop(): Promise<void>;
-}
-
-async function httpOk(url: string): Promise<boolean> {
-  const res = await fetch(url, { signal: AbortSignal.timeout(2_000) });
-  await res.body?.cancel();
-  return res.status === 200;
-}
-
-async function waitReady(proc: GwProcess, url: string, timeoutMs: number): Promise<void> {
-  await waitFor(`${proc.name} ready at ${url}`, async () => {
-    if (proc.hasExited()) throw new Error(`${proc.name} exited before it was ready:\n${tail(proc, 20)}`);
-    return httpOk(url);
-  }, timeoutMs).catch((err: unknown) => {
-    throw new Error(`${(err as Error).message}\n--- ${proc.name} log ---\n${tail(proc, 20)}`);
-  });
-}
-
-function tail(proc: GwProcess, lines: number): string {
-  try {
-    return proc.log().trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
 }
 
 const loopback = async (): Promise<string> => `127.0.0.1:${await freePort()}`;

@@ -12,6 +12,10 @@ export interface PodIdentities {
   operatorKubeconfig: string;
   /** Kubeconfig of the chart's admin gateway ServiceAccount (the gateway that serves the admin operations). */
   gatewayKubeconfig: string;
+  /** Kubeconfig of the chart's ServiceAccount for injected sidecars in `namespace` (`sidecar.namespaces`). */
+  sidecarKubeconfig: string;
+  /** The Secret the chart puts in `namespace` for the injector's envFrom (GW_REDIS_URL), applied there. */
+  sidecarEnvSecret: string;
   /** Removes the cluster-scoped RBAC objects (namespaced ones go with the namespace's resources). */
   cleanup(): Promise<void>;
 }
@@ -21,6 +25,8 @@ export interface IdentityOptions {
   /** Cluster-admin kubeconfig: server and CA are reused, the user is replaced by a token. */
   kubeconfig: string;
   namespace: string;
+  /** The Redis the chart is pointed at (`redis.external.url`): it lands in the sidecar env Secret. */
+  redisUrl: string;
   dir: string;
   kubectl: Kubectl;
 }
@@ -32,6 +38,9 @@ interface Manifest {
   kind: string;
   metadata: { name: string; labels?: Record<string, string> };
 }
+
+/** The rendered objects a namespace of the release needs for its processes' identities. */
+const applied = (m: Manifest): boolean => RBAC_KINDS.has(m.kind) || (m.kind === 'Secret' && m.metadata.labels?.[COMPONENT] === 'sidecar');
 
 function helmTemplate(helmBin: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -53,10 +62,12 @@ function tokenKubeconfig(adminKubeconfig: string, token: string, path: string): 
 }
 
 /**
- * The identities the chart gives the operator and the admin gateway, as a pod would run
- * with them: the chart's own ServiceAccounts and RBAC (rendered by `helm template` for a
- * release watching only `namespace`), and a token of each ServiceAccount. Running the
- * processes with these proves the chart's least-privilege roles are enough for what they do.
+ * The identities the chart gives the operator, the admin gateway and injected sidecars, as
+ * a pod would run with them: the chart's own ServiceAccounts and RBAC (rendered by `helm
+ * template` for a release watching only `namespace`, with `namespace` as its one sidecar
+ * namespace and `redisUrl` as its external Redis), and a token of each ServiceAccount.
+ * Running the processes with these proves the chart's least-privilege roles are enough
+ * for what they do.
  */
 export async function chartIdentities(o: IdentityOptions): Promise<PodIdentities> {
   const release = `e2e-${randomBytes(3).toString('hex')}`;
@@ -64,25 +75,31 @@ export async function chartIdentities(o: IdentityOptions): Promise<PodIdentities
     'template', release, join(REPO_ROOT, 'charts', 'gw'),
     '--namespace', o.namespace,
     '--set', `watchNamespaces={${o.namespace}}`,
+    '--set', `sidecar.namespaces={${o.namespace}}`,
+    '--set', 'redis.enabled=false',
+    '--set-string', `redis.external.url=${o.redisUrl}`,
   ]);
-  const rbac = parseAllDocuments(rendered)
+  const objects = parseAllDocuments(rendered)
     .map((doc) => doc.toJS() as Manifest | null)
-    .filter((m): m is Manifest => m !== null && RBAC_KINDS.has(m.kind));
+    .filter((m): m is Manifest => m !== null && applied(m));
   const cleanup = async (): Promise<void> => {
     await o.kubectl(['delete', 'clusterrole,clusterrolebinding', '-l', `app.kubernetes.io/instance=${release}`, '--ignore-not-found'], { allowFail: true });
   };
-  await o.kubectl(['apply', '-n', o.namespace, '-f', '-'], { input: rbac.map((m) => stringify(m)).join('---\n') });
-  const account = (component: string): string => {
-    const found = rbac.find((m) => m.kind === 'ServiceAccount' && m.metadata.labels?.[COMPONENT] === component);
-    if (!found) throw new Error(`the chart renders no ServiceAccount for the ${component}`);
+  await o.kubectl(['apply', '-n', o.namespace, '-f', '-'], { input: objects.map((m) => stringify(m)).join('---\n') });
+  const named = (kind: string, component: string): string => {
+    const found = objects.find((m) => m.kind === kind && m.metadata.labels?.[COMPONENT] === component);
+    if (!found) throw new Error(`the chart renders no ${kind} for the ${component}`);
     return found.metadata.name;
   };
+  const account = (component: string): string => named('ServiceAccount', component);
   const token = async (serviceAccount: string): Promise<string> =>
     (await o.kubectl(['create', 'token', serviceAccount, '-n', o.namespace, '--duration', '1h'])).stdout.trim();
   try {
     return {
       operatorKubeconfig: tokenKubeconfig(o.kubeconfig, await token(account('operator')), join(o.dir, 'operator.kubeconfig')),
       gatewayKubeconfig: tokenKubeconfig(o.kubeconfig, await token(account('admin')), join(o.dir, 'gateway.kubeconfig')),
+      sidecarKubeconfig: tokenKubeconfig(o.kubeconfig, await token(account('sidecar')), join(o.dir, 'sidecar.kubeconfig')),
+      sidecarEnvSecret: named('Secret', 'sidecar'),
       cleanup,
     };
   } catch (err) {
