@@ -2,6 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { CompiledPolicy } from '../../crds/compiled.ts';
 import { keyHash as hashKey } from '../../crds/key-hash.ts';
 import type { Session } from '../../crds/session.ts';
+import { appliedPolicyIds } from './applied-policies.ts';
 import { gatewayErrors, type GatewayError } from '../gateway/errors.ts';
 import type { SessionCache } from './session-cache.ts';
 
@@ -20,9 +21,8 @@ export function extractKey(headers: IncomingHttpHeaders, headerName: string): st
 }
 
 function policyGrants(session: Session, apiId: string, policies: Readonly<Record<string, CompiledPolicy>>): boolean {
-  const names = session.apply_policy_id ? [...session.apply_policies, session.apply_policy_id] : session.apply_policies;
-  for (const name of names) {
-    if (policies[`${session.namespace}/${name}`]?.access_rights[apiId] !== undefined) return true;
+  for (const id of appliedPolicyIds(session)) {
+    if (policies[id]?.access_rights[apiId] !== undefined) return true;
   }
   return false;
 }

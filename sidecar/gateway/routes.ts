@@ -44,17 +44,18 @@ function buildRoute(api: CompiledApi): Route {
   };
 }
 
-const needsNormalising = /\/\.|%2e|\/\//i;
+const needsNormalising = /\/\.|%2e|\/\/|\\/i;
 
 /**
- * Resolve dot segments (plain or percent-encoded) and repeated slashes before anything
- * matches the path, so `/api/public/../private` cannot pass an ignored `/public/.*`
- * matcher and reach `/private` on the upstream. Most paths have neither and are
- * returned as they are.
+ * Resolve dot segments (plain or percent-encoded), backslashes and repeated slashes
+ * before anything matches the path, so `/api/public/../private` (or
+ * `/api/public/x\..\..\private`, which Node accepts and WHATWG URL parsers read as
+ * slashes) cannot pass an ignored `/public/.*` matcher and reach `/private` on the
+ * upstream. Most paths have none of these and are returned as they are.
  */
 export function normalisePath(path: string): string {
   if (!needsNormalising.test(path)) return path;
-  return new URL(path.replace(/\/{2,}/g, '/'), 'http://gw.invalid').pathname;
+  return new URL(path.replace(/[\\/]{2,}/g, '/'), 'http://gw.invalid').pathname;
 }
 
 /** True when the endpoint is served without authentication (and without key-level limits). */

@@ -5,6 +5,7 @@ import type {
   ResourceRef,
 } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
+import { appliedPolicyIds } from '../auth/applied-policies.ts';
 import { compileEndpoints, type EndpointMatcher } from './endpoint-match.ts';
 import type { SmoothingPlan, ThrottlePlan } from './plan-types.ts';
 
@@ -123,7 +124,27 @@ function throttleOf(candidate: Candidate | null): ThrottlePlan | null {
   return { intervalMs: candidate.limit.throttle_interval * 1000, retries: candidate.limit.throttle_retry_limit };
 }
 
+/**
+ * Compiled per policy object and API: sessions are re-read every few hundred ms, but a
+ * policy object lives until the next config load, so its regexes are built once.
+ */
+const compiledGroups = new WeakMap<CompiledPolicy, Map<string, EndpointMatcher<KeyRateLimit>[]>>();
+
 function endpointGroup(policy: CompiledPolicy, apiId: string): EndpointMatcher<KeyRateLimit>[] {
+  let perApi = compiledGroups.get(policy);
+  if (perApi === undefined) {
+    perApi = new Map();
+    compiledGroups.set(policy, perApi);
+  }
+  let group = perApi.get(apiId);
+  if (group === undefined) {
+    group = compileEndpointGroup(policy, apiId);
+    perApi.set(apiId, group);
+  }
+  return group;
+}
+
+function compileEndpointGroup(policy: CompiledPolicy, apiId: string): EndpointMatcher<KeyRateLimit>[] {
   const endpoints = policy.access_rights[apiId]?.endpoints ?? [];
   return compileEndpoints(endpoints).map((matcher) => ({
     method: matcher.method,
@@ -150,8 +171,8 @@ export function effectiveLimits(
   apiId: string,
   policies: Readonly<Record<string, CompiledPolicy>>,
 ): EffectiveLimits {
-  const applied = session.apply_policies
-    .map((name) => policies[`${session.namespace}/${name}`])
+  const applied = appliedPolicyIds(session)
+    .map((id) => policies[id])
     .filter((policy): policy is CompiledPolicy => policy !== undefined);
   const granting = applied.filter((policy) => grants(policy, apiId));
   const candidates = applied.length > 0 ? granting.map((p) => policyCandidate(p, apiId)) : [sessionCandidate(session, apiId)];

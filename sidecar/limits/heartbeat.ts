@@ -23,6 +23,8 @@ export class GatewayHeartbeat {
   #apis: readonly string[] = [];
   #watched: readonly string[] = [];
   #live = new Map<string, ReadonlySet<string>>();
+  /** Union sizes per coverage list (one list object per limit), valid until the next beat. */
+  #unions = new WeakMap<readonly string[], number>();
   #timer: NodeJS.Timeout | undefined;
 
   constructor(options: HeartbeatOptions) {
@@ -64,9 +66,14 @@ export class GatewayHeartbeat {
   /** Live gateways serving any of the APIs (this one included), at least 1. */
   count(apiIds: readonly string[]): number {
     if (apiIds.length === 1) return Math.max(1, this.#live.get(apiIds[0]!)?.size ?? 1);
-    const union = new Set<string>([this.#options.instanceId]);
-    for (const api of apiIds) for (const member of this.#live.get(api) ?? []) union.add(member);
-    return union.size;
+    let size = this.#unions.get(apiIds);
+    if (size === undefined) {
+      const union = new Set<string>([this.#options.instanceId]);
+      for (const api of apiIds) for (const member of this.#live.get(api) ?? []) union.add(member);
+      size = union.size;
+      this.#unions.set(apiIds, size);
+    }
+    return size;
   }
 
   async beat(): Promise<void> {
@@ -90,6 +97,7 @@ export class GatewayHeartbeat {
         return [api, new Set(members)] as const;
       });
       this.#live = new Map(await withTimeout(Promise.all([...beats, ...reads]), this.#options.timeoutMs()));
+      this.#unions = new WeakMap();
       this.#options.onSuccess();
     } catch (error) {
       // The last known counts stay in force until Redis answers again.

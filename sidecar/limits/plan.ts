@@ -1,4 +1,4 @@
-import type { CompiledApi, CompiledConfig, CompiledEndpointLimit } from '../../crds/compiled.ts';
+import type { CompiledApi, CompiledConfig } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
 import { effectiveLimits, type EffectiveLimits, type KeyQuota, type KeyRateLimit } from './effective-session.ts';
 import { compileEndpoints, firstMatch, type EndpointMatcher } from './endpoint-match.ts';
@@ -9,6 +9,14 @@ import type { LimitRequest } from './types.ts';
 interface SessionEntry {
   limits: EffectiveLimits;
   identity: string;
+  /** The planned key-level limit for each of the session's limits, built on first use. */
+  planned: Map<KeyRateLimit, PlannedLimit>;
+}
+
+/** An API's own limits, planned once per config: per-endpoint first, else the API-wide one. */
+interface ApiLimits {
+  endpoints: EndpointMatcher<PlannedLimit>[];
+  fallback: PlannedLimit | null;
 }
 
 const perSecond = (limit: KeyRateLimit): number => limit.rate.rate / limit.rate.per;
@@ -24,6 +32,44 @@ function keyEndpointLimit(groups: EffectiveLimits['endpointGroups'], method: str
     if (match && (!best || perSecond(match) > perSecond(best))) best = match;
   }
   return best;
+}
+
+function apiLimits(api: CompiledApi): ApiLimits {
+  const coverApis = [api.api_id];
+  const endpoints = compileEndpoints(api.endpoint_limits).map(({ method, regex, value }) => ({
+    method,
+    regex,
+    value: {
+      level: 'api' as const,
+      rate: value.rate,
+      perMs: toMs(value.per),
+      limiterId: `a:${api.api_id}|${value.method} ${value.path}`,
+      coverApis,
+      smoothing: null,
+    },
+  }));
+  const fallback: PlannedLimit | null = api.api_limit
+    ? {
+        level: 'api',
+        rate: api.api_limit.rate,
+        perMs: toMs(api.api_limit.per),
+        limiterId: `a:${api.api_id}`,
+        coverApis,
+        smoothing: api.smoothing?.enabled ? { settings: api.smoothing, source: api.source } : null,
+      }
+    : null;
+  return { endpoints, fallback };
+}
+
+function keyPlan(limit: KeyRateLimit, identity: string): PlannedLimit {
+  return {
+    level: 'key',
+    rate: limit.rate.rate,
+    perMs: toMs(limit.rate.per),
+    limiterId: `${identity}:${limit.scopeId}`,
+    coverApis: limit.coverApis,
+    smoothing: limit.smoothing,
+  };
 }
 
 function quotaPlan(quota: KeyQuota, identity: string, session: Session, nowMs: number): QuotaPlan {
@@ -48,7 +94,7 @@ function quotaPlan(quota: KeyQuota, identity: string, session: Session, nowMs: n
  */
 export class Planner {
   #config: CompiledConfig;
-  #apiEndpoints = new WeakMap<CompiledApi, EndpointMatcher<CompiledEndpointLimit>[]>();
+  #apiLimits = new WeakMap<CompiledApi, ApiLimits>();
   #sessions = new WeakMap<Session, Map<string, SessionEntry>>();
 
   constructor(config: CompiledConfig) {
@@ -58,9 +104,9 @@ export class Planner {
 
   update(config: CompiledConfig): void {
     this.#config = config;
-    this.#apiEndpoints = new WeakMap();
+    this.#apiLimits = new WeakMap();
     this.#sessions = new WeakMap();
-    for (const api of config.apis) this.#apiEndpoints.set(api, compileEndpoints(api.endpoint_limits));
+    for (const api of config.apis) this.#apiLimits.set(api, apiLimits(api));
   }
 
   plan(request: LimitRequest, nowMs: number): RequestPlan {
@@ -72,45 +118,24 @@ export class Planner {
     const keyLimit =
       keyEndpointLimit(entry.limits.endpointGroups, request.method, request.path) ?? entry.limits.rate;
     if (keyLimit) {
-      limits.push({
-        level: 'key',
-        rate: keyLimit.rate.rate,
-        perMs: toMs(keyLimit.rate.per),
-        limiterId: `${entry.identity}:${keyLimit.scopeId}`,
-        coverApis: keyLimit.coverApis,
-        smoothing: keyLimit.smoothing,
-      });
+      let planned = entry.planned.get(keyLimit);
+      if (!planned) {
+        planned = keyPlan(keyLimit, entry.identity);
+        entry.planned.set(keyLimit, planned);
+      }
+      limits.push(planned);
     }
     const quota = entry.limits.quota ? quotaPlan(entry.limits.quota, entry.identity, request.session, nowMs) : null;
     return { limits, quota, throttle: entry.limits.throttle };
   }
 
   #apiLevel(request: LimitRequest): PlannedLimit | null {
-    const { api } = request;
-    let matchers = this.#apiEndpoints.get(api);
-    if (!matchers) {
-      matchers = compileEndpoints(api.endpoint_limits);
-      this.#apiEndpoints.set(api, matchers);
+    let limits = this.#apiLimits.get(request.api);
+    if (!limits) {
+      limits = apiLimits(request.api);
+      this.#apiLimits.set(request.api, limits);
     }
-    const endpoint = firstMatch(matchers, request.method, request.path);
-    const base = { level: 'api' as const, coverApis: [api.api_id] };
-    if (endpoint) {
-      return {
-        ...base,
-        rate: endpoint.rate,
-        perMs: toMs(endpoint.per),
-        limiterId: `a:${api.api_id}|${endpoint.method} ${endpoint.path}`,
-        smoothing: null,
-      };
-    }
-    if (!api.api_limit) return null;
-    return {
-      ...base,
-      rate: api.api_limit.rate,
-      perMs: toMs(api.api_limit.per),
-      limiterId: `a:${api.api_id}`,
-      smoothing: api.smoothing?.enabled ? { settings: api.smoothing, source: api.source } : null,
-    };
+    return firstMatch(limits.endpoints, request.method, request.path) ?? limits.fallback;
   }
 
   #sessionEntry(session: Session, keyHash: string, apiId: string): SessionEntry {
@@ -122,7 +147,7 @@ export class Planner {
     let entry = perApi.get(apiId);
     if (!entry) {
       const limits = effectiveLimits(session, apiId, this.#config.policies);
-      entry = { limits, identity: rateLimitIdentity(limits.pattern, session.meta_data, keyHash) };
+      entry = { limits, identity: rateLimitIdentity(limits.pattern, session.meta_data, keyHash), planned: new Map() };
       perApi.set(apiId, entry);
     }
     return entry;

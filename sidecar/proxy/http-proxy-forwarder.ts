@@ -68,8 +68,9 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
       res.destroy();
       return;
     }
+    // A body the upstream never took would leave the client's next keep-alive request stuck behind it.
+    if (!req.complete) refuseRestOfBody(req, res);
     if (err instanceof BodyTooLargeError) {
-      refuseRestOfBody(req, res);
       sendError(res, gatewayErrors.bodyTooLarge);
       return;
     }

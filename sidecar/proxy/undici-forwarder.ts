@@ -75,7 +75,9 @@ export class UndiciForwarder implements Forwarder {
         return { status: res.statusCode, upstreamSeconds };
       }
       const failure = upstreamFailure(err);
-      if (failure === gatewayErrors.bodyTooLarge) refuseRestOfBody(req, res);
+      // A body the upstream never took (too large, or the upstream failed mid-way) would
+      // leave the client's next keep-alive request stuck behind its unread bytes.
+      if (!req.complete) refuseRestOfBody(req, res);
       sendError(res, failure, request.rateHeaders);
       return { status: failure.status, upstreamSeconds: null };
     } finally {

@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { policy, session } from '../../test/support/compiled-fixtures.ts';
+import { effectiveLimits } from '../limits/effective-session.ts';
+import { appliedPolicyIds } from './applied-policies.ts';
+import { sessionAllows } from './authenticator.ts';
+
+const gold = policy('gold', {
+  rate: { rate: 5, per: 1 },
+  quota_max: 100,
+  access_rights: { orders: { api_id: 'orders', api_name: 'orders', limit: null, endpoints: [] } },
+});
+const policies = { [gold.id]: gold };
+
+describe('the legacy apply_policy_id', () => {
+  it('brings the policy limits along with the access it grants', () => {
+    const legacy = session({ namespace: 'default', apply_policy_id: 'gold', rate: 1000, per: 1 });
+    expect(sessionAllows(legacy, 'orders', policies, 0)).toBe(true);
+    const limits = effectiveLimits(legacy, 'orders', policies);
+    expect(limits.rate).toMatchObject({ rate: { rate: 5, per: 1 }, scopeId: 'default/gold' });
+    expect(limits.quota).toEqual({ max: 100, renewalSeconds: 0, scopeId: 'default/gold' });
+  });
+
+  it('counts once when apply_policies names the same policy', () => {
+    const both = session({ namespace: 'team', apply_policies: ['gold', 'silver'], apply_policy_id: 'gold' });
+    expect(appliedPolicyIds(both)).toEqual(['team/gold', 'team/silver']);
+    expect(appliedPolicyIds(session({ namespace: 'team' }))).toEqual([]);
+  });
+});
