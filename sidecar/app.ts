@@ -144,13 +144,22 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   const settings = resolveSettings(undefined, local);
   const parts = buildParts(options, overrides, settings);
   const { logger, metrics, engine, redis } = parts;
-  const runtime = new ConfigRuntime({ source: selectSource(options, overrides, parts, settings), local, engine, logger, metrics });
   const forwarderOptions = {
     timeoutMs: () => runtime.state().settings.upstream_timeout_ms,
     maxBodyBytes: () => runtime.state().settings.max_request_body_bytes,
   };
   const httpProxy = new HttpProxyForwarder(forwarderOptions);
   const undici = new UndiciForwarder(forwarderOptions);
+  const runtime = new ConfigRuntime({
+    source: selectSource(options, overrides, parts, settings),
+    local,
+    engine,
+    logger,
+    metrics,
+    onSwap: (state) => {
+      for (const forwarder of [undici, httpProxy]) forwarder.retainOrigins(state.routes.origins);
+    },
+  });
   const gateway = new Gateway({
     state: runtime.state,
     engine,

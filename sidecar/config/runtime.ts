@@ -13,6 +13,8 @@ export interface ConfigRuntimeDeps {
   engine: LimitEngine;
   logger: Logger;
   metrics: SidecarMetrics;
+  /** Told of every new state once it is live (the forwarders release origins no route reaches). */
+  onSwap?: (state: GatewayState) => void;
 }
 
 /**
@@ -48,6 +50,7 @@ export class ConfigRuntime {
       this.#config = config;
       this.#state = { routes, settings, policies: config.policies };
       this.#loaded = true;
+      this.#deps.onSwap?.(this.#state);
       metrics.configReloads.inc({ source: source.name, result: 'ok' });
       logger.info({ apis: config.apis.map((a) => a.api_id), source: source.name }, 'config loaded');
     } catch (err) {

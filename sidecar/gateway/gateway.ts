@@ -38,6 +38,18 @@ interface Admission {
   rateHeaders: Record<string, string> | null;
 }
 
+/** An admission with the state and route it was decided on. */
+interface Admitted extends Admission {
+  state: GatewayState;
+  match: RouteMatch | null;
+}
+
+/** Admission attempts when the config keeps changing under it (see `#admitCurrent`). */
+const maxAdmissions = 3;
+
+/** nginx's "client closed request": counted, never sent (there is nobody to send it to). */
+const clientClosedRequest = 499;
+
 const refusals: Record<DecisionOutcome, GatewayError | null> = {
   allowed: null,
   api_rate_limited: gatewayErrors.apiRateLimited,
@@ -56,8 +68,33 @@ export class Gateway {
     this.#deps = deps;
   }
 
-  /** Route, authenticate and limit a request: the refusal to answer, or null to forward (with the rate headers either way). */
-  async #admit(req: IncomingMessage, match: RouteMatch | null, state: GatewayState, signal?: AbortSignal): Promise<Admission> {
+  /**
+   * Admission against one config: authentication and the limit engine must read the same
+   * policies, and the runtime swaps the engine's config and this state in one step. A swap
+   * while the session was being read therefore starts admission over on the new state (the
+   * session is then cached, so the retry costs no store read); the last attempt keeps what it has.
+   */
+  async #admitCurrent(req: IncomingMessage, signal?: AbortSignal): Promise<Admitted> {
+    for (let attempt = 1; ; attempt++) {
+      const state = this.#deps.state();
+      const match = state.routes.match(req.url ?? '/');
+      const admission = await this.#admit(req, match, state, attempt < maxAdmissions, signal);
+      if (admission !== null) return { ...admission, state, match };
+    }
+  }
+
+  /**
+   * Route, authenticate and limit a request: the refusal to answer, or null to forward (with
+   * the rate headers either way); null altogether when `retryOnSwap` and the config changed
+   * during authentication.
+   */
+  async #admit(
+    req: IncomingMessage,
+    match: RouteMatch | null,
+    state: GatewayState,
+    retryOnSwap: boolean,
+    signal?: AbortSignal,
+  ): Promise<Admission | null> {
     if (match === null) return { error: gatewayErrors.notFound, rateHeaders: null };
     const { route, relativePath } = match;
     if (!route.api.active) return { error: gatewayErrors.apiInactive, rateHeaders: null };
@@ -69,6 +106,8 @@ export class Gateway {
       if (!auth.ok) return { error: auth.error, rateHeaders: null };
       ({ session, keyHash } = auth);
     }
+    // Nothing is awaited from here to the engine's synchronous planning, so the check holds for it.
+    if (retryOnSwap && this.#deps.state() !== state) return null;
     try {
       const decision = await this.#deps.engine.decide({ api: route.api, method, path: relativePath, session, keyHash }, signal);
       const rateHeaders = rateHeadersFor(decision, state.settings.rate_limit_response_headers);
@@ -102,14 +141,19 @@ export class Gateway {
   };
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const state = this.#deps.state();
-    const match = state.routes.match(req.url ?? '/');
     const abort = new AbortController();
     const onClose = (): void => abort.abort();
     res.once('close', onClose);
-    const admission = await this.#admit(req, match, state, abort.signal);
+    const admission = await this.#admitCurrent(req, abort.signal);
     res.off('close', onClose);
+    const { state, match } = admission;
     const api = match?.route.api.api_id ?? '';
+    if (abort.signal.aborted) {
+      // The client left during admission: nobody would read the upstream's answer, so it is never asked.
+      req.destroy();
+      this.#deps.metrics.requests.inc({ api, code_class: statusClass(clientClosedRequest) });
+      return;
+    }
     if (admission.error !== null || match === null) {
       req.resume();
       sendError(res, admission.error ?? gatewayErrors.notFound, admission.rateHeaders);
@@ -135,9 +179,8 @@ export class Gateway {
       sendErrorOnSocket(socket, gatewayErrors.badUpgrade);
       return;
     }
-    const state = this.#deps.state();
-    const match = state.routes.match(req.url ?? '/');
-    const admission = await this.#admit(req, match, state);
+    const admission = await this.#admitCurrent(req);
+    const { match } = admission;
     const api = match?.route.api.api_id ?? '';
     if (admission.error !== null || match === null) {
       sendErrorOnSocket(socket, admission.error ?? gatewayErrors.notFound, admission.rateHeaders);

@@ -1,34 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import type { CompiledApi } from '../../crds/compiled.ts';
+import { api } from '../../test/support/compiled-fixtures.ts';
 import { isIgnored, normalisePath, RouteTable } from './routes.ts';
 
-function api(apiId: string, listenPath: string, target: string, overrides: Partial<CompiledApi> = {}): CompiledApi {
-  return {
-    api_id: apiId,
-    name: apiId,
-    source: { kind: 'ApiDefinition', namespace: 'ns', name: apiId },
-    active: true,
-    keyless: true,
-    auth_header_name: 'Authorization',
-    listen_path: listenPath,
-    target_url: target,
-    strip_listen_path: true,
-    api_limit: null,
-    endpoint_limits: [],
-    ignored: [],
-    categories: [],
-    stream_limit: null,
-    smoothing: null,
-    ...overrides,
-  };
-}
+const routedApi = (apiId: string, listenPath: string, target: string, overrides: Partial<CompiledApi> = {}): CompiledApi =>
+  api(apiId, { source: { kind: 'ApiDefinition', namespace: 'ns', name: apiId }, keyless: true, listen_path: listenPath, target_url: target, ...overrides });
 
 describe('RouteTable', () => {
   const table = new RouteTable([
-    api('outer', '/shop/', 'http://a:1'),
-    api('inner', '/shop/cart/', 'http://b:2/base/'),
-    api('root', '/', 'http://c:3'),
-    api('kept', '/keep', 'http://d:4/v1', { strip_listen_path: false }),
+    routedApi('outer', '/shop/', 'http://a:1'),
+    routedApi('inner', '/shop/cart/', 'http://b:2/base/'),
+    routedApi('root', '/', 'http://c:3'),
+    routedApi('kept', '/keep', 'http://d:4/v1', { strip_listen_path: false }),
   ]);
 
   it('picks the longest listen path and keeps the query', () => {
@@ -50,12 +33,12 @@ describe('RouteTable', () => {
   });
 
   it('returns null when nothing listens', () => {
-    expect(new RouteTable([api('x', '/x/', 'http://a:1')]).match('/y')).toBeNull();
+    expect(new RouteTable([routedApi('x', '/x/', 'http://a:1')]).match('/y')).toBeNull();
   });
 
   it('matches ignored endpoints by method and anchored pattern', () => {
     const route = new RouteTable([
-      api('i', '/i/', 'http://a:1', { ignored: [{ path: '/status/{code}', pattern: '^/status/(.*)$', method: 'GET' }, { path: '/any', pattern: '^/any$', method: '*' }] }),
+      routedApi('i', '/i/', 'http://a:1', { ignored: [{ path: '/status/{code}', pattern: '^/status/(.*)$', method: 'GET' }, { path: '/any', pattern: '^/any$', method: '*' }] }),
     ]).match('/i/')?.route;
     if (!route) throw new Error('no route');
     expect(isIgnored(route, 'GET', '/status/200')).toBe(true);

@@ -69,9 +69,12 @@ export function isIgnored(route: Route, method: string, relativePath: string): b
 /** Longest listen-path prefix match over the loaded APIs; prefixes end at a path segment. */
 export class RouteTable {
   readonly #routes: Route[];
+  /** Every upstream origin a request can be forwarded to under this table. */
+  readonly origins: ReadonlySet<string>;
 
   constructor(apis: readonly CompiledApi[]) {
     this.#routes = apis.map(buildRoute).sort((a, b) => b.prefix.length - a.prefix.length);
+    this.origins = new Set(this.#routes.map((route) => route.origin));
   }
 
   match(url: string): RouteMatch | null {

@@ -32,6 +32,11 @@ export interface ForwarderOptions {
 
 export interface Forwarder {
   forward(request: ForwardRequest): Promise<ForwardResult>;
+  /**
+   * Called on every config swap with the origins the new routes can reach: per-origin
+   * connection state for any other origin is released (in-flight requests finish first).
+   */
+  retainOrigins(origins: ReadonlySet<string>): void;
   close(): Promise<void>;
 }
 

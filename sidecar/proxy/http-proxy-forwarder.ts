@@ -77,6 +77,11 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     sendError(res, err instanceof UpstreamTimeoutError ? gatewayErrors.upstreamTimeout : gatewayErrors.upstreamUnreachable);
   }
 
+  /** One agent is shared by every origin, and it keeps no per-origin state to release. */
+  retainOrigins(): void {
+    // Nothing to release.
+  }
+
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, origin: string, path: string): void {
     // Connection and Upgrade must reach the upstream here: they are the upgrade itself.
     Object.assign(req.headers, forwardedHeaders(req));

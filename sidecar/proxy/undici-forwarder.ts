@@ -85,6 +85,15 @@ export class UndiciForwarder implements Forwarder {
     }
   }
 
+  retainOrigins(origins: ReadonlySet<string>): void {
+    for (const [origin, pool] of this.#pools) {
+      if (origins.has(origin)) continue;
+      this.#pools.delete(origin);
+      // close() waits for the requests already queued on the pool, then ends its connections.
+      pool.close().catch(() => undefined);
+    }
+  }
+
   async close(): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
