@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
+import { api as compiledApi } from '../../test/support/compiled-fixtures.ts';
 import { compiledConfigSchema, type CompiledApi, type CompiledConfig } from '../compiled.ts';
 import { compile, compileForApi, defaultApiId, type ApiDefinitionInput, type CompileInput, type PolicyInput } from './index.ts';
 
@@ -48,23 +49,9 @@ describe('compile: classic ApiDefinitions', () => {
     expect(problems).toEqual([]);
     const expectedId = createHash('sha256').update('default/plain').digest('hex').slice(0, 24);
     expect(defaultApiId('default', 'plain')).toBe(expectedId);
-    expect(onlyApi(config)).toEqual({
-      api_id: expectedId,
-      name: 'plain',
-      source: { kind: 'ApiDefinition', namespace: 'default', name: 'plain' },
-      active: true,
-      keyless: false,
-      auth_header_name: 'Authorization',
-      listen_path: '/p/',
-      target_url: target,
-      strip_listen_path: true,
-      api_limit: null,
-      endpoint_limits: [],
-      ignored: [],
-      categories: [],
-      stream_limit: null,
-      smoothing: null,
-    });
+    expect(onlyApi(config)).toEqual(
+      compiledApi(expectedId, { name: 'plain', source: { kind: 'ApiDefinition', namespace: 'default', name: 'plain' }, listen_path: '/p/', target_url: target }),
+    );
     expect(config.settings.rate_limit_response_headers).toBe('quotas');
   });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CompiledKeyLimit, CompiledPolicy } from '../../crds/compiled.ts';
 import { effectiveLimits } from './effective-session.ts';
-import { policy, session } from './test-fixtures.ts';
+import { policy, session } from '../../test/support/compiled-fixtures.ts';
 
 const perApiLimit = (rate: number, per: number, extra: Partial<CompiledKeyLimit> = {}): CompiledKeyLimit => ({
   rate: { rate, per },

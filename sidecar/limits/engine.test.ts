@@ -3,7 +3,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { CompiledConfig } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import { createLimitEngine } from './engine.ts';
-import { api, collectingSink, config, manualClock, policy, request, session, silentLogger } from './test-fixtures.ts';
+import { api, config, policy, session } from '../../test/support/compiled-fixtures.ts';
+import { collectingSink, manualClock, request, silentLogger } from '../../test/support/limits-fixtures.ts';
 import type { LimitEngine, LimitRequest } from './types.ts';
 
 const engines: LimitEngine[] = [];

@@ -10,6 +10,7 @@ import { sessionKey } from '../../common/redis-keys.ts';
 import { compiledConfigSchema } from '../../crds/compiled.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../sidecar/demo-upstream.ts';
 import { createNamespace, kubectl, testEnv } from '../harness/index.ts';
+import { serviceAccountToken } from '../support/service-account.ts';
 import { EXAMPLE_API_IDS, EXAMPLES_DIR, examplesManifest, waitForExamples } from './support/examples.ts';
 import { startGwStack, type GwStack } from './support/gw-stack.ts';
 import { chartIdentities, type PodIdentities } from './support/identities.ts';
@@ -315,8 +316,10 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
   });
 
   it('the category reads, with a ServiceAccount token checked by the API server, match the resources', async () => {
-    await kubectl(['apply', '-n', namespace, '-f', '-'], { input: catalogueReader(namespace) });
-    const token = (await kubectl(['create', 'token', 'catalogue-reader', '-n', namespace, '--duration', '10m'])).stdout.trim();
+    // A ServiceAccount that may list APIs and categories and read APIs, as a catalogue would.
+    const token = await serviceAccountToken(namespace, 'catalogue-reader', [
+      { apiGroups: ['gw.dev'], resources: ['apidefinitions', 'categories'], verbs: ['get', 'list'] },
+    ]);
     const bearer = { Authorization: `Bearer ${token}` };
 
     const categories = (await getJson(['gwcat'])).items.map((c) => String(c.spec.name));
@@ -401,24 +404,3 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     }
   });
 });
-
-/** A ServiceAccount that may list APIs and categories and read APIs, as a catalogue would. */
-function catalogueReader(namespace: string): string {
-  return `
-apiVersion: v1
-kind: ServiceAccount
-metadata: { name: catalogue-reader, namespace: ${namespace} }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: { name: catalogue-reader, namespace: ${namespace} }
-rules:
-  - { apiGroups: [gw.dev], resources: [apidefinitions, categories], verbs: [get, list] }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: { name: catalogue-reader, namespace: ${namespace} }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: catalogue-reader }
-subjects: [{ kind: ServiceAccount, name: catalogue-reader, namespace: ${namespace} }]
-`;
-}

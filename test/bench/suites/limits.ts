@@ -11,7 +11,8 @@ import { Redis } from 'ioredis';
 import { createLogger } from '../../../common/logger.ts';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
-import { api, config, policy, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import { api, config, policy, session } from '../../support/compiled-fixtures.ts';
+import { request } from '../../support/limits-fixtures.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
 const run = promisify(execFile);

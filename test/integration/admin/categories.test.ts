@@ -3,24 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubernetesBearerAuthenticator } from '../../../sidecar/admin/kube-bearer.ts';
 import { KubernetesResourceStore } from '../../../sidecar/resources/kubernetes-store.ts';
 import { createNamespace, kubectl } from '../../harness/index.ts';
+import { serviceAccountToken } from '../../support/service-account.ts';
 import { startAdmin, type AdminServer } from './admin-client.ts';
-import { clusterDeps, connected, testRedis, unreachableKubeConfig } from './fixtures.ts';
+import { clusterDeps, connected, petsOasApi, testRedis, unreachableKubeConfig } from './fixtures.ts';
 
 const resources = (namespace: string): string => `
-apiVersion: gw.dev/v1alpha1
-kind: ApiDefinition
-metadata: { name: pets, namespace: ${namespace} }
-spec:
-  api_id: pets-oas
-  categories: [animals, public]
-  oas:
-    openapi: 3.0.3
-    info: { title: Pets, version: 1.0.0 }
-    paths: {}
-    x-gw-api-gateway:
-      server: { listenPath: { value: /pets/ } }
-      upstream: { url: http://127.0.0.1:9000 }
----
+${petsOasApi(`{ name: pets, namespace: ${namespace} }`, 'pets-oas', ['animals', 'public'])}---
 apiVersion: gw.dev/v1alpha1
 kind: ApiDefinition
 metadata: { name: toys, namespace: ${namespace} }
@@ -34,42 +22,6 @@ apiVersion: gw.dev/v1alpha1
 kind: Category
 metadata: { name: internal, namespace: ${namespace} }
 spec: { name: internal, description: nothing yet }
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: { name: reader, namespace: ${namespace} }
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: { name: lister, namespace: ${namespace} }
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: { name: nobody, namespace: ${namespace} }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: { name: api-reader, namespace: ${namespace} }
-rules:
-  - { apiGroups: [gw.dev], resources: [apidefinitions], verbs: [get] }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: { name: catalogue-lister, namespace: ${namespace} }
-rules:
-  - { apiGroups: [gw.dev], resources: [apidefinitions, categories], verbs: [list] }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: { name: reader, namespace: ${namespace} }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: api-reader }
-subjects: [{ kind: ServiceAccount, name: reader, namespace: ${namespace} }]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: { name: lister, namespace: ${namespace} }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: catalogue-lister }
-subjects: [{ kind: ServiceAccount, name: lister, namespace: ${namespace} }]
 `;
 
 describe('category reads with TokenReview and SubjectAccessReview', () => {
@@ -82,9 +34,9 @@ describe('category reads with TokenReview and SubjectAccessReview', () => {
   beforeAll(async () => {
     namespace = await createNamespace('admin-cats');
     await kubectl(['apply', '-f', '-'], { input: resources(namespace) });
-    for (const who of Object.keys(tokens) as (keyof typeof tokens)[]) {
-      tokens[who] = (await kubectl(['create', 'token', who, '-n', namespace, '--duration', '10m'])).stdout.trim();
-    }
+    tokens.reader = await serviceAccountToken(namespace, 'reader', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions'], verbs: ['get'] }]);
+    tokens.lister = await serviceAccountToken(namespace, 'lister', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions', 'categories'], verbs: ['list'] }]);
+    tokens.nobody = await serviceAccountToken(namespace, 'nobody', []);
     redis = await connected(testRedis());
     admin = await startAdmin(clusterDeps(namespace, redis).deps);
   });

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { group, kinds, version } from '../../../crds/kinds.ts';
 import { KubernetesResourceStore } from '../../../sidecar/resources/kubernetes-store.ts';
 import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
+import { serviceAccountToken } from '../../support/service-account.ts';
 import { startAdmin, type AdminServer } from './admin-client.ts';
 import { ADMIN_SECRET, clusterDeps, connected, testRedis, unreachableKubeConfig, type TestDeps } from './fixtures.ts';
 
@@ -152,27 +153,10 @@ describe('DELETE /gw/apis/{apiID} and GET /gw/reload on the API server', () => {
 
   it('puts the ConfigMap back when the API server refuses the delete', async () => {
     // An account that may mark ConfigMaps but not delete ApiDefinitions: the delete fails after the mark.
-    await kubectl(['apply', '-f', '-'], {
-      input: `
-apiVersion: v1
-kind: ServiceAccount
-metadata: { name: half-admin, namespace: ${namespace} }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: { name: half-admin, namespace: ${namespace} }
-rules:
-  - { apiGroups: [gw.dev], resources: [apidefinitions], verbs: [get, list] }
-  - { apiGroups: [''], resources: [configmaps], verbs: [get, list, patch] }
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: { name: half-admin, namespace: ${namespace} }
-roleRef: { apiGroup: rbac.authorization.k8s.io, kind: Role, name: half-admin }
-subjects: [{ kind: ServiceAccount, name: half-admin, namespace: ${namespace} }]
-`,
-    });
-    const token = (await kubectl(['create', 'token', 'half-admin', '-n', namespace, '--duration', '10m'])).stdout.trim();
+    const token = await serviceAccountToken(namespace, 'half-admin', [
+      { apiGroups: ['gw.dev'], resources: ['apidefinitions'], verbs: ['get', 'list'] },
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'patch'] },
+    ]);
     const cluster = kubeConfig().getCurrentCluster()!;
     const kc = new KubeConfig();
     kc.loadFromOptions({

@@ -84,3 +84,19 @@ export async function listCustom(namespace: string, plural: string): Promise<{ m
 }
 
 export const keysIn = (namespace: string) => listCustom(namespace, kinds.Key.plural);
+
+/** An OAS ApiDefinition (YAML document) with categories, served at /pets/; `metadata` is its YAML metadata value. */
+export const petsOasApi = (metadata: string, apiId: string, categories: string[]): string => `apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: ${metadata}
+spec:
+  api_id: ${apiId}
+  categories: [${categories.join(', ')}]
+  oas:
+    openapi: 3.0.3
+    info: { title: Pets, version: 1.0.0 }
+    paths: {}
+    x-gw-api-gateway:
+      server: { listenPath: { value: /pets/ } }
+      upstream: { url: http://127.0.0.1:9000 }
+`;

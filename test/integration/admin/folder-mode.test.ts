@@ -8,24 +8,10 @@ import { sessionKey } from '../../../common/redis-keys.ts';
 import { StaticBearerAuthenticator } from '../../../sidecar/admin/bearer.ts';
 import { FolderResourceStore } from '../../../sidecar/resources/folder-store.ts';
 import { json, jsonType, startAdmin, type AdminServer } from './admin-client.ts';
-import { ADMIN_SECRET, clusterDeps, connected, PORTAL_SECRET, testRedis, type TestDeps } from './fixtures.ts';
+import { ADMIN_SECRET, clusterDeps, connected, petsOasApi, PORTAL_SECRET, testRedis, type TestDeps } from './fixtures.ts';
 
 const apis = `# two APIs in one file
-apiVersion: gw.dev/v1alpha1
-kind: ApiDefinition
-metadata:
-  name: pets
-spec:
-  api_id: pets
-  categories: [animals]
-  oas:
-    openapi: 3.0.3
-    info: { title: Pets, version: 1.0.0 }
-    paths: {}
-    x-gw-api-gateway:
-      server: { listenPath: { value: /pets/ } }
-      upstream: { url: http://127.0.0.1:9000 }
----
+${petsOasApi('{ name: pets }', 'pets', ['animals'])}---
 apiVersion: gw.dev/v1alpha1
 kind: ApiDefinition
 metadata:

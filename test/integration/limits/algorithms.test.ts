@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { GatewaySettings } from '../../../crds/settings.ts';
-import { api, config, policy, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import { api, config, policy, session } from '../../support/compiled-fixtures.ts';
+import { request } from '../../support/limits-fixtures.ts';
 import { testEnv } from '../../harness/index.ts';
 import {
   alignTo,

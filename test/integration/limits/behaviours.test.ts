@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { api, config, policy, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import { api, config, policy, session } from '../../support/compiled-fixtures.ts';
+import { request } from '../../support/limits-fixtures.ts';
 import type { LimitRequest } from '../../../sidecar/limits/types.ts';
 import { testEnv } from '../../harness/index.ts';
 import { alignTo, sleep, startGateway, stopAllGateways, uniqueId, type Gateway } from './helpers.ts';

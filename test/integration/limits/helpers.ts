@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
-import { pino, type Logger } from 'pino';
 import { Registry } from 'prom-client';
 import type { CompiledConfig } from '../../../crds/compiled.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
-import { collectingSink } from '../../../sidecar/limits/test-fixtures.ts';
+import { collectingSink } from '../../support/limits-fixtures.ts';
 import type { LimitEngine, LimitRequest, SmoothingEvent } from '../../../sidecar/limits/types.ts';
+import { collectingLogger } from '../../support/collecting-logger.ts';
 
 /** A gateway as the tests see it: its own engine, Redis connection, events and metrics. */
 export interface Gateway {
@@ -30,16 +29,6 @@ export function redisClient(url: string): Redis {
   // Connection errors are expected while a test has Redis stopped; the engine reports them.
   redis.on('error', () => undefined);
   return redis;
-}
-
-function collectingLogger(lines: string[]): Logger {
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  return pino({ level: 'info' }, stream);
 }
 
 export function startGateway(

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { api, config, policy, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import { api, config, policy, session } from '../../support/compiled-fixtures.ts';
+import { request } from '../../support/limits-fixtures.ts';
 import { testEnv } from '../../harness/index.ts';
 import { sleep, startGateway, stopAllGateways, uniqueId, watchCommands } from './helpers.ts';
 

@@ -1,5 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { api, config, request, session } from '../../../sidecar/limits/test-fixtures.ts';
+import { api, config, session } from '../../support/compiled-fixtures.ts';
+import { request } from '../../support/limits-fixtures.ts';
 import { startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues, sleep, startGateway, stopAllGateways, uniqueId, type Gateway } from './helpers.ts';
 

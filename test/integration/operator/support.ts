@@ -1,10 +1,10 @@
-import { createServer } from 'node:net';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { createLogger } from '../../../common/logger.ts';
 import { kinds, type KindName } from '../../../crds/kinds.ts';
 import { defaultGatewaySettings } from '../../../crds/settings.ts';
 import { Operator } from '../../../operator/operator.ts';
 import { optionsSchema, type OperatorOptionsInput } from '../../../operator/options.ts';
+import { waitFor as pollUntil } from '../../support/wait-for.ts';
 
 /** An operator in this process, scoped to the test's namespaces so it never touches other tests' objects. */
 export async function startOperator(kc: KubeConfig, input: Partial<OperatorOptionsInput> & { redisUrl: string }): Promise<Operator> {
@@ -22,20 +22,9 @@ export async function startOperator(kc: KubeConfig, input: Partial<OperatorOptio
   return operator;
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const value = await probe();
-      if (value !== undefined && value !== null && value !== false) return value;
-    } catch (error) {
-      lastError = error;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-}
+/** Polls at 100 ms: the operator reacts to watch events within a few of those. */
+export const waitFor = <T>(what: string, probe: () => Promise<T | undefined | null | false>, timeoutMs = 30_000): Promise<T> =>
+  pollUntil(what, probe, timeoutMs, 100);
 
 export interface GwResource {
   metadata: { name: string; namespace: string; uid: string; finalizers?: string[]; generation?: number; resourceVersion?: string };
@@ -103,13 +92,4 @@ export function ready(resource: GwResource | undefined): { status: string; reaso
 }
 
 /** A free loopback port (the webhook URL must name its port before the server starts). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../../harness/ports.ts';

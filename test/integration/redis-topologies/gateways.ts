@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { pino, type Logger } from 'pino';
 import type { CompiledConfig } from '../../../crds/compiled.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
-import { collectingSink } from '../../../sidecar/limits/test-fixtures.ts';
+import { collectingSink } from '../../support/limits-fixtures.ts';
 import type { LimitEngine, LimitRequest } from '../../../sidecar/limits/types.ts';
 import { createSidecarMetrics, type SidecarMetrics } from '../../../sidecar/metrics.ts';
 import { createRedis } from '../../../sidecar/redis.ts';

@@ -4,7 +4,7 @@ import { createSidecarMetrics } from '../../../sidecar/metrics.ts';
 import type { SmoothingEvent } from '../../../sidecar/limits/types.ts';
 import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
 import { startEchoUpstream } from '../../../sidecar/demo-upstream.ts';
-import { call, compiledApi, compiledConfig, eventually, quietLogger, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
+import { call, compiledApi, deployApi, eventually, quietLogger, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
 
 interface CoreEvent {
   reason: string;
@@ -98,8 +98,7 @@ describe('smoothing Events (events.k8s.io/v1)', () => {
         api_limit: { rate: 20, per: 60 },
         smoothing: { enabled: true, threshold: 2, step: 2, trigger: 0.5, delay: 0 },
       });
-      await writeConfigMap(namespace, apiId, JSON.stringify(compiledConfig([api], { enable_redis_rolling_limiter: true })));
-      await eventually(servesApi(sidecar, apiId));
+      await deployApi(sidecar, namespace, api, { enable_redis_rolling_limiter: true });
       for (let i = 0; i < 8; i += 1) await call(`${sidecar.proxyUrl}/${apiId}/`);
       await eventually(async () => (await eventsIn(namespace)).some((e) => e.reason === 'RateLimitSmoothingUp'), 10_000, 'smoothing event');
       const up = (await eventsIn(namespace)).find((e) => e.reason === 'RateLimitSmoothingUp');

@@ -3,7 +3,19 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
-import { call, compiledApi, compiledConfig, eventually, servesApi, sidecarOptions, startTestSidecar, storeSession, uniqueId, writeConfigMap } from './helpers.ts';
+import {
+  call,
+  compiledApi,
+  compiledConfig,
+  deployApi,
+  eventually,
+  servesApi,
+  sidecarOptions,
+  startTestSidecar,
+  storeSession,
+  uniqueId,
+  writeConfigMap,
+} from './helpers.ts';
 import { Redis as RedisClient } from 'ioredis';
 
 describe('Redis faults with redis_failure_mode: closed', () => {
@@ -77,8 +89,7 @@ describe('stream rate limit on the upstream call', () => {
 
   it('lets `count` calls per interval reach the upstream and refuses what cannot get a slot in time', async () => {
     const api = compiledApi(uniqueId('api'), upstream.url, { stream_limit: { label: 'upstream', count: 2, interval_ms: 60_000 } });
-    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
-    await eventually(servesApi(sidecar, api.api_id));
+    await deployApi(sidecar, namespace, api);
     const url = `${sidecar.proxyUrl}/${api.api_id}/`;
     expect((await call(url)).status).toBe(200);
     expect((await call(url)).status).toBe(200);

@@ -5,41 +5,26 @@ import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { API_ID_LABEL, apiIdLabelValue, CONFIG_KEY, configMapName, MANAGED_BY, MANAGED_BY_LABEL } from '../../../common/compiled-config-map.ts';
 import { RedisSessionStore } from '../../../common/session-store.ts';
-import type { CompiledApi, CompiledConfig } from '../../../crds/compiled.ts';
+import type { CompiledApi, CompiledConfig, CompiledPolicy } from '../../../crds/compiled.ts';
 import { keyHash } from '../../../crds/key-hash.ts';
 import { sessionSchema } from '../../../crds/session.ts';
-import { gatewaySettingsSchema, type GatewaySettings } from '../../../crds/settings.ts';
+import type { GatewaySettings } from '../../../crds/settings.ts';
 import { startSidecar, type RunningSidecar, type SidecarOverrides } from '../../../sidecar/app.ts';
 import type { SidecarOptions } from '../../../sidecar/cli.ts';
 import { kubeConfig, testEnv } from '../../harness/index.ts';
+import { api, config } from '../../support/compiled-fixtures.ts';
 
 export const quietLogger = pino({ level: process.env.GW_TEST_LOG_LEVEL ?? 'silent' });
 
 export const uniqueId = (prefix: string): string => `${prefix}-${randomBytes(4).toString('hex')}`;
 
+/** A keyless API in front of `targetUrl`, unless the overrides say otherwise. */
 export function compiledApi(apiId: string, targetUrl: string, overrides: Partial<CompiledApi> = {}): CompiledApi {
-  return {
-    api_id: apiId,
-    name: apiId,
-    source: { kind: 'ApiDefinition', namespace: 'default', name: apiId },
-    active: true,
-    keyless: true,
-    auth_header_name: 'Authorization',
-    listen_path: `/${apiId}/`,
-    target_url: targetUrl,
-    strip_listen_path: true,
-    api_limit: null,
-    endpoint_limits: [],
-    ignored: [],
-    categories: [],
-    stream_limit: null,
-    smoothing: null,
-    ...overrides,
-  };
+  return api(apiId, { keyless: true, target_url: targetUrl, ...overrides });
 }
 
-export function compiledConfig(apis: CompiledApi[], settings: Partial<GatewaySettings> = {}, policies: CompiledConfig['policies'] = {}): CompiledConfig {
-  return { version: 1, settings: gatewaySettingsSchema.parse(settings), apis, policies };
+export function compiledConfig(apis: CompiledApi[], settings: Partial<GatewaySettings> = {}, policies: CompiledPolicy[] = []): CompiledConfig {
+  return config({ apis, settings, policies });
 }
 
 /** Write (create or replace) the ConfigMap the operator would write for one API. */
@@ -90,6 +75,18 @@ export async function eventually(check: () => boolean | Promise<boolean>, timeou
 }
 
 export const servesApi = (sidecar: RunningSidecar, apiId: string) => () => sidecar.runtime.apis().some((a) => a.api_id === apiId);
+
+/** Publish one API's config as the operator would, then wait until the sidecar serves it. */
+export async function deployApi(
+  sidecar: RunningSidecar,
+  namespace: string,
+  api: CompiledApi,
+  settings: Partial<GatewaySettings> = {},
+  policies: CompiledPolicy[] = [],
+): Promise<void> {
+  await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api], settings, policies)));
+  await eventually(servesApi(sidecar, api.api_id), 10_000, `api ${api.api_id} loaded`);
+}
 
 /** Store a session in the harness Redis for a fresh raw key; returns the raw key. */
 export async function storeSession(redis: Redis, fields: Record<string, unknown>): Promise<string> {

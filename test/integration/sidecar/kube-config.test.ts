@@ -4,7 +4,7 @@ import { API_ID_LABEL, configMapName, RETAIN_ANNOTATION } from '../../../common/
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
 import { createNamespace, kubeConfig } from '../../harness/index.ts';
-import { call, compiledApi, compiledConfig, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
+import { call, compiledApi, compiledConfig, deployApi, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
 
 describe('Kubernetes config source', () => {
   let upstream: EchoUpstream;
@@ -40,8 +40,7 @@ describe('Kubernetes config source', () => {
 
   it('loads a created ConfigMap, applies an update, keeps the last good config on an invalid one', async () => {
     const api = compiledApi(uniqueId('api'), `${upstream.url}/v1`);
-    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
-    await eventually(servesApi(sidecar, api.api_id));
+    await deployApi(sidecar, namespace, api);
     expect(await pathSeen(api.api_id)).toBe('/v1/x');
 
     await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([{ ...api, target_url: `${upstream.url}/v2` }])));
@@ -68,8 +67,7 @@ describe('Kubernetes config source', () => {
 
   it('keeps serving an API whose ConfigMap was deleted until reload()', async () => {
     const api = compiledApi(uniqueId('api'), upstream.url);
-    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
-    await eventually(servesApi(sidecar, api.api_id));
+    await deployApi(sidecar, namespace, api);
     await core.deleteNamespacedConfigMap({ name: `gw-api-${api.api_id}`, namespace });
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(await pathSeen(api.api_id)).toBe('/x');
@@ -80,8 +78,7 @@ describe('Kubernetes config source', () => {
 
   it('unloads at once when a retained ConfigMap is deleted (a reload happened on some sidecar)', async () => {
     const api = compiledApi(uniqueId('api'), upstream.url);
-    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
-    await eventually(servesApi(sidecar, api.api_id));
+    await deployApi(sidecar, namespace, api);
     const name = `gw-api-${api.api_id}`;
     const cm = await core.readNamespacedConfigMap({ name, namespace });
     cm.metadata = { ...cm.metadata, annotations: { ...cm.metadata?.annotations, [RETAIN_ANNOTATION]: 'true' } };

@@ -4,20 +4,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
 import { createNamespace } from '../../harness/index.ts';
-import {
-  call,
-  compiledApi,
-  compiledConfig,
-  eventually,
-  newRedis,
-  servesApi,
-  sidecarOptions,
-  startTestSidecar,
-  storeSession,
-  uniqueId,
-  writeConfigMap,
-} from './helpers.ts';
+import { call, compiledApi, deployApi, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import type { CompiledApi } from '../../../crds/compiled.ts';
+import { policy } from '../../support/compiled-fixtures.ts';
 
 /** DESIGN §8 rows of the proxy side, 502/504/413 and forwarding rules, through each forwarder. */
 describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder', (forwarder) => {
@@ -43,8 +32,7 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
 
   async function deploy(overrides: Partial<CompiledApi> = {}, target?: string): Promise<CompiledApi> {
     const api = compiledApi(uniqueId('api'), target ?? upstream.url, overrides);
-    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
-    await eventually(servesApi(sidecar, api.api_id), 10_000, `api ${api.api_id} loaded`);
+    await deployApi(sidecar, namespace, api);
     return api;
   }
 
@@ -115,22 +103,8 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
 
   it('grants access through an applied policy of the key namespace', async () => {
     const api = compiledApi(uniqueId('api'), upstream.url, { keyless: false });
-    const policy = {
-      id: 'team/gold',
-      source: { kind: 'Policy', namespace: 'team', name: 'gold' },
-      rate: null,
-      quota_max: -1,
-      quota_renewal_rate: 0,
-      throttle_interval: 0,
-      throttle_retry_limit: 0,
-      smoothing: null,
-      meta_data: {},
-      rate_limit_pattern: null,
-      tags: [],
-      access_rights: { [api.api_id]: { api_id: api.api_id, api_name: api.name, limit: null, endpoints: [] } },
-    };
-    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api], {}, { 'team/gold': policy })));
-    await eventually(servesApi(sidecar, api.api_id));
+    const gold = policy('gold', { access_rights: { [api.api_id]: { api_id: api.api_id, api_name: api.name, limit: null, endpoints: [] } } }, 'team');
+    await deployApi(sidecar, namespace, api, {}, [gold]);
     const member = await storeSession(redis, { apply_policies: ['gold'], namespace: 'team' });
     const stranger = await storeSession(redis, { apply_policies: ['gold'], namespace: 'elsewhere' });
     expect((await call(url(api, '/'), { headers: { authorization: member } })).status).toBe(200);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
 import { createNamespace } from '../../harness/index.ts';
-import { call, compiledApi, compiledConfig, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
+import { call, compiledApi, deployApi, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
 
 describe('X-RateLimit-* under rate_limit_response_headers: rate_limits', () => {
   let upstream: EchoUpstream;
@@ -22,8 +22,7 @@ describe('X-RateLimit-* under rate_limit_response_headers: rate_limits', () => {
 
   it('carries the rate limit on allowed and 429 responses, replacing the upstream ones', async () => {
     const api = compiledApi(uniqueId('api'), upstream.url, { api_limit: { rate: 2, per: 60 } });
-    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
-    await eventually(servesApi(sidecar, api.api_id));
+    await deployApi(sidecar, namespace, api);
     const url = `${sidecar.proxyUrl}/${api.api_id}/?ratelimit=1`;
     const first = await call(url);
     expect(first.status).toBe(200);
@@ -41,8 +40,7 @@ describe('X-RateLimit-* under rate_limit_response_headers: rate_limits', () => {
 
   it('sets none on an API without a rate limit, so the upstream ones pass', async () => {
     const api = compiledApi(uniqueId('api'), upstream.url);
-    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
-    await eventually(servesApi(sidecar, api.api_id));
+    await deployApi(sidecar, namespace, api);
     const res = await call(`${sidecar.proxyUrl}/${api.api_id}/?ratelimit=1`);
     expect(res.headers['x-ratelimit-limit']).toBe('999');
   });

@@ -3,18 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { createNamespace } from '../../harness/index.ts';
-import {
-  compiledApi,
-  compiledConfig,
-  eventually,
-  newRedis,
-  servesApi,
-  sidecarOptions,
-  startTestSidecar,
-  storeSession,
-  uniqueId,
-  writeConfigMap,
-} from './helpers.ts';
+import { compiledApi, deployApi, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 
 type Outcome = { opened: true; echo: string; path: string } | { opened: false; status: number; body: string };
 
@@ -69,8 +58,7 @@ describe.each(['undici', 'http-proxy'] as const)('WebSocket through the gateway 
 
   it('upgrades with a valid key, refuses without one, and applies the API limit at the upgrade', async () => {
     const api = compiledApi(uniqueId('ws'), upstreamUrl, { keyless: false, api_limit: { rate: 2, per: 60 } });
-    await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
-    await eventually(servesApi(sidecar, api.api_id));
+    await deployApi(sidecar, namespace, api);
     const key = await storeSession(redis, { access_rights: { [api.api_id]: { api_id: api.api_id } } });
     const url = `${sidecar.proxyUrl.replace('http', 'ws')}/${api.api_id}/chat`;
 

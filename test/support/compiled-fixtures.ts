@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-import { createLogger } from '../../common/logger.ts';
 import {
   compiledConfigSchema,
   type CompiledApi,
@@ -8,16 +6,12 @@ import {
 } from '../../crds/compiled.ts';
 import { sessionSchema, type Session } from '../../crds/session.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
-import type { LimitRequest, SmoothingEvent, SmoothingEventSink } from './types.ts';
 
 /**
- * Builders for the engine's tests (unit and integration). Every config goes through
- * compiledConfigSchema.parse, so tests only build what the compile step could emit.
+ * The one builder of compiled configs for tests (unit, integration, bench). Defaults are
+ * what the compile step emits for a minimal classic API or Policy, so a test names only
+ * the fields it is about.
  */
-
-export const silentLogger = createLogger('limits-test', 'silent');
-
-export const keyHashOf = (raw: string): string => createHash('sha256').update(raw).digest('hex');
 
 export function api(apiId: string, overrides: Partial<CompiledApi> = {}): CompiledApi {
   return {
@@ -58,6 +52,7 @@ export function policy(name: string, overrides: Partial<CompiledPolicy> = {}, na
   };
 }
 
+/** Goes through compiledConfigSchema.parse, so tests only build what the compile step could emit. */
 export function config(parts: {
   settings?: Partial<GatewaySettings>;
   apis?: CompiledApi[];
@@ -73,34 +68,4 @@ export function config(parts: {
 
 export function session(input: Record<string, unknown> = {}): Session {
   return sessionSchema.parse(input);
-}
-
-export function request(
-  target: CompiledApi,
-  caller: { session: Session; raw: string } | null,
-  method = 'GET',
-  path = '/',
-): LimitRequest {
-  return {
-    api: target,
-    method,
-    path,
-    session: caller?.session ?? null,
-    keyHash: caller ? keyHashOf(caller.raw) : null,
-  };
-}
-
-export function collectingSink(): SmoothingEventSink & { events: SmoothingEvent[] } {
-  const events: SmoothingEvent[] = [];
-  return { events, emit: (event) => void events.push(event) };
-}
-
-/** A clock the test moves by hand. */
-export function manualClock(start = Date.UTC(2030, 0, 1)): { now: () => number; advance(ms: number): void; set(ms: number): void } {
-  let current = start;
-  return {
-    now: () => current,
-    advance: (ms) => void (current += ms),
-    set: (ms) => void (current = ms),
-  };
 }
