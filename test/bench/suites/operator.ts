@@ -8,10 +8,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { kinds } from '../../../crds/kinds.ts';
+import { freePort } from '../../harness/ports.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
@@ -22,16 +22,6 @@ const SCRATCH_KEYS = quick ? 1_000 : 10_000;
 const POLICIES = 20;
 const SUITE = 'operator';
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 const percentile = (sorted: number[], p: number): number => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 

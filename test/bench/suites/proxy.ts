@@ -10,10 +10,10 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { keyHash } from '../../../crds/key-hash.ts';
+import { freePort } from '../../harness/ports.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
 interface CannonResult {
@@ -28,16 +28,6 @@ const autocannon = createRequire(import.meta.url)('autocannon') as Cannon;
 const root = new URL('../../../', import.meta.url).pathname;
 const node = process.execPath;
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 async function waitFor(url: string, timeoutMs = 20_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

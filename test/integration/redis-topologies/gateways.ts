@@ -1,8 +1,7 @@
-import { Writable } from 'node:stream';
 import type { Cluster, Redis } from 'ioredis';
-import { pino, type Logger } from 'pino';
 import type { CompiledConfig } from '../../../crds/compiled.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
+import { collectingLogger } from '../../support/collecting-logger.ts';
 import { collectingSink } from '../../support/limits-fixtures.ts';
 import type { LimitEngine, LimitRequest } from '../../../sidecar/limits/types.ts';
 import { createSidecarMetrics, type SidecarMetrics } from '../../../sidecar/metrics.ts';
@@ -21,16 +20,6 @@ export interface TopologyGateway {
 }
 
 const open: TopologyGateway[] = [];
-
-function collectingLogger(lines: string[]): Logger {
-  const stream = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      lines.push(chunk.toString());
-      done();
-    },
-  });
-  return pino({ level: 'info' }, stream);
-}
 
 export function startGateway(config: CompiledConfig, url: string, options: { heartbeatIntervalMs?: number; commandTimeoutMs?: number } = {}): TopologyGateway {
   const logs: string[] = [];
