@@ -1,17 +1,13 @@
-import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { testEnv } from '../../harness/index.ts';
+import { runTool, type ToolResult } from '../../harness/run-tool.ts';
 
 export const CHART_DIR = resolve(import.meta.dirname, '../../../charts/gw');
 
-export interface HelmResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+export type HelmResult = ToolResult;
 
 // Helm's own config, cache and data folders, kept out of the user's home.
 const helmHome = mkdtempSync(join(tmpdir(), 'gw-chart-helm-'));
@@ -19,27 +15,15 @@ const helmHome = mkdtempSync(join(tmpdir(), 'gw-chart-helm-'));
 /** The pinned helm against the run's control plane; a non-zero exit throws unless allowFail. */
 export function helm(args: string[], opts: { allowFail?: boolean; timeoutMs?: number } = {}): Promise<HelmResult> {
   const env = testEnv();
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(env.helmBin, ['--kubeconfig', env.kubeconfig, ...args], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      timeout: opts.timeoutMs ?? 90_000,
-      env: {
-        ...process.env,
-        HELM_CONFIG_HOME: join(helmHome, 'config'),
-        HELM_CACHE_HOME: join(helmHome, 'cache'),
-        HELM_DATA_HOME: join(helmHome, 'data'),
-      },
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    child.once('error', reject);
-    child.once('close', (code, signal) => {
-      const result = { code: code ?? 128, stdout, stderr: signal ? `${stderr}(killed by ${signal})` : stderr };
-      if (result.code !== 0 && !opts.allowFail) reject(new Error(`helm ${args.join(' ')} exited with ${result.code}: ${result.stderr.trim()}`));
-      else resolvePromise(result);
-    });
+  return runTool(env.helmBin, ['--kubeconfig', env.kubeconfig, ...args], {
+    allowFail: opts.allowFail,
+    timeoutMs: opts.timeoutMs ?? 90_000,
+    env: {
+      ...process.env,
+      HELM_CONFIG_HOME: join(helmHome, 'config'),
+      HELM_CACHE_HOME: join(helmHome, 'cache'),
+      HELM_DATA_HOME: join(helmHome, 'data'),
+    },
   });
 }
 
