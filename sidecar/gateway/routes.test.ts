@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { CompiledApi } from '../../crds/compiled.ts';
 import { api } from '../../test/support/compiled-fixtures.ts';
 import { isIgnored, normalisePath, RouteTable } from './routes.ts';
@@ -54,5 +54,53 @@ describe('RouteTable', () => {
     expect(normalisePath('/shop//cart/./items')).toBe('/shop/cart/items');
     expect(normalisePath('/../../etc')).toBe('/etc');
     expect(table.match('/shop/cart/../x?q=1')).toMatchObject({ route: { api: { api_id: 'outer' } }, upstreamPath: '/x?q=1' });
+  });
+});
+
+describe('RouteTable with many APIs', () => {
+  const many = (count: number): CompiledApi[] =>
+    Array.from({ length: count }, (_, i) => routedApi(`api-${String(i).padStart(4, '0')}`, `/team-${String(i).padStart(4, '0')}/svc/`, `http://up-${i % 7}:80/v1`));
+
+  it('routes to an inactive API rather than to a shorter listen path, so it can answer as inactive', () => {
+    const table = new RouteTable([routedApi('outer', '/shop/', 'http://a:1'), routedApi('closed', '/shop/cart/', 'http://b:2', { active: false })]);
+    expect(table.match('/shop/cart/x')?.route.api.api_id).toBe('closed');
+    expect(table.match('/shop/x')?.route.api.api_id).toBe('outer');
+  });
+
+  it('gives a listen path served twice (with or without its trailing slash) to the first API loaded', () => {
+    const table = new RouteTable([routedApi('first', '/dup', 'http://a:1'), routedApi('second', '/dup/', 'http://b:2'), routedApi('third', '/dup/', 'http://c:3')]);
+    expect(table.match('/dup/x')?.route.api.api_id).toBe('first');
+    expect(table.origins).toEqual(new Set(['http://a:1', 'http://b:2', 'http://c:3']));
+  });
+
+  it('serves every one of 5,000 APIs, with backslashes and dot segments resolved first', () => {
+    const apis = many(5_000);
+    const table = new RouteTable([...apis, routedApi('root', '/', 'http://root:1')]);
+    for (const [i, api] of apis.entries()) {
+      const match = table.match(`${api.listen_path}orders/${i}?q=${i}`);
+      expect(match?.route.api.api_id).toBe(api.api_id);
+      expect(match?.upstreamPath).toBe(`/v1/orders/${i}?q=${i}`);
+    }
+    expect(table.match('/team-0042/svc\\..\\..\\team-0043/svc/x')).toMatchObject({ route: { api: { api_id: 'api-0043' } }, relativePath: '/x' });
+    expect(table.match('/team-0042/svcx')?.route.api.api_id).toBe('root');
+    expect(table.match('/team-0042')?.route.api.api_id).toBe('root');
+  });
+
+  it('does the same lookup work with 5,000 APIs as with 10', () => {
+    const lookups = (table: RouteTable, url: string): number => {
+      const get = vi.spyOn(Map.prototype, 'get');
+      table.match(url);
+      const count = get.mock.calls.length;
+      get.mockRestore();
+      return count;
+    };
+    const small = new RouteTable(many(10));
+    const large = new RouteTable(many(5_000));
+    for (const url of ['/team-0003/svc/a/b/c?x=1', '/team-0003/svc', '/elsewhere/entirely', '/team-0003/svc/../svc/a']) {
+      expect(large.match(url)?.route.api.api_id).toBe(small.match(url)?.route.api.api_id);
+      expect(lookups(large, url)).toBe(lookups(small, url));
+    }
+    // Nothing is longer than the listen paths: the first probe is '/team-0003/svc' itself.
+    expect(lookups(large, '/team-0003/svc/a/b/c')).toBe(1);
   });
 });

@@ -1,4 +1,5 @@
 import type { CompiledApi } from '../../crds/compiled.ts';
+import { PrefixIndex } from './prefix-index.ts';
 
 /** A compiled matcher, its RegExp built once at config load. */
 interface Matcher {
@@ -66,30 +67,31 @@ export function isIgnored(route: Route, method: string, relativePath: string): b
   return false;
 }
 
-/** Longest listen-path prefix match over the loaded APIs; prefixes end at a path segment. */
+/**
+ * Longest listen-path prefix match over the loaded APIs; prefixes end at a path segment.
+ * Inactive APIs are routed too (they answer as inactive rather than fall through to a
+ * shorter listen path). Of two APIs with the same listen path, the first loaded wins.
+ */
 export class RouteTable {
-  readonly #routes: Route[];
+  readonly #index: PrefixIndex<Route>;
   /** Every upstream origin a request can be forwarded to under this table. */
   readonly origins: ReadonlySet<string>;
 
   constructor(apis: readonly CompiledApi[]) {
-    this.#routes = apis.map(buildRoute).sort((a, b) => b.prefix.length - a.prefix.length);
-    this.origins = new Set(this.#routes.map((route) => route.origin));
+    const routes = apis.map(buildRoute);
+    this.#index = new PrefixIndex(routes.map((route) => [route.prefix, route] as const));
+    this.origins = new Set(routes.map((route) => route.origin));
   }
 
   match(url: string): RouteMatch | null {
     const queryAt = url.indexOf('?');
     const path = normalisePath(queryAt === -1 ? url : url.slice(0, queryAt));
     const query = queryAt === -1 ? '' : url.slice(queryAt);
-    for (const route of this.#routes) {
-      const { prefix } = route;
-      if (!path.startsWith(prefix)) continue;
-      if (path.length > prefix.length && path[prefix.length] !== '/') continue;
-      const relativePath = path.slice(prefix.length) || '/';
-      const forwarded = route.api.strip_listen_path ? relativePath : path;
-      const upstreamPath = (route.basePath + forwarded || '/') + query;
-      return { route, relativePath, upstreamPath };
-    }
-    return null;
+    const route = this.#index.find(path);
+    if (route === undefined) return null;
+    const relativePath = path.slice(route.prefix.length) || '/';
+    const forwarded = route.api.strip_listen_path ? relativePath : path;
+    const upstreamPath = (route.basePath + forwarded || '/') + query;
+    return { route, relativePath, upstreamPath };
   }
 }
