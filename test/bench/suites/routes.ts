@@ -1,0 +1,92 @@
+/**
+ * Routes at scale: the same keyless request through a sidecar serving 10 APIs and one
+ * serving 5,000 (as the admin gateway does with GW_APIS=*), req/s side by side in
+ * interleaved rounds; and the route lookup alone, in process, on tables of both sizes.
+ * With the listen paths indexed both ratios stay near 1; a scan over every API would not.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RouteTable } from '../../../sidecar/gateway/routes.ts';
+import { api } from '../../support/compiled-fixtures.ts';
+import { freePort } from '../../harness/ports.ts';
+import { measureRounds, rowsOf, spawnEchoUpstream, startSidecarProcess, stopChild, waitFor, type CannonResult, type Target } from '../http-load.ts';
+import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
+
+const SUITE = 'routes';
+const SIZES = [10, 5_000] as const;
+/** The API every request goes to: present in both tables, neither first nor last. */
+const TARGET = 7;
+
+const listenPath = (i: number): string => `/team-${String(i).padStart(4, '0')}/svc/`;
+
+function apiDefinitions(count: number, upstream: string): string {
+  const docs: string[] = [];
+  for (let i = 0; i < count; i++) {
+    docs.push(`apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: api-${i} }
+spec: { api_id: api-${i}, name: api ${i}, use_keyless: true, proxy: { listen_path: '${listenPath(i)}', target_url: '${upstream}' } }
+`);
+  }
+  return docs.join('---\n');
+}
+
+/** Lookups per second of RouteTable.match on a table of `count` APIs, over a few request paths. */
+function lookupsPerSecond(count: number, durationMs: number): number {
+  const table = new RouteTable(Array.from({ length: count }, (_, i) => api(`api-${i}`, { keyless: true, listen_path: listenPath(i) })));
+  const urls = [`${listenPath(TARGET)}orders/42?x=1`, `${listenPath(TARGET)}a/b/c`, '/nowhere/at/all', listenPath(SIZES[0] - 1)];
+  let lookups = 0;
+  const started = performance.now();
+  while (performance.now() - started < durationMs) {
+    for (let i = 0; i < 10_000; i++) table.match(urls[i % urls.length]!);
+    lookups += 10_000;
+  }
+  return lookups / ((performance.now() - started) / 1000);
+}
+
+function lookupRows(ctx: BenchContext): BenchRow[] {
+  const name = (count: number): string => `route lookup, ${count.toLocaleString('en')} APIs`;
+  // Short interleaved rounds, best kept, as for the HTTP figures.
+  const rounds = 5;
+  const best = new Map<number, number>();
+  for (let round = 0; round < rounds; round++) {
+    for (const count of SIZES) best.set(count, Math.max(best.get(count) ?? 0, lookupsPerSecond(count, ctx.durationMs / rounds)));
+  }
+  return SIZES.map((count) => ({
+    suite: SUITE,
+    name: name(count),
+    value: Math.round(best.get(count)!),
+    unit: 'lookups/s',
+    ...(count === SIZES[0] ? {} : { baseline: name(SIZES[0]) }),
+  }));
+}
+
+const routesSuite: BenchSuite = async (ctx) => {
+  const upstreamPort = await freePort();
+  const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
+  const children = [spawnEchoUpstream(upstreamPort)];
+  const dirs: string[] = [];
+  try {
+    await waitFor(`${upstreamUrl}/`);
+    const targets: Target[] = [];
+    for (const count of SIZES) {
+      const dir = await mkdtemp(join(tmpdir(), `gw-bench-routes-${count}-`));
+      dirs.push(dir);
+      await writeFile(join(dir, 'apis.yaml'), apiDefinitions(count, upstreamUrl));
+      const started = Date.now();
+      const sidecar = await startSidecarProcess(dir, { readyTimeoutMs: 120_000 });
+      children.push(sidecar.child);
+      ctx.log(`sidecar with ${count} APIs ready in ${Date.now() - started} ms`);
+      const name = `sidecar keyless, ${count.toLocaleString('en')} APIs`;
+      targets.push({ name, url: `${sidecar.base}${listenPath(TARGET)}bench`, ...(targets[0] ? { baseline: targets[0].name } : {}) });
+    }
+    const results = await measureRounds(ctx, targets, 3);
+    return [...targets.flatMap((t) => rowsOf(SUITE, t.name, results.get(t.name) as CannonResult, t.baseline)), ...lookupRows(ctx)];
+  } finally {
+    await Promise.all(children.map(stopChild));
+    await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
+  }
+};
+
+export default routesSuite;
