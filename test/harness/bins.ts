@@ -9,6 +9,12 @@ export interface TestBins {
   etcd: string;
   helm: string;
   kubectl: string;
+  /** The node's binaries, from the same Kubernetes release as kube-apiserver. */
+  kubeControllerManager: string;
+  kubeScheduler: string;
+  kubelet: string;
+  kubeProxy: string;
+  coredns: string;
 }
 
 const BUILD_SCRIPT = join(import.meta.dirname, 'build-bins.sh');
@@ -23,8 +29,8 @@ export function findKubectl(): string {
 }
 
 /**
- * Builds the pinned kube-apiserver, etcd and Helm once per machine (or reuses the cached
- * ones); build-bins.sh owns the cache, its lock and its logs.
+ * Builds the pinned Kubernetes binaries, etcd, Helm and CoreDNS once per machine (or reuses
+ * the cached ones); build-bins.sh owns the cache, its lock and its logs.
  */
 export async function ensureBins(): Promise<TestBins> {
   const kubectl = findKubectl();
@@ -40,7 +46,17 @@ export async function ensureBins(): Promise<TestBins> {
     if (!p) throw new HarnessStepError('build-test-binaries', BUILD_SCRIPT, `no path reported for ${name}`);
     return p;
   };
-  return { kubeApiserver: get('kube-apiserver'), etcd: get('etcd'), helm: get('helm'), kubectl };
+  return {
+    kubeApiserver: get('kube-apiserver'),
+    etcd: get('etcd'),
+    helm: get('helm'),
+    kubectl,
+    kubeControllerManager: get('kube-controller-manager'),
+    kubeScheduler: get('kube-scheduler'),
+    kubelet: get('kubelet'),
+    kubeProxy: get('kube-proxy'),
+    coredns: get('coredns'),
+  };
 }
 
 /** A folder with all four binaries under their usual names, for PATH or direct use. */

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { HarnessStepError } from './errors.ts';
 import { join } from 'node:path';
@@ -28,6 +28,8 @@ export interface SpawnOptions {
   command: string;
   args: string[];
   logPath: string;
+  /** The program the process runs once `command`, a launcher such as nsenter, has exec'd it. */
+  execs?: string;
 }
 
 const live = new Map<number, ChildProcess>();
@@ -63,7 +65,7 @@ export function spawnServer(opts: SpawnOptions): ServerProcess {
   });
   if (group === null) throw new HarnessStepError(`start-${opts.name}`, opts.logPath, `could not run ${opts.command}`);
   // The command name lets a sweeper check the pid still belongs to this server.
-  writeFileSync(pidFile(group.pid), `${group.pid} ${commName(opts.command)}\n`);
+  writeFileSync(pidFile(group.pid), `${group.pid} ${commName(opts.execs ?? opts.command)}\n`);
   live.set(group.pid, group.child);
   return { name: opts.name, logPath: opts.logPath, pid: group.pid, exited: group.exited, hasExited: group.hasExited, stop: group.stop };
 }
@@ -154,7 +156,14 @@ export function killGroup(pid: number, signal: NodeJS.Signals): void {
 function killAllNow(): void {
   for (const pid of live.keys()) killGroup(pid, 'SIGKILL');
   live.clear();
-  if (session) rmSync(session, { recursive: true, force: true });
+  if (!session || !existsSync(session)) return;
+  // A node leaves containers, mounts and a network namespace that a plain removal of the
+  // folder would not end (and could reach into): the sweep removes those first.
+  if (readdirSync(session).some((name) => name.startsWith('node-'))) {
+    spawnSync('bash', [SWEEP, session], { stdio: 'inherit' });
+  } else {
+    rmSync(session, { recursive: true, force: true });
+  }
 }
 
 function installExitHandlers(): void {

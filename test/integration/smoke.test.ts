@@ -158,7 +158,7 @@ describe('test bed smoke', () => {
     const out = await kubectl(['version', '-o', 'json']);
     expect(out.code).toBe(0);
     const v = JSON.parse(out.stdout) as { serverVersion: { gitVersion: string; major: string; minor: string } };
-    expect(v.serverVersion).toMatchObject({ gitVersion: 'v1.32.13', major: '1', minor: '32' });
+    expect(v.serverVersion).toMatchObject({ gitVersion: 'v1.33.13', major: '1', minor: '33' });
   });
 
   it('runs the pinned helm, whose kubeVersion check passes against the control plane', async () => {
@@ -179,6 +179,6 @@ describe('test bed smoke', () => {
     expect(install.stdout).toContain('STATUS: deployed');
 
     const cm = await kubeConfig().makeApiClient(CoreV1Api).readNamespacedConfigMap({ name: 'smoke-helm', namespace: ns });
-    expect(cm.data?.k8s).toBe('v1.32.13');
+    expect(cm.data?.k8s).toBe('v1.33.13');
   });
 });
