@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import type { AccessCheck, BearerAuthenticator, BearerPrincipal } from './bearer.ts';
+import { ReviewNotPermittedError, type AccessCheck, type BearerAuthenticator, type BearerPrincipal } from './bearer.ts';
 import { AdminError, adminErrors, type ErrorDef } from './errors.ts';
 import { singleHeader } from './request.ts';
 import { secretMatches } from './secret.ts';
@@ -11,6 +11,12 @@ export function requireSecret(req: IncomingMessage, header: string, secret: stri
 
 const bearerPattern = /^Bearer +([^\s]+)$/i;
 
+/** A review that could not be made: 403 when this gateway may not make it at all, else a fault (500). */
+function reviewError(error: unknown): AdminError {
+  const refusal = error instanceof ReviewNotPermittedError ? adminErrors.reviewsNotPermitted : adminErrors.authCheckFailed;
+  return new AdminError(refusal, undefined, { cause: error });
+}
+
 /** `Authorization: Bearer <token>` → the caller; 401 when absent, malformed or not valid. */
 export async function requireBearer(req: IncomingMessage, bearer: BearerAuthenticator): Promise<BearerPrincipal> {
   const token = bearerPattern.exec(singleHeader(req, 'authorization') ?? '')?.[1];
@@ -19,7 +25,7 @@ export async function requireBearer(req: IncomingMessage, bearer: BearerAuthenti
   try {
     principal = await bearer.authenticate(token);
   } catch (error) {
-    throw new AdminError(adminErrors.authCheckFailed, undefined, { cause: error });
+    throw reviewError(error);
   }
   if (!principal) throw new AdminError(adminErrors.bearerMissing);
   return principal;
@@ -31,7 +37,7 @@ export async function requireAccess(principal: BearerPrincipal, checks: readonly
   try {
     results = await Promise.all(checks.map((check) => principal.can(check)));
   } catch (error) {
-    throw new AdminError(adminErrors.authCheckFailed, undefined, { cause: error });
+    throw reviewError(error);
   }
   if (results.includes(false)) throw new AdminError(adminErrors.bearerForbidden, path);
 }

@@ -24,6 +24,18 @@ export interface BearerAuthenticator {
   authenticate(token: string): Promise<BearerPrincipal | null>;
 }
 
+/**
+ * Thrown when this gateway's own identity may not check tokens or permissions (an
+ * injected sidecar's least-privilege ServiceAccount): no caller can be served here, which
+ * is a refusal to explain, not a fault of the gateway.
+ */
+export class ReviewNotPermittedError extends Error {
+  constructor(options?: { cause?: unknown }) {
+    super('this gateway may not review tokens or permissions', options);
+    this.name = 'ReviewNotPermittedError';
+  }
+}
+
 export const staticPermissionSchema = z.enum([
   'get:apidefinitions',
   'list:apidefinitions',

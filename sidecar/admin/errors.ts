@@ -24,6 +24,11 @@ export const adminErrors = {
   bearerMissing: def('bearer_unauthenticated', 401, 'Not authorised'),
   bearerForbidden: def('bearer_forbidden', 403, 'access denied: You do not have permission to access'),
   authCheckFailed: def('auth_check_failed', 500, 'Could not check the credentials'),
+  reviewsNotPermitted: def(
+    'reviews_not_permitted',
+    403,
+    "Category reads are served by the admin gateway (Service gw-admin), not here: this gateway's ServiceAccount may not review tokens",
+  ),
 
   unsupportedMediaType: def('unsupported_media_type', 415, 'Content-Type must be application/json'),
   bodyEmpty: def('body_empty', 400, 'Request body empty'),
