@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { apiIdLabelValue, apiNameOf, configHash, configMapName, MANAGED_BY_SELECTOR } from './compiled-config-map.ts';
+import { apiIdLabelValue, apiNameOf, compiledApiId, configHash, configMapName, MANAGED_BY_SELECTOR } from './compiled-config-map.ts';
 
 describe('compiled ConfigMap contract', () => {
   it('names the ConfigMap gw-api-<name> and reads the ApiDefinition name back from it', () => {
@@ -18,5 +18,13 @@ describe('compiled ConfigMap contract', () => {
     expect(long).toMatch(/^h-[0-9a-f]{40}$/);
     expect(long).toBe(`h-${configHash('x'.repeat(100)).slice(0, 40)}`);
     expect(apiIdLabelValue('a/b')).toMatch(/^h-/);
+  });
+
+  it('reads the api_id a compiled config carries, however long, even from a config that is otherwise invalid', () => {
+    const long = `api-${'x'.repeat(100)}`;
+    expect(compiledApiId(JSON.stringify({ version: 1, apis: [{ api_id: long }], policies: 'not valid' }))).toBe(long);
+    for (const json of [undefined, '', '{not json', 'null', '42', '{"apis":"x"}', '{"apis":[]}', '{"apis":[null]}', '{"apis":[{"api_id":7}]}', '{"apis":[{"api_id":""}]}']) {
+      expect(compiledApiId(json), String(json)).toBeUndefined();
+    }
   });
 });

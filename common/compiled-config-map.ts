@@ -30,3 +30,19 @@ export const configHash = (json: string): string => createHash('sha256').update(
 export function apiIdLabelValue(apiId: string): string {
   return /^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/.test(apiId) ? apiId : `h-${configHash(apiId).slice(0, 40)}`;
 }
+
+/**
+ * The api_id of the API a compiled config carries, read from its JSON without validating
+ * the rest, so even a config that is refused is reported under the API's own id (the
+ * label holds only a hash of an id too long for a label value).
+ */
+export function compiledApiId(json: string | undefined): string | undefined {
+  let apis: unknown;
+  try {
+    apis = (JSON.parse(json ?? '') as { apis?: unknown } | null)?.apis;
+  } catch {
+    return undefined;
+  }
+  const id: unknown = Array.isArray(apis) ? (apis[0] as { api_id?: unknown } | null | undefined)?.api_id : undefined;
+  return typeof id === 'string' && id !== '' ? id : undefined;
+}

@@ -1,5 +1,5 @@
 import { CoreV1Api, makeInformer, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
-import { API_ID_LABEL, apiIdLabelValue, CONFIG_KEY, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { API_ID_LABEL, apiIdLabelValue, compiledApiId, CONFIG_KEY, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import type { Logger } from '../../common/logger.ts';
 import { compiledConfigSchema, type CompiledConfig } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
@@ -97,6 +97,16 @@ export class KubeConfigSource implements ConfigSource {
     return this.#servedByLabel === '*' ? label : (this.#servedByLabel.get(label) ?? null);
   }
 
+  /**
+   * The id logs, metrics and problems name. GW_APIS gives it; under `*` only the label
+   * selected the ConfigMap, and a label holds a hash of an id too long for it, so the id
+   * comes from the config (or, when that is not even JSON, from its last good one).
+   */
+  #apiIdOf(cm: V1ConfigMap, served: string): string {
+    if (this.#servedByLabel !== '*') return served;
+    return compiledApiId(cm.data?.[CONFIG_KEY]) ?? this.#entries.get(cm.metadata?.name ?? '')?.apiId ?? served;
+  }
+
   #parse(cm: V1ConfigMap, apiId: string): CompiledConfig | null {
     const name = cm.metadata?.name ?? '';
     try {
@@ -116,9 +126,10 @@ export class KubeConfigSource implements ConfigSource {
   }
 
   #upsert(cm: V1ConfigMap): void {
-    const apiId = this.#serves(cm);
+    const served = this.#serves(cm);
     const name = cm.metadata?.name;
-    if (apiId === null || name === undefined) return;
+    if (served === null || name === undefined) return;
+    const apiId = this.#apiIdOf(cm, served);
     const config = this.#parse(cm, apiId);
     if (config !== null) this.#problems.delete(apiId);
     const previous = this.#entries.get(name);

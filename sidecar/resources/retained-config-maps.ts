@@ -1,5 +1,5 @@
-import { ApiException, type CoreV1Api, PatchStrategy, setHeaderOptions, type V1OwnerReference } from '@kubernetes/client-node';
-import { API_ID_LABEL, apiNameOf, configMapName, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { ApiException, type CoreV1Api, PatchStrategy, setHeaderOptions, type V1ConfigMap, type V1OwnerReference } from '@kubernetes/client-node';
+import { API_ID_LABEL, apiNameOf, compiledApiId, CONFIG_KEY, configMapName, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 
 /**
  * The admin-DELETE side of the ConfigMap convention shared with the operator: before an
@@ -40,10 +40,14 @@ export async function unretain(core: CoreV1Api, retained: RetainedConfigMap): Pr
   await core.patchNamespacedConfigMap({ namespace: retained.namespace, name: retained.name, body }, mergePatch);
 }
 
+/** The api_id its config names (a label holds only a hash of a long one), else its label, else its name. */
+const apiIdOf = (configMap: V1ConfigMap): string =>
+  compiledApiId(configMap.data?.[CONFIG_KEY]) ?? configMap.metadata?.labels?.[API_ID_LABEL] ?? configMap.metadata?.name ?? '';
+
 /**
  * Deletes the retained ConfigMaps (in the given namespaces, or all) whose ApiDefinition
  * no longer exists; `apiExists` answers for (namespace, ApiDefinition name). Returns the
- * api ids (from the ConfigMaps' labels) it released.
+ * api ids it released.
  */
 export async function releaseRetained(
   core: CoreV1Api,
@@ -57,7 +61,7 @@ export async function releaseRetained(
   );
   const released: string[] = [];
   for (const configMap of lists.flatMap((list) => list.items)) {
-    const { name = '', namespace = '', annotations, labels } = configMap.metadata ?? {};
+    const { name = '', namespace = '', annotations } = configMap.metadata ?? {};
     const apiName = apiNameOf(name);
     if (annotations?.[RETAIN_ANNOTATION] !== 'true' || apiName === undefined) continue;
     if (await apiExists(namespace, apiName)) continue;
@@ -66,7 +70,7 @@ export async function releaseRetained(
     } catch (error) {
       if (!isNotFound(error)) throw error;
     }
-    released.push(labels?.[API_ID_LABEL] ?? name);
+    released.push(apiIdOf(configMap));
   }
   return released;
 }
