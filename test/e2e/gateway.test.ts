@@ -345,6 +345,22 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     expect(forged.status).toBe(401);
   });
 
+  it('the injected sidecar answers category reads with 403 naming the admin gateway, not a 5xx', async () => {
+    // Its least-privilege ServiceAccount may not create TokenReviews, so it cannot check any token.
+    const token = await serviceAccountToken(namespace, 'catalogue-reader', [
+      { apiGroups: ['gw.dev'], resources: ['apidefinitions', 'categories'], verbs: ['get', 'list'] },
+    ]);
+    for (const path of ['/api/apis/categories', '/api/apis/oas/oas-api/categories']) {
+      const reply = await call(`${app().adminUrl}${path}`, { headers: { Authorization: `Bearer ${token}` } });
+      expect(reply.status, reply.text).toBe(403);
+      expect(reply.json).toEqual({
+        Status: 'Error',
+        Message: "Category reads are served by the admin gateway (Service gw-admin), not here: this gateway's ServiceAccount may not review tokens",
+        Meta: null,
+      });
+    }
+  });
+
   it('DELETE /gw/apis/{id} keeps the API served until GET /gw/reload, then it 404s', async () => {
     const adminHeaders = { 'X-GW-Authorization': gw().adminSecret };
     const denied = await call(`${gw().adminUrl}/gw/apis/stream-limited-api`, { method: 'DELETE', headers: { 'X-GW-Authorization': 'wrong' } });
