@@ -121,23 +121,35 @@ describe('category reads: reviews cached per token', () => {
     }
   });
 
+  /**
+   * A `get apidefinitions` account read once (200) through an admin that keeps reviews for
+   * `ttlMs`; then `revoke`, and wait until the API server itself no longer `accepts` it.
+   */
+  async function readThenRevoke(
+    ttlMs: number,
+    account: string,
+    revoke: string[],
+    accepts: (token: string) => Promise<boolean>,
+  ): Promise<{ server: AdminServer; token: string; reviewedAt: number }> {
+    const server = await admin(ttlMs);
+    const token = await serviceAccountToken(namespace, account, [{ apiGroups: ['gw.dev'], resources: ['apidefinitions'], verbs: ['get'] }]);
+    const reviewedAt = Date.now();
+    expect((await server.call('GET', ONE_API, { headers: [bearer(token)] })).status).toBe(200);
+    await kubectl([...revoke, '-n', namespace]);
+    while (await accepts(token)) await sleep(100);
+    return { server, token, reviewedAt };
+  }
+
   it('keeps a revoked permission at most the cache time, then answers 403', async () => {
     const ttlMs = 4_000;
-    const server = await admin(ttlMs);
     const authz = kubeConfig().makeApiClient(AuthorizationV1Api);
+    const user = `system:serviceaccount:${namespace}:unbound`;
+    const resourceAttributes = { group: 'gw.dev', resource: 'apidefinitions', verb: 'get', namespace };
+    const { server, token, reviewedAt } = await readThenRevoke(ttlMs, 'unbound', ['delete', 'rolebinding', 'unbound'], async () => {
+      const review = await authz.createSubjectAccessReview({ body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { user, resourceAttributes } } });
+      return review.status?.allowed === true;
+    });
     try {
-      const token = await serviceAccountToken(namespace, 'unbound', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions'], verbs: ['get'] }]);
-      const reviewedAt = Date.now();
-      expect((await server.call('GET', ONE_API, { headers: [bearer(token)] })).status).toBe(200);
-      await kubectl(['delete', 'rolebinding', 'unbound', '-n', namespace]);
-      // The API server itself no longer grants it.
-      const user = `system:serviceaccount:${namespace}:unbound`;
-      const resourceAttributes = { group: 'gw.dev', resource: 'apidefinitions', verb: 'get', namespace };
-      for (;;) {
-        const review = await authz.createSubjectAccessReview({ body: { apiVersion: 'authorization.k8s.io/v1', kind: 'SubjectAccessReview', spec: { user, resourceAttributes } } });
-        if (!review.status?.allowed) break;
-        await sleep(50);
-      }
       expect(Date.now() - reviewedAt).toBeLessThan(ttlMs);
       // Within the cache time the kept answer stands, without asking (the documented bound on a revocation)...
       const kept = await reviewsDuring(async () => {
@@ -156,19 +168,13 @@ describe('category reads: reviews cached per token', () => {
 
   it('answers 401 to a token whose ServiceAccount was deleted once the API server refuses it and the kept review is older than the cache time', async () => {
     const ttlMs = 2_000;
-    const server = await admin(ttlMs);
     const authn = kubeConfig().makeApiClient(AuthenticationV1Api);
+    // kube-apiserver keeps its own token answers for up to 10 s: the wait covers that.
+    const { server, token, reviewedAt } = await readThenRevoke(ttlMs, 'deleted', ['delete', 'serviceaccount', 'deleted'], async (presented) => {
+      const review = await authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token: presented } } });
+      return review.status?.authenticated === true;
+    });
     try {
-      const token = await serviceAccountToken(namespace, 'deleted', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions'], verbs: ['get'] }]);
-      const reviewedAt = Date.now();
-      expect((await server.call('GET', ONE_API, { headers: [bearer(token)] })).status).toBe(200);
-      await kubectl(['delete', 'serviceaccount', 'deleted', '-n', namespace]);
-      // kube-apiserver keeps its own token answers for up to 10 s; wait until it refuses the token.
-      for (;;) {
-        const review = await authn.createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } });
-        if (!review.status?.authenticated) break;
-        await sleep(200);
-      }
       await sleep(Math.max(0, reviewedAt + ttlMs - Date.now() + 50));
       const refused = await server.call('GET', ONE_API, { headers: [bearer(token)] });
       expect(refused.status).toBe(401);
