@@ -191,6 +191,71 @@ describe('scopes and order (SPEC §1.1)', () => {
   });
 });
 
+describe('a refused request consumes nothing at the levels that admitted it (in-memory store)', () => {
+  const greedy = (rate: number, extra: Record<string, unknown> = {}) => ({ session: session({ rate, per: 10, ...extra }), raw: 'greedy' });
+  const polite = { session: session({ rate: 100, per: 10 }), raw: 'polite' };
+
+  it.each(algorithms)('%s: key-level refusals leave the API allowance to the other keys', async (_name, settings) => {
+    const a = api('a', { api_limit: { rate: 4, per: 10 } });
+    const { outcomes } = setup(config({ settings, apis: [a] }));
+    expect(await outcomes(request(a, greedy(2)), 5)).toEqual(['allowed', 'allowed', 'key_rate_limited', 'key_rate_limited', 'key_rate_limited']);
+    expect(await outcomes(request(a, polite), 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+  });
+
+  it.each(algorithms)('%s: a refused quota gives the rate allowances back', async (_name, settings) => {
+    const a = api('a', { api_limit: { rate: 3, per: 10 } });
+    const { outcomes } = setup(config({ settings, apis: [a] }));
+    const quota = greedy(2, { quota_max: 1, quota_renewal_rate: 3600 });
+    expect(await outcomes(request(a, quota), 3)).toEqual(['allowed', 'quota_exceeded', 'quota_exceeded']);
+    // The key's own allowance of 2 still has 1 left, and the API's 3 have 2 left.
+    expect(await outcomes(request(a, quota), 1)).toEqual(['quota_exceeded']);
+    expect(await outcomes(request(a, polite), 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+  });
+
+  it.each(algorithms)('%s: when both levels refuse, the API answer wins and the key level is not touched', async (_name, settings) => {
+    const a = api('a', { api_limit: { rate: 1, per: 10 } });
+    const b = api('b');
+    const { outcomes } = setup(config({ settings, apis: [a, b] }));
+    const caller = greedy(2, { quota_max: 5, quota_renewal_rate: 3600 });
+    expect(await outcomes(request(a, caller), 3)).toEqual(['allowed', 'api_rate_limited', 'api_rate_limited']);
+    // The key's global allowance (shared with b) and its quota were charged once.
+    expect(await outcomes(request(b, caller), 2)).toEqual(['allowed', 'key_rate_limited']);
+  });
+
+  it('sliding log: the refusing level still logs its refusals (spike arrest at the key), the API level does not', async () => {
+    const a = api('a', { api_limit: { rate: 3, per: 1 } });
+    const { outcomes, clock } = setup(config({ settings: { enable_redis_rolling_limiter: true }, apis: [a] }));
+    const knocking = { session: session({ rate: 1, per: 1 }), raw: 'knocking' };
+    expect(await outcomes(request(a, knocking), 2)).toEqual(['allowed', 'key_rate_limited']);
+    clock.advance(600);
+    // The first entry is still in the key's window: the knock is refused, and logged.
+    expect(await outcomes(request(a, knocking), 1)).toEqual(['key_rate_limited']);
+    clock.advance(600);
+    expect(await outcomes(request(a, knocking), 1)).toEqual(['key_rate_limited']);
+    // Only the one admitted request counts at the API level (window: the last second).
+    expect(await outcomes(request(a, polite), 4)).toEqual(['allowed', 'allowed', 'allowed', 'api_rate_limited']);
+  });
+
+  it('drl_threshold: a key refused by its DRL bucket takes nothing from the API sliding log', async () => {
+    // API 10 per 10 s (1/s <= 5: sliding log); key 8 per 1 s (8/s > 5: DRL).
+    const a = api('a', { api_limit: { rate: 10, per: 10 } });
+    const { outcomes } = setup(config({ settings: { drl_threshold: 5 }, apis: [a] }));
+    const fast = { session: session({ rate: 8, per: 1 }), raw: 'fast' };
+    expect(await outcomes(request(a, fast), 10)).toEqual([...Array(8).fill('allowed'), 'key_rate_limited', 'key_rate_limited']);
+    expect(await outcomes(request(a, polite), 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+  });
+
+  it('drl_threshold: API DRL tokens are given back when the key sliding log refuses', async () => {
+    // API 100 per 1 s (100/s > 5: DRL); key 2 per 10 s (0.2/s <= 5: sliding log).
+    const a = api('a', { api_limit: { rate: 100, per: 1 } });
+    const { outcomes } = setup(config({ settings: { drl_threshold: 5 }, apis: [a] }));
+    expect(await outcomes(request(a, greedy(2)), 5)).toEqual(['allowed', 'allowed', 'key_rate_limited', 'key_rate_limited', 'key_rate_limited']);
+    const many = await outcomes(request(a, polite), 99);
+    expect(many.filter((o) => o === 'allowed')).toHaveLength(98);
+    expect(many.at(-1)).toBe('api_rate_limited');
+  });
+});
+
 describe('custom rate-limit keys (SPEC §2.6)', () => {
   const settings = { enable_redis_rolling_limiter: true };
   const p = policy('by-org', { rate: { rate: 2, per: 10 }, quota_max: 3, rate_limit_pattern: '$gw_meta.org|$gw_meta.team' });

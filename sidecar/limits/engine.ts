@@ -24,6 +24,10 @@ export interface LimitEngineOptions {
   events: SmoothingEventSink;
   logger: Logger;
   registry?: Registry;
+  /**
+   * This gateway's clock: the DRL, throttling and the in-memory store read it. Limiters in
+   * Redis read Redis's clock instead, so gateways whose clocks disagree share one window.
+   */
   now?: () => number;
   /** DRL heartbeat period (DESIGN §7: about 2 s). */
   heartbeatIntervalMs?: number;
@@ -142,27 +146,29 @@ class Engine implements LimitEngine {
 
   /**
    * DRL limits are taken in process first; every other limit (and the quota, when no
-   * local limit refused) goes to the store in one call. Tokens taken for limits after
-   * the one that refused are given back, so a refused request consumes nothing later on.
+   * local limit refused) goes to the store in one call. A refused request consumes
+   * nothing: the store undoes the admissions it made (in the same call), and the DRL
+   * tokens taken for the other limits are given back here.
    */
   async #evaluate(plan: RequestPlan): Promise<Evaluated> {
     const nowMs = this.#now();
     const steps = plan.limits.map((limit) => this.#step(limit));
     const { results, cut } = this.#takeLocal(steps, nowMs);
+    const refusedLocally = cut < steps.length;
+    // Limits before a local refusal still run: an API-level refusal there is the answer.
     const remote = steps.flatMap((step, i) => (i < cut && step.algorithm !== 'drl' ? [i] : []));
     const ops = remote.map((i) => toOp(steps[i]!));
-    if (cut === steps.length && plan.quota) ops.push(quotaOp(plan.quota));
-    const stored = ops.length > 0 ? await this.#runStore(ops, nowMs) : [];
+    if (!refusedLocally && plan.quota) ops.push(quotaOp(plan.quota));
+    const stored = ops.length > 0 ? await this.#runStore(ops, refusedLocally) : [];
     if (stored === null) {
-      this.#refund(steps, results, -1);
+      this.#refund(steps, results);
       return { decision: { outcome: 'store_unavailable', rate: null, quota: null }, algorithm: steps[0]?.algorithm ?? 'none' };
     }
     remote.forEach((i, j) => (results[i] = stored?.[j]));
     this.#emitSmoothing(remote.map((i) => steps[i]!), stored ?? []);
-    const quota = plan.quota && stored && stored.length === ops.length && cut === steps.length ? stored.at(-1)! : null;
+    const quota = plan.quota && stored && stored.length === ops.length && !refusedLocally ? stored.at(-1)! : null;
     const evaluated = toDecision(steps, results, quota);
-    const refusedAt = results.findIndex((r) => r !== undefined && !r.allowed);
-    if (refusedAt >= 0) this.#refund(steps, results, refusedAt);
+    if (evaluated.decision.outcome !== 'allowed') this.#refund(steps, results);
     return evaluated;
   }
 
@@ -182,9 +188,9 @@ class Engine implements LimitEngine {
    * null: the store failed and the failure mode is `closed`. undefined: it failed and the
    * mode is `open`, so the request goes on with the limits that did not need the store.
    */
-  async #runStore(ops: StoreOp[], nowMs: number): Promise<StoreResult[] | null | undefined> {
+  async #runStore(ops: StoreOp[], refused: boolean): Promise<StoreResult[] | null | undefined> {
     try {
-      const stored = await this.#store.run(ops, nowMs);
+      const stored = await this.#store.run(ops, refused);
       this.#health.succeeded();
       return stored;
     } catch (error) {
@@ -194,11 +200,10 @@ class Engine implements LimitEngine {
     }
   }
 
-  /** Gives back DRL tokens taken for limits after `refusedAt` (all of them when it is -1). */
-  #refund(steps: readonly Step[], results: readonly (StepResult | undefined)[], refusedAt: number): void {
+  /** Gives back every DRL token this refused request took. */
+  #refund(steps: readonly Step[], results: readonly (StepResult | undefined)[]): void {
     for (const [i, step] of steps.entries()) {
-      if (step.algorithm !== 'drl' || !results[i]?.allowed || i <= refusedAt) continue;
-      this.#buckets.refund(step.limit.limiterId, step.share);
+      if (step.algorithm === 'drl' && results[i]?.allowed) this.#buckets.refund(step.limit.limiterId, step.share);
     }
   }
 

@@ -28,6 +28,7 @@ export interface QuotaPlan {
   renewalMs: number;
   /** State used when the store holds none yet (from the session's quota_remaining / quota_renews). */
   initRemaining: number;
+  /** 0: no current renewal time, so the store starts a period at its own now. */
   initRenewsMs: number;
 }
 

@@ -83,7 +83,7 @@ function quotaPlan(quota: KeyQuota, identity: string, session: Session, nowMs: n
     max: quota.max,
     renewalMs,
     initRemaining: seeded ? session.quota_remaining : quota.max,
-    initRenewsMs: renewalMs === 0 ? 0 : renewsMs > nowMs ? renewsMs : nowMs + renewalMs,
+    initRenewsMs: renewalMs > 0 && current ? renewsMs : 0,
   };
 }
 

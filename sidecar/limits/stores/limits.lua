@@ -1,12 +1,25 @@
 -- Every shared-state limit of one request, in evaluation order, in one EVALSHA.
--- KEYS: two per op. ARGV: now_ms, member, then seven per op:
---   kind, a, b, c, d, e, f   (see redis-store.ts encodeOp)
--- Stops at the first refusal, so a refused request consumes nothing after it (quota
--- included). Reply: per op run, {allowed, limit, remaining, reset_ms, old, new} where
--- old/new are the smoothed allowance before and after (equal when unchanged).
+-- KEYS: two per op. ARGV: member, refused, then seven per op:
+--   kind, a, b, c, d, e, f   (see redis-store.ts encodeOp / encodeUndo)
+-- `member` names this decision; an op's log entry is member:<ordinal of the op in this call>.
+-- `refused` is '1' when a limit outside Redis (the DRL) already refused the request.
+--
+-- Ops run in order and stop at the first refusal. A refused request (by an op here, or
+-- `refused`) then consumes nothing: every admission this call made is undone before the
+-- script returns, in the same round trip. The refusing op keeps what its algorithm records
+-- for a refusal (the sliding log logs it: spike arrest).
+-- Lower-case kinds undo an admission made by an earlier call (a Redis Cluster runs each
+-- limit as its own call, so a refusal in one slot is undone in the others afterwards).
+--
+-- Time is Redis's own (TIME), so every gateway reads one clock whatever its own says.
+-- Reply: {now_ms, row...}, one row per upper-case op run:
+--   {allowed, limit, remaining, reset_ms, old, new}, old/new the smoothed allowance
+--   before and after (equal when unchanged).
 
-local now = tonumber(ARGV[1])
-local member = ARGV[2]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local member = ARGV[1]
+local refused = ARGV[2] == '1'
 
 local function oldest_reset(log, per)
   local first = redis.call('ZRANGEBYSCORE', log, '(' .. (now - per), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
@@ -37,6 +50,21 @@ local function smooth(key, requests, rate, per, threshold, step, trigger, delay)
   return allowance, old
 end
 
+-- Undoing an admission. A fixed-window counter is only decremented while it exists: once
+-- its window has expired there is nothing left to give back.
+local function unlog(log, m)
+  redis.call('ZREM', log, m)
+end
+
+local function unflag(log, flag, m, flagged)
+  redis.call('ZREM', log, m)
+  if flagged then redis.call('DEL', flag) end
+end
+
+local function uncount(counter)
+  if redis.call('EXISTS', counter) == 1 then redis.call('DECR', counter) end
+end
+
 -- Sliding log: every request is logged, blocked ones too (spike arrest).
 local function sliding(log, smooth_key, rate, per, threshold, step, trigger, delay, m)
   redis.call('ZREMRANGEBYSCORE', log, '-inf', now - per)
@@ -48,7 +76,7 @@ local function sliding(log, smooth_key, rate, per, threshold, step, trigger, del
     allowance, old = smooth(smooth_key, count, rate, per, threshold, step, trigger, delay)
   end
   if count < allowance then
-    return {1, allowance, allowance - count - 1, oldest_reset(log, per), old, allowance}
+    return {1, allowance, allowance - count - 1, oldest_reset(log, per), old, allowance}, function() unlog(log, m) end
   end
   return {0, allowance, 0, oldest_reset(log, per), old, allowance}
 end
@@ -64,18 +92,23 @@ local function sentinel(log, flag, rate, per, m)
     return {0, rate, 0, now + per, 0, 0}
   end
   redis.call('ZADD', log, now, m)
-  if count + 1 >= rate then redis.call('SET', flag, '1', 'PX', per) end
-  return {1, rate, rate - count - 1, oldest_reset(log, per), 0, 0}
+  -- The flag was absent (PTTL above), so a flag set here is this request's own.
+  local flagged = count + 1 >= rate
+  if flagged then redis.call('SET', flag, '1', 'PX', per) end
+  return {1, rate, rate - count - 1, oldest_reset(log, per), 0, 0}, function() unflag(log, flag, m, flagged) end
 end
 
--- Fixed window: the key names the window (aligned to per); expiry per.
-local function fixed(counter, rate, per, window_end)
+-- Fixed window: one counter per window aligned to per (the key's suffix); expiry per.
+local function fixed(base, rate, per)
+  local window_start = now - now % per
+  local counter = base .. ':' .. string.format('%d', window_start)
   local n = redis.call('INCR', counter)
   if n == 1 then redis.call('PEXPIRE', counter, per) end
-  if n <= rate then return {1, rate, rate - n, window_end, 0, 0} end
-  return {0, rate, 0, window_end, 0, 0}
+  if n <= rate then return {1, rate, rate - n, window_start + per, 0, 0}, function() uncount(counter) end end
+  return {0, rate, 0, window_start + per, 0, 0}
 end
 
+-- Checked last: nothing after it can refuse, so a quota is never given back.
 local function quota(key, max, renewal, init_remaining, init_renews)
   local state = redis.call('HMGET', key, 'r', 'n')
   local remaining = tonumber(state[1]) or init_remaining
@@ -92,24 +125,41 @@ local function quota(key, max, renewal, init_remaining, init_renews)
   return {allowed and 1 or 0, max, remaining, renews, 0, 0}
 end
 
-local results = {}
+local reply = {now}
+local undo = {}
 local k = 1
 for i = 3, #ARGV, 7 do
   local kind = ARGV[i]
   local a, b, c, d, e, f = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
     tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
-  local r
+  local m = member .. ':' .. ((i - 3) / 7 + 1)
+  local r, u
   if kind == 'L' then
-    r = sliding(KEYS[k], KEYS[k + 1], a, b, c, d, e, f, member .. ':' .. i)
+    r, u = sliding(KEYS[k], KEYS[k + 1], a, b, c, d, e, f, m)
   elseif kind == 'S' then
-    r = sentinel(KEYS[k], KEYS[k + 1], a, b, member .. ':' .. i)
+    r, u = sentinel(KEYS[k], KEYS[k + 1], a, b, m)
   elseif kind == 'F' then
-    r = fixed(KEYS[k], a, b, c)
-  else
+    r, u = fixed(KEYS[k], a, b)
+  elseif kind == 'Q' then
     r = quota(KEYS[k], a, b, c, d)
+  elseif kind == 'l' then
+    unlog(KEYS[k], member .. ':' .. ARGV[i + 1])
+  elseif kind == 's' then
+    unflag(KEYS[k], KEYS[k + 1], member .. ':' .. ARGV[i + 1], b == 1)
+  else
+    uncount(KEYS[k] .. ':' .. ARGV[i + 1])
   end
-  results[#results + 1] = r
   k = k + 2
-  if r[1] == 0 then break end
+  if r then
+    reply[#reply + 1] = r
+    if u then undo[#undo + 1] = u end
+    if r[1] == 0 then
+      refused = true
+      break
+    end
+  end
 end
-return results
+if refused then
+  for _, u in ipairs(undo) do u() end
+end
+return reply

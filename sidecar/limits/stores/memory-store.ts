@@ -15,9 +15,16 @@ const result = (allowed: boolean, limit: number, remaining: number, resetMs: num
   smoothing: null,
 });
 
+/** An op's result and, when it admitted the request, how to give the admission back. */
+interface Ran {
+  result: StoreResult;
+  undo?: () => void;
+}
+
 /**
- * The standalone store (DESIGN §6): the algorithms of limits.lua for one process. Each
- * run is synchronous, so it is as atomic as the script is in Redis.
+ * The standalone store (DESIGN §6): the algorithms of limits.lua for one process, on the
+ * process's clock (one process, one clock). Each run is synchronous, so it is as atomic
+ * as the script is in Redis.
  */
 export class MemoryLimitStore implements LimitStore {
   readonly #logs = new TtlMap<number[]>();
@@ -38,13 +45,21 @@ export class MemoryLimitStore implements LimitStore {
     // Settings only shape the Redis store's transport.
   }
 
-  async run(ops: readonly StoreOp[], nowMs: number): Promise<StoreResult[]> {
+  async run(ops: readonly StoreOp[], refused: boolean): Promise<StoreResult[]> {
+    const nowMs = this.#now();
     const results: StoreResult[] = [];
+    const undo: (() => void)[] = [];
+    let refusedHere = false;
     for (const op of ops) {
-      const r = this.#runOne(op, nowMs);
-      results.push(r);
-      if (!r.allowed) break;
+      const ran = this.#runOne(op, nowMs);
+      results.push(ran.result);
+      if (ran.undo) undo.push(ran.undo);
+      if (!ran.result.allowed) {
+        refusedHere = true;
+        break;
+      }
     }
+    if (refused || refusedHere) for (const giveBack of undo) giveBack();
     return results;
   }
 
@@ -53,7 +68,7 @@ export class MemoryLimitStore implements LimitStore {
     for (const map of [this.#logs, this.#flags, this.#smoothing, this.#counters, this.#quotas]) map.clear();
   }
 
-  #runOne(op: StoreOp, nowMs: number): StoreResult {
+  #runOne(op: StoreOp, nowMs: number): Ran {
     switch (op.kind) {
       case 'sliding_log':
         return this.#sliding(op, nowMs);
@@ -62,7 +77,8 @@ export class MemoryLimitStore implements LimitStore {
       case 'fixed_window':
         return this.#fixed(op, nowMs);
       case 'quota':
-        return this.#quota(op, nowMs);
+        // Checked last: nothing after it can refuse, so a quota is never given back.
+        return { result: this.#quota(op, nowMs) };
     }
   }
 
@@ -82,7 +98,14 @@ export class MemoryLimitStore implements LimitStore {
     this.#logs.set(limiterId, log, nowMs + op.perMs);
   }
 
-  #sliding(op: Op<'sliding_log'>, nowMs: number): StoreResult {
+  /** Removes one entry logged at `atMs` (entries of one time are interchangeable). */
+  #unlog(limiterId: string, atMs: number): void {
+    const log = this.#logs.get(limiterId, atMs);
+    const at = log?.lastIndexOf(atMs) ?? -1;
+    if (at >= 0) log!.splice(at, 1);
+  }
+
+  #sliding(op: Op<'sliding_log'>, nowMs: number): Ran {
     const log = this.#window(op.limiterId, op.perMs, nowMs);
     const count = log.length;
     this.#append(op.limiterId, log, op, nowMs);
@@ -91,7 +114,10 @@ export class MemoryLimitStore implements LimitStore {
     const resetMs = log[0]! + op.perMs;
     const allowed = count < allowance;
     const changed = smoothed && smoothed.oldAllowance !== smoothed.newAllowance ? smoothed : null;
-    return { ...result(allowed, allowance, allowed ? allowance - count - 1 : 0, resetMs), smoothing: changed };
+    return {
+      result: { ...result(allowed, allowance, allowed ? allowance - count - 1 : 0, resetMs), smoothing: changed },
+      undo: allowed ? () => this.#unlog(op.limiterId, nowMs) : undefined,
+    };
   }
 
   #smooth(
@@ -108,27 +134,36 @@ export class MemoryLimitStore implements LimitStore {
     return { oldAllowance: state.allowance, newAllowance: next.allowance };
   }
 
-  #sentinel(op: Op<'sentinel'>, nowMs: number): StoreResult {
+  #sentinel(op: Op<'sentinel'>, nowMs: number): Ran {
     const flagExpiry = this.#flags.get(op.limiterId, nowMs);
-    if (flagExpiry !== undefined) return result(false, op.rate, 0, flagExpiry);
+    if (flagExpiry !== undefined) return { result: result(false, op.rate, 0, flagExpiry) };
     const log = this.#window(op.limiterId, op.perMs, nowMs);
     const count = log.length;
     if (count >= op.rate) {
       this.#flags.set(op.limiterId, nowMs + op.perMs, nowMs + op.perMs);
-      return result(false, op.rate, 0, nowMs + op.perMs);
+      return { result: result(false, op.rate, 0, nowMs + op.perMs) };
     }
     this.#append(op.limiterId, log, op, nowMs);
-    if (count + 1 >= op.rate) this.#flags.set(op.limiterId, nowMs + op.perMs, nowMs + op.perMs);
-    return result(true, op.rate, op.rate - count - 1, log[0]! + op.perMs);
+    // The flag was absent (checked above), so a flag set here is this request's own.
+    const flagged = count + 1 >= op.rate;
+    if (flagged) this.#flags.set(op.limiterId, nowMs + op.perMs, nowMs + op.perMs);
+    const undo = (): void => {
+      this.#unlog(op.limiterId, nowMs);
+      if (flagged) this.#flags.delete(op.limiterId);
+    };
+    return { result: result(true, op.rate, op.rate - count - 1, log[0]! + op.perMs), undo };
   }
 
-  #fixed(op: Op<'fixed_window'>, nowMs: number): StoreResult {
+  #fixed(op: Op<'fixed_window'>, nowMs: number): Ran {
     const windowStart = Math.floor(nowMs / op.perMs) * op.perMs;
     const key = `${op.limiterId}:${windowStart}`;
     const n = (this.#counters.get(key, nowMs) ?? 0) + 1;
-    this.#counters.set(key, n, windowStart + op.perMs);
     const windowEnd = windowStart + op.perMs;
-    return n <= op.rate ? result(true, op.rate, op.rate - n, windowEnd) : result(false, op.rate, 0, windowEnd);
+    this.#counters.set(key, n, windowEnd);
+    if (n > op.rate) return { result: result(false, op.rate, 0, windowEnd) };
+    // Undone within the same synchronous run: the counter still holds n.
+    const undo = (): void => this.#counters.set(key, n - 1, windowEnd);
+    return { result: result(true, op.rate, op.rate - n, windowEnd), undo };
   }
 
   #quota(op: Op<'quota'>, nowMs: number): StoreResult {

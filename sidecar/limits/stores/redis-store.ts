@@ -9,7 +9,9 @@ const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
 const command = 'gwLimits';
 const trimDelayMs = 50;
 
-type Reply = [number, number, number, number, number, number][];
+type Row = [number, number, number, number, number, number];
+/** limits.lua's reply: Redis's time (Unix ms), then one row per op run. */
+type Reply = [number, ...Row[]];
 type ScriptClient = Record<typeof command, (...args: (string | number)[]) => Promise<Reply>>;
 /** Keys of one op; on a Cluster every script call runs exactly one op. */
 const keysPerOp = 2;
@@ -19,8 +21,14 @@ interface Encoded {
   args: (string | number)[];
 }
 
+/** What one script call ran: Redis's time during the call and the results of its ops. */
+interface Ran {
+  nowMs: number;
+  results: StoreResult[];
+}
+
 /** Seven ARGV per op, matching the loop in limits.lua. */
-function encodeOp(op: StoreOp, nowMs: number): Encoded {
+function encodeOp(op: StoreOp): Encoded {
   switch (op.kind) {
     case 'sliding_log': {
       const s = op.smoothing ? clampSmoothing(op.smoothing, op.rate) : null;
@@ -35,9 +43,9 @@ function encodeOp(op: StoreOp, nowMs: number): Encoded {
         args: ['S', op.rate, op.perMs, 0, 0, 0, 0],
       };
     case 'fixed_window': {
-      const windowStart = Math.floor(nowMs / op.perMs) * op.perMs;
-      const key = limiterKey(op.limiterId, `fw:${windowStart}`);
-      return { keys: [key, key], args: ['F', op.rate, op.perMs, windowStart + op.perMs, 0, 0, 0] };
+      // The script names the window (`fw:<start>`) from Redis's time.
+      const key = limiterKey(op.limiterId, 'fw');
+      return { keys: [key, key], args: ['F', op.rate, op.perMs, 0, 0, 0, 0] };
     }
     case 'quota': {
       const key = quotaKey(op.quotaId);
@@ -46,7 +54,33 @@ function encodeOp(op: StoreOp, nowMs: number): Encoded {
   }
 }
 
-function toResult([allowed, limit, remaining, resetMs, oldAllowance, newAllowance]: Reply[number]): StoreResult {
+/**
+ * On a Cluster, the call that undoes what `op` did when it ran alone in its own call (as
+ * the call's first op, so its log entry is `<member>:1`); null when there is nothing to
+ * undo. The sliding log logged the request either way; a sentinel only when it admitted
+ * it, and then the block flag is this request's own when no allowance was left
+ * (remaining 0); a fixed window counted it either way, in the window its reset ends.
+ */
+function encodeUndo(op: StoreOp, result: StoreResult): Encoded | null {
+  switch (op.kind) {
+    case 'sliding_log':
+      return { keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'smooth')], args: ['l', 1, 0, 0, 0, 0, 0] };
+    case 'sentinel':
+      if (!result.allowed) return null;
+      return {
+        keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'sentinel')],
+        args: ['s', 1, result.remaining === 0 ? 1 : 0, 0, 0, 0, 0],
+      };
+    case 'fixed_window': {
+      const key = limiterKey(op.limiterId, 'fw');
+      return { keys: [key, key], args: ['f', result.resetMs - op.perMs, 0, 0, 0, 0, 0] };
+    }
+    case 'quota':
+      return null;
+  }
+}
+
+function toResult([allowed, limit, remaining, resetMs, oldAllowance, newAllowance]: Row): StoreResult {
   return {
     allowed: allowed === 1,
     limit,
@@ -59,7 +93,8 @@ function toResult([allowed, limit, remaining, resetMs, oldAllowance, newAllowanc
 /**
  * Shared state in Redis: one Lua script per decision, run by EVALSHA (ioredis
  * `defineCommand` sends EVALSHA and reloads the script on NOSCRIPT), so a request pays
- * one round trip for every limit it meets.
+ * one round trip for every limit it meets, refunds included (a Cluster is the
+ * exception, see `#runOnCluster`). Every time a limiter reads is Redis's own clock.
  */
 export class RedisLimitStore implements LimitStore {
   readonly #redis: Redis | Cluster;
@@ -68,7 +103,7 @@ export class RedisLimitStore implements LimitStore {
   readonly #onBackgroundError: (error: unknown) => void;
   #settings: GatewaySettings = defaultGatewaySettings;
   #sequence = 0;
-  /** Sentinel logs to trim: log key -> window and the latest decision time. */
+  /** Sentinel logs to trim: log key -> window and Redis's time at the latest decision. */
   readonly #pendingTrims = new Map<string, { perMs: number; nowMs: number }>();
   #trimTimer: NodeJS.Timeout | undefined;
 
@@ -87,8 +122,10 @@ export class RedisLimitStore implements LimitStore {
     this.#settings = settings;
   }
 
-  async run(ops: readonly StoreOp[], nowMs: number): Promise<StoreResult[]> {
-    const results = this.#redis.isCluster ? await this.#runOnCluster(ops, nowMs) : await this.#eval(ops, nowMs);
+  async run(ops: readonly StoreOp[], refused: boolean): Promise<StoreResult[]> {
+    const member = `${this.#instanceId}:${(this.#sequence = (this.#sequence + 1) % Number.MAX_SAFE_INTEGER)}`;
+    if (this.#redis.isCluster) return this.#runOnCluster(ops, refused, member);
+    const { nowMs, results } = await this.#eval(ops.map(encodeOp), member, refused);
     this.#trimSentinelLogs(ops.slice(0, results.length), nowMs);
     return results;
   }
@@ -99,29 +136,46 @@ export class RedisLimitStore implements LimitStore {
     if (this.#pendingTrims.size > 0) this.#flushTrims();
   }
 
-  #eval(ops: readonly StoreOp[], nowMs: number): Promise<StoreResult[]> {
-    const encoded = ops.map((op) => encodeOp(op, nowMs));
+  #eval(encoded: readonly Encoded[], member: string, refused: boolean): Promise<Ran> {
     const keys = encoded.flatMap((e) => e.keys);
-    const member = `${this.#instanceId}:${(this.#sequence = (this.#sequence + 1) % Number.MAX_SAFE_INTEGER)}`;
-    const args = [...keys, nowMs, member, ...encoded.flatMap((e) => e.args)];
+    const args = [...keys, member, refused ? 1 : 0, ...encoded.flatMap((e) => e.args)];
     const reply = this.#redis.isCluster ? this.#client[command](...args) : this.#client[command](keys.length, ...args);
-    return withTimeout(reply, this.#settings.redis_timeout_ms).then((rows) => rows.map(toResult));
+    return withTimeout(reply, this.#settings.redis_timeout_ms).then(([nowMs, ...rows]) => ({ nowMs, results: rows.map(toResult) }));
   }
 
   /**
    * On Redis Cluster a script may only touch one slot, and the limiters of one request
    * sit in different slots (each limiter's keys share a hash tag). So each rate limit runs
-   * as its own script, all sent at once (one pipelined batch per node, one round trip of
-   * latency); the quota follows only when all of them passed. Unlike standalone Redis, a
-   * refusal by one limiter does not keep the request from counting against the others.
+   * as its own script, all sent at once (one pipelined batch per node: one round trip);
+   * the quota follows, a second round trip, only when all of them passed. A refusal
+   * (or a quota refused after them) costs one more round trip before the answer: undoing
+   * what the other limiters recorded, so a refused request consumes nothing there either.
    */
-  async #runOnCluster(ops: readonly StoreOp[], nowMs: number): Promise<StoreResult[]> {
+  async #runOnCluster(ops: readonly StoreOp[], refused: boolean, member: string): Promise<StoreResult[]> {
     const rateOps = ops.filter((op) => op.kind !== 'quota');
     const quotaOps = ops.filter((op) => op.kind === 'quota');
-    const rateResults = (await Promise.all(rateOps.map((op) => this.#eval([op], nowMs)))).map(([r]) => r!);
-    const refused = rateResults.findIndex((r) => !r.allowed);
-    if (refused >= 0) return rateResults.slice(0, refused + 1);
-    return quotaOps.length > 0 ? [...rateResults, ...(await this.#eval(quotaOps, nowMs))] : rateResults;
+    const ran = await Promise.all(rateOps.map((op) => this.#eval([encodeOp(op)], member, false)));
+    rateOps.forEach((op, i) => this.#trimSentinelLogs([op], ran[i]!.nowMs));
+    const results = ran.map(({ results: [result] }) => result!);
+    const refusedAt = results.findIndex((r) => !r.allowed);
+    if (refused || refusedAt >= 0) {
+      await this.#undoOnCluster(rateOps, results, refusedAt, member);
+      return refusedAt >= 0 ? results.slice(0, refusedAt + 1) : results;
+    }
+    if (quotaOps.length === 0) return results;
+    const quota = (await this.#eval(quotaOps.map(encodeOp), member, false)).results;
+    if (quota.some((r) => !r.allowed)) await this.#undoOnCluster(rateOps, results, -1, member);
+    return [...results, ...quota];
+  }
+
+  /**
+   * Undoes every rate op but the refusing one (`keep`), each in its own slot. A failure
+   * here is reported and the decision stands: the limiters then count the request as
+   * they did before refunds existed.
+   */
+  async #undoOnCluster(rateOps: readonly StoreOp[], results: readonly StoreResult[], keep: number, member: string): Promise<void> {
+    const undos = rateOps.flatMap((op, i) => (i === keep ? [] : (encodeUndo(op, results[i]!) ?? [])));
+    await Promise.all(undos.map((undo) => this.#eval([undo], member, false))).catch(this.#onBackgroundError);
   }
 
   /**

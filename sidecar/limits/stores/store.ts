@@ -4,8 +4,11 @@ import type { GatewaySettings } from '../../../crds/settings.ts';
 /**
  * One store interface, two implementations (Redis, in-memory). A decision hands the
  * store every shared-state operation it needs, in evaluation order; the store runs them
- * in that order and stops at the first refusal, so a refused request consumes nothing
- * after it (its quota included).
+ * in that order and stops at the first refusal. A refused request consumes nothing: the
+ * admissions it got from earlier ops are undone in the same call (so a request that one
+ * key's limit refuses takes nothing from the API's allowance), and nothing after the
+ * refusal runs (its quota included). The refusing op keeps what its algorithm records
+ * for refusals: the sliding log logs them (spike arrest).
  */
 
 export type StoreOp =
@@ -26,8 +29,13 @@ export interface StoreResult {
 }
 
 export interface LimitStore {
-  /** Results for the ops run: all of them, or up to and including the first refusal. */
-  run(ops: readonly StoreOp[], nowMs: number): Promise<StoreResult[]>;
+  /**
+   * Results for the ops run: all of them, or up to and including the first refusal.
+   * `refused`: a limit outside the store (the DRL) already refused the request, so the
+   * ops run for their refusal records and the verdict of the earlier levels, and every
+   * admission is undone.
+   */
+  run(ops: readonly StoreOp[], refused: boolean): Promise<StoreResult[]>;
   configure(settings: GatewaySettings): void;
   close(): Promise<void>;
 }

@@ -17,6 +17,10 @@ export class TtlMap<V> {
     this.#entries.set(key, { value, expiresAt });
   }
 
+  delete(key: string): void {
+    this.#entries.delete(key);
+  }
+
   sweep(nowMs: number): void {
     for (const [key, entry] of this.#entries) if (entry.expiresAt <= nowMs) this.#entries.delete(key);
   }
