@@ -1,10 +1,15 @@
 # syntax=docker/dockerfile:1
-# Images of the gw operator and the gw sidecar gateway, one target each:
+# Images of the gw operator, the gw sidecar gateway and the chart's Redis, one target each:
 #   docker build --target operator -t gw-operator:0.1.0 .
 #   docker build --target sidecar  -t gw-sidecar:0.1.0 .
+#   docker build --target redis    -t gw-redis:0.1.0 .
+# Without Docker, `npm run images` (scripts/images/build.ts) writes the same images as OCI
+# archives. Both read scripts/images/contents.txt for what each image holds, and a unit test
+# holds their users, entrypoints and ports together.
 # Node 24 runs the TypeScript sources directly (type stripping), so there is no compile
 # stage: the stages only keep npm's dev dependencies and caches out of what ships.
 ARG NODE_IMAGE=node:24-slim
+ARG DEBIAN_IMAGE=debian:bookworm-slim
 
 FROM ${NODE_IMAGE} AS deps
 WORKDIR /app
@@ -13,14 +18,22 @@ COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
  && npm cache clean --force
 
+# Each image's sources, as scripts/images/contents.txt lists them.
+FROM ${NODE_IMAGE} AS sources
+WORKDIR /src
+COPY . .
+RUN for image in operator sidecar; do \
+      mkdir -p "/out/$image" \
+      && awk -v image="$image" '!/^#/ && NF == 2 && ($1 == "all" || $1 == image) { print $2 }' scripts/images/contents.txt \
+         | xargs cp -R --parents -t "/out/$image" \
+      && find "/out/$image" -name '*.test.ts' -delete; \
+    done
+
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
 # Sources stay owned by root and read-only to the process user.
 COPY --from=deps /app/node_modules ./node_modules
-COPY package.json ./
-COPY crds/ ./crds/
-COPY common/ ./common/
 
 FROM runtime AS operator
 # The webhook issues its CA and serving certificate with the openssl CLI (node:crypto
@@ -28,7 +41,7 @@ FROM runtime AS operator
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openssl \
  && rm -rf /var/lib/apt/lists/*
-COPY operator/ ./operator/
+COPY --from=sources /out/operator/ ./
 # A numeric user, so Kubernetes can verify runAsNonRoot; the UID the chart runs it as.
 USER 65532:65532
 # 8082 health and metrics, 9443 the sidecar-injection webhook (HTTPS).
@@ -38,7 +51,7 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
 ENTRYPOINT ["node", "operator/main.ts"]
 
 FROM runtime AS sidecar
-COPY sidecar/ ./sidecar/
+COPY --from=sources /out/sidecar/ ./
 # The UID the chart and the injected sidecar run as, numeric for runAsNonRoot.
 USER 65532:65532
 # 8080 proxy, 8081 admin operations, 8082 health and metrics.
@@ -46,3 +59,16 @@ EXPOSE 8080 8081 8082
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8082/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["node", "sidecar/main.ts"]
+
+# The chart's Redis: Debian's redis-server, as UID 999 (redisPodSecurityContext).
+FROM ${DEBIAN_IMAGE} AS redis
+RUN groupadd --system --gid 999 redis \
+ && useradd --system --uid 999 --gid 999 --home-dir /data --no-create-home redis \
+ && apt-get update \
+ && apt-get install -y --no-install-recommends redis-server redis-tools \
+ && rm -rf /var/lib/apt/lists/* \
+ && mkdir -p /data && chown 999:999 /data && chmod 750 /data
+WORKDIR /data
+USER 999:999
+EXPOSE 6379
+CMD ["redis-server"]

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
+import { imageContents } from '../../../scripts/images/build.ts';
 import { baseImage, execForm, importClosure, inBuildContext, instructionsOf, parseDockerfile, spawnedTools, stageChain } from './dockerfile.ts';
 
 /**
@@ -33,9 +34,19 @@ function copiedSources(chain: ReturnType<typeof stageChain>): string[] {
     .map((src) => src.replace(/\/$/, ''));
 }
 
+/**
+ * What an image holds of the checkout: the sources stage copies the build context and keeps,
+ * per image, the paths scripts/images/contents.txt lists; the target copies that selection.
+ */
+function imageSources(name: 'operator' | 'sidecar'): string[] {
+  const fromSources = instructionsOf(stageChain(dockerfile, name), 'COPY').filter((c) => c.args.startsWith('--from=sources '));
+  expect(fromSources.map((c) => c.args), name).toEqual([`--from=sources /out/${name}/ ./`]);
+  return imageContents(name);
+}
+
 describe('Dockerfile', () => {
   it('is multi-stage: a dependency stage, a shared runtime, one target per image', () => {
-    expect(dockerfile.stages.map((s) => s.name)).toEqual(['deps', 'runtime', 'operator', 'sidecar']);
+    expect(dockerfile.stages.map((s) => s.name)).toEqual(['deps', 'sources', 'runtime', 'operator', 'sidecar', 'redis']);
     for (const { name } of targets) expect(stageChain(dockerfile, name).map((s) => s.name)).toEqual(['runtime', name]);
   });
 
@@ -53,7 +64,7 @@ describe('Dockerfile', () => {
       const all = instructionsOf(stageChain(dockerfile, name), 'RUN').map((r) => r.args);
       expect(all.some((r) => /\bnpm (install|i)\b/.test(r)), name).toBe(false);
       // Only the production node_modules comes over from the dependency stage.
-      expect(instructionsOf(stageChain(dockerfile, name), 'COPY').filter((c) => c.args.includes('--from=')).map((c) => c.args)).toEqual(['--from=deps /app/node_modules ./node_modules']);
+      expect(instructionsOf(stageChain(dockerfile, name), 'COPY').filter((c) => c.args.includes('--from=deps')).map((c) => c.args)).toEqual(['--from=deps /app/node_modules ./node_modules']);
     }
   });
 
@@ -77,7 +88,7 @@ describe('Dockerfile', () => {
       // The base image's node, not the node_modules/.bin/node of a development checkout.
       expect(entrypoint, name).toEqual(['node', entry]);
       expect(existsSync(join(root, entry)), `${entry} exists`).toBe(true);
-      expect(copiedSources(chain).some((src) => entry === src || entry.startsWith(`${src}/`)), name).toBe(true);
+      expect(imageSources(name).some((src) => entry === src || entry.startsWith(`${src}/`)), name).toBe(true);
       expect(inBuildContext(dockerignore, entry), name).toBe(true);
     }
   });
@@ -117,7 +128,7 @@ describe('.dockerignore', () => {
 
 describe.each(targets)('the $name image', ({ name, entry }) => {
   const chain = stageChain(dockerfile, name);
-  const copied = copiedSources(chain);
+  const copied = imageSources(name);
 
   it('contains every source file the entry point loads, and no test file', () => {
     const closure = importClosure(root, entry);
