@@ -34,8 +34,9 @@ export function redisClient(url: string): Redis {
 export function startGateway(
   config: CompiledConfig,
   redisUrl: string,
-  options: { instanceId?: string; heartbeatIntervalMs?: number } = {},
+  options: { instanceId?: string; heartbeatIntervalMs?: number; clockOffsetMs?: number } = {},
 ): Gateway {
+  const offset = options.clockOffsetMs ?? 0;
   const redis = redisClient(redisUrl);
   const sink = collectingSink();
   const registry = new Registry();
@@ -48,7 +49,7 @@ export function startGateway(
     events: sink,
     logger: collectingLogger(logs),
     registry,
-    now: () => (last = Date.now()),
+    now: () => (last = Date.now() + offset),
     heartbeatIntervalMs: options.heartbeatIntervalMs ?? 200,
   });
   const gateway = { engine, redis, events: sink.events, registry, logs, lastNow: () => last };
