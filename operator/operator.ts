@@ -8,6 +8,7 @@ import type { Logger } from '../common/logger.ts';
 import { RedisSessionStore } from '../common/session-store.ts';
 import { kinds } from '../crds/kinds.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
+import { releaseOwner } from './runtime/release-owner.ts';
 import { ApiDefinitionController } from './controllers/api-definition-controller.ts';
 import { CategoryController } from './controllers/category-controller.ts';
 import type { Caches, ControllerContext } from './controllers/context.ts';
@@ -106,6 +107,7 @@ export class Operator {
             retryPeriodMs: Math.max(200, (options.leaseDurationSeconds * 1000) / 5),
             onStartedLeading: () => this.#startLeading(),
             onStoppedLeading: () => void this.#stopLeading(),
+            owner: () => releaseOwner(kc, options.namespace, options.webhookService),
           },
           this.#log,
         )

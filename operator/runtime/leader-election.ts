@@ -1,4 +1,4 @@
-import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease, type V1OwnerReference } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
 import { errorMessage } from './informer-set.ts';
 
@@ -11,6 +11,8 @@ export interface LeaderElectionOptions {
   retryPeriodMs: number;
   onStartedLeading: () => void;
   onStoppedLeading: () => void;
+  /** Owner references of the Lease when this elector creates it. */
+  owner?: () => Promise<V1OwnerReference[] | undefined>;
 }
 
 /**
@@ -101,7 +103,7 @@ export class LeaderElector {
     } catch (error) {
       if (!(error instanceof ApiException) || error.code !== 404) throw error;
       const body: V1Lease = {
-        metadata: { name, namespace },
+        metadata: { name, namespace, ownerReferences: await this.#options.owner?.() },
         spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
       };
       return await this.#write(() => this.#api.createNamespacedLease({ namespace, body }));

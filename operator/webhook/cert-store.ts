@@ -1,4 +1,4 @@
-import { ApiException, CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, type KubeConfig, type V1OwnerReference, type V1Secret } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
 import { issueCa, issueServing, rotationNeeded, type WebhookPki } from './certs.ts';
 
@@ -27,12 +27,15 @@ export class CertStore {
   readonly #namespace: string;
   readonly #names: { dns: string[]; ips: string[] };
   readonly #log: Logger;
+  readonly #owner: () => Promise<V1OwnerReference[] | undefined>;
 
-  constructor(kc: KubeConfig, namespace: string, names: { dns: string[]; ips: string[] }, log: Logger) {
+  constructor(kc: KubeConfig, namespace: string, names: { dns: string[]; ips: string[] }, log: Logger,
+    owner: () => Promise<V1OwnerReference[] | undefined> = async () => undefined) {
     this.#api = kc.makeApiClient(CoreV1Api);
     this.#namespace = namespace;
     this.#names = names;
     this.#log = log;
+    this.#owner = owner;
   }
 
   async ensure(): Promise<StoredPki> {
@@ -67,7 +70,13 @@ export class CertStore {
 
   async #write(current: V1Secret | undefined, pki: StoredPki): Promise<boolean> {
     const body: V1Secret = {
-      metadata: { name: WEBHOOK_SECRET, namespace: this.#namespace, resourceVersion: current?.metadata?.resourceVersion, labels: { 'app.kubernetes.io/managed-by': 'gw-operator' } },
+      metadata: {
+        name: WEBHOOK_SECRET,
+        namespace: this.#namespace,
+        resourceVersion: current?.metadata?.resourceVersion,
+        labels: { 'app.kubernetes.io/managed-by': 'gw-operator' },
+        ownerReferences: await this.#owner(),
+      },
       type: 'Opaque',
       data: {
         'ca.crt': encode(pki.caCert),

@@ -1,4 +1,4 @@
-import { AdmissionregistrationV1Api, ApiException, type KubeConfig, type V1MutatingWebhookConfiguration } from '@kubernetes/client-node';
+import { AdmissionregistrationV1Api, ApiException, type KubeConfig, type V1MutatingWebhookConfiguration, type V1OwnerReference } from '@kubernetes/client-node';
 import { CONFIG_HASH_ANNOTATION, configHash } from '../../common/compiled-config-map.ts';
 import { INJECT_ANNOTATION } from './injector.ts';
 
@@ -47,11 +47,11 @@ export function webhookConfiguration(target: WebhookTarget, caBundle: string): V
 }
 
 /** Creates or replaces the webhook configuration (caBundle, target, failure policy). */
-export async function applyWebhookConfiguration(kc: KubeConfig, desired: V1MutatingWebhookConfiguration): Promise<void> {
+export async function applyWebhookConfiguration(kc: KubeConfig, desired: V1MutatingWebhookConfiguration, ownerReferences?: V1OwnerReference[]): Promise<void> {
   const api = kc.makeApiClient(AdmissionregistrationV1Api);
   // The API server fills defaults into what it stores, so "changed" is judged on a hash of what we wrote.
-  const hash = configHash(JSON.stringify(desired.webhooks));
-  const body = { ...desired, metadata: { ...desired.metadata, annotations: { [CONFIG_HASH_ANNOTATION]: hash } } };
+  const hash = configHash(JSON.stringify({ webhooks: desired.webhooks, ownerReferences }));
+  const body = { ...desired, metadata: { ...desired.metadata, ownerReferences, annotations: { [CONFIG_HASH_ANNOTATION]: hash } } };
   for (let attempt = 0; attempt < 3; attempt += 1) {
     let current: V1MutatingWebhookConfiguration | undefined;
     try {

@@ -4,6 +4,7 @@ import type { Logger } from '../../common/logger.ts';
 import type { OperatorOptions } from '../options.ts';
 import { closeServer, listen } from '../runtime/listen.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
+import { clusterReleaseOwner, releaseOwner } from '../runtime/release-owner.ts';
 import { caBundle, CertStore } from './cert-store.ts';
 import { servingNames } from './certs.ts';
 import { applyWebhookConfiguration, webhookConfiguration, type WebhookTarget } from './webhook-configuration.ts';
@@ -31,7 +32,8 @@ export class WebhookRunner {
     this.#kc = kc;
     this.#options = options;
     this.#log = log.child({ component: 'webhook' });
-    this.#certs = new CertStore(kc, options.namespace, servingNames(options.webhookService, options.namespace), this.#log);
+    this.#certs = new CertStore(kc, options.namespace, servingNames(options.webhookService, options.namespace), this.#log,
+      () => releaseOwner(kc, options.namespace, options.webhookService));
   }
 
   serving(): boolean {
@@ -74,7 +76,8 @@ export class WebhookRunner {
     this.#server = server;
     server.rotate(pki);
     if (!server.server.listening) await listen(server.server, this.#options.webhookListen);
-    await applyWebhookConfiguration(this.#kc, webhookConfiguration(this.#target(), caBundle(pki)));
+    await applyWebhookConfiguration(this.#kc, webhookConfiguration(this.#target(), caBundle(pki)),
+      await clusterReleaseOwner(this.#kc, this.#options.webhookOwnerClusterRole));
     this.#timer = setInterval(() => void this.#refresh(), CERT_CHECK_MS);
     this.#timer.unref();
     this.#log.info({ port: this.port() }, 'injection webhook serving');
@@ -91,7 +94,8 @@ export class WebhookRunner {
     try {
       const pki = await this.#certs.ensure();
       this.#server?.rotate(pki);
-      await applyWebhookConfiguration(this.#kc, webhookConfiguration(this.#target(), caBundle(pki)));
+      await applyWebhookConfiguration(this.#kc, webhookConfiguration(this.#target(), caBundle(pki)),
+      await clusterReleaseOwner(this.#kc, this.#options.webhookOwnerClusterRole));
     } catch (error) {
       this.#log.warn({ err: errorMessage(error) }, 'webhook certificate refresh failed; will retry');
     }

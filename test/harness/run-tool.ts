@@ -12,13 +12,14 @@ export interface ToolOptions {
   allowFail?: boolean;
   timeoutMs?: number;
   env?: NodeJS.ProcessEnv;
+  cwd?: string;
 }
 
 /** Runs a command-line tool to completion; a non-zero exit throws (naming the tool and args) unless allowFail. */
 export function runTool(binary: string, args: string[], opts: ToolOptions & { timeoutMs: number }): Promise<ToolResult> {
   const name = basename(binary);
   return new Promise((resolve, reject) => {
-    const child = spawn(binary, args, { stdio: ['pipe', 'pipe', 'pipe'], timeout: opts.timeoutMs, env: opts.env ?? process.env });
+    const child = spawn(binary, args, { stdio: ['pipe', 'pipe', 'pipe'], timeout: opts.timeoutMs, env: opts.env ?? process.env, cwd: opts.cwd });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -1,0 +1,33 @@
+import { ApiException, CoreV1Api, RbacAuthorizationV1Api, type KubeConfig, type V1OwnerReference } from '@kubernetes/client-node';
+
+/**
+ * The owner of what the operator creates in its own namespace (the leader Lease, the
+ * webhook certificate Secret): the webhook Service the chart installs. The garbage collector
+ * then removes them with the release on `helm uninstall`. Undefined when there is no such
+ * Service (an operator run without the chart); the objects are then created without owner.
+ */
+export async function releaseOwner(kc: KubeConfig, namespace: string, serviceName: string | undefined): Promise<V1OwnerReference[] | undefined> {
+  if (!serviceName) return undefined;
+  const api = kc.makeApiClient(CoreV1Api);
+  return ownerOf('v1', 'Service', serviceName, () => api.readNamespacedService({ name: serviceName, namespace }));
+}
+
+/**
+ * The owner of the cluster-scoped webhook configuration: a ClusterRole of the release (a
+ * namespaced object may not own a cluster-scoped one).
+ */
+export async function clusterReleaseOwner(kc: KubeConfig, clusterRoleName: string | undefined): Promise<V1OwnerReference[] | undefined> {
+  if (!clusterRoleName) return undefined;
+  const api = kc.makeApiClient(RbacAuthorizationV1Api);
+  return ownerOf('rbac.authorization.k8s.io/v1', 'ClusterRole', clusterRoleName, () => api.readClusterRole({ name: clusterRoleName }));
+}
+
+async function ownerOf(apiVersion: string, kind: string, name: string, read: () => Promise<{ metadata?: { uid?: string } }>): Promise<V1OwnerReference[] | undefined> {
+  try {
+    const uid = (await read()).metadata?.uid;
+    return uid ? [{ apiVersion, kind, name, uid }] : undefined;
+  } catch (error) {
+    if (error instanceof ApiException && error.code === 404) return undefined;
+    throw error;
+  }
+}
