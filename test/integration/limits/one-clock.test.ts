@@ -47,7 +47,8 @@ describe('one clock: gateways 5 s apart share one window', () => {
     const to = await redisNow(behind.redis);
 
     // Eight entries, refusals included, every one at Redis's time: none 5 s ahead.
-    const scores = (await behind.redis.zrange(log, 0, -1, 'WITHSCORES')).filter((_, i) => i % 2 === 1).map(Number);
+    const withScores: string[] = await behind.redis.zrange(log, '0', '-1', 'WITHSCORES');
+    const scores = withScores.filter((_, i) => i % 2 === 1).map(Number);
     expect(scores).toHaveLength(8);
     for (const score of scores) {
       expect(score).toBeGreaterThanOrEqual(from);
