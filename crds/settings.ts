@@ -55,6 +55,15 @@ export const gatewaySettingsSchema = z
       .min(0)
       .default(30_000)
       .describe('Upper bound on the total time a throttled request may wait for retries.'),
+    stream_rate_limit_max_wait_ms: z
+      .number()
+      .int()
+      .min(0)
+      .nullable()
+      .default(null)
+      .describe(
+        'Longest a request waits in line for a slot of a stream rate-limit resource; one that would wait longer gets 429 at once. null: upstream_timeout_ms.',
+      ),
   })
   .strict();
 

@@ -20,7 +20,7 @@ export const gatewayErrors = {
   accessDenied: define('access_denied', 403, 'Access to this API has been disallowed'),
   keyRateLimited: define('key_rate_limited', 429, 'Rate Limit Exceeded'),
   apiRateLimited: define('api_rate_limited', 429, 'API Rate Limit Exceeded'),
-  streamRateLimited: define('stream_rate_limited', 429, 'Upstream rate limit exceeded'),
+  streamRateLimitWaitExceeded: define('stream_rate_limit_wait_exceeded', 429, 'Upstream rate limit exceeded'),
   quotaExceeded: define('quota_exceeded', 403, 'Quota exceeded'),
   storeUnavailable: define('store_unavailable', 503, 'Rate limit store unavailable'),
   sessionStoreUnavailable: define('session_store_unavailable', 503, 'Session store unavailable'),

@@ -5,8 +5,8 @@ import type { CompiledPolicy } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import { authenticate } from '../auth/authenticator.ts';
 import type { SessionCache } from '../auth/session-cache.ts';
-import { StreamRateLimitTimeoutError } from '../limits/errors.ts';
-import type { StreamLimiters } from '../limits/stream-limiter.ts';
+import { StreamRateLimitWaitError } from '../limits/errors.ts';
+import { streamMaxWaitMs, type StreamLimiters } from '../limits/stream-limiter.ts';
 import type { DecisionOutcome, LimitEngine } from '../limits/types.ts';
 import { statusClass, type SidecarMetrics } from '../metrics.ts';
 import type { Forwarder, UpgradeForwarder } from '../proxy/forwarder.ts';
@@ -113,11 +113,14 @@ export class Gateway {
       const rateHeaders = rateHeadersFor(decision, state.settings.rate_limit_response_headers);
       const refusal = refusals[decision.outcome];
       if (refusal === null && route.api.stream_limit !== null) {
-        await this.#deps.streams.get(route.api.api_id, route.api.stream_limit).acquire(signal);
+        await this.#deps.streams.get(route.api.api_id, route.api.stream_limit).acquire(streamMaxWaitMs(state.settings), signal);
       }
       return { error: refusal, rateHeaders };
     } catch (err) {
-      if (err instanceof StreamRateLimitTimeoutError) return { error: gatewayErrors.streamRateLimited, rateHeaders: null };
+      if (err instanceof StreamRateLimitWaitError) {
+        // When the refused request's slot would have come: a hint for the caller's retry.
+        return { error: gatewayErrors.streamRateLimitWaitExceeded, rateHeaders: { 'retry-after': String(Math.ceil(err.waitMs / 1000)) } };
+      }
       // An abort means the client left while waiting (throttle, stream slot): nothing to report.
       if (!signal?.aborted) this.#deps.logger.error({ err, api: route.api.api_id }, 'limit decision failed');
       return { error: gatewayErrors.storeUnavailable, rateHeaders: null };

@@ -2,13 +2,16 @@
  * Errors raised by the rate-limit engine, each with a stable code and the HTTP status
  * the gateway renders it with.
  */
-export class StreamRateLimitTimeoutError extends Error {
-  readonly code = 'stream_rate_limit_timeout';
+export class StreamRateLimitWaitError extends Error {
+  readonly code = 'stream_rate_limit_wait_exceeded';
   readonly status = 429;
+  /** How far away the caller's slot was. */
+  readonly waitMs: number;
 
-  constructor(label: string, maxWaitMs: number) {
-    super(`stream rate limit "${label}": no slot within ${maxWaitMs} ms`);
-    this.name = 'StreamRateLimitTimeoutError';
+  constructor(label: string, maxWaitMs: number, waitMs: number) {
+    super(`stream rate limit "${label}": the next slot is ${waitMs} ms away, longer than the ${maxWaitMs} ms a request may wait`);
+    this.name = 'StreamRateLimitWaitError';
+    this.waitMs = waitMs;
   }
 }
 

@@ -1,35 +1,81 @@
 import { describe, expect, it } from 'vitest';
-import { StreamRateLimitTimeoutError } from './errors.ts';
-import { StreamLimiter, StreamLimiters } from './stream-limiter.ts';
+import { gatewaySettingsSchema } from '../../crds/settings.ts';
+import { StreamRateLimitWaitError } from './errors.ts';
+import { StreamLimiter, StreamLimiters, streamMaxWaitMs } from './stream-limiter.ts';
+
+/** Starts `n` acquisitions at once; each settles with its own elapsed time, in call order. */
+async function concurrently(limiter: StreamLimiter, n: number, maxWaitMs: number): Promise<{ order: number[]; settled: { ok: boolean; ms: number; error?: unknown }[] }> {
+  const started = Date.now();
+  const order: number[] = [];
+  const settled = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      limiter.acquire(maxWaitMs).then(
+        () => {
+          order.push(i);
+          return { ok: true, ms: Date.now() - started };
+        },
+        (error: unknown) => ({ ok: false, ms: Date.now() - started, error }),
+      ),
+    ),
+  );
+  return { order, settled };
+}
 
 describe('StreamLimiter', () => {
-  it('gives count slots per interval, then waits for the next interval', async () => {
-    const limiter = new StreamLimiter({ label: 'l', count: 3, interval_ms: 200 });
+  it('callers wait their turn in arrival order: count per interval, back to back', async () => {
+    const limiter = new StreamLimiter({ label: 'l', count: 2, interval_ms: 200 });
+    const { order, settled } = await concurrently(limiter, 6, 10_000);
+    expect(settled.every((s) => s.ok)).toBe(true);
+    expect(order).toEqual([0, 1, 2, 3, 4, 5]);
+    const [a, b, c, d, e, f] = settled.map((s) => s.ms);
+    for (const first of [a!, b!]) expect(first).toBeLessThan(100);
+    for (const second of [c!, d!]) expect(second).toBeGreaterThanOrEqual(200);
+    for (const third of [e!, f!]) expect(third).toBeGreaterThanOrEqual(400);
+    expect(Math.max(...settled.map((s) => s.ms))).toBeLessThan(900);
+  });
+
+  it('a caller whose slot is further away than the bound is refused at once and takes no slot', async () => {
+    const limiter = new StreamLimiter({ label: 'payments', count: 2, interval_ms: 300 });
+    const { settled } = await concurrently(limiter, 6, 400);
+    expect(settled.map((s) => s.ok)).toEqual([true, true, true, true, false, false]);
+    for (const refused of settled.slice(4)) {
+      expect(refused.ms).toBeLessThan(100);
+      expect(refused.error).toBeInstanceOf(StreamRateLimitWaitError);
+      expect(refused.error).toMatchObject({ code: 'stream_rate_limit_wait_exceeded', status: 429 });
+      expect((refused.error as StreamRateLimitWaitError).waitMs).toBeGreaterThan(400);
+      expect((refused.error as Error).message).toContain('payments');
+    }
+    // The refused callers took nothing: the next slot is still the third interval's.
     const started = Date.now();
-    for (let i = 0; i < 3; i++) await limiter.acquire(undefined, 1000);
-    expect(Date.now() - started).toBeLessThan(100);
-    await limiter.acquire(undefined, 1000);
-    const waited = Date.now() - started;
-    expect(waited).toBeGreaterThanOrEqual(150);
-    expect(waited).toBeLessThan(600);
+    await limiter.acquire(10_000);
+    expect(Date.now() - started).toBeLessThan(400);
   });
 
-  it('fails with a typed error when no slot comes within the bound', async () => {
-    const limiter = new StreamLimiter({ label: 'payments', count: 1, interval_ms: 5000 });
-    await limiter.acquire(undefined, 10);
-    const error = await limiter.acquire(undefined, 100).catch((e: unknown) => e);
-    expect(error).toBeInstanceOf(StreamRateLimitTimeoutError);
-    expect(error).toMatchObject({ code: 'stream_rate_limit_timeout', status: 429 });
-    expect((error as Error).message).toContain('payments');
-  });
-
-  it('stops waiting when the signal aborts', async () => {
+  it('a bound of 0 admits only what has a slot now', async () => {
     const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 5000 });
-    await limiter.acquire();
+    await limiter.acquire(0);
+    await expect(limiter.acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+  });
+
+  it('a caller that leaves stops waiting and gives its slot to the next caller', async () => {
+    const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 300 });
+    await limiter.acquire(0);
     const controller = new AbortController();
-    const pending = limiter.acquire(controller.signal, 10_000);
+    const leaving = limiter.acquire(10_000, controller.signal);
     setTimeout(() => controller.abort(new Error('client went away')), 20);
-    await expect(pending).rejects.toThrow('client went away');
+    await expect(leaving).rejects.toThrow('client went away');
+    const started = Date.now();
+    await limiter.acquire(10_000);
+    // The slot it left (the next interval), not the one after.
+    expect(Date.now() - started).toBeLessThan(450);
+  });
+});
+
+describe('streamMaxWaitMs', () => {
+  it('is stream_rate_limit_max_wait_ms, by default the upstream timeout', () => {
+    expect(streamMaxWaitMs(gatewaySettingsSchema.parse({}))).toBe(30_000);
+    expect(streamMaxWaitMs(gatewaySettingsSchema.parse({ upstream_timeout_ms: 5000 }))).toBe(5000);
+    expect(streamMaxWaitMs(gatewaySettingsSchema.parse({ upstream_timeout_ms: 5000, stream_rate_limit_max_wait_ms: 0 }))).toBe(0);
   });
 });
 
@@ -37,14 +83,14 @@ describe('StreamLimiters', () => {
   it('shares one limiter per API and label, not across APIs', async () => {
     const limiters = new StreamLimiters();
     const limit = { label: 'shared', count: 1, interval_ms: 5000 };
-    await limiters.get('a', limit).acquire(undefined, 0);
-    await expect(limiters.get('a', limit).acquire(undefined, 0)).rejects.toBeInstanceOf(StreamRateLimitTimeoutError);
-    await expect(limiters.get('b', limit).acquire(undefined, 0)).resolves.toBeUndefined();
+    await limiters.get('a', limit).acquire(0);
+    await expect(limiters.get('a', limit).acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    await expect(limiters.get('b', limit).acquire(0)).resolves.toBeUndefined();
   });
 
   it('a changed resource starts a fresh limiter', async () => {
     const limiters = new StreamLimiters();
-    await limiters.get('a', { label: 'x', count: 1, interval_ms: 5000 }).acquire(undefined, 0);
-    await expect(limiters.get('a', { label: 'x', count: 2, interval_ms: 5000 }).acquire(undefined, 0)).resolves.toBeUndefined();
+    await limiters.get('a', { label: 'x', count: 1, interval_ms: 5000 }).acquire(0);
+    await expect(limiters.get('a', { label: 'x', count: 2, interval_ms: 5000 }).acquire(0)).resolves.toBeUndefined();
   });
 });

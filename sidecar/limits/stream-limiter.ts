@@ -1,10 +1,21 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CompiledStreamLimit } from '../../crds/compiled.ts';
-import { StreamRateLimitTimeoutError } from './errors.ts';
+import type { GatewaySettings } from '../../crds/settings.ts';
+import { StreamRateLimitWaitError } from './errors.ts';
+
+/** How long a request may wait for a slot: `stream_rate_limit_max_wait_ms`, else the upstream timeout. */
+export function streamMaxWaitMs(settings: GatewaySettings): number {
+  return settings.stream_rate_limit_max_wait_ms ?? settings.upstream_timeout_ms;
+}
 
 /**
  * The stream rate-limit resource (SPEC §2.7): a local limiter, `count` per `interval_ms`,
  * shared by every component of one pipeline that names its label; not distributed.
+ *
+ * Callers wait their turn, first come first served: on arrival each is given the earliest
+ * slot not given yet (`count` per interval; while callers queue, intervals follow each
+ * other back to back), and waits until then. A caller whose slot is further away than the
+ * wait bound is refused at once and takes no slot, so the callers behind it keep theirs.
  */
 export class StreamLimiter {
   readonly label: string;
@@ -12,8 +23,9 @@ export class StreamLimiter {
   readonly #count: number;
   readonly #intervalMs: number;
   readonly #now: () => number;
-  #windowStart = 0;
-  #used = 0;
+  /** Start of the latest interval a slot was given in, and how many it has given. */
+  #windowStart = Number.NEGATIVE_INFINITY;
+  #given = 0;
 
   constructor(limit: CompiledStreamLimit, now: () => number = Date.now) {
     this.label = limit.label;
@@ -24,32 +36,35 @@ export class StreamLimiter {
   }
 
   /**
-   * Resolves once a slot is taken. Waits for the next interval while the current one is
-   * full; rejects with StreamRateLimitTimeoutError when the slot would come later than
-   * `maxWaitMs`, and with the signal's reason when it is aborted.
+   * Resolves when this caller's slot comes. Rejects at once with StreamRateLimitWaitError
+   * when the slot is more than `maxWaitMs` away, and with the signal's reason when the
+   * caller leaves while waiting (its slot then goes to the next caller, if it is still the
+   * latest one given).
    */
-  async acquire(signal?: AbortSignal, maxWaitMs = 1000): Promise<void> {
-    const deadline = this.#now() + maxWaitMs;
-    for (;;) {
+  async acquire(maxWaitMs: number, signal?: AbortSignal): Promise<void> {
+    signal?.throwIfAborted();
+    const nowMs = this.#now();
+    let start = this.#windowStart;
+    let given = this.#given;
+    if (nowMs >= start + this.#intervalMs) {
+      start = nowMs;
+      given = 0;
+    } else if (given >= this.#count) {
+      start += this.#intervalMs;
+      given = 0;
+    }
+    const waitMs = Math.max(0, start - nowMs);
+    if (waitMs > maxWaitMs) throw new StreamRateLimitWaitError(this.label, maxWaitMs, waitMs);
+    this.#windowStart = start;
+    this.#given = given + 1;
+    try {
+      // Timers may fire a little early: wait until the slot's time has really come.
+      for (let left = waitMs; left > 0; left = start - this.#now()) await sleep(left, undefined, { signal });
+    } catch (error) {
+      if (this.#windowStart === start) this.#given -= 1;
+      // Surface the caller's own reason rather than a generic AbortError.
       signal?.throwIfAborted();
-      const nowMs = this.#now();
-      if (nowMs >= this.#windowStart + this.#intervalMs) {
-        this.#windowStart = nowMs;
-        this.#used = 0;
-      }
-      if (this.#used < this.#count) {
-        this.#used += 1;
-        return;
-      }
-      const nextWindow = this.#windowStart + this.#intervalMs;
-      if (nextWindow > deadline) throw new StreamRateLimitTimeoutError(this.label, maxWaitMs);
-      try {
-        await sleep(nextWindow - nowMs, undefined, { signal });
-      } catch (error) {
-        // Surface the caller's own reason rather than a generic AbortError.
-        signal?.throwIfAborted();
-        throw error;
-      }
+      throw error;
     }
   }
 }

@@ -1,0 +1,70 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { GatewaySettings } from '../../../crds/settings.ts';
+import type { RunningSidecar } from '../../../sidecar/app.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { HandSource } from '../../support/hand-source.ts';
+import { call, compiledApi, compiledConfig, sidecarOptions, startTestSidecar, uniqueId, type CallResult } from './helpers.ts';
+
+/**
+ * The stream rate-limit resource on the upstream call: requests wait their turn (first
+ * come, first served) up to stream_rate_limit_max_wait_ms, by default upstream_timeout_ms;
+ * only a request that would wait longer is refused, at once, with 429.
+ */
+
+let upstream: EchoUpstream;
+let sidecar: RunningSidecar | undefined;
+
+beforeAll(async () => {
+  upstream = await startEchoUpstream();
+});
+afterAll(async () => {
+  await upstream?.close();
+});
+afterEach(async () => {
+  await sidecar?.close();
+  sidecar = undefined;
+});
+
+/** A sidecar serving one keyless API behind a resource of 2 per 1 s; 6 concurrent calls, each with its time. */
+async function sixAtOnce(settings: Partial<GatewaySettings>): Promise<{ res: CallResult; ms: number }[]> {
+  const api = compiledApi(uniqueId('stream'), upstream.url, { stream_limit: { label: 'upstream', count: 2, interval_ms: 1000 } });
+  sidecar = await startTestSidecar(sidecarOptions('default'), { source: new HandSource(compiledConfig([api], settings)) });
+  const url = `${sidecar.proxyUrl}/${api.api_id}/`;
+  const started = Date.now();
+  const answers = await Promise.all(Array.from({ length: 6 }, () => call(url).then((res) => ({ res, ms: Date.now() - started }))));
+  return answers.sort((x, y) => x.ms - y.ms);
+}
+
+describe('stream rate-limit resource: callers wait their turn', () => {
+  it('6 concurrent requests at 2 per 1 s all get 200, two per second, taking at least 2 s', async () => {
+    const answers = await sixAtOnce({});
+    expect(answers.map((a) => a.res.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    for (const a of answers) expect(a.res.json()).toMatchObject({ method: 'GET' });
+    const ms = answers.map((a) => a.ms);
+    expect(ms[1]!).toBeLessThan(900);
+    expect(ms[2]!).toBeGreaterThanOrEqual(1000);
+    expect(ms[3]!).toBeLessThan(1900);
+    expect(ms[4]!).toBeGreaterThanOrEqual(2000);
+    expect(ms[5]!).toBeGreaterThanOrEqual(2000);
+  }, 20_000);
+
+  it.each([
+    ['stream_rate_limit_max_wait_ms', { stream_rate_limit_max_wait_ms: 1500 }],
+    ['upstream_timeout_ms, the default bound', { upstream_timeout_ms: 1500 }],
+  ])('a request whose turn is further away than %s is refused at once with 429', async (_name, settings) => {
+    const answers = await sixAtOnce(settings);
+    const served = answers.filter((a) => a.res.status === 200);
+    const refused = answers.filter((a) => a.res.status !== 200);
+    expect(served).toHaveLength(4);
+    expect(refused).toHaveLength(2);
+    for (const { res, ms } of refused) {
+      // Refused on arrival (its slot was 2 s away), not after waiting.
+      expect(ms).toBeLessThan(700);
+      expect(res.status).toBe(429);
+      expect(res.json()).toEqual({ error: 'Upstream rate limit exceeded' });
+      expect(res.headers['content-type']).toBe('application/json');
+      expect(res.headers['retry-after']).toBe('2');
+    }
+    expect(Math.max(...served.map((a) => a.ms))).toBeGreaterThanOrEqual(1000);
+  }, 20_000);
+});
