@@ -21,7 +21,11 @@ export interface TopologyGateway {
 
 const open: TopologyGateway[] = [];
 
-export function startGateway(config: CompiledConfig, url: string, options: { heartbeatIntervalMs?: number; commandTimeoutMs?: number } = {}): TopologyGateway {
+export function startGateway(
+  config: CompiledConfig,
+  url: string,
+  options: { heartbeatIntervalMs?: number; commandTimeoutMs?: number; instanceId?: string } = {},
+): TopologyGateway {
   const logs: string[] = [];
   const logger = collectingLogger(logs);
   const metrics = createSidecarMetrics();
@@ -29,7 +33,7 @@ export function startGateway(config: CompiledConfig, url: string, options: { hea
   const engine = createLimitEngine({
     config,
     redis,
-    instanceId: uniqueId('gw'),
+    instanceId: options.instanceId ?? uniqueId('gw'),
     events: collectingSink(),
     logger,
     registry: metrics.registry,

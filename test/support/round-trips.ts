@@ -1,0 +1,114 @@
+import { Redis } from 'ioredis';
+import type { LimitEngine, LimitRequest } from '../../sidecar/limits/types.ts';
+
+/**
+ * Round trips per rate-limit decision as Redis sees them (the integration tests and the
+ * bench share this). MONITOR on every data node records each EVALSHA of limits.lua, with
+ * Redis's own timestamp; its `member` argument names the decision, so the calls of one
+ * decision are grouped whatever runs concurrently. A decision's calls fall in waves that
+ * the gateway cannot send before the previous wave answered: the limit scripts (on a
+ * Cluster one per limiter slot, all sent together), then a quota that runs alone (Cluster),
+ * then the calls that undo a refused request's admissions (Cluster). On one server a
+ * single call carries everything: one wave. Each later wave is checked to reach Redis
+ * after every call of the waves before it.
+ */
+
+export interface NodeAddress {
+  host: string;
+  port: number;
+  password?: string;
+}
+
+interface ScriptCall {
+  atUs: number;
+  member: string;
+  kinds: string[];
+}
+
+export interface RoundTrips {
+  decisions: number;
+  evalshaPerDecision: number;
+  roundTripsPerDecision: number;
+  /** Decisions whose waves did not reach Redis in order (always 0 when they are true waves). */
+  outOfOrder: number;
+  outcomes: Record<string, number>;
+}
+
+/** MONITOR prints `seconds.micros`; whole microseconds fit a double exactly. */
+const micros = (time: string): number => {
+  const [seconds, fraction = '0'] = time.split('.');
+  return Number(seconds) * 1_000_000 + Number(fraction.padEnd(6, '0'));
+};
+
+/** EVALSHA sha numkeys key... member refused (kind a b c d e f)... */
+function parseCall(time: string, args: string[]): ScriptCall | null {
+  if (args[0]?.toLowerCase() !== 'evalsha') return null;
+  const first = 3 + Number(args[2]);
+  const kinds: string[] = [];
+  for (let i = first + 2; i < args.length; i += 7) kinds.push(args[i]!);
+  return { atUs: micros(time), member: args[first]!, kinds };
+}
+
+type Wave = 'limits' | 'quota' | 'undo';
+const waveOf = (call: ScriptCall): Wave => (call.kinds.some((k) => 'LSF'.includes(k)) ? 'limits' : call.kinds.includes('Q') ? 'quota' : 'undo');
+const waveOrder: Wave[] = ['limits', 'quota', 'undo'];
+
+function analyse(calls: readonly ScriptCall[]): Omit<RoundTrips, 'outcomes'> {
+  const byDecision = new Map<string, ScriptCall[]>();
+  for (const call of calls) byDecision.set(call.member, [...(byDecision.get(call.member) ?? []), call]);
+  let waves = 0;
+  let outOfOrder = 0;
+  for (const decision of byDecision.values()) {
+    const present = waveOrder.map((wave) => decision.filter((call) => waveOf(call) === wave)).filter((group) => group.length > 0);
+    waves += present.length;
+    for (let i = 1; i < present.length; i++) {
+      const before = Math.max(...present.slice(0, i).flat().map((call) => call.atUs));
+      if (present[i]!.some((call) => call.atUs < before)) outOfOrder += 1;
+    }
+  }
+  const decisions = byDecision.size;
+  return { decisions, evalshaPerDecision: calls.length / decisions, roundTripsPerDecision: waves / decisions, outOfOrder };
+}
+
+/**
+ * `decisions` decisions of `request` on `engine` (`inFlight` at a time), watched on
+ * `nodes`; only the script calls of `instanceId` (the engine's) are counted.
+ */
+export async function measureRoundTrips(options: {
+  engine: LimitEngine;
+  instanceId: string;
+  request: LimitRequest;
+  decisions: number;
+  inFlight: number;
+  nodes: readonly NodeAddress[];
+}): Promise<RoundTrips> {
+  const calls: ScriptCall[] = [];
+  const clients = options.nodes.map((node) => new Redis({ host: node.host, port: node.port, password: node.password, lazyConnect: true }));
+  const monitors = await Promise.all(clients.map((client) => client.monitor()));
+  for (const monitor of monitors) {
+    monitor.on('monitor', (time: string, args: string[], source: string) => {
+      if (source === 'lua') return;
+      const call = parseCall(time, args);
+      if (call?.member.startsWith(`${options.instanceId}:`)) calls.push(call);
+    });
+  }
+  const outcomes: Record<string, number> = {};
+  try {
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: options.inFlight }, async () => {
+        while (next < options.decisions) {
+          next += 1;
+          const { outcome } = await options.engine.decide(options.request);
+          outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+        }
+      }),
+    );
+    // MONITOR lines trail the replies a little.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  } finally {
+    for (const monitor of monitors) monitor.disconnect();
+    for (const client of clients) client.disconnect();
+  }
+  return { ...analyse(calls), outcomes };
+}
