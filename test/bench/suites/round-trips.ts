@@ -33,7 +33,14 @@ async function ready(redis: Redis | Cluster): Promise<void> {
   }
 }
 
-async function measure(ctx: BenchContext, url: string, nodes: NodeAddress[], name: string, keyRate: number, quota: boolean) {
+interface Topology {
+  name: string;
+  url: string;
+  nodes: NodeAddress[];
+}
+
+async function measure(ctx: BenchContext, { name: topology, url, nodes }: Topology, scenario: string, keyRate: number, quota: boolean) {
+  const name = `${topology}-${scenario}`;
   const redis = createRedisClient(url, { enableAutoPipelining: true, commandTimeout: 3000, maxRetriesPerRequest: 1 });
   const instanceId = `bench-rtt-${Date.now()}`;
   const a = api(`bench-rtt-${name.replace(/\W/g, '-')}-${Date.now()}`, { api_limit: { rate: 10_000_000, per: 60 } });
@@ -65,15 +72,16 @@ const suite: BenchSuite = async (ctx) => {
   const [sentinel, cluster] = await Promise.all([startRedisSentinel(), startRedisCluster()]);
   const rows: BenchRow[] = [];
   try {
-    const topologies: [string, string, NodeAddress[]][] = [
-      ['standalone', standaloneUrl, [localhost(Number(new URL(standaloneUrl).port))]],
-      ['sentinel', sentinel.url, [localhost(await sentinel.masterPort())]],
-      ['cluster', cluster.url, cluster.ports.map(localhost)],
+    const topologies: Topology[] = [
+      { name: 'standalone', url: standaloneUrl, nodes: [localhost(Number(new URL(standaloneUrl).port))] },
+      { name: 'sentinel', url: sentinel.url, nodes: [localhost(await sentinel.masterPort())] },
+      { name: 'cluster', url: cluster.url, nodes: cluster.ports.map(localhost) },
     ];
     for (const [scenario, keyRate, quota] of scenarios) {
-      for (const [topology, url, nodes] of topologies) {
+      for (const target of topologies) {
+        const topology = target.name;
         ctx.log(`measuring ${topology}: ${scenario}`);
-        const figures = await measure(ctx, url, nodes, `${topology}-${scenario}`, keyRate, quota);
+        const figures = await measure(ctx, target, scenario, keyRate, quota);
         if (figures.outOfOrder > 0) throw new Error(`${topology}, ${scenario}: ${figures.outOfOrder} decisions reached Redis out of wave order`);
         const baseline = topology === 'standalone' ? undefined : `standalone, ${scenario}: round trips per decision`;
         rows.push(
