@@ -180,3 +180,38 @@ describe('Redis Cluster with a master gone', () => {
     }
   });
 });
+
+describe('Redis Cluster: a refused request consumes nothing at the levels that admitted it', () => {
+  it.each([
+    ['sliding log', { enable_redis_rolling_limiter: true }, { api: 5, greedy: 5, polite: 2 }],
+    ['sentinel', { enable_sentinel_rate_limiter: true }, { api: 4, greedy: 2, polite: 2 }],
+    ['fixed window', { enable_fixed_window_rate_limiter: true }, { api: 5, greedy: 5, polite: 2 }],
+  ])('%s: undone in the other slots, so the result and the state match a single server', async (name, algorithm, held) => {
+    const settings = { ...algorithm, redis_failure_mode: 'closed' as const, redis_timeout_ms: 3000 };
+    const target = api(uniqueId('cl-refund'), { api_limit: { rate: 4, per: 4 } });
+    const gateway = startGateway(config({ settings, apis: [target] }), cluster.url);
+    await waitReady(gateway.redis);
+    const greedy = { session: session({ rate: 2, per: 4 }), raw: uniqueId('greedy') };
+    const polite = { session: session({ rate: 100, per: 4 }), raw: uniqueId('polite') };
+    if (name === 'fixed window') await alignTo(4000);
+    const outcomes = async (caller: typeof greedy, n: number): Promise<string[]> => {
+      const out: string[] = [];
+      for (let i = 0; i < n; i++) out.push((await gateway.engine.decide(request(target, caller))).outcome);
+      return out;
+    };
+    expect(await outcomes(greedy, 5)).toEqual(['allowed', 'allowed', 'key_rate_limited', 'key_rate_limited', 'key_rate_limited']);
+    // The polite key's third request: the API refuses it; its key level, run at the same
+    // time in another slot, admitted it and is given it back.
+    expect(await outcomes(polite, 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+    const count = async (limiterId: string): Promise<number> => {
+      if (name !== 'fixed window') return gateway.redis.zcard(limiterKey(limiterId, 'log'));
+      const slot = Number(await gateway.redis.cluster('KEYSLOT', limiterKey(limiterId, 'fw')));
+      const node = (gateway.redis as Cluster).nodes('master').find((n) => (gateway.redis as Cluster).slots[slot]![0] === `${n.options.host}:${n.options.port}`)!;
+      const [counter, ...more] = await node.keys(`${limiterKey(limiterId, 'fw')}:*`);
+      expect(more).toEqual([]);
+      return Number(await node.get(counter!));
+    };
+    const keyLimiter = (raw: string): string => `k:${keyHashOf(raw)}:session`;
+    expect({ api: await count(`a:${target.api_id}`), greedy: await count(keyLimiter(greedy.raw)), polite: await count(keyLimiter(polite.raw)) }).toEqual(held);
+  });
+});
