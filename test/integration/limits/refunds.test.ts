@@ -61,6 +61,13 @@ async function recorded(redis: Redis, limiterId: string, algorithm: Algorithm): 
 
 const keyLimiter = (raw: string): string => `k:${keyHashOf(raw)}:session`;
 
+/** What the API's limiter and two keys' limiters hold, in that order. */
+async function recordedAll(redis: Redis, algorithm: Algorithm, apiId: string, raws: [string, string]): Promise<(number | null)[]> {
+  const held: (number | null)[] = [];
+  for (const limiterId of [`a:${apiId}`, ...raws.map(keyLimiter)]) held.push(await recorded(redis, limiterId, algorithm));
+  return held;
+}
+
 describe.each(cases)('%s store, %s', (store, algorithm, settings) => {
   it('key-level refusals take nothing from the API level: the other key gets the rest of it', async () => {
     const a = api(uniqueId('refund'), { api_limit: { rate: 4, per: 10 } });
@@ -78,8 +85,7 @@ describe.each(cases)('%s store, %s', (store, algorithm, settings) => {
       'fixed window': [5, 5, 2],
       drl: [null, null, null],
     };
-    const state = [await recorded(redis, `a:${a.api_id}`, algorithm), await recorded(redis, keyLimiter(greedy.raw), algorithm), await recorded(redis, keyLimiter(polite.raw), algorithm)];
-    expect(state).toEqual(expected[algorithm]);
+    expect(await recordedAll(redis, algorithm, a.api_id, [greedy.raw, polite.raw])).toEqual(expected[algorithm]);
     if (algorithm === 'sentinel') {
       expect(await redis.pttl(limiterKey(`a:${a.api_id}`, 'sentinel'))).toBeGreaterThan(0);
       expect(await redis.pttl(limiterKey(keyLimiter(greedy.raw), 'sentinel'))).toBeGreaterThan(0);
@@ -104,8 +110,7 @@ describe.each(cases)('%s store, %s', (store, algorithm, settings) => {
       'fixed window': [4, 1, 2],
       drl: [null, null, null],
     };
-    const state = [await recorded(redis, `a:${a.api_id}`, algorithm), await recorded(redis, keyLimiter(spent.raw), algorithm), await recorded(redis, keyLimiter(polite.raw), algorithm)];
-    expect(state).toEqual(expected[algorithm]);
+    expect(await recordedAll(redis, algorithm, a.api_id, [spent.raw, polite.raw])).toEqual(expected[algorithm]);
   });
 
   it('when both levels would refuse, the API answer wins and the key level and quota are not touched', async () => {

@@ -46,31 +46,25 @@ async function measure(topology: string, key: { rate: number; quota: boolean }) 
   return measureRoundTrips({ engine: gateway.engine, instanceId, request: req, decisions: 40, inFlight: 8, nodes });
 }
 
+const admitted = { rate: 100_000, quota: true };
+const noQuota = { rate: 100_000, quota: false };
+// A key rate of 1, used up before measuring: every measured request is refused by the key.
+const refused = { rate: 1, quota: true };
+
 describe('round trips per decision, read from Redis', () => {
   it.each([
-    ['standalone', 1, 1],
-    ['sentinel', 1, 1],
-    ['cluster', 2, 3],
-  ])('%s, API limit + key limit + quota: %i round trip(s), %i EVALSHA', async (topology, roundTrips, evalsha) => {
-    const figures = await measure(topology, { rate: 100_000, quota: true });
-    expect(figures).toEqual({ decisions: 40, evalshaPerDecision: evalsha, roundTripsPerDecision: roundTrips, outOfOrder: 0, outcomes: { allowed: 40 } });
-  });
-
-  it.each([
-    ['standalone', 1, 1],
-    ['cluster', 1, 2],
-  ])('%s, API limit + key limit, no quota: %i round trip(s), %i EVALSHA', async (topology, roundTrips, evalsha) => {
-    const figures = await measure(topology, { rate: 100_000, quota: false });
-    expect(figures).toEqual({ decisions: 40, evalshaPerDecision: evalsha, roundTripsPerDecision: roundTrips, outOfOrder: 0, outcomes: { allowed: 40 } });
-  });
-
-  it.each([
-    ['standalone', 1, 1],
-    ['sentinel', 1, 1],
+    ['standalone', 'API limit + key limit + quota', admitted, 1, 1],
+    ['sentinel', 'API limit + key limit + quota', admitted, 1, 1],
+    ['cluster', 'API limit + key limit + quota', admitted, 2, 3],
+    ['standalone', 'API limit + key limit, no quota', noQuota, 1, 1],
+    ['cluster', 'API limit + key limit, no quota', noQuota, 1, 2],
+    ['standalone', 'refused by the key limit', refused, 1, 1],
+    ['sentinel', 'refused by the key limit', refused, 1, 1],
     // The limit scripts, then the undo of the API limiter's admission.
-    ['cluster', 2, 3],
-  ])('%s, refused by the key limit: %i round trip(s), %i EVALSHA', async (topology, roundTrips, evalsha) => {
-    const figures = await measure(topology, { rate: 1, quota: true });
-    expect(figures).toEqual({ decisions: 40, evalshaPerDecision: evalsha, roundTripsPerDecision: roundTrips, outOfOrder: 0, outcomes: { key_rate_limited: 40 } });
+    ['cluster', 'refused by the key limit', refused, 2, 3],
+  ])('%s, %s: %i round trip(s), %i EVALSHA', async (topology, _name, key, roundTrips, evalsha) => {
+    const figures = await measure(topology, key);
+    const outcomes = key === refused ? { key_rate_limited: 40 } : { allowed: 40 };
+    expect(figures).toEqual({ decisions: 40, evalshaPerDecision: evalsha, roundTripsPerDecision: roundTrips, outOfOrder: 0, outcomes });
   });
 });
