@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { keyHash } from '../../crds/key-hash.ts';
+import type { Session } from '../../crds/session.ts';
 import { requireSecret } from './auth.ts';
 import { AdminError, adminErrors, MAX_BODY_BYTES } from './errors.ts';
 import { keySpecOf } from './key-request.ts';
@@ -15,6 +16,20 @@ const generateRawKey = (): string => randomBytes(32).toString('base64url');
  * so it identifies the key in kubectl and logs without revealing it.
  */
 const keyNameOf = (hash: string): string => `key-${hash.slice(0, 24)}`;
+
+/** Smoothing switched off, every field present: what a key without smoothing answers. */
+const smoothingOff = { enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 };
+
+/**
+ * The response's `data`: the stored session as the key record types it. The record's
+ * `smoothing` is an object, so a key without smoothing gets it switched off rather than
+ * null (the session keeps null, which the limiters read as "no smoothing"). `namespace`
+ * is gw's own and stays out.
+ */
+function keyRecordOf(session: Session): Record<string, unknown> {
+  const { namespace: _namespace, ...record } = session;
+  return { ...record, smoothing: session.smoothing ?? smoothingOff };
+}
 
 /**
  * POST /admin/org/keys (SPEC §4.1). The session is stored first so the key works the
@@ -50,6 +65,5 @@ export async function createKey(ctx: HandlerContext): Promise<Reply> {
     throw new AdminError(adminErrors.keySaveFailed, undefined, { cause: error });
   }
   deps.logger.info({ keyName: name, namespace: deps.namespace }, 'key created');
-  const { namespace: _namespace, ...data } = session;
-  return { status: 200, body: { api_model: {}, data, key_hash: hash, key_id: rawKey } };
+  return { status: 200, body: { api_model: {}, data: keyRecordOf(session), key_hash: hash, key_id: rawKey } };
 }

@@ -37,6 +37,7 @@ export const adminErrors = {
   bodyMalformed: def('body_malformed', 400, 'Request body is not valid JSON'),
   bodyInvalid: def('body_invalid', 400, 'Invalid request body'),
   paramInvalid: def('param_invalid', 400, 'Invalid path parameter'),
+  keyWithoutAccess: def('key_without_access', 400, 'Failed to create key, keys must have at least one Access Rights record set.'),
 
   keySaveFailed: def('key_save_failed', 500, 'Failed to create key, save of the new session failed'),
   productNotFound: def('product_not_found', 404, 'Product not found'),

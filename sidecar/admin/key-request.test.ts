@@ -59,6 +59,20 @@ describe('create-key request', () => {
     expect(refusal(body)).toContain(field);
   });
 
+  it.each([
+    ['an empty body', {}],
+    ['empty apply_policies and access_rights', { rate: 1, per: 1, apply_policies: [], access_rights: {} }],
+  ])('refuses a key that grants no API: %s', (_label, body) => {
+    expect(refusal(body)).toBe('Failed to create key, keys must have at least one Access Rights record set.');
+  });
+
+  it.each([
+    ['a policy', { apply_policies: ['gold'] }],
+    ['an access right', { access_rights: { pets: {} } }],
+  ])('accepts a key granted by %s alone', (_label, body) => {
+    expect(keySpecOf(body, hash)).toEqual({ ...body, key_hash: hash });
+  });
+
   it.each([[[]], [null], ['x'], [3]])('refuses a body that is not an object: %j', (body) => {
     expect(refusal(body)).toContain('expected object');
   });

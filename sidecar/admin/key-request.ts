@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { keySpecSchema, type KeySpec } from '../../crds/schemas/key.ts';
+import { AdminError, adminErrors } from './errors.ts';
 import { validBody } from './request.ts';
 
 /**
@@ -37,9 +38,14 @@ export const createKeyRequestSchema = z
 
 /**
  * The Key resource spec for a request: its fields and the hash, checked field by field
- * and then against the Key's cross-field rules (rate with per, threshold ≤ rate, …).
+ * and then against the Key's cross-field rules (rate with per, threshold ≤ rate, …). A
+ * key that grants no API (no access rights, no policies) would be refused on every call,
+ * so it is refused here instead of being stored.
  */
 export function keySpecOf(body: unknown, keyHash: string): KeySpec {
   const request = validBody(createKeyRequestSchema, body);
-  return validBody(keySpecSchema, { ...request, key_hash: keyHash });
+  const spec = validBody(keySpecSchema, { ...request, key_hash: keyHash });
+  const grantsNothing = Object.keys(spec.access_rights ?? {}).length === 0 && (spec.apply_policies ?? []).length === 0;
+  if (grantsNothing) throw new AdminError(adminErrors.keyWithoutAccess);
+  return spec;
 }

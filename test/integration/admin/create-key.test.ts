@@ -18,6 +18,37 @@ const responseFields = [
   'quota_renewal_rate', 'quota_renews', 'session_lifetime', 'smoothing', 'tags', 'throttle_interval', 'throttle_retry_limit',
 ];
 
+/** The types of SPEC §2.5's response `data` table (smoothing: the object of §2.2). */
+type FieldType = 'string' | 'integer' | 'number' | 'boolean' | 'any' | { array: FieldType } | { object: Record<string, FieldType> } | 'map';
+const str: FieldType = 'string';
+const int: FieldType = 'integer';
+const bool: FieldType = 'boolean';
+const recordTypes: Record<string, FieldType> = {
+  access_rights: 'map', alias: str, allowance: int, apply_policies: { array: str }, apply_policy_id: str,
+  basic_auth_data: { object: { hash_type: str, password: str, user: str } }, certificate: str, data_expires: int,
+  date_created: str, enable_detailed_recording: bool, expires: int, hmac_enabled: bool, hmac_string: str,
+  id_extractor_deadline: int, is_inactive: bool, jwt_data: { object: { secret: str } }, key_id: str, last_check: int,
+  last_updated: str, max_query_depth: int, meta_data: 'any', monitor: { object: { trigger_limits: { array: 'number' } } },
+  oauth_client_id: str, oauth_keys: 'map', org_id: str, per: int, rate: int, quota_max: int, quota_remaining: int,
+  quota_renewal_rate: int, quota_renews: int, session_lifetime: int,
+  smoothing: { object: { enabled: bool, threshold: int, step: int, trigger: 'number', delay: int } },
+  tags: { array: str }, throttle_interval: int, throttle_retry_limit: int,
+};
+
+/** Where `value` differs from `type` (an empty list: it matches). */
+function typeErrors(value: unknown, type: FieldType, at: string): string[] {
+  const isObject = typeof value === 'object' && value !== null && !Array.isArray(value);
+  if (type === 'any') return [];
+  if (type === 'integer') return Number.isInteger(value) ? [] : [`${at}: ${JSON.stringify(value)} is no integer`];
+  if (type === 'number' || type === 'string' || type === 'boolean') return typeof value === type ? [] : [`${at}: ${JSON.stringify(value)} is no ${type}`];
+  if (type === 'map') return isObject ? [] : [`${at}: ${JSON.stringify(value)} is no object`];
+  if ('array' in type) return Array.isArray(value) ? value.flatMap((item, i) => typeErrors(item, type.array, `${at}.${i}`)) : [`${at}: ${JSON.stringify(value)} is no array`];
+  if (!isObject) return [`${at}: ${JSON.stringify(value)} is no object`];
+  return Object.entries(type.object).flatMap(([field, fieldType]) => typeErrors((value as Record<string, unknown>)[field], fieldType, `${at}.${field}`));
+}
+
+const grantsPets = { access_rights: { pets: { api_name: 'Pets' } } };
+
 describe('POST /admin/org/keys on the API server and Redis', () => {
   let namespace: string;
   let redis: Redis;
@@ -96,9 +127,34 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     expect(key?.spec).toEqual({ ...request, key_hash: hash });
   });
 
+  it('answers every field of data with the key record\'s type: no null where the record has an object, number, boolean or string', async () => {
+    for (const request of [{ apply_policies: ['gold'] }, { ...grantsPets, rate: 5, per: 1, smoothing: { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 5 } }]) {
+      const res = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json(request) });
+      expect(res.status).toBe(200);
+      const { data } = res.json as { data: Record<string, unknown> };
+      expect(Object.keys(data).sort()).toEqual(Object.keys(recordTypes).sort());
+      for (const [field, type] of Object.entries(recordTypes)) {
+        expect(typeErrors(data[field], type, `data.${field}`)).toEqual([]);
+      }
+      expect(data.smoothing).toEqual('smoothing' in request ? request.smoothing : { enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 });
+    }
+  });
+
+  it('refuses a key with neither access rights nor policies, and writes no session and no Key', async () => {
+    const keysBefore = (await keysIn(namespace)).map((k) => k.metadata.name);
+    for (const request of [{}, { rate: 5, per: 1 }, { alias: 'nothing', apply_policies: [], access_rights: {} }]) {
+      const res = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json(request) });
+      expect(res.status).toBe(400);
+      expect(res.json).toEqual({ Status: 'Error', Message: 'Failed to create key, keys must have at least one Access Rights record set.', Meta: null });
+      expect(res.headers['x-gw-error-code']).toBe('key_without_access');
+    }
+    expect(await redis.dbsize()).toBe(0);
+    expect((await keysIn(namespace)).map((k) => k.metadata.name)).toEqual(keysBefore);
+  });
+
   it('gives every key a different raw key', async () => {
-    const a = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: '{}' });
-    const b = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: '{}' });
+    const a = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json(grantsPets) });
+    const b = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json(grantsPets) });
     expect([a.status, b.status]).toEqual([200, 200]);
     expect((a.json as { key_id: string }).key_id).not.toBe((b.json as { key_id: string }).key_id);
     expect(await redis.dbsize()).toBe(2);
@@ -147,14 +203,14 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     const server = await startAdmin(clusterDeps(ns, ownClient, { sessions: new RedisSessionStore(ownClient) }).deps);
     try {
       await own.stop();
-      const res = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ rate: 1, per: 1 }) });
+      const res = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ ...grantsPets, rate: 1, per: 1 }) });
       expect(res.status).toBe(500);
       expect(res.json).toEqual({ Status: 'Error', Message: 'Failed to create key, save of the new session failed', Meta: null });
       expect(await keysIn(ns)).toHaveLength(0);
 
       await own.start();
       await connected(ownClient);
-      const again = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ rate: 1, per: 1 }) });
+      const again = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ ...grantsPets, rate: 1, per: 1 }) });
       expect(again.status).toBe(200);
       expect(await ownClient.exists(sessionKey((again.json as { key_hash: string }).key_hash))).toBe(1);
       expect(await keysIn(ns)).toHaveLength(1);
@@ -169,7 +225,7 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     // Keys are written to a namespace that does not exist: the API server refuses the Key.
     const server = await startAdmin(clusterDeps(namespace, redis, { namespace: `${namespace}-missing` }).deps);
     try {
-      const res = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ alias: 'x' }) });
+      const res = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ ...grantsPets, alias: 'x' }) });
       expect(res.status).toBe(500);
       expect((res.json as { Message: string }).Message).toBe('Failed to create key, save of the new session failed');
       expect(await redis.dbsize()).toBe(0);

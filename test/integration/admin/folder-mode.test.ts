@@ -38,6 +38,8 @@ metadata:
   name: internal
 `;
 
+const threePerSecond = { rate: 3, per: 1, access_rights: { toys: { api_id: 'toys' } } };
+
 describe('admin operations on a --config folder (standalone)', () => {
   let dir: string;
   let redis: Redis;
@@ -71,7 +73,7 @@ describe('admin operations on a --config folder (standalone)', () => {
   });
 
   it('creates a key: its own Key file with the hash, the session in Redis, no raw key in the folder', async () => {
-    const res = await admin.call('POST', '/admin/org/keys', { headers: [['Admin-Auth', ADMIN_SECRET], jsonType], body: json({ rate: 3, per: 1 }) });
+    const res = await admin.call('POST', '/admin/org/keys', { headers: [['Admin-Auth', ADMIN_SECRET], jsonType], body: json(threePerSecond) });
     expect(res.status).toBe(200);
     const { key_id: rawKey, key_hash: hash, data } = res.json as { key_id: string; key_hash: string; data: { key_id: string } };
     const file = parse(await readFile(join(dir, `key-${data.key_id}.yaml`), 'utf8'));
@@ -79,10 +81,20 @@ describe('admin operations on a --config folder (standalone)', () => {
       apiVersion: 'gw.dev/v1alpha1',
       kind: 'Key',
       metadata: { name: data.key_id, namespace: 'default' },
-      spec: { rate: 3, per: 1, key_hash: hash },
+      spec: { ...threePerSecond, key_hash: hash },
     });
     expect(await redis.exists(sessionKey(hash))).toBe(1);
     expect(await folderText()).not.toContain(rawKey);
+  });
+
+  it('refuses a key that grants no API: 400, no Key file, no session', async () => {
+    const files = (await readdir(dir)).sort();
+    const sessions = await redis.dbsize();
+    const res = await admin.call('POST', '/admin/org/keys', { headers: [['Admin-Auth', ADMIN_SECRET], jsonType], body: json({ rate: 3, per: 1 }) });
+    expect(res.status).toBe(400);
+    expect(res.json).toEqual({ Status: 'Error', Message: 'Failed to create key, keys must have at least one Access Rights record set.', Meta: null });
+    expect((await readdir(dir)).sort()).toEqual(files);
+    expect(await redis.dbsize()).toBe(sessions);
   });
 
   it('tags a product in its file, once', async () => {
@@ -133,7 +145,7 @@ describe('admin operations on a --config folder (standalone)', () => {
     const before = await redis.dbsize();
     const missing = await startAdmin(clusterDeps('default', redis, { resources: new FolderResourceStore(join(dir, 'missing'), 'default') }).deps);
     try {
-      const res = await missing.call('POST', '/admin/org/keys', { headers: [['Admin-Auth', ADMIN_SECRET], jsonType], body: '{}' });
+      const res = await missing.call('POST', '/admin/org/keys', { headers: [['Admin-Auth', ADMIN_SECRET], jsonType], body: json(threePerSecond) });
       expect(res.status).toBe(500);
       expect(res.json).toEqual({ Status: 'Error', Message: 'Failed to create key, save of the new session failed', Meta: null });
       expect(await redis.dbsize()).toBe(before);
