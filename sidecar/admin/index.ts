@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, type Registry } from 'prom-client';
+import { refuseRestOfBody } from '../proxy/body-limit.ts';
 import { AdminError, adminErrors } from './errors.ts';
 import { sendError, sendJson, shapeOfPath } from './responses.ts';
 import { matchRoute, pathOf } from './router.ts';
@@ -44,6 +45,7 @@ export function createAdminHandler(deps: AdminDeps): (req: IncomingMessage, res:
     if (match.kind !== 'found') {
       const error = new AdminError(match.kind === 'none' ? adminErrors.routeNotFound : adminErrors.methodNotAllowed);
       counter?.inc({ operation: 'unknown', code: error.def.code });
+      refuseRestOfBody(req, res);
       sendError(res, shapeOfPath(path), error, match.kind === 'wrong-method' ? { allow: match.allow.join(', ') } : {});
       return;
     }
@@ -57,8 +59,9 @@ export function createAdminHandler(deps: AdminDeps): (req: IncomingMessage, res:
       counter?.inc({ operation: route.operation, code: error.def.code });
       const log = error.def.status >= 500 ? deps.logger.error.bind(deps.logger) : deps.logger.debug.bind(deps.logger);
       log({ operation: route.operation, code: error.def.code, err: error.cause ?? error }, 'admin request failed');
-      // A body left unread (too large, or never read after a refusal) must not be parsed as the next request.
-      sendError(res, route.shape, error, req.complete ? {} : { connection: 'close' });
+      // A body left unread (too large, or never read after a refusal) is drained so the client reads this answer.
+      refuseRestOfBody(req, res);
+      sendError(res, route.shape, error);
     }
   }
 

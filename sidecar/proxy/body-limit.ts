@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Transform, type TransformCallback } from 'node:stream';
 
 /** Raised when a streamed request body passes settings.max_request_body_bytes. */
@@ -37,9 +37,62 @@ export function limitedBody(req: IncomingMessage, maxBytes: number): Transform {
   return counter;
 }
 
-/** After a 413 the rest of the body is discarded and the connection closed, so an endless body cannot hold it. */
-export function refuseRestOfBody(req: IncomingMessage, res: { shouldKeepAlive: boolean }): void {
-  res.shouldKeepAlive = false;
+/**
+ * How much of a body answered early is read and thrown away. Past this many bytes reading
+ * on is not worth it: the connection is closed after the answer, which a client still
+ * sending may then lose.
+ */
+export const MAX_DISCARDED_BODY_BYTES = 64 * 1024 * 1024;
+
+type End = ServerResponse['end'];
+
+/**
+ * After an answer given before the body was read (413, 502, an admin refusal): the rest of
+ * the body is read and thrown away, up to `maxBytes`, and the exchange ends only then. A
+ * connection closed while its client is still sending is reset by the kernel, and the
+ * reset destroys the answer before the client has read it; Node closes the connection as
+ * soon as an exchange the client marked as its last (`Connection: close`) ends. So the
+ * answer is written at once, but `res.end()` takes effect once the body is in. On a
+ * keep-alive connection the next request then finds the connection clean.
+ */
+export function refuseRestOfBody(req: IncomingMessage, res: ServerResponse, maxBytes = MAX_DISCARDED_BODY_BYTES): void {
   req.unpipe();
+  if (req.complete) return;
+  if (declaredLengthExceeds(req, maxBytes)) {
+    res.shouldKeepAlive = false;
+    req.resume();
+    return;
+  }
+  const endExchange = res.end.bind(res) as () => ServerResponse;
+  let answered = false;
+  let bodyDone = false;
+  const endWhenBoth = (): void => {
+    if (answered && bodyDone) endExchange();
+  };
+  res.end = ((chunk?: unknown, encoding?: unknown, callback?: unknown) => {
+    const done = [chunk, encoding, callback].find((arg): arg is () => void => typeof arg === 'function');
+    if (done) res.once('finish', done);
+    if (chunk !== undefined && typeof chunk !== 'function') res.write(chunk as Buffer | string, typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8');
+    answered = true;
+    endWhenBoth();
+    return res;
+  }) as End;
+  const onBodyDone = (): void => {
+    if (bodyDone) return;
+    bodyDone = true;
+    endWhenBoth();
+  };
+  let discarded = 0;
+  const onData = (chunk: Buffer): void => {
+    discarded += chunk.length;
+    if (discarded <= maxBytes) return;
+    req.off('data', onData);
+    // Not read to its end, the body would otherwise keep this connection busy.
+    res.once('finish', () => req.socket.destroy());
+    onBodyDone();
+  };
+  req.on('data', onData);
+  req.once('end', onBodyDone);
+  req.once('close', onBodyDone);
   req.resume();
 }
