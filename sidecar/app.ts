@@ -22,7 +22,7 @@ import { createHealthHandler, type Readiness } from './health.ts';
 import { createLimitEngine } from './limits/engine.ts';
 import { StreamLimiters } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEventSink } from './limits/types.ts';
-import { drain, listen, urlOf } from './listen.ts';
+import { drain, listen, PROXY_OFF, urlOf } from './listen.ts';
 import { createSidecarMetrics, type SidecarMetrics } from './metrics.ts';
 import { HttpProxyForwarder } from './proxy/http-proxy-forwarder.ts';
 import { UndiciForwarder } from './proxy/undici-forwarder.ts';
@@ -76,6 +76,8 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
     config: { version: 1, settings, apis: [], policies: {} },
     redis,
     instanceId: options.instanceId,
+    // A gateway that proxies nothing takes no share of a DRL limit from those that do.
+    drlPeer: options.listen !== PROXY_OFF,
     events,
     logger,
     registry: metrics.registry,
@@ -192,14 +194,15 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   };
   try {
     const [proxyInfo, adminInfo, healthInfo] = await Promise.all([
-      listen(proxyServer, options.listen),
+      options.listen === PROXY_OFF ? undefined : listen(proxyServer, options.listen),
       listen(adminServer, options.adminListen),
       listen(healthServer, options.healthListen),
     ]);
     await runtime.start();
-    logger.info({ proxy: urlOf(proxyInfo), admin: urlOf(adminInfo), health: urlOf(healthInfo) }, 'gw-sidecar listening');
+    const proxyUrl = proxyInfo ? urlOf(proxyInfo) : PROXY_OFF;
+    logger.info({ proxy: proxyUrl, admin: urlOf(adminInfo), health: urlOf(healthInfo) }, 'gw-sidecar listening');
     return {
-      proxyUrl: urlOf(proxyInfo),
+      proxyUrl,
       adminUrl: urlOf(adminInfo),
       healthUrl: urlOf(healthInfo),
       runtime,

@@ -30,7 +30,7 @@ interface FlagSpec {
 
 const flags: Record<string, FlagSpec> = {
   config: { flag: 'config', env: 'GW_CONFIG_DIR', value: 'DIR', help: 'Folder of resource YAML (standalone mode); without it, config comes from Kubernetes.' },
-  listen: { flag: 'listen', env: 'GW_LISTEN', value: 'HOST:PORT', help: 'Proxy listener.', fallback: '0.0.0.0:8080' },
+  listen: { flag: 'listen', env: 'GW_LISTEN', value: 'HOST:PORT', help: 'Proxy listener; "off" for a gateway that serves only the admin operations (no proxy, no share of a DRL limit).', fallback: '0.0.0.0:8080' },
   'admin-listen': { flag: 'admin-listen', env: 'GW_ADMIN_LISTEN', value: 'HOST:PORT', help: 'Admin listener (SPEC §4 operations).', fallback: '0.0.0.0:8081' },
   'health-listen': { flag: 'health-listen', env: 'GW_HEALTH_LISTEN', value: 'HOST:PORT', help: '/healthz, /readyz and /metrics.', fallback: '0.0.0.0:8082' },
   'redis-url': { flag: 'redis-url', env: 'GW_REDIS_URL', value: 'URL', help: 'Redis for counters and sessions; without it, an in-memory store (one process).' },

@@ -17,6 +17,9 @@ export function listen(server: Server, address: string): Promise<AddressInfo> {
 export const urlOf = (info: AddressInfo): string =>
   `http://${info.family === 'IPv6' ? `[${info.address}]` : info.address}:${info.port}`;
 
+/** The proxy listener address of a gateway that serves only the admin operations. */
+export const PROXY_OFF = 'off';
+
 /** Stop accepting, let in-flight requests finish within `drainMs`, then cut what is left. */
 export function drain(server: Server, drainMs: number): Promise<void> {
   if (!server.listening) return Promise.resolve();

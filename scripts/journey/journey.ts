@@ -133,6 +133,7 @@ async function main(): Promise<void> {
   await step('delete an API through the admin Service: served until reload, gone after', () => deleteUntilReload(j));
   await step('kill the leader operator pod: the other replica takes over and reconciles a new ApiDefinition', () => leaderFailover(j));
   await step('helm upgrade keeps the generated secrets', () => upgradeKeepsSecrets(j));
+  await step('with the Distributed Rate Limiter, the two replicas split an API limit between them', () => drlSplit(j));
   if (!options['skip-uninstall']) {
     await step('helm uninstall leaves nothing but the CRDs', () => uninstall(j));
     await step('install with Redis persistence switched off, then uninstall', withoutPersistence);
@@ -321,7 +322,11 @@ async function leaderFailover(j: Journey): Promise<void> {
   await kubectl(['-n', RELEASE_NS, 'delete', 'pod', leaderPod.metadata.name, '--grace-period=0', '--force'], { allowFail: true });
   await kubectl(['apply', '-f', '-'], { input: JSON.stringify({
     apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'journey-api', namespace: APP_NS },
-    spec: { api_id: 'journey-api', name: 'Journey', use_keyless: true, proxy: { listen_path: '/journey/', target_url: 'http://127.0.0.1:9000', strip_listen_path: true } },
+    spec: {
+      api_id: 'journey-api', name: 'Journey', use_keyless: true,
+      proxy: { listen_path: '/journey/', target_url: 'http://127.0.0.1:9000', strip_listen_path: true },
+      global_rate_limit: { rate: DRL_RATE, per: 60 },
+    },
   }) });
   await eventually('journey-api Ready after the failover', 90_000, async () => {
     const r = await kubectl(['-n', APP_NS, 'wait', '--for=condition=Ready', 'apidefinition/journey-api', '--timeout=5s'], { allowFail: true });
@@ -332,6 +337,28 @@ async function leaderFailover(j: Journey): Promise<void> {
   for (const pod of j.pods) {
     await eventually(`${pod.metadata.name} serves journey-api`, 60_000, async () =>
       (await j.client.one({ url: `http://${pod.status.podIP}:8080/journey/hello` })).status === 200 ? true : undefined);
+  }
+}
+
+const DRL_RATE = 10;
+
+/**
+ * With the Distributed Rate Limiter each gateway enforces its share, rate / live gateways,
+ * on its own: 10 per 60 s over two replicas is 5 at each pod, whichever pod is asked first.
+ */
+async function drlSplit(j: Journey): Promise<void> {
+  await run('helm', ['upgrade', 'gw', join(ROOT, 'charts', 'gw'), '-n', RELEASE_NS, '--reuse-values', '--wait', '--timeout', '5m',
+    '--set', 'gateway.settings.enable_redis_rolling_limiter=false'], { timeoutMs: 320_000 });
+  await eventually('the compiled config carries the DRL setting', 120_000, async () => {
+    const cm = await kubectl(['-n', APP_NS, 'get', 'configmap', '-l', 'gw.dev/api-id', '-o', 'json'], { allowFail: true });
+    return cm.includes('journey-api') && !/enable_redis_rolling_limiter\\?"\s*:\s*true/.test(cm) ? true : undefined;
+  });
+  // The sidecars watch their ConfigMaps: give them a moment, then a fresh minute.
+  await sleep(5_000);
+  for (const pod of j.pods) {
+    const answers = await j.client.send({ url: `http://${pod.status.podIP}:8080/journey/drl`, count: 7 });
+    check(statuses(answers) === '200 200 200 200 200 429 429',
+      `${pod.metadata.name} answered ${statuses(answers)} for 7 requests; its DRL share of ${DRL_RATE} per 60 s over 2 gateways is 5`);
   }
 }
 
@@ -388,5 +415,7 @@ try {
   ]) {
     await kubectl(args, { allowFail: true }).then((o) => process.stderr.write(`\n$ kubectl ${args.join(' ')}\n${o}`));
   }
+  // Last again, so whoever reads only the end of the output sees why.
+  process.stderr.write(`\nJOURNEY FAILED: ${(err as Error).message}\n`);
   process.exitCode = 1;
 }

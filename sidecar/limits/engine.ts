@@ -29,8 +29,13 @@ export interface LimitEngineOptions {
    * Redis read Redis's clock instead, so gateways whose clocks disagree share one window.
    */
   now?: () => number;
-  /** DRL heartbeat period (DESIGN §7: about 2 s). */
+  /** DRL heartbeat period (about 2 s). */
   heartbeatIntervalMs?: number;
+  /**
+   * Whether this gateway takes proxied traffic and so a share of every DRL limit (default
+   * true). An admin-only gateway is no peer: counting it would shrink every other share.
+   */
+  drlPeer?: boolean;
 }
 
 const bucketSweepMs = 10_000;
@@ -79,7 +84,7 @@ class Engine implements LimitEngine {
     this.#store = options.redis
       ? new RedisLimitStore(options.redis, options.instanceId, onError)
       : new MemoryLimitStore(this.#now);
-    this.#heartbeat = options.redis
+    this.#heartbeat = options.redis && options.drlPeer !== false
       ? new GatewayHeartbeat({
           redis: options.redis,
           instanceId: options.instanceId,

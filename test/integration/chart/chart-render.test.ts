@@ -198,7 +198,8 @@ describe('helm template with default values', () => {
     const admin = findObject(objects, 'Deployment', 'gw-admin');
     const env = containerEnv(admin);
     expect(admin.spec.template.spec.containers[0].image).toBe('gw-sidecar:0.1.0');
-    expect(envValue(env, 'GW_LISTEN').value).toBe('127.0.0.1:8080');
+    // No proxy listener: the admin gateway takes no share of the DRL limits.
+    expect(envValue(env, 'GW_LISTEN').value).toBe('off');
     expect(envValue(env, 'GW_ADMIN_LISTEN').value).toBe('0.0.0.0:8081');
     expect(envValue(env, 'GW_NAMESPACE').value).toBe(ns);
     expect(envValue(env, 'GW_ADMIN_SECRET').valueFrom?.secretKeyRef).toEqual({ name: 'gw-auth', key: 'admin-secret' });
