@@ -90,6 +90,77 @@ describe('FolderResourceStore', () => {
     expect(parse(text).spec.tags).toEqual([{ Name: 'existing' }, { Name: 'new' }]);
   });
 
+  describe('keeps the user\'s formatting on round trips', () => {
+    // Flow maps with and without inner spaces, comments, blank lines, 4-space indentation,
+    // quoting and a long line: each kept as written.
+    const styled = `# The shop, by hand.
+
+apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: {name: au,   namespace: shop}    # odd spacing stays
+
+spec: {api_id: au, use_keyless: true, proxy: {listen_path: /au/, target_url: 'http://127.0.0.1:9000'}}
+---
+# the product
+apiVersion: gw.dev/v1alpha1
+kind: PortalProduct
+metadata: {name: starter}
+spec:
+    id: prod-s # its id
+
+    tags: [{Name: existing}]
+    notes:
+        - "first"
+        - second, with a very long line that goes on well past eighty columns and must not be folded
+---
+apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: zoo }   # padded flow map
+
+spec: { api_id: zoo, categories: [ animals ] }
+`;
+
+    beforeEach(async () => {
+      await writeFile(join(dir, 'styled.yaml'), styled);
+    });
+
+    it('deleting a document leaves every other one byte for byte', async () => {
+      const [, product, pets] = styled.split(/(?=^---$)/m);
+      expect(await store.deleteApi('au')).toBe(true);
+      expect(await readFile(join(dir, 'styled.yaml'), 'utf8')).toBe(`${product}${pets}`);
+      expect(await store.deleteApi('zoo')).toBe(true);
+      expect(await readFile(join(dir, 'styled.yaml'), 'utf8')).toBe(product);
+    });
+
+    it('tagging a product changes only its tags, in the style of its document', async () => {
+      expect(await store.addProductTag('prod-s', 'new')).toBe('added');
+      expect(await readFile(join(dir, 'styled.yaml'), 'utf8')).toBe(styled.replace('tags: [{Name: existing}]', 'tags: [{Name: existing}, {Name: new}]'));
+    });
+
+    it('tagging in a padded style or under a flush block sequence keeps that style', async () => {
+      const padded = `apiVersion: gw.dev/v1alpha1
+kind: PortalProduct
+metadata: { name: padded }
+spec: { id: prod-p, tags: [ { Name: a } ] }
+`;
+      const block = `apiVersion: gw.dev/v1alpha1
+kind: PortalProduct
+metadata:
+  name: block
+spec:
+  id: prod-b
+  tags:
+  - Name: a # first
+`;
+      await writeFile(join(dir, 'padded.yaml'), padded);
+      await writeFile(join(dir, 'block.yaml'), block);
+      await store.addProductTag('prod-p', 'b');
+      await store.addProductTag('prod-b', 'b');
+      expect(await readFile(join(dir, 'padded.yaml'), 'utf8')).toBe(padded.replace('[ { Name: a } ]', '[ { Name: a }, { Name: b } ]'));
+      expect(await readFile(join(dir, 'block.yaml'), 'utf8')).toBe(`${block}  - Name: b\n`);
+    });
+  });
+
   it('serialises concurrent tag writes so none is lost', async () => {
     await Promise.all(['a', 'b', 'c', 'd'].map((tag) => store.addProductTag('prod-1', tag)));
     const tags = (parse(await readFile(join(dir, 'product.yml'), 'utf8')).spec.tags as { Name: string }[]).map((t) => t.Name);

@@ -69,7 +69,7 @@ export class FolderResourceStore implements ResourceStore {
       const tags = doc.getIn(['spec', 'tags'], true);
       if (isSeq(tags)) tags.add(doc.createNode({ Name: tag }));
       else doc.setIn(['spec', 'tags'], doc.createNode([{ Name: tag }]));
-      await saveFile(found.file, found.file.docs);
+      await saveFile(found.file, found.file.docs, new Set([doc]));
       return 'added';
     });
   }

@@ -1,19 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { link, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { type Document, parseAllDocuments } from 'yaml';
+import { type Document, parseAllDocuments, type ToStringOptions } from 'yaml';
 import { apiVersion } from '../../crds/kinds.ts';
 
 /**
  * A folder of resource YAML (`--config DIR`) as documents: every `*.yaml` / `*.yml` file
  * directly in the folder, each possibly holding several `---`-separated documents.
- * Edits go through the yaml Document model so comments and layout the user wrote survive,
- * and files are replaced atomically (write beside, then rename) so a watcher never reads
- * half a file.
+ * Writes keep what the user wrote: a document an edit does not touch keeps its text byte
+ * for byte, and an edited one goes through the yaml Document model (comments, blank lines,
+ * quoting) written in the style its source uses. Files are replaced atomically (write
+ * beside, then rename) so a watcher never reads half a file.
  */
 
 export interface YamlFile {
   path: string;
+  /** The file as read: unedited documents are written back from it. */
+  text: string;
   docs: Document.Parsed[];
 }
 
@@ -30,7 +33,8 @@ export async function readFolder(dir: string): Promise<YamlFile[]> {
   return Promise.all(
     names.map(async (name) => {
       const path = join(dir, name);
-      return { path, docs: [...parseAllDocuments(await readFile(path, 'utf8'))] };
+      const text = await readFile(path, 'utf8');
+      return { path, text, docs: [...parseAllDocuments(text)] };
     }),
   );
 }
@@ -73,10 +77,59 @@ async function writeAtomically(path: string, text: string, mode: 'replace' | 'cr
 }
 
 /**
- * Writes a file's documents back. A file holding a document that did not parse is never
- * rewritten: serialising it could lose what the user meant.
+ * The source text of each document of a file, the comments and blank lines before it
+ * included, and what follows the last one; joined, they are the file.
  */
-export async function saveFile(file: YamlFile, docs: readonly Document.Parsed[]): Promise<void> {
+function documentTexts(file: YamlFile): { texts: string[]; tail: string } {
+  let start = 0;
+  const texts = file.docs.map((doc) => {
+    const end = doc.range[2];
+    const text = file.text.slice(start, end);
+    start = end;
+    return text;
+  });
+  return { texts, tail: file.text.slice(start) };
+}
+
+/** How many lines use each variant, the more common one winning (ties: the first). */
+const moreCommon = <T>(a: [T, number], b: [T, number]): T => (b[1] > a[1] ? b[0] : a[0]);
+
+/**
+ * The layout a document's source uses, so that writing it back changes only what was
+ * edited: indentation width, whether a block sequence is indented under its key, spaces
+ * inside flow collections (`{ a: 1 }` or `{a: 1}`), and no folding of long lines.
+ */
+export function styleOf(source: string): ToStringOptions {
+  const lines = source.split('\n').filter((line) => line.trim() !== '' && !line.trimStart().startsWith('#'));
+  const indents = lines.map((line) => line.length - line.trimStart().length).filter((n) => n > 0);
+  let seqIndented = 0;
+  let seqFlush = 0;
+  lines.forEach((line, i) => {
+    const key = /^(\s*)[^\s#-][^#]*:\s*(#.*)?$/.exec(lines[i - 1] ?? '');
+    const item = /^(\s*)- /.exec(line);
+    if (!key || !item) return;
+    if (item[1]!.length > key[1]!.length) seqIndented += 1;
+    else if (item[1]!.length === key[1]!.length) seqFlush += 1;
+  });
+  // Flow collections open after a key, an item, another collection or a line start; empty ones say nothing.
+  const openings = [...source.matchAll(/(?:^|[:,[{-])\s*[[{]( ?)([^\s\]}])/gm)];
+  const padded = openings.filter((m) => m[1] === ' ').length;
+  const tight = openings.length - padded;
+  return {
+    indent: indents.length > 0 ? Math.min(...indents) : 2,
+    indentSeq: moreCommon([true, seqIndented], [false, seqFlush]),
+    flowCollectionPadding: moreCommon([true, padded], [false, tight]),
+    lineWidth: 0,
+  };
+}
+
+/**
+ * Writes a file back as `docs` (its documents, some perhaps left out). Documents not in
+ * `edited` are written from the file's own text; edited ones are serialised in their
+ * source's style. A file holding a document that did not parse is never rewritten:
+ * serialising it could lose what the user meant.
+ */
+export async function saveFile(file: YamlFile, docs: readonly Document.Parsed[], edited: ReadonlySet<Document.Parsed> = new Set()): Promise<void> {
   if (file.docs.some((doc) => doc.errors.length > 0)) {
     throw new Error(`${file.path} holds a YAML document that does not parse; not rewriting it`);
   }
@@ -84,7 +137,12 @@ export async function saveFile(file: YamlFile, docs: readonly Document.Parsed[])
     await unlink(file.path);
     return;
   }
-  await writeAtomically(file.path, docs.map(String).join(''), 'replace');
+  const { texts, tail } = documentTexts(file);
+  const written = docs.map((doc) => {
+    const source = texts[file.docs.indexOf(doc)] ?? '';
+    return edited.has(doc) ? doc.toString(styleOf(source)) : source;
+  });
+  await writeAtomically(file.path, written.join('') + tail, 'replace');
 }
 
 /** A new file; fails when one of that name exists. */
