@@ -108,7 +108,7 @@ spec: { api_id: uploads, use_keyless: true, proxy: { listen_path: /uploads/, tar
       const files = await readdir(dir);
       const upstreamBefore = upstreamRequests;
       const base = listener === 'admin' ? sidecar.adminUrl : sidecar.proxyUrl;
-      const headers = listener === 'admin' ? { 'admin-auth': adminSecret, 'content-type': 'application/json' } : { 'content-type': 'application/octet-stream' };
+      const headers: Record<string, string> = listener === 'admin' ? { 'admin-auth': adminSecret, 'content-type': 'application/json' } : { 'content-type': 'application/octet-stream' };
       const outcomes: Outcome[] = [];
       for (let i = 0; i < TRIES; i++) outcomes.push(await post(`${base}${target.path}`, headers, target.size, framing, connection));
       expect(outcomes.filter((o) => o.error !== null).map((o) => o.error)).toEqual([]);
