@@ -1,10 +1,11 @@
 /**
  * Single-layer OCI image archives (oci-layout, index.json, blobs) that `ctr images import`
  * and `docker load` accept, written with no Docker and no registry. Entries are sorted and
- * carry mtime 0, so the same inputs give the same digests.
+ * carry mtime 0, so the same inputs give the same digests, and an archive that already
+ * holds the image is not written again.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
 
 export type LayerEntry =
@@ -13,7 +14,7 @@ export type LayerEntry =
   | { type: 'symlink'; path: string; target: string };
 
 export interface ImageConfig {
-  /** Full reference, e.g. docker.io/library/gw-sidecar:0.1.0, as a runtime resolves it. */
+  /** The image's name, e.g. gw-sidecar:0.1.0; archives carry its full reference. */
   name: string;
   user: string;
   entrypoint?: string[];
@@ -24,13 +25,20 @@ export interface ImageConfig {
 }
 
 export interface WrittenImage {
+  /** The full reference the archive carries, as `ctr images ls` shows it after import. */
   name: string;
   path: string;
   manifestDigest: string;
   bytes: number;
+  /** The archive was already up to date and was left as it was. */
+  reused: boolean;
 }
 
 const BLOCK = 512;
+const MANIFEST_TYPE = 'application/vnd.oci.image.manifest.v1+json';
+const CONFIG_TYPE = 'application/vnd.oci.image.config.v1+json';
+const LAYER_TYPE = 'application/vnd.oci.image.layer.v1.tar+gzip';
+const NAME_ANNOTATION = 'io.containerd.image.name';
 
 function octal(value: number, width: number): string {
   return `${value.toString(8).padStart(width - 1, '0')}\0`;
@@ -40,7 +48,7 @@ function paxRecord(key: string, value: string): string {
   // The length prefix counts itself, so find the fixed point.
   const body = ` ${key}=${value}\n`;
   let length = Buffer.byteLength(body) + 1;
-  while (`${length}${body}`.length !== length) length = Buffer.byteLength(`${length}${body}`);
+  while (Buffer.byteLength(`${length}${body}`) !== length) length = Buffer.byteLength(`${length}${body}`);
   return `${length}${body}`;
 }
 
@@ -99,11 +107,20 @@ export function tarLayer(entries: LayerEntry[]): Buffer {
 
 const sha256 = (data: Buffer): string => `sha256:${createHash('sha256').update(data).digest('hex')}`;
 
-/** Writes the archive of one image whose filesystem is `entries`. */
-export function writeImage(path: string, config: ImageConfig, entries: LayerEntry[]): WrittenImage {
-  const layer = tarLayer(entries);
-  const layerGz = gzipSync(layer, { level: 6 });
-  const imageConfig = Buffer.from(JSON.stringify({
+/**
+ * The reference a CRI runtime resolves a pod's `image:` to, which is the name the archive
+ * must carry: `gw-sidecar:0.1.0` is docker.io/library/gw-sidecar:0.1.0, `localhost/pause:1`
+ * stays as it is; no tag means `latest`.
+ */
+export function fullReference(name: string): string {
+  const [first = '', ...rest] = name.split('/');
+  const hasDomain = rest.length > 0 && (first.includes('.') || first.includes(':') || first === 'localhost');
+  const path = hasDomain ? name : `docker.io/${rest.length === 0 ? 'library/' : ''}${name}`;
+  return path.slice(path.lastIndexOf('/') + 1).includes(':') ? path : `${path}:latest`;
+}
+
+function configBlob(config: ImageConfig, diffId: string): Buffer {
+  return Buffer.from(JSON.stringify({
     architecture: 'amd64',
     os: 'linux',
     created: '1970-01-01T00:00:00Z',
@@ -115,22 +132,50 @@ export function writeImage(path: string, config: ImageConfig, entries: LayerEntr
       WorkingDir: config.workingDir,
       ExposedPorts: Object.fromEntries((config.exposedPorts ?? []).map((p) => [`${p}/tcp`, {}])),
     },
-    rootfs: { type: 'layers', diff_ids: [sha256(layer)] },
+    rootfs: { type: 'layers', diff_ids: [diffId] },
   }));
+}
+
+/**
+ * The archive already at `path` when it holds this very image: the config names the
+ * uncompressed layer's digest, so an equal config and name mean equal content, and the
+ * costly compression is skipped.
+ */
+function upToDate(path: string, name: string, imageConfig: Buffer): WrittenImage | undefined {
+  if (!existsSync(path)) return undefined;
+  try {
+    const image = readImage(path);
+    if (image.name !== name || !image.configBlob.equals(imageConfig)) return undefined;
+    return { name, path, manifestDigest: image.manifestDigest, bytes: statSync(path).size, reused: true };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Writes the archive of one image whose filesystem is `entries` (`config.name` taken as a
+ * full reference), unless the archive at `path` already holds it.
+ */
+export function writeImage(path: string, config: ImageConfig, entries: LayerEntry[]): WrittenImage {
+  const name = fullReference(config.name);
+  const layer = tarLayer(entries);
+  const imageConfig = configBlob(config, sha256(layer));
+  const existing = upToDate(path, name, imageConfig);
+  if (existing) return existing;
+  const layerGz = gzipSync(layer, { level: 6 });
   const manifest = Buffer.from(JSON.stringify({
     schemaVersion: 2,
-    mediaType: 'application/vnd.oci.image.manifest.v1+json',
-    config: { mediaType: 'application/vnd.oci.image.config.v1+json', digest: sha256(imageConfig), size: imageConfig.length },
-    layers: [{ mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: sha256(layerGz), size: layerGz.length }],
+    mediaType: MANIFEST_TYPE,
+    config: { mediaType: CONFIG_TYPE, digest: sha256(imageConfig), size: imageConfig.length },
+    layers: [{ mediaType: LAYER_TYPE, digest: sha256(layerGz), size: layerGz.length }],
   }));
-  const tag = config.name.slice(config.name.lastIndexOf(':') + 1);
   const index = Buffer.from(JSON.stringify({
     schemaVersion: 2,
     manifests: [{
-      mediaType: 'application/vnd.oci.image.manifest.v1+json',
+      mediaType: MANIFEST_TYPE,
       digest: sha256(manifest),
       size: manifest.length,
-      annotations: { 'io.containerd.image.name': config.name, 'org.opencontainers.image.ref.name': tag },
+      annotations: { [NAME_ANNOTATION]: name, 'org.opencontainers.image.ref.name': name.slice(name.lastIndexOf(':') + 1) },
       platform: { architecture: 'amd64', os: 'linux' },
     }],
   }));
@@ -144,14 +189,28 @@ export function writeImage(path: string, config: ImageConfig, entries: LayerEntr
     blob(manifest),
     blob(layerGz),
   ]);
-  writeFileSync(path, archive);
-  return { name: config.name, path, manifestDigest: sha256(manifest), bytes: archive.length };
+  // A run stopped halfway leaves no archive that looks complete.
+  const partial = `${path}.partial`;
+  writeFileSync(partial, archive);
+  renameSync(partial, path);
+  return { name, path, manifestDigest: sha256(manifest), bytes: archive.length, reused: false };
 }
 
-/** Reads back an archive's index, manifest, config and layer (for tests and checks). */
-export function readImage(path: string): { index: unknown; manifest: { layers: Array<{ digest: string }>; config: { digest: string } }; config: { config: Record<string, unknown> }; layer: Buffer } {
+export interface ReadImage {
+  /** The `io.containerd.image.name` the archive carries. */
+  name: string;
+  manifestDigest: string;
+  index: { schemaVersion: number; manifests: Array<{ mediaType: string; digest: string; size: number; annotations?: Record<string, string> }> };
+  manifest: { schemaVersion: number; mediaType: string; config: { mediaType: string; digest: string; size: number }; layers: Array<{ mediaType: string; digest: string; size: number }> };
+  config: { architecture: string; os: string; config: Record<string, unknown>; rootfs: { type: string; diff_ids: string[] } };
+  configBlob: Buffer;
+  /** The compressed layer. */
+  layer: Buffer;
+}
+
+/** The entries of a tar whose names fit its headers (an archive of ours: blobs and two files). */
+function tarFiles(tar: Buffer): Map<string, Buffer> {
   const files = new Map<string, Buffer>();
-  const tar = readFileSync(path);
   for (let at = 0; at + BLOCK <= tar.length;) {
     const h = tar.subarray(at, at + BLOCK);
     if (h.every((b) => b === 0)) break;
@@ -160,13 +219,30 @@ export function readImage(path: string): { index: unknown; manifest: { layers: A
     files.set(name, tar.subarray(at + BLOCK, at + BLOCK + size));
     at += BLOCK + Math.ceil(size / BLOCK) * BLOCK;
   }
-  const blob = (digest: string): Buffer => {
-    const data = files.get(`blobs/sha256/${digest.slice(7)}`);
-    if (!data) throw new Error(`${path}: blob ${digest} missing`);
+  return files;
+}
+
+/** Reads back an archive's first image, checking every blob against its digest and size. */
+export function readImage(path: string): ReadImage {
+  const files = tarFiles(readFileSync(path));
+  const blob = (ref: { digest: string; size: number } | undefined): Buffer => {
+    const data = ref && files.get(`blobs/sha256/${ref.digest.replace(/^sha256:/, '')}`);
+    if (!ref || !data) throw new Error(`${path}: blob ${ref?.digest ?? '(none)'} missing`);
+    if (data.length !== ref.size || sha256(data) !== ref.digest) throw new Error(`${path}: blob ${ref.digest} does not match its digest or size`);
     return data;
   };
-  const index = JSON.parse((files.get('index.json') ?? Buffer.from('{}')).toString()) as { manifests: Array<{ digest: string }> };
-  const manifest = JSON.parse(blob(index.manifests[0]?.digest ?? '').toString()) as { layers: Array<{ digest: string }>; config: { digest: string } };
-  const config = JSON.parse(blob(manifest.config.digest).toString()) as { config: Record<string, unknown> };
-  return { index, manifest, config, layer: blob(manifest.layers[0]?.digest ?? '') };
+  if (files.get('oci-layout')?.toString() !== '{"imageLayoutVersion":"1.0.0"}') throw new Error(`${path}: no oci-layout file`);
+  const index = JSON.parse(files.get('index.json')?.toString() ?? '{}') as ReadImage['index'];
+  const entry = index.manifests?.[0];
+  const manifest = JSON.parse(blob(entry).toString()) as ReadImage['manifest'];
+  const configBlob = blob(manifest.config);
+  return {
+    name: entry?.annotations?.[NAME_ANNOTATION] ?? '',
+    manifestDigest: entry?.digest ?? '',
+    index,
+    manifest,
+    config: JSON.parse(configBlob.toString()) as ReadImage['config'],
+    configBlob,
+    layer: blob(manifest.layers[0]),
+  };
 }
