@@ -1,82 +1,221 @@
 /**
- * `npm run images` on this machine: what goes into each archive, and that each image's
- * program starts from its own root filesystem (chroot), so no library is missing.
+ * `npm run images` and the test-bed images on this machine: each archive is a valid OCI
+ * image with the Dockerfile's config, holds exactly what it should, and its program runs
+ * from the image alone, as its user, on a read-only root (so no library, file or
+ * permission is missing).
  */
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildImages, IMAGE_RUNTIME, ROOT } from '../../../scripts/images/build.ts';
-import { readImage } from '../../../scripts/images/oci.ts';
+import { buildImages, DEFAULT_OUT, IMAGE_RUNTIME, PATH_ENV, PRODUCT_IMAGES, ROOT } from '../../../scripts/images/build.ts';
+import { sharedLibraries } from '../../../scripts/images/rootfs.ts';
+import { buildImageFromBinary, pauseImage, toolsImage } from '../../../scripts/images/test-bed.ts';
+import { ensureDebianPackages } from '../../harness/install-debian.ts';
 import { ensureRedisServer } from '../../harness/install-redis.ts';
+import { freePort } from '../../harness/ports.ts';
+import { extractImage, runImage, runImageToEnd, type ExtractedImage } from './image-run.ts';
 
-interface Listed {
-  path: string;
-  mode: string;
-  owner: string;
+const TAG = 'images-test';
+const sha256 = (data: Buffer): string => `sha256:${createHash('sha256').update(data).digest('hex')}`;
+
+/** Locked packages by where npm puts them (node_modules/…), production or dev-only. */
+function lockedPackages(): { production: string[]; devOnly: string[] } {
+  const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean; optional?: boolean }> };
+  const installed = Object.entries(lock.packages).filter(([path]) => path.startsWith('node_modules/'));
+  return {
+    production: installed.filter(([, p]) => !p.dev && !p.optional).map(([path]) => path),
+    devOnly: installed.filter(([, p]) => p.dev).map(([path]) => path),
+  };
+}
+
+async function waitFor200(url: string, child: ReturnType<typeof runImage>, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline && child.exitCode === null) {
+    const ok = await fetch(url).then((r) => r.ok, () => false);
+    if (ok) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`${url} did not answer 200 within ${timeoutMs} ms (exit code ${child.exitCode})`);
+}
+
+async function stop(child: ReturnType<typeof runImage>): Promise<number | null> {
+  if (child.exitCode !== null) return child.exitCode;
+  const closed = once(child, 'close');
+  child.kill('SIGTERM');
+  const [code] = (await closed) as [number | null];
+  return code;
 }
 
 describe('npm run images', () => {
   const dir = mkdtempSync(join(tmpdir(), 'gw-images-'));
-  const rootfs: Record<string, string> = {};
-  const listing: Record<string, Listed[]> = {};
+  const images: Record<string, ExtractedImage> = {};
+  const image = (name: string): ExtractedImage => images[name] as ExtractedImage;
+  const stderrOf = (child: ReturnType<typeof runImage>): (() => string) => {
+    let text = '';
+    child.stderr?.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+    return () => text;
+  };
 
   beforeAll(async () => {
     await ensureRedisServer();
-    // The production node_modules cache of the checkout's own `npm run images` is reused.
-    const written = buildImages({ out: join(ROOT, 'dist', 'images'), tag: 'test', images: ['operator', 'sidecar', 'redis'] });
-    for (const image of written) {
-      const name = /gw-(\w+):/.exec(image.name)?.[1] as string;
-      const layer = join(dir, `${name}.tar.gz`);
-      writeFileSync(layer, readImage(image.path).layer);
-      rootfs[name] = join(dir, name);
-      mkdirSync(rootfs[name]);
-      execFileSync('tar', ['-xzf', layer, '-C', rootfs[name]]);
-      listing[name] = execFileSync('tar', ['-tvzf', layer], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 }).trim().split('\n').map((line) => {
-        const [mode = '', owner = '', , , , ...rest] = line.split(/\s+/);
-        return { mode, owner, path: rest.join(' ').replace(/ -> .*$/, '') };
-      });
-      rmSync(image.path);
+    await ensureDebianPackages({ step: 'install-busybox-static', packages: ['busybox-static'], provides: ['/bin/busybox'] });
+    // Archives go to a folder of this test; the production node_modules and the stripped
+    // Node binary come from the checkout's own cache, filled once by `npm run images`.
+    const out = join(dir, 'out');
+    const written = [
+      ...buildImages({ out, tag: TAG, images: PRODUCT_IMAGES, cacheDir: join(DEFAULT_OUT, '.cache') }),
+      pauseImage(out),
+      toolsImage(out),
+      buildImageFromBinary('localhost/openssl:test', '/usr/bin/openssl', { out, entrypoint: ['/openssl'], cmd: ['version'] }),
+    ];
+    for (const w of written) {
+      const name = /\/([\w-]+):/.exec(w.name)?.[1] as string;
+      images[name] = extractImage(w.path, join(dir, name));
     }
-  }, 300_000);
+  }, 600_000);
 
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it.each(['operator', 'sidecar'])('%s: Node 24 and the app start from the image alone', (image) => {
-    const root = rootfs[image] as string;
-    expect(execFileSync('chroot', [root, '/usr/local/bin/node', '--version'], { encoding: 'utf8' })).toMatch(/^v24\./);
-    // The production modules resolve from /app, as the entrypoint will.
-    const probe = [
-      "const { createRequire } = await import('node:module');",
-      "const resolve = createRequire('/app/package.json').resolve;",
-      "for (const m of ['ioredis', 'zod', 'pino', '@kubernetes/client-node']) await import(resolve(m));",
-      "console.log('ok');",
+  describe('archives', () => {
+    it.each(['gw-operator', 'gw-sidecar', 'gw-redis', 'pause', 'gw-tools', 'openssl'])('%s: a valid one-layer OCI image named for containerd', (name) => {
+      const { archive } = image(name);
+      expect(archive.index.manifests).toHaveLength(1);
+      expect(archive.index.manifests[0]?.mediaType).toBe('application/vnd.oci.image.manifest.v1+json');
+      expect(archive.name).toMatch(new RegExp(`^(docker\\.io/library|localhost)/${name}:[\\w.-]+$`));
+      expect(archive.manifest).toMatchObject({ schemaVersion: 2, config: { mediaType: 'application/vnd.oci.image.config.v1+json' } });
+      expect(archive.manifest.layers.map((l) => l.mediaType)).toEqual(['application/vnd.oci.image.layer.v1.tar+gzip']);
+      expect(archive.config).toMatchObject({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: [sha256(gunzipSync(archive.layer))] } });
+    });
+
+    it.each(PRODUCT_IMAGES)('gw-%s: the Dockerfile\'s user, entrypoint, command, environment and working directory', (name) => {
+      const { archive } = image(`gw-${name}`);
+      const runtime = IMAGE_RUNTIME[name];
+      expect(archive.name).toBe(`docker.io/library/gw-${name}:${TAG}`);
+      expect(archive.config.config).toEqual({
+        User: runtime.user,
+        Entrypoint: runtime.entrypoint ?? null,
+        Cmd: runtime.cmd ?? null,
+        Env: [PATH_ENV, ...runtime.env],
+        WorkingDir: runtime.workingDir,
+        ExposedPorts: Object.fromEntries(runtime.ports.map((p) => [`${p}/tcp`, {}])),
+      });
+    });
+  });
+
+  describe.each(['operator', 'sidecar'])('gw-%s contents', (name) => {
+    const paths = (): string[] => image(`gw-${name}`).listing.map((e) => e.path);
+
+    it('Node at /usr/local/bin/node with every library ldd names', () => {
+      const libs = sharedLibraries(realpathSync(join(ROOT, 'node_modules', 'node', 'bin', 'node')));
+      expect(libs.length).toBeGreaterThan(3);
+      expect(paths()).toEqual(expect.arrayContaining(['usr/local/bin/node', ...libs.map((l) => l.slice(1))]));
+    });
+
+    it('its sources and none of the other image\'s, without tests', () => {
+      expect(paths()).toEqual(expect.arrayContaining([`app/${name}/main.ts`, 'app/package.json', 'app/common/', 'app/crds/']));
+      expect(paths().some((p) => p.startsWith(`app/${name === 'operator' ? 'sidecar' : 'operator'}/`))).toBe(false);
+      expect(paths().filter((p) => p.endsWith('.test.ts'))).toEqual([]);
+    });
+
+    it('exactly the locked production packages in node_modules', () => {
+      const { production, devOnly } = lockedPackages();
+      const modules = new Set(paths().filter((p) => p.startsWith('app/node_modules/')).map((p) => p.slice(4).replace(/\/$/, '')));
+      expect(production).toEqual(expect.arrayContaining(['node_modules/ioredis', 'node_modules/zod', 'node_modules/@kubernetes/client-node']));
+      expect(production.filter((p) => !modules.has(p))).toEqual([]);
+      expect(devOnly.filter((p) => modules.has(p))).toEqual([]);
+      expect(devOnly).toEqual(expect.arrayContaining(['node_modules/vitest', 'node_modules/typescript']));
+    });
+
+    it('everything owned by root and read-only to the process user, but /tmp', () => {
+      const writable = image(`gw-${name}`).listing.filter((e) => e.path !== 'tmp/' && !e.mode.startsWith('l') && (e.owner !== '0/0' || e.mode[5] === 'w' || e.mode[8] === 'w'));
+      expect(writable).toEqual([]);
+    });
+  });
+
+  it('gw-sidecar: the entrypoint serves, as 65532 on a read-only root, the examples as its folder config', async () => {
+    const [proxy, admin, health] = [await freePort(), await freePort(), await freePort()];
+    const sidecar = runImage(image('gw-sidecar'), {
+      tmpFiles: [[join(ROOT, 'examples'), 'config']],
+      env: { GW_CONFIG_DIR: '/tmp/config', GW_LISTEN: `127.0.0.1:${proxy}`, GW_ADMIN_LISTEN: `127.0.0.1:${admin}`, GW_HEALTH_LISTEN: `127.0.0.1:${health}` },
+    });
+    const stderr = stderrOf(sidecar);
+    try {
+      await waitFor200(`http://127.0.0.1:${health}/readyz`, sidecar).catch((err: Error) => {
+        throw new Error(`${err.message}\n${stderr()}`);
+      });
+    } finally {
+      expect(await stop(sidecar)).toBe(0);
+    }
+  });
+
+  it('gw-operator: the entrypoint starts, and the webhook\'s certificates are issued with the image\'s openssl in /tmp', async () => {
+    const help = await runImageToEnd(image('gw-operator'), { args: ['--help'] });
+    expect(help, help.stderr).toMatchObject({ code: 0, stdout: expect.stringContaining('--kubeconfig') });
+    const issue = [
+      "const certs = await import('/app/operator/webhook/certs.ts');",
+      "const pki = await certs.issueServing(await certs.issueCa(), { dns: ['gw-webhook.gw-system.svc'], ips: [] });",
+      "console.log(new (await import('node:crypto')).X509Certificate(pki.tlsCert).subjectAltName);",
     ].join(' ');
-    expect(execFileSync('chroot', [root, '/usr/local/bin/node', '--input-type=module', '-e', probe], { encoding: 'utf8' }).trim()).toBe('ok');
+    const issued = await runImageToEnd(image('gw-operator'), { command: ['node'], args: ['--input-type=module', '-e', issue] });
+    expect(issued, issued.stderr).toMatchObject({ code: 0, stdout: 'DNS:gw-webhook.gw-system.svc\n' });
   });
 
-  it.each(['operator', 'sidecar'])('%s: only production code, owned by root and read-only to the process user', (image) => {
-    const paths = (listing[image] ?? []).map((e) => e.path);
-    expect(paths).toContain(`app/${image}/main.ts`);
-    expect(paths).toContain('app/node_modules/ioredis/package.json');
-    expect(paths.filter((p) => p.endsWith('.test.ts'))).toEqual([]);
-    for (const dev of ['vitest', 'typescript', 'eslint', 'autocannon']) expect(paths).not.toContain(`app/node_modules/${dev}/package.json`);
-    const other = image === 'operator' ? 'sidecar' : 'operator';
-    expect(paths.some((p) => p.startsWith(`app/${other}/`))).toBe(false);
-    const writable = (listing[image] ?? []).filter((e) => e.path !== 'tmp/' && !e.mode.startsWith('l') && (e.owner !== '0/0' || /^.....w|^........w/.test(e.mode)));
-    expect(writable).toEqual([]);
+  it('gw-redis: the chart\'s command serves as 999 with /data a volume, and its redis-cli probe answers', async () => {
+    const port = await freePort();
+    const password = 'images-test';
+    const redis = runImage(image('gw-redis'), {
+      command: ['redis-server'],
+      args: ['--port', String(port), '--bind', '127.0.0.1', '--requirepass', password, '--appendonly', 'yes', '--dir', '/data', '--protected-mode', 'no'],
+      volumes: ['/data'],
+    });
+    const stderr = stderrOf(redis);
+    try {
+      let ping = { code: null as number | null, stdout: '', stderr: '' };
+      for (let i = 0; i < 50 && ping.stdout.trim() !== 'PONG'; i += 1) {
+        if (i > 0) await new Promise((resolve) => setTimeout(resolve, 200));
+        ping = await runImageToEnd(image('gw-redis'), { command: ['redis-cli'], args: ['-p', String(port), 'ping'], env: { REDISCLI_AUTH: password } });
+      }
+      expect(ping.stdout.trim(), `${ping.stderr}\n${stderr()}`).toBe('PONG');
+      const write = await runImageToEnd(image('gw-redis'), { command: ['redis-cli'], args: ['-p', String(port), 'set', 'k', 'v'], env: { REDISCLI_AUTH: password } });
+      expect(write.stdout.trim()).toBe('OK');
+    } finally {
+      expect(await stop(redis)).toBe(0);
+    }
+    expect(image('gw-redis').listing.find((e) => e.path === 'data/')).toMatchObject({ owner: '999/999', mode: 'drwxr-x---' });
   });
 
-  it('operator: the openssl CLI the webhook uses runs from the image', () => {
-    expect(execFileSync('chroot', [rootfs.operator as string, '/usr/bin/openssl', 'version'], { encoding: 'utf8' })).toMatch(/^OpenSSL 3/);
-  });
+  describe('test-bed images', () => {
+    it('pause: holds on as 65535 until SIGTERM, then exits 0', async () => {
+      const pause = runImage(image('pause'));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(pause.exitCode).toBeNull();
+      expect(image('pause').archive.config.config).toMatchObject({ User: '65535:65535', Entrypoint: ['/pause'] });
+      expect(await stop(pause)).toBe(0);
+    });
 
-  it('redis: redis-server and redis-cli run from the image, /data belongs to the redis user', () => {
-    const root = rootfs.redis as string;
-    expect(execFileSync('chroot', [root, '/usr/bin/redis-server', '--version'], { encoding: 'utf8' })).toMatch(/^Redis server v=7/);
-    expect(execFileSync('chroot', [root, '/usr/bin/redis-cli', '--version'], { encoding: 'utf8' })).toMatch(/^redis-cli 7/);
-    expect(listing.redis?.find((e) => e.path === 'data/')).toMatchObject({ owner: '999/999' });
-    expect(IMAGE_RUNTIME.redis.user).toBe('999:999');
+    it('gw-tools: busybox applets on PATH, as 65532; wget reaches an HTTP server', async () => {
+      const server = createServer((_req, res) => res.end('hello from the host'));
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      const { port } = server.address() as { port: number };
+      try {
+        const script = `id -u; wget -qO- http://127.0.0.1:${port}/; echo; which nc nslookup sleep`;
+        const run = await runImageToEnd(image('gw-tools'), { args: ['sh', '-c', script] });
+        expect(run, run.stderr).toMatchObject({ code: 0, stdout: '65532\nhello from the host\n/usr/bin/nc\n/usr/bin/nslookup\n/bin/sleep\n' });
+      } finally {
+        server.close();
+      }
+    });
+
+    it('a dynamically linked binary on its own runs with the libraries ldd names', async () => {
+      const run = await runImageToEnd(image('openssl'));
+      expect(run, run.stderr).toMatchObject({ code: 0, stdout: expect.stringMatching(/^OpenSSL 3/) });
+      expect(image('openssl').listing.map((e) => e.path)).toEqual(expect.arrayContaining(['openssl', 'etc/passwd', 'lib64/ld-linux-x86-64.so.2']));
+    });
   });
 });
