@@ -1,12 +1,12 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { KubeConfig, V1ConfigMap, V1Secret } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject, V1ConfigMap, V1Secret } from '@kubernetes/client-node';
 import type { Cluster, Redis } from 'ioredis';
 import { MANAGED_BY_SELECTOR } from '../common/compiled-config-map.ts';
 import { shareConnections } from '../common/kube-connections.ts';
 import type { Logger } from '../common/logger.ts';
 import { RedisSessionStore } from '../common/session-store.ts';
-import { kinds } from '../crds/kinds.ts';
+import { kinds, type KindName } from '../crds/kinds.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { releaseOwner } from './runtime/release-owner.ts';
 import { ApiDefinitionController } from './controllers/api-definition-controller.ts';
@@ -126,7 +126,7 @@ export class Operator {
   async start(): Promise<void> {
     this.#health = createHealthServer({ live: () => this.#started, ready: () => this.#started && (this.#webhook?.serving() ?? true) }, this.metrics.registry);
     await listen(this.#health, this.options.healthListen);
-    await Promise.all(Object.values(this.#caches).map((cache: InformerSet<GwObject>) => cache.start()));
+    await Promise.all(Object.values(this.#caches).map((cache: InformerSet<KubernetesObject>) => cache.start()));
     await this.#webhook?.start();
     this.#started = true;
     if (this.#elector) this.#elector.start();
@@ -140,7 +140,7 @@ export class Operator {
     await this.#elector?.stop();
     await this.#stopLeading();
     await this.#webhook?.stop();
-    await Promise.all(Object.values(this.#caches).map((cache: InformerSet<GwObject>) => cache.stop()));
+    await Promise.all(Object.values(this.#caches).map((cache: InformerSet<KubernetesObject>) => cache.stop()));
     if (this.#health) await closeServer(this.#health);
     this.#redis.disconnect();
     this.#log.info('operator stopped');
@@ -175,13 +175,13 @@ export class Operator {
 
   #makeCaches(kc: KubeConfig): Caches {
     const namespaces = this.options.watchNamespaces;
-    const gw = (info: (typeof kinds)[keyof typeof kinds]) => new InformerSet<GwObject>(kc, customResourceType(kc, info), namespaces, this.#log);
+    const gw = <K extends KindName>(kind: K) => new InformerSet<GwObject<K>>(kc, customResourceType(kc, kinds[kind]), namespaces, this.#log);
     return {
-      apis: gw(kinds.ApiDefinition),
-      policies: gw(kinds.Policy),
-      keys: gw(kinds.Key),
-      categories: gw(kinds.Category),
-      products: gw(kinds.PortalProduct),
+      apis: gw('ApiDefinition'),
+      policies: gw('Policy'),
+      keys: gw('Key'),
+      categories: gw('Category'),
+      products: gw('PortalProduct'),
       configMaps: new InformerSet<V1ConfigMap>(kc, configMapType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
       secrets: new InformerSet<V1Secret>(kc, secretType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
     };

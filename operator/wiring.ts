@@ -13,7 +13,6 @@ export interface Queues {
 }
 
 const keyOf = (obj: { metadata?: { namespace?: string; name?: string } }): string => objectKey(obj.metadata?.namespace ?? '', obj.metadata?.name ?? '');
-const list = (value: unknown): string[] => (Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : []);
 
 /**
  * Which objects a change affects: every watch event enqueues the changed object and the
@@ -47,13 +46,13 @@ export function wireWatches(caches: Caches, queues: Queues): void {
     if (!specChanged(policy, verb)) return;
     for (const api of apisById([...new Set([...now, ...before])])) queues.apis(api);
     for (const k of caches.keys.list(policy.metadata.namespace)) {
-      if (list(k.spec?.apply_policies).includes(policy.metadata.name)) queues.keys(keyOf(k));
+      if ((k.spec.apply_policies ?? []).includes(policy.metadata.name)) queues.keys(keyOf(k));
     }
   });
   caches.keys.on((key, verb) => {
     queues.keys(keyOf(key));
     if (!specChanged(key, verb)) return;
-    for (const name of list(key.spec?.apply_policies)) queues.policies(objectKey(key.metadata.namespace, name));
+    for (const name of key.spec.apply_policies ?? []) queues.policies(objectKey(key.metadata.namespace, name));
   });
   caches.categories.on((category) => queues.categories(keyOf(category)));
   caches.products.on((product) => queues.products(keyOf(product)));

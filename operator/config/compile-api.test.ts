@@ -1,20 +1,23 @@
 import { describe, expect, it } from 'vitest';
 import { compiledConfigSchema } from '../../crds/compiled.ts';
 import { defaultGatewaySettings } from '../../crds/settings.ts';
+import type { z } from 'zod';
+import { apiDefinitionSpecSchema, policySpecSchema } from '../../crds/schemas/index.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import { ApiCompiler, apiIdOf, grantedApiIds, policyProblem } from './compile-api.ts';
 
-const api = (name: string, spec: Record<string, unknown>, generation = 1): GwObject => ({
+// Specs as the API server stores them: through the schema the CRD is generated from (defaults applied).
+const api = (name: string, spec: Partial<z.input<typeof apiDefinitionSpecSchema>>, generation = 1): GwObject<'ApiDefinition'> => ({
   apiVersion: 'gw.dev/v1alpha1',
   kind: 'ApiDefinition',
   metadata: { name, namespace: 'ns', uid: `uid-${name}`, generation },
-  spec: { use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' }, ...spec },
+  spec: apiDefinitionSpecSchema.parse({ use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' }, ...spec }),
 });
-const policy = (name: string, rights: string[], generation = 1, extra: Record<string, unknown> = {}): GwObject => ({
+const policy = (name: string, rights: string[], generation = 1): GwObject<'Policy'> => ({
   apiVersion: 'gw.dev/v1alpha1',
   kind: 'Policy',
   metadata: { name, namespace: 'ns', uid: `uid-${name}`, generation },
-  spec: { rate: 10, per: 60, access_rights: Object.fromEntries(rights.map((r) => [r, {}])), ...extra },
+  spec: policySpecSchema.parse({ rate: 10, per: 60, access_rights: Object.fromEntries(rights.map((r) => [r, {}])) }),
 });
 
 describe('ApiCompiler', () => {

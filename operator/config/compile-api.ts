@@ -5,19 +5,21 @@ import type { GwObject } from '../runtime/gw-object.ts';
 
 /**
  * The operator's view of the pure compile step: cached objects in, per-resource outcome
- * out. Specs are handed over unparsed on purpose — the compile step validates them and
- * reports what is wrong as a problem with a reason.
+ * out. The compile step validates every spec again (an object stored before a CRD
+ * upgrade may not match today's schema) and reports what is wrong as a problem with a reason.
  */
 
-const asApi = (obj: GwObject): ApiDefinitionInput => ({ metadata: obj.metadata, spec: (obj.spec ?? {}) as ApiDefinitionInput['spec'] });
-const asPolicy = (obj: GwObject): PolicyInput => ({ metadata: obj.metadata, spec: (obj.spec ?? {}) as PolicyInput['spec'] });
+type Api = GwObject<'ApiDefinition'>;
+type Policy = GwObject<'Policy'>;
 
-export const apiIdOf = (api: GwObject): string => contractApiIdOf({ metadata: api.metadata, spec: (api.spec ?? {}) as { api_id?: string } });
+const asApi = (obj: Api): ApiDefinitionInput => ({ metadata: obj.metadata, spec: obj.spec });
+const asPolicy = (obj: Policy): PolicyInput => ({ metadata: obj.metadata, spec: obj.spec });
+
+export const apiIdOf = (api: Api): string => contractApiIdOf(api);
 
 /** api_ids a Policy grants: the keys of its access_rights (what compileForApi selects on). */
-export function grantedApiIds(policy: GwObject): string[] {
-  const rights = policy.spec?.access_rights;
-  return rights && typeof rights === 'object' ? Object.keys(rights).sort() : [];
+export function grantedApiIds(policy: Policy): string[] {
+  return Object.keys(policy.spec.access_rights).sort();
 }
 
 export interface Problem {
@@ -41,7 +43,7 @@ export type ApiOutcome =
   | { ok: false; apiId: string; reason: string; message: string };
 
 /** One ApiDefinition's compiled config (it and every policy granting it), or why it has none. */
-function compileOne(api: GwObject, apiId: string, allApis: GwObject[], allPolicies: GwObject[], settings: GatewaySettings): ApiOutcome {
+function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy[], settings: GatewaySettings): ApiOutcome {
   const result = compileForApi(apiId, { apiDefinitions: allApis.map(asApi), policies: allPolicies.map(asPolicy), settings });
   const problem = summarize(result.problems.filter(isOf(api, 'ApiDefinition')));
   if (problem) return { ok: false, apiId, ...problem };
@@ -59,7 +61,7 @@ const version = (obj: GwObject): string => `${obj.metadata.uid ?? obj.metadata.n
  * and the APIs those policies grant (their names and ignored endpoints appear in the
  * compiled policies) — each as uid@generation, so status writes do not count.
  */
-function fingerprint(api: GwObject, apiId: string, byId: Map<string, GwObject[]>, allPolicies: GwObject[]): string {
+function fingerprint(api: Api, apiId: string, byId: Map<string, Api[]>, allPolicies: Policy[]): string {
   const granting = allPolicies.filter((policy) => grantedApiIds(policy).includes(apiId));
   const touched = new Set([apiId, ...granting.flatMap(grantedApiIds)]);
   const apis = [...touched].flatMap((id) => (byId.get(id) ?? []).map(version));
@@ -80,8 +82,8 @@ export class ApiCompiler {
     this.#settings = settings;
   }
 
-  compile(api: GwObject, allApis: GwObject[], allPolicies: GwObject[]): ApiOutcome {
-    const byId = new Map<string, GwObject[]>();
+  compile(api: Api, allApis: Api[], allPolicies: Policy[]): ApiOutcome {
+    const byId = new Map<string, Api[]>();
     for (const other of allApis) {
       const id = apiIdOf(other);
       byId.set(id, [...(byId.get(id) ?? []), other]);
@@ -102,7 +104,7 @@ export class ApiCompiler {
 }
 
 /** What is wrong with one Policy (invalid spec, missing APIs, limits on ignored endpoints), compiling only the APIs it grants. */
-export function policyProblem(policy: GwObject, allApis: GwObject[]): Problem | undefined {
+export function policyProblem(policy: Policy, allApis: Api[]): Problem | undefined {
   const granted = new Set(grantedApiIds(policy));
   const relevant = allApis.filter((api) => granted.has(apiIdOf(api)));
   const result = compile({ apiDefinitions: relevant.map(asApi), policies: [asPolicy(policy)] });

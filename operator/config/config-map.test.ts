@@ -1,9 +1,15 @@
 import { describe, expect, it } from 'vitest';
+import { apiDefinitionSpecSchema } from '../../crds/schemas/index.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
 import { desiredConfigMap, upToDate } from './config-map.ts';
 
-const api: GwObject = { apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'orders', namespace: 'shop', uid: 'u-1' } };
+const api: GwObject<'ApiDefinition'> = {
+  apiVersion: 'gw.dev/v1alpha1',
+  kind: 'ApiDefinition',
+  metadata: { name: 'orders', namespace: 'shop', uid: 'u-1' },
+  spec: apiDefinitionSpecSchema.parse({ use_keyless: true, proxy: { listen_path: '/orders/', target_url: 'http://orders' } }),
+};
 
 describe('compiled ConfigMap', () => {
   it('is named, labelled, annotated and owned per the contract', () => {

@@ -17,8 +17,8 @@ export const MAX_CONFIG_BYTES = 900 * 1024;
 
 export function ownerReference(obj: GwObject): V1OwnerReference {
   return {
-    apiVersion: obj.apiVersion ?? 'gw.dev/v1alpha1',
-    kind: obj.kind ?? 'ApiDefinition',
+    apiVersion: obj.apiVersion,
+    kind: obj.kind,
     name: obj.metadata.name,
     uid: obj.metadata.uid ?? '',
     controller: true,
@@ -26,7 +26,7 @@ export function ownerReference(obj: GwObject): V1OwnerReference {
   };
 }
 
-export function desiredConfigMap(api: GwObject, apiId: string, json: string): V1ConfigMap {
+export function desiredConfigMap(api: GwObject<'ApiDefinition'>, apiId: string, json: string): V1ConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',

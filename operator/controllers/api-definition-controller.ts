@@ -1,10 +1,13 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { kinds } from '../../crds/kinds.ts';
+import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
 import { ApiCompiler } from '../config/compile-api.ts';
 import { ConfigMapWriter } from '../config/config-map-writer.ts';
 import { configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate } from '../config/config-map.ts';
 import { splitKey, type GwObject } from '../runtime/gw-object.ts';
+
+type Api = GwObject<'ApiDefinition'>;
 import { nextStatus, type DesiredStatus } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
 
@@ -60,7 +63,7 @@ export class ApiDefinitionController {
     });
   }
 
-  async #writeConfigMap(api: GwObject, apiId: string, json: string, policyCount: number): Promise<void> {
+  async #writeConfigMap(api: Api, apiId: string, json: string, policyCount: number): Promise<void> {
     const desired = desiredConfigMap(api, apiId, json);
     const current = this.#ctx.caches.configMaps.get(api.metadata.namespace, configMapName(api.metadata.name));
     if (current && upToDate(current, desired)) return;
@@ -77,7 +80,7 @@ export class ApiDefinitionController {
    * ApiDefinition is still there after a grace period (the delete failed, or the API was
    * re-created), the operator takes the ConfigMap back at the next reconcile (resync).
    */
-  #inRetainGrace(api: GwObject, current: V1ConfigMap): boolean {
+  #inRetainGrace(api: Api, current: V1ConfigMap): boolean {
     const key = `${api.metadata.namespace}/${api.metadata.name}`;
     if (current.metadata?.annotations?.[RETAIN_ANNOTATION] !== 'true') {
       this.#retainedSince.delete(key);
@@ -101,10 +104,10 @@ export class ApiDefinitionController {
     this.#ctx.log.info({ api: `${namespace}/${name}` }, 'compiled config of a deleted ApiDefinition removed');
   }
 
-  async #setStatus(api: GwObject, desired: DesiredStatus): Promise<void> {
+  async #setStatus(api: Api, desired: DesiredStatus<ApiDefinitionStatus>): Promise<void> {
     const status = nextStatus(api, desired);
     if (!status) return;
-    await this.#ctx.status.write(kinds.ApiDefinition.plural, api, status);
+    await this.#ctx.status.write('ApiDefinition', api, status);
     if (!desired.ready) await this.#ctx.events.record(api, 'Warning', desired.reason, desired.message);
   }
 }

@@ -10,11 +10,11 @@ import type { StatusWriter } from '../runtime/status.ts';
 
 /** The informer caches every controller reads current state from. */
 export interface Caches {
-  apis: InformerSet<GwObject>;
-  policies: InformerSet<GwObject>;
-  keys: InformerSet<GwObject>;
-  categories: InformerSet<GwObject>;
-  products: InformerSet<GwObject>;
+  apis: InformerSet<GwObject<'ApiDefinition'>>;
+  policies: InformerSet<GwObject<'Policy'>>;
+  keys: InformerSet<GwObject<'Key'>>;
+  categories: InformerSet<GwObject<'Category'>>;
+  products: InformerSet<GwObject<'PortalProduct'>>;
   configMaps: InformerSet<V1ConfigMap>;
   secrets: InformerSet<V1Secret>;
 }

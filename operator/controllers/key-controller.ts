@@ -1,9 +1,12 @@
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { kinds } from '../../crds/kinds.ts';
+import type { KeyStatus } from '../../crds/schemas/key.ts';
 import { setKeyFinalizers, hasFinalizer, KEY_FINALIZER } from '../keys/finalizer.ts';
 import { hashOfSecret, KeySecrets, keySecretName } from '../keys/key-secrets.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
 import { splitKey, type GwObject } from '../runtime/gw-object.ts';
+
+type Key = GwObject<'Key'>;
 import { nextStatus, type DesiredStatus } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
 
@@ -52,25 +55,25 @@ export class KeyController {
       throw error;
     }
     const { missing } = this.#existingPolicies(key);
-    const desired: DesiredStatus =
+    const desired: DesiredStatus<KeyStatus> =
       missing.length > 0
         ? { ready: false, reason: 'MissingPolicy', message: `apply_policies names ${missing.join(', ')}, not a Policy in namespace ${namespace}`, fields }
         : { ready: true, reason: 'SessionStored', message: 'session stored', fields };
     await this.#setStatus(key, desired);
   }
 
-  #existingPolicies(key: GwObject): { found: string[]; missing: string[] } {
-    const names = (key.spec?.apply_policies as string[] | undefined) ?? [];
+  #existingPolicies(key: Key): { found: string[]; missing: string[] } {
+    const names = key.spec.apply_policies ?? [];
     const ns = key.metadata.namespace;
     const found = names.filter((p) => this.#ctx.caches.policies.get(ns, p) !== undefined);
     return { found: found.map((p) => `${ns}/${p}`), missing: names.filter((p) => !found.includes(p)) };
   }
 
   /** The key's hash: spec.key_hash (admin-made), else the generated key's, its Secret created on first sight. */
-  async #identity(key: GwObject): Promise<KeyIdentity> {
-    const specHash = key.spec?.key_hash;
+  async #identity(key: Key): Promise<KeyIdentity> {
+    const specHash = key.spec.key_hash;
     let identity: KeyIdentity;
-    if (typeof specHash === 'string' && specHash !== '') identity = { hash: specHash, secretName: undefined };
+    if (specHash) identity = { hash: specHash, secretName: undefined };
     else {
       const secretName = keySecretName(key.metadata.name);
       const secret = this.#ctx.caches.secrets.get(key.metadata.namespace, secretName) ?? (await this.#secrets.read(key.metadata.namespace, secretName));
@@ -81,25 +84,25 @@ export class KeyController {
     }
     const previous = key.status?.key_hash;
     // A new identity (Secret replaced, key_hash edited): the old session must stop working.
-    if (typeof previous === 'string' && previous !== identity.hash) await this.#ctx.sessions.delete(previous);
+    if (previous !== undefined && previous !== identity.hash) await this.#ctx.sessions.delete(previous);
     return identity;
   }
 
-  async #writeSession(key: GwObject, hash: string): Promise<{ ok: true } | { ok: false; message: string }> {
+  async #writeSession(key: Key, hash: string): Promise<{ ok: true } | { ok: false; message: string }> {
     const existing = await this.#ctx.sessions.get(hash);
     const outcome = sessionFromKey(key.spec, key.metadata.name, key.metadata.namespace, existing, new Date());
     if (!outcome.ok) return outcome;
     if (existing && JSON.stringify(existing) === JSON.stringify(outcome.session)) return { ok: true };
     await this.#ctx.sessions.put(hash, outcome.session);
-    const where = key.spec?.key_hash ? '' : ` (raw key in Secret ${keySecretName(key.metadata.name)})`;
+    const where = key.spec.key_hash ? '' : ` (raw key in Secret ${keySecretName(key.metadata.name)})`;
     await this.#ctx.events.record(key, 'Normal', existing ? 'SessionUpdated' : 'SessionCreated', `session ${existing ? 'updated' : 'stored'} in Redis${where}`);
     return { ok: true };
   }
 
-  async #finalize(key: GwObject): Promise<void> {
+  async #finalize(key: Key): Promise<void> {
     const secretName = keySecretName(key.metadata.name);
     const hashes = new Set(
-      [key.status?.key_hash, key.spec?.key_hash, hashOfSecret(this.#ctx.caches.secrets.get(key.metadata.namespace, secretName))].filter(
+      [key.status?.key_hash, key.spec.key_hash, hashOfSecret(this.#ctx.caches.secrets.get(key.metadata.namespace, secretName))].filter(
         (h): h is string => typeof h === 'string' && h !== '',
       ),
     );
@@ -109,10 +112,10 @@ export class KeyController {
     this.#ctx.log.info({ key: `${key.metadata.namespace}/${key.metadata.name}` }, 'key session removed');
   }
 
-  async #setStatus(key: GwObject, desired: DesiredStatus): Promise<void> {
+  async #setStatus(key: Key, desired: DesiredStatus<KeyStatus>): Promise<void> {
     const status = nextStatus(key, desired);
     if (!status) return;
-    await this.#ctx.status.write(kinds.Key.plural, key, status);
+    await this.#ctx.status.write('Key', key, status);
     if (!desired.ready) await this.#ctx.events.record(key, 'Warning', desired.reason, desired.message);
   }
 }

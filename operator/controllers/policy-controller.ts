@@ -1,4 +1,5 @@
 import { kinds } from '../../crds/kinds.ts';
+import type { PolicyStatus } from '../../crds/schemas/policy.ts';
 import { apiIdOf, grantedApiIds, policyProblem } from '../config/compile-api.ts';
 import { splitKey } from '../runtime/gw-object.ts';
 import { nextStatus, type DesiredStatus } from '../runtime/status.ts';
@@ -29,17 +30,17 @@ export class PolicyController {
     const known = new Set(apis.map(apiIdOf));
     const keys = this.#ctx.caches.keys
       .list(namespace)
-      .filter((k) => ((k.spec?.apply_policies as string[] | undefined) ?? []).includes(name))
+      .filter((k) => (k.spec.apply_policies ?? []).includes(name))
       .map((k) => k.metadata.name)
       .sort();
     const fields = { apis: granted.filter((apiId) => known.has(apiId)), keys: keys.length };
     const problem = policyProblem(policy, apis);
-    const desired: DesiredStatus = problem
+    const desired: DesiredStatus<PolicyStatus> = problem
       ? { ready: false, ...problem, fields }
       : { ready: true, reason: 'Valid', message: `grants ${granted.length} API(s); used by ${describeKeys(keys)}`, fields };
     const status = nextStatus(policy, desired);
     if (!status) return;
-    await this.#ctx.status.write(kinds.Policy.plural, policy, status);
+    await this.#ctx.status.write('Policy', policy, status);
     if (!desired.ready) await this.#ctx.events.record(policy, 'Warning', desired.reason, desired.message);
   }
 }

@@ -16,8 +16,8 @@ export class PortalProductController {
     const { namespace, name } = splitKey(key);
     const product = this.#ctx.caches.products.get(namespace, name);
     if (!product || product.metadata.deletionTimestamp) return;
-    const tags = (product.spec?.tags as unknown[] | undefined)?.length ?? 0;
+    const tags = product.spec.tags.length;
     const status = nextStatus(product, { ready: true, reason: 'Valid', message: `${tags} tag(s)`, fields: { tags } });
-    if (status) await this.#ctx.status.write(kinds.PortalProduct.plural, product, status);
+    if (status) await this.#ctx.status.write('PortalProduct', product, status);
   }
 }

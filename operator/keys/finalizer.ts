@@ -5,14 +5,14 @@ import type { GwObject } from '../runtime/gw-object.ts';
 /** Cleanup outside the API server: the Redis session of a deleted Key. */
 export const KEY_FINALIZER = 'gw.dev/key-session';
 
-export const hasFinalizer = (obj: GwObject): boolean => (obj.metadata.finalizers ?? []).includes(KEY_FINALIZER);
+export const hasFinalizer = (obj: GwObject<'Key'>): boolean => (obj.metadata.finalizers ?? []).includes(KEY_FINALIZER);
 
 /**
  * Sets a Key's finalizer list. The patch carries the resourceVersion read, so a
  * concurrent change (another finalizer added, say) makes it fail with 409 and the
  * reconcile retries on fresh state instead of overwriting it.
  */
-export async function setKeyFinalizers(kc: KubeConfig, key: GwObject, finalizers: string[]): Promise<GwObject> {
+export async function setKeyFinalizers(kc: KubeConfig, key: GwObject<'Key'>, finalizers: string[]): Promise<GwObject<'Key'>> {
   const api = kc.makeApiClient(CustomObjectsApi);
   const { group, version, plural } = kinds.Key;
   return (await api.patchNamespacedCustomObject(
@@ -25,5 +25,5 @@ export async function setKeyFinalizers(kc: KubeConfig, key: GwObject, finalizers
       body: { metadata: { resourceVersion: key.metadata.resourceVersion, finalizers } },
     },
     setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-  )) as GwObject;
+  )) as GwObject<'Key'>;
 }

@@ -38,14 +38,14 @@ export class KeySecrets {
   }
 
   /** Creates the Secret with a fresh raw key; if one appeared meanwhile, that one wins. Returns the key's hash. */
-  async create(key: GwObject): Promise<string> {
+  async create(key: GwObject<'Key'>): Promise<string> {
     const raw = generateRawKey();
     const body: V1Secret = {
       metadata: {
         name: keySecretName(key.metadata.name),
         namespace: key.metadata.namespace,
         labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [KEY_LABEL]: key.metadata.name },
-        ownerReferences: [{ ...ownerReference(key), kind: 'Key' }],
+        ownerReferences: [ownerReference(key)],
       },
       type: 'Opaque',
       data: { [KEY_DATA]: Buffer.from(raw).toString('base64') },

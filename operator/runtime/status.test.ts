@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
+import type { PolicyStatus } from '../../crds/schemas/index.ts';
 import type { GwObject } from './gw-object.ts';
 import { nextStatus } from './status.ts';
 
-const obj = (status?: Record<string, unknown>, generation = 3): GwObject => ({
+const obj = (status?: PolicyStatus, generation = 3): GwObject<'Policy'> => ({
   apiVersion: 'gw.dev/v1alpha1',
   kind: 'Policy',
   metadata: { name: 'p', namespace: 'ns', generation },
+  spec: { access_rights: {} },
   status,
 });
 
@@ -33,9 +35,9 @@ describe('nextStatus', () => {
   it('keeps lastTransitionTime while the status stays, moves it when the status flips', () => {
     const first = nextStatus(obj(), { ready: true, reason: 'Valid', message: 'ok', fields: {} }, t0)!;
     const sameStatus = nextStatus(obj(first), { ready: true, reason: 'Valid', message: 'other message', fields: {} }, t1)!;
-    expect((sameStatus.conditions as Array<{ lastTransitionTime: string }>)[0]!.lastTransitionTime).toBe(t0.toISOString());
+    expect(sameStatus.conditions[0]?.lastTransitionTime).toBe(t0.toISOString());
     const flipped = nextStatus(obj(first), { ready: false, reason: 'Broken', message: 'no', fields: {} }, t1)!;
-    expect((flipped.conditions as Array<{ lastTransitionTime: string }>)[0]!.lastTransitionTime).toBe(t1.toISOString());
+    expect(flipped.conditions[0]?.lastTransitionTime).toBe(t1.toISOString());
   });
 
   it('rewrites when only the generation moved', () => {

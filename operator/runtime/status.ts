@@ -1,23 +1,27 @@
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
-import { group, version } from '../../crds/kinds.ts';
-import type { GwObject } from './gw-object.ts';
+import { group, kinds, version, type KindName } from '../../crds/kinds.ts';
+import type { Condition } from '../../crds/schemas/common.ts';
+import type { GwObject, GwStatus } from './gw-object.ts';
 
-export interface Condition {
-  type: string;
-  status: 'True' | 'False' | 'Unknown';
-  reason: string;
-  message: string;
-  observedGeneration?: number;
-  lastTransitionTime?: string;
+/** The fields every kind's status starts with. */
+interface StatusBase {
+  observedGeneration?: number | undefined;
+  conditions?: Condition[] | undefined;
 }
 
+/** A kind's own status fields: what a controller decides, beside the generation and conditions. */
+export type StatusFields<S> = Omit<S, keyof StatusBase>;
+
 /** The Ready condition and kind-specific fields a controller wants on a resource. */
-export interface DesiredStatus {
+export interface DesiredStatus<S> {
   ready: boolean;
   reason: string;
   message: string;
-  fields: Record<string, unknown>;
+  fields: StatusFields<S>;
 }
+
+/** A whole status to merge-patch: the kind's fields, the generation seen and the Ready condition. */
+export type StatusPatch<S> = StatusFields<S> & { observedGeneration: number | undefined; conditions: Condition[] };
 
 /**
  * Builds the status to write: `observedGeneration`, the Ready condition (its
@@ -25,10 +29,13 @@ export interface DesiredStatus {
  * when the resource already carries exactly that, so an unchanged reconcile writes
  * nothing (and triggers no watch event, no loop).
  */
-export function nextStatus(obj: GwObject, desired: DesiredStatus, now = new Date()): Record<string, unknown> | null {
-  const current = (obj.status ?? {}) as Record<string, unknown>;
-  const generation = obj.metadata?.generation;
-  const previous = ((current.conditions as Condition[] | undefined) ?? []).find((c) => c.type === 'Ready');
+export function nextStatus<S extends StatusBase>(
+  obj: { metadata: { generation?: number | undefined }; status?: S | undefined },
+  desired: DesiredStatus<S>,
+  now = new Date(),
+): StatusPatch<S> | null {
+  const generation = obj.metadata.generation;
+  const previous = obj.status?.conditions?.find((c) => c.type === 'Ready');
   const status: Condition['status'] = desired.ready ? 'True' : 'False';
   const condition: Condition = {
     type: 'Ready',
@@ -38,8 +45,9 @@ export function nextStatus(obj: GwObject, desired: DesiredStatus, now = new Date
     observedGeneration: generation,
     lastTransitionTime: previous?.status === status && previous.lastTransitionTime ? previous.lastTransitionTime : now.toISOString(),
   };
-  const next: Record<string, unknown> = { ...desired.fields, observedGeneration: generation, conditions: [condition] };
-  const unchanged = Object.entries(next).every(([key, value]) => JSON.stringify(current[key]) === JSON.stringify(value));
+  const next: StatusPatch<S> = { ...desired.fields, observedGeneration: generation, conditions: [condition] };
+  const stored = new Map(Object.entries(obj.status ?? {}));
+  const unchanged = Object.entries(next).every(([key, value]) => JSON.stringify(stored.get(key)) === JSON.stringify(value));
   return unchanged ? null : next;
 }
 
@@ -51,12 +59,12 @@ export class StatusWriter {
   }
 
   /** Merge-patches the status subresource; fields set to null in `status` are removed. */
-  async write(plural: string, obj: GwObject, status: Record<string, unknown>): Promise<void> {
+  async write<K extends KindName>(kind: K, obj: GwObject<K>, status: StatusPatch<GwStatus<K>>): Promise<void> {
     await this.#api.patchNamespacedCustomObjectStatus(
       {
         group,
         version,
-        plural,
+        plural: kinds[kind].plural,
         namespace: obj.metadata.namespace,
         name: obj.metadata.name,
         body: { status },
