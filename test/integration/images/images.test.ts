@@ -18,6 +18,7 @@ import { buildImageFromBinary, pauseImage, toolsImage } from '../../../scripts/i
 import { ensureDebianPackages } from '../../harness/install-debian.ts';
 import { ensureRedisServer } from '../../harness/install-redis.ts';
 import { freePort } from '../../harness/ports.ts';
+import { withContainerd } from './containerd.ts';
 import { extractImage, runImage, runImageToEnd, type ExtractedImage } from './image-run.ts';
 
 const TAG = 'images-test';
@@ -54,6 +55,7 @@ async function stop(child: ReturnType<typeof runImage>): Promise<number | null> 
 describe('npm run images', () => {
   const dir = mkdtempSync(join(tmpdir(), 'gw-images-'));
   const images: Record<string, ExtractedImage> = {};
+  const archives: string[] = [];
   const image = (name: string): ExtractedImage => images[name] as ExtractedImage;
   const stderrOf = (child: ReturnType<typeof runImage>): (() => string) => {
     let text = '';
@@ -64,6 +66,7 @@ describe('npm run images', () => {
   beforeAll(async () => {
     await ensureRedisServer();
     await ensureDebianPackages({ step: 'install-busybox-static', packages: ['busybox-static'], provides: ['/bin/busybox'] });
+    await ensureDebianPackages({ step: 'install-containerd', packages: ['containerd'], provides: ['/usr/bin/containerd', '/usr/bin/ctr'] });
     // Archives go to a folder of this test; the production node_modules and the stripped
     // Node binary come from the checkout's own cache, filled once by `npm run images`.
     const out = join(dir, 'out');
@@ -74,6 +77,7 @@ describe('npm run images', () => {
       buildImageFromBinary('localhost/openssl:test', '/usr/bin/openssl', { out, entrypoint: ['/openssl'], cmd: ['version'] }),
     ];
     for (const w of written) {
+      archives.push(w.path);
       const name = /\/([\w-]+):/.exec(w.name)?.[1] as string;
       images[name] = extractImage(w.path, join(dir, name));
     }
@@ -91,6 +95,16 @@ describe('npm run images', () => {
       expect(archive.manifest.layers.map((l) => l.mediaType)).toEqual(['application/vnd.oci.image.layer.v1.tar+gzip']);
       expect(archive.config).toMatchObject({ architecture: 'amd64', os: 'linux', rootfs: { type: 'layers', diff_ids: [sha256(gunzipSync(archive.layer))] } });
     });
+
+    it('containerd imports and unpacks every one under its name and digest', async () => {
+      await withContainerd(async (containerd) => {
+        for (const archive of archives) await containerd.ctr(['images', 'import', archive]);
+        const listed = (await containerd.ctr(['images', 'check'])).trim().split('\n').slice(1).map((line) => line.split(/\s+/));
+        const expected = Object.values(images).map(({ archive }) => [archive.name, archive.manifestDigest, 'complete', 'true']);
+        expect(listed.map(([name, , digest, status, , , , , unpacked]) => [name, digest, status, unpacked])).toEqual(expect.arrayContaining(expected));
+        expect(listed).toHaveLength(expected.length);
+      });
+    }, 300_000);
 
     it.each(PRODUCT_IMAGES)('gw-%s: the Dockerfile\'s user, entrypoint, command, environment and working directory', (name) => {
       const { archive } = image(`gw-${name}`);
