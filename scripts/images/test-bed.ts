@@ -39,15 +39,16 @@ export function archivePath(out: string, name: string): string {
   return join(out, `${reference.slice(reference.lastIndexOf('/') + 1).replace(':', '-')}.tar`);
 }
 
-function uidGid(user: string): [number, number] {
-  const match = /^(\d+):(\d+)$/.exec(user);
+/** The uid of a numeric `uid:gid`. */
+function numericUid(user: string): number {
+  const match = /^(\d+):\d+$/.exec(user);
   if (!match) throw new ImageBuildError('image-user', `user must be numeric uid:gid, got '${user}'`);
-  return [Number(match[1]), Number(match[2])];
+  return Number(match[1]);
 }
 
 /** An image's base: the user in /etc/passwd and /etc/group, and a /tmp anyone may write. */
 function baseRootfs(user: string): Rootfs {
-  const [uid] = uidGid(user);
+  const uid = numericUid(user);
   const fs = new Rootfs();
   fs.users(uid === 0 ? [['root', 0]] : [['root', 0], [uid === NONROOT ? 'nonroot' : `user${uid}`, uid]]);
   fs.dir('/tmp', 0o1777);
