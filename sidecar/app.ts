@@ -59,6 +59,8 @@ interface Parts {
   kubeConfig: KubeConfig | undefined;
   events: SmoothingEventSink & { close?: () => Promise<void> };
   engine: LimitEngine;
+  /** What the admin operations write: the cluster's resources, or the `--config` folder. */
+  resources: KubernetesResourceStore | FolderResourceStore;
 }
 
 function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settings: GatewaySettings): Parts {
@@ -82,14 +84,19 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
     logger,
     registry: metrics.registry,
   });
-  return { logger, metrics, redis, sessions, kubeConfig, events, engine };
+  const inCluster = options.configDir === undefined && kubeConfig !== undefined;
+  const resources =
+    inCluster && kubeConfig ? new KubernetesResourceStore(kubeConfig, [options.namespace]) : new FolderResourceStore(options.configDir ?? '.', options.namespace);
+  return { logger, metrics, redis, sessions, kubeConfig, events, engine, resources };
 }
 
 function selectSource(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, settings: GatewaySettings): ConfigSource {
   if (overrides.source) return overrides.source;
   if (options.configDir) {
-    const { sessions, logger, metrics } = parts;
-    return new FolderConfigSource({ dir: options.configDir, defaultNamespace: options.namespace, sessions, logger, metrics });
+    const { sessions, logger, metrics, resources } = parts;
+    // APIs deleted through the admin operations stay served until a reload, even as the watched folder is re-read.
+    const retainedApis = resources instanceof FolderResourceStore ? () => resources.deletedApiIds() : undefined;
+    return new FolderConfigSource({ dir: options.configDir, defaultNamespace: options.namespace, sessions, logger, metrics, retainedApis });
   }
   if (parts.kubeConfig === undefined) throw new Error('no config source: give --config DIR or a kubeconfig');
   return new KubeConfigSource({
@@ -118,11 +125,10 @@ function staticTokens(env: NodeJS.ProcessEnv): StaticBearerAuthenticator {
 }
 
 function adminHandler(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, runtime: ConfigRuntime): RequestListener {
-  const { kubeConfig, logger, metrics, sessions } = parts;
+  const { kubeConfig, logger, metrics, sessions, resources } = parts;
   const inCluster = options.configDir === undefined && kubeConfig !== undefined;
   return createAdminHandler({
-    resources:
-      inCluster && kubeConfig ? new KubernetesResourceStore(kubeConfig, [options.namespace]) : new FolderResourceStore(options.configDir ?? '.', options.namespace),
+    resources,
     sessions,
     runtime,
     auth: {

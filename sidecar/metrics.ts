@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The sidecar's own Prometheus metrics; the limit engine registers its own on the same registry. */
 export interface SidecarMetrics {
@@ -7,6 +7,7 @@ export interface SidecarMetrics {
   upstreamSeconds: Histogram<'api'>;
   configReloads: Counter<'source' | 'result'>;
   configReloadErrors: Counter<'api_id'>;
+  configProblems: Gauge<'kind' | 'reason'>;
   events: Counter<'reason' | 'result'>;
   redisErrors: Counter;
 }
@@ -39,6 +40,12 @@ export function createSidecarMetrics(registry = new Registry()): SidecarMetrics 
       name: 'gw_config_reload_errors_total',
       help: 'Compiled configs refused as invalid (the last good one is kept).',
       labelNames: ['api_id'],
+      registers,
+    }),
+    configProblems: new Gauge({
+      name: 'gw_config_problems',
+      help: 'What the config as last loaded could not take as written, by kind (resource kind, File, ConfigMap) and reason; what had a last good version keeps it.',
+      labelNames: ['kind', 'reason'],
       registers,
     }),
     events: new Counter({

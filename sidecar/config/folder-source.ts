@@ -1,10 +1,12 @@
+import { basename } from 'node:path';
 import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import type { SessionStore } from '../../common/session-store.ts';
-import { compile, type ApiDefinitionInput, type PolicyInput } from '../../crds/compile/index.ts';
-import type { CompiledConfig } from '../../crds/compiled.ts';
-import { documentsOf, readFolder, type FoundDoc } from '../resources/yaml-folder.ts';
+import { compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
+import type { CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
+import { documentsOf, readFolder, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
 import type { SidecarMetrics } from '../metrics.ts';
+import { watchFolder, type FolderWatch } from './folder-watch.ts';
 import type { ConfigProblem, ConfigSource } from './source.ts';
 
 export interface FolderSourceOptions {
@@ -14,6 +16,10 @@ export interface FolderSourceOptions {
   sessions: SessionStore;
   logger: Logger;
   metrics: SidecarMetrics;
+  /** api_ids deleted through the admin operations: served until an explicit reload, like a cluster's. */
+  retainedApis?: () => ReadonlySet<string>;
+  /** Quiet time after a change in the folder before it is applied; null: no watching (reloads are explicit). */
+  watchDebounceMs?: number | null;
 }
 
 interface Meta {
@@ -22,22 +28,53 @@ interface Meta {
   uid?: string;
 }
 
+/** A problem as /readyz shows it, plus the kind and reason code `gw_config_problems` counts it by. */
+interface FolderProblem extends ConfigProblem {
+  kind: string;
+  code: string;
+}
+
+const DEFAULT_DEBOUNCE_MS = 200;
+const WATCH_RETRY_MS = 2_000;
+const LAST_GOOD_KEPT = 'its last good version stays in effect';
+
 function metaOf(doc: FoundDoc): Meta | null {
   const meta = doc.object.metadata as Partial<Meta> | undefined;
   return typeof meta?.name === 'string' && meta.name.length > 0 ? (meta as Meta) : null;
 }
 
+const refName = (ref: Pick<ResourceRef, 'kind' | 'namespace' | 'name'>): string => `${ref.kind} ${ref.namespace}/${ref.name}`;
+
+/** What a folder holds, to tell a real change from an editor touching files. */
+const contentOf = (files: readonly YamlFile[]): string => files.map((f) => `${f.path}\0${f.text}`).join('\0\0');
+
 /**
  * Standalone config: a folder of the same resource YAML users apply to a cluster
  * (`--config DIR`), run through the same compile step as the operator. Keys' sessions
- * (their spec carries `key_hash`) go into the store. Re-read on `reload()` (GET /gw/reload,
- * SIGHUP); the admin operations write the folder, so a deleted API stays served until then.
+ * (their spec carries `key_hash`) go into the store. The folder is watched: hand edits
+ * apply on their own once it has been quiet for a moment, and `reload()` (GET /gw/reload,
+ * SIGHUP) applies it at once.
+ *
+ * A bad edit keeps what was good: a file that no longer parses is read as its last good
+ * version, and an API or a policy the compile step now refuses keeps its last good
+ * compiled version; each is reported (log, `/readyz`, `gw_config_reload_errors_total` for
+ * APIs, `gw_config_problems`). An API deleted through the admin operations stays served
+ * until an explicit reload, as in a cluster, even when the folder is re-read meanwhile.
  */
 export class FolderConfigSource implements ConfigSource {
   readonly name = 'folder';
   readonly #options: FolderSourceOptions;
   #publish: (config: CompiledConfig) => void = () => undefined;
-  #problems: ConfigProblem[] = [];
+  #problems: FolderProblem[] = [];
+  /** The last version of each file that parsed, by path. */
+  #lastGoodFiles = new Map<string, YamlFile>();
+  #published: CompiledConfig | null = null;
+  /** Hashes of the Keys the folder held at the last load: a Key that leaves it loses its session. */
+  #keyHashes = new Set<string>();
+  #loadedContent: string | null = null;
+  /** Loads run one at a time, in order. */
+  #queue: Promise<unknown> = Promise.resolve();
+  #watch: FolderWatch | undefined;
 
   constructor(options: FolderSourceOptions) {
     this.#options = options;
@@ -46,14 +83,96 @@ export class FolderConfigSource implements ConfigSource {
   async start(publish: (config: CompiledConfig) => void): Promise<void> {
     this.#publish = publish;
     await this.reload();
+    const debounceMs = this.#options.watchDebounceMs === undefined ? DEFAULT_DEBOUNCE_MS : this.#options.watchDebounceMs;
+    if (debounceMs === null) return;
+    this.#watch = watchFolder({
+      dir: this.#options.dir,
+      debounceMs,
+      retryMs: WATCH_RETRY_MS,
+      onChange: () => {
+        this.#enqueue(false).catch((err: unknown) => {
+          this.#options.logger.error({ err, dir: this.#options.dir }, 'config folder change could not be applied; keeping the last good config');
+        });
+      },
+      onError: (err) => this.#options.logger.warn({ err, dir: this.#options.dir }, 'config folder watch failed; watching again shortly'),
+    });
   }
 
-  #resources<T>(docs: FoundDoc[], kind: string): T[] {
+  /** Re-reads the folder and publishes it, even when nothing changed (deleted APIs are released by then). */
+  reload(): Promise<void> {
+    return this.#enqueue(true);
+  }
+
+  #enqueue(always: boolean): Promise<void> {
+    const run = this.#queue.then(() => this.#load(always));
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  async #load(always: boolean): Promise<void> {
+    const { dir, logger, metrics } = this.#options;
+    let files: YamlFile[];
+    try {
+      files = await readFolder(dir);
+    } catch (err) {
+      metrics.configReloads.inc({ source: this.name, result: 'error' });
+      logger.error({ err, dir }, 'config folder could not be read; keeping the last good config');
+      this.#report([{ subject: `folder ${dir}`, reason: `${(err as Error).message}; the last good config stays in effect`, kind: 'Folder', code: 'Unreadable' }]);
+      throw err;
+    }
+    const content = contentOf(files);
+    if (!always && content === this.#loadedContent) return;
+    this.#loadedContent = content;
+
+    const problems: FolderProblem[] = [];
+    const usable = this.#usableFiles(files, problems);
+    const apiDefinitions = this.#resources<ApiDefinitionInput>(documentsOf(usable, 'ApiDefinition'), 'ApiDefinition', problems);
+    const policies = this.#resources<PolicyInput>(documentsOf(usable, 'Policy'), 'Policy', problems);
+    const compiled = compile({ apiDefinitions, policies });
+    const keptAtLastGood = this.#keepLastGood(compiled.config, compiled.problems);
+    for (const problem of compiled.problems) {
+      const subject = refName(problem.ref);
+      const kept = keptAtLastGood.has(subject);
+      logger.warn({ problem, lastGoodKept: kept }, 'config problem');
+      const reason = `${problem.field}: ${problem.message}${kept ? `; ${LAST_GOOD_KEPT}` : ''}`;
+      problems.push({ subject, reason, kind: problem.ref.kind, code: problem.reason });
+    }
+    await this.#loadKeys(documentsOf(usable, 'Key'), problems);
+    this.#report(problems);
+    this.#published = compiled.config;
+    this.#publish(compiled.config);
+  }
+
+  /** Files as they can be used: one that does not parse is replaced by its last good version, if any. */
+  #usableFiles(files: readonly YamlFile[], problems: FolderProblem[]): YamlFile[] {
+    const usable: YamlFile[] = [];
+    const present = new Set(files.map((f) => f.path));
+    for (const path of this.#lastGoodFiles.keys()) {
+      if (!present.has(path)) this.#lastGoodFiles.delete(path);
+    }
+    for (const file of files) {
+      const error = file.docs.flatMap((doc) => doc.errors)[0];
+      if (error === undefined) {
+        this.#lastGoodFiles.set(file.path, file);
+        usable.push(file);
+        continue;
+      }
+      const lastGood = this.#lastGoodFiles.get(file.path);
+      if (lastGood) usable.push(lastGood);
+      const outcome = lastGood ? LAST_GOOD_KEPT : 'none of it is in effect';
+      this.#options.logger.error({ file: file.path, error: error.message }, `config file does not parse; ${outcome}`);
+      problems.push({ subject: `file ${basename(file.path)}`, reason: `${error.message}; ${outcome}`, kind: 'File', code: 'YamlError' });
+    }
+    return usable;
+  }
+
+  #resources<T>(docs: FoundDoc[], kind: string, problems: FolderProblem[]): T[] {
     const out: T[] = [];
     for (const doc of docs) {
       const metadata = metaOf(doc);
       if (metadata === null) {
         this.#options.logger.warn({ file: doc.file.path, kind }, 'resource without metadata.name skipped');
+        problems.push({ subject: `${kind} in ${basename(doc.file.path)}`, reason: 'no metadata.name; skipped', kind, code: 'MissingName' });
         continue;
       }
       out.push({ metadata: { ...metadata, namespace: metadata.namespace ?? this.#options.defaultNamespace }, spec: doc.object.spec ?? {} } as T);
@@ -61,45 +180,97 @@ export class FolderConfigSource implements ConfigSource {
     return out;
   }
 
-  async #loadKeys(docs: FoundDoc[]): Promise<void> {
+  /**
+   * Puts back, from the last published config, what the compile step now leaves out
+   * although its resource is still there: APIs and policies refused after a bad edit,
+   * and APIs deleted through the admin operations and not yet released by a reload.
+   * Returns the resources (`Kind ns/name`) kept at their last good version.
+   */
+  #keepLastGood(config: CompiledConfig, problems: readonly CompileProblem[]): Set<string> {
+    const refused = new Set(problems.map((p) => refName(p.ref)));
+    const retained = this.#options.retainedApis?.() ?? new Set<string>();
+    const kept = new Set<string>();
+    const served = new Set(config.apis.map((api) => api.api_id));
+    for (const api of this.#published?.apis ?? []) {
+      if (served.has(api.api_id)) continue;
+      const badEdit = refused.has(refName(api.source));
+      if (!badEdit && !retained.has(api.api_id)) continue;
+      config.apis.push(api);
+      served.add(api.api_id);
+      if (!badEdit) continue;
+      kept.add(refName(api.source));
+      this.#options.metrics.configReloadErrors.inc({ api_id: api.api_id });
+    }
+    for (const [id, policy] of Object.entries(this.#published?.policies ?? {})) {
+      if (id in config.policies || !refused.has(refName(policy.source))) continue;
+      config.policies[id] = policy;
+      kept.add(refName(policy.source));
+    }
+    return kept;
+  }
+
+  /**
+   * Sessions for the folder's Keys. A Key without `key_hash` cannot be served here: the raw
+   * key the operator would generate has nowhere to go. A Key that left the folder (or
+   * changed its hash) since the last load loses its session; one whose spec is now invalid
+   * keeps the session it had.
+   */
+  async #loadKeys(docs: FoundDoc[], problems: FolderProblem[]): Promise<void> {
     const { sessions, logger, defaultNamespace } = this.#options;
+    const present = new Set<string>();
     for (const doc of docs) {
       const meta = metaOf(doc);
       const spec = doc.object.spec as { key_hash?: unknown } | undefined;
+      const subject = `Key ${meta?.namespace ?? defaultNamespace}/${meta?.name ?? `in ${basename(doc.file.path)}`}`;
       if (meta === null || typeof spec?.key_hash !== 'string') {
-        logger.info({ file: doc.file.path, resource: meta?.name }, 'Key without metadata.name or spec.key_hash skipped: standalone mode cannot generate raw keys');
+        problems.push(this.#unservableKey(doc, meta, subject));
         continue;
       }
+      present.add(spec.key_hash);
       const existing = await sessions.get(spec.key_hash);
       const outcome = sessionFromKey(spec, meta.name, meta.namespace ?? defaultNamespace, existing, new Date());
-      if (outcome.ok) await sessions.put(spec.key_hash, outcome.session);
-      else logger.warn({ file: doc.file.path, resource: meta.name, problem: outcome.message }, 'invalid Key skipped');
+      if (outcome.ok) {
+        await sessions.put(spec.key_hash, outcome.session);
+        continue;
+      }
+      logger.warn({ file: doc.file.path, resource: meta.name, problem: outcome.message }, 'invalid Key skipped');
+      const kept = existing === null ? 'skipped' : LAST_GOOD_KEPT;
+      problems.push({ subject, reason: `${outcome.message}; ${kept}`, kind: 'Key', code: 'InvalidSpec' });
     }
+    await this.#revokeKeysGone(present);
   }
 
-  async reload(): Promise<void> {
-    const { dir, logger, metrics } = this.#options;
-    try {
-      const files = await readFolder(dir);
-      const apiDefinitions = this.#resources<ApiDefinitionInput>(documentsOf(files, 'ApiDefinition'), 'ApiDefinition');
-      const policies = this.#resources<PolicyInput>(documentsOf(files, 'Policy'), 'Policy');
-      const { config, problems } = compile({ apiDefinitions, policies });
-      for (const problem of problems) logger.warn({ problem }, 'config problem');
-      this.#problems = problems.map((p) => ({ subject: `${p.ref.kind} ${p.ref.namespace}/${p.ref.name}`, reason: `${p.field}: ${p.message}` }));
-      await this.#loadKeys(documentsOf(files, 'Key'));
-      this.#publish(config);
-    } catch (err) {
-      metrics.configReloads.inc({ source: this.name, result: 'error' });
-      logger.error({ err, dir }, 'config folder could not be read; keeping the last good config');
-      throw err;
+  #unservableKey(doc: FoundDoc, meta: Meta | null, subject: string): FolderProblem {
+    const missing = meta === null ? 'metadata.name' : 'spec.key_hash';
+    this.#options.logger.warn({ file: doc.file.path, resource: meta?.name }, `Key without ${missing} skipped: a standalone gateway cannot generate raw keys`);
+    if (meta === null) return { subject, reason: 'no metadata.name; skipped', kind: 'Key', code: 'MissingName' };
+    const reason =
+      'no spec.key_hash; skipped: a standalone gateway cannot generate raw keys (create keys with the admin API, or set key_hash to the SHA-256 of a key you choose)';
+    return { subject, reason, kind: 'Key', code: 'MissingKeyHash' };
+  }
+
+  async #revokeKeysGone(present: Set<string>): Promise<void> {
+    for (const hash of this.#keyHashes) {
+      if (present.has(hash)) continue;
+      await this.#options.sessions.delete(hash);
+      this.#options.logger.info({ keyHash: hash.slice(0, 12) }, 'Key gone from the config folder; its session removed');
     }
+    this.#keyHashes = present;
+  }
+
+  #report(problems: FolderProblem[]): void {
+    this.#problems = problems;
+    const gauge = this.#options.metrics.configProblems;
+    gauge.reset();
+    for (const problem of problems) gauge.inc({ kind: problem.kind, reason: problem.code });
   }
 
   problems(): ConfigProblem[] {
-    return this.#problems;
+    return this.#problems.map(({ subject, reason }) => ({ subject, reason }));
   }
 
   async stop(): Promise<void> {
-    // Nothing watches the folder: reloads are explicit.
+    this.#watch?.close();
+    await this.#queue;
   }
 }

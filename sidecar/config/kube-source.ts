@@ -121,8 +121,13 @@ export class KubeConfigSource implements ConfigSource {
 
   #refuse(apiId: string, configMap: string, reason: string): void {
     this.#problems.set(apiId, reason);
+    this.#countProblems();
     this.#options.metrics.configReloadErrors.inc({ api_id: apiId });
     this.#options.logger.error({ apiId, configMap, reason }, 'invalid compiled config refused; keeping the last good one');
+  }
+
+  #countProblems(): void {
+    this.#options.metrics.configProblems.set({ kind: 'ConfigMap', reason: 'InvalidConfig' }, this.#problems.size);
   }
 
   #upsert(cm: V1ConfigMap): void {
@@ -131,7 +136,7 @@ export class KubeConfigSource implements ConfigSource {
     if (served === null || name === undefined) return;
     const apiId = this.#apiIdOf(cm, served);
     const config = this.#parse(cm, apiId);
-    if (config !== null) this.#problems.delete(apiId);
+    if (config !== null && this.#problems.delete(apiId)) this.#countProblems();
     const previous = this.#entries.get(name);
     this.#entries.set(name, { apiId, config: config ?? previous?.config ?? null });
     if (config !== null) this.#schedulePublish();

@@ -17,6 +17,8 @@ export class FolderResourceStore implements ResourceStore {
   readonly #defaultNamespace: string;
   /** Writes of this process run one at a time, each on a fresh read of the folder. */
   #queue: Promise<unknown> = Promise.resolve();
+  /** api_ids deleted here and not yet released by a reload: the gateway keeps serving them. */
+  readonly #deleted = new Set<string>();
 
   constructor(dir: string, defaultNamespace: string) {
     this.#dir = dir;
@@ -84,12 +86,20 @@ export class FolderResourceStore implements ResourceStore {
         found.file,
         found.file.docs.filter((_, index) => index !== found.index),
       );
+      this.#deleted.add(apiId);
       return true;
     });
   }
 
-  /** Nothing is kept for deleted APIs in a folder: the running gateway's memory is the only copy. */
+  /** The APIs deleted through this store since the last reload (the folder source keeps serving them). */
+  deletedApiIds(): ReadonlySet<string> {
+    return this.#deleted;
+  }
+
+  /** The folder holds nothing more of a deleted API: the running gateway's memory is its only copy, released here. */
   async releaseDeleted(): Promise<string[]> {
-    return [];
+    const released = [...this.#deleted];
+    this.#deleted.clear();
+    return released;
   }
 }

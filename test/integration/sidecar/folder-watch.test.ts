@@ -1,0 +1,202 @@
+import { randomBytes } from 'node:crypto';
+import { cp, mkdtemp, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { keyHash } from '../../../crds/key-hash.ts';
+import type { RunningSidecar } from '../../../sidecar/app.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { testEnv } from '../../harness/index.ts';
+import { collectingLogger } from '../../support/collecting-logger.ts';
+import { call, eventually, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
+
+/**
+ * Standalone (`--config DIR`): hand edits of the folder apply on their own, without a
+ * restart or a reload call; a bad edit keeps the last good config and is reported; Keys
+ * the gateway cannot serve are reported without making it unready.
+ */
+
+const adminSecret = 'folder-watch-admin-secret';
+const admin = { 'x-gw-authorization': adminSecret };
+const REPO_ROOT = join(import.meta.dirname, '..', '..', '..');
+
+const keylessApi = (apiId: string, listenPath: string, target: string, rate = 100): string => `apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: ${apiId} }   # written by hand
+spec:
+  api_id: ${apiId}
+  use_keyless: true
+  global_rate_limit: { rate: ${rate}, per: 60 }
+  proxy: { listen_path: ${listenPath}, target_url: '${target}' }
+`;
+
+const authApiAndKey = (target: string, rawKey: string): string => `apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: private }
+spec: { api_id: private, proxy: { listen_path: /private/, target_url: '${target}' } }
+---
+apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: by-hand }
+spec: { key_hash: ${keyHash(rawKey)}, access_rights: { private: { api_id: private } } }
+`;
+
+interface Readyz {
+  status: string;
+  problems: { subject: string; reason: string }[];
+}
+
+describe('a standalone gateway watching its config folder', () => {
+  let upstream: EchoUpstream;
+  let dir: string;
+  let sidecar: RunningSidecar;
+  let logs: string[];
+
+  const start = async (): Promise<void> => {
+    logs = [];
+    sidecar = await startTestSidecar(
+      { ...sidecarOptions('default', testEnv().redisUrl), configDir: dir, instanceId: uniqueId('watch'), adminSecret },
+      { logger: collectingLogger(logs) },
+    );
+  };
+  const status = async (path: string, headers: Record<string, string> = {}): Promise<number> => (await call(`${sidecar.proxyUrl}${path}`, { headers })).status;
+  const readyz = async (): Promise<{ status: number; body: Readyz }> => {
+    const res = await call(`${sidecar.healthUrl}/readyz`);
+    return { status: res.status, body: res.json() as unknown as Readyz };
+  };
+  const metrics = async (): Promise<string> => (await call(`${sidecar.healthUrl}/metrics`)).text;
+  const reloadsOk = async (): Promise<number> => Number(/gw_config_reloads_total\{source="folder",result="ok"\} (\d+)/.exec(await metrics())?.[1] ?? 0);
+
+  beforeEach(async () => {
+    upstream ??= await startEchoUpstream();
+    dir = await mkdtemp(join(tmpdir(), 'gw-watch-'));
+  });
+
+  afterEach(async () => {
+    await sidecar?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  afterAll(async () => {
+    await upstream?.close();
+  });
+
+  it('applies a new file, an edit and an editor\'s save-by-rename without a restart or a reload call', async () => {
+    await writeFile(join(dir, 'one.yaml'), keylessApi('one', '/one/', upstream.url));
+    await start();
+    expect(await status('/one/x')).toBe(200);
+    const loadsAtStart = await reloadsOk();
+
+    await writeFile(join(dir, 'two.yaml'), keylessApi('two', '/two/', upstream.url));
+    await eventually(async () => (await status('/two/x')) === 200, 10_000, 'new file applied');
+
+    // Edited in place: the listen path moves.
+    await writeFile(join(dir, 'one.yaml'), keylessApi('one', '/moved/', upstream.url));
+    await eventually(async () => (await status('/moved/x')) === 200, 10_000, 'edit applied');
+    expect(await status('/one/x')).toBe(404);
+
+    // Saved the way vim and most IDEs do: a new file renamed over the old one.
+    await writeFile(join(dir, '.one.yaml.swp'), 'editor state');
+    await writeFile(join(dir, 'one.yaml.tmp'), keylessApi('one', '/renamed/', upstream.url));
+    await rename(join(dir, 'one.yaml.tmp'), join(dir, 'one.yaml'));
+    await unlink(join(dir, '.one.yaml.swp'));
+    await eventually(async () => (await status('/renamed/x')) === 200, 10_000, 'save by rename applied');
+
+    // A file removed by hand takes its API with it.
+    await unlink(join(dir, 'two.yaml'));
+    await eventually(async () => (await status('/two/x')) === 404, 10_000, 'removed file applied');
+
+    // An editor's own files do not reload the config: only a change of the YAML does.
+    const loads = await reloadsOk();
+    expect(loads).toBeGreaterThan(loadsAtStart);
+    await writeFile(join(dir, '.scratch.swp'), 'x');
+    await writeFile(join(dir, 'notes.txt'), 'not config');
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    expect(await reloadsOk()).toBe(loads);
+    expect((await readyz()).body.problems).toEqual([]);
+  });
+
+  it('keeps the last good config on a bad edit, reports it, and applies the fix', async () => {
+    await writeFile(join(dir, 'api.yaml'), keylessApi('steady', '/steady/', upstream.url));
+    await start();
+    expect(await status('/steady/x')).toBe(200);
+
+    // YAML that does not parse: the file's last good version stays in effect.
+    await writeFile(join(dir, 'api.yaml'), `${keylessApi('steady', '/elsewhere/', upstream.url)}  broken: [unclosed\n`);
+    await eventually(async () => (await readyz()).body.problems.length > 0, 10_000, 'YAML error reported');
+    let ready = await readyz();
+    expect(ready.status).toBe(200);
+    expect(ready.body.problems).toEqual([{ subject: 'file api.yaml', reason: expect.stringMatching(/; its last good version stays in effect$/) }]);
+    expect(await metrics()).toContain('gw_config_problems{kind="File",reason="YamlError"} 1');
+    expect(await status('/steady/x')).toBe(200);
+    expect(await status('/elsewhere/x')).toBe(404);
+    expect(logs.some((line) => line.includes('"level":50') && line.includes('config file does not parse'))).toBe(true);
+
+    // Valid YAML, invalid resource: the API's last good compiled version stays served.
+    await writeFile(join(dir, 'api.yaml'), keylessApi('steady', '/elsewhere/', upstream.url).replace('rate: 100, per: 60', 'rate: 100, per: 0'));
+    await eventually(async () => (await readyz()).body.problems.some((p) => p.subject === 'ApiDefinition default/steady'), 10_000, 'invalid spec reported');
+    ready = await readyz();
+    expect(ready.status).toBe(200);
+    expect(ready.body.problems).toEqual([
+      { subject: 'ApiDefinition default/steady', reason: expect.stringMatching(/^spec\.global_rate_limit.*; its last good version stays in effect$/) },
+    ]);
+    expect(await metrics()).toMatch(/gw_config_reload_errors_total\{api_id="steady"\} [1-9]/);
+    expect(await status('/steady/x')).toBe(200);
+    expect(await status('/elsewhere/x')).toBe(404);
+
+    // The fix applies on its own and clears the report.
+    await writeFile(join(dir, 'api.yaml'), keylessApi('steady', '/elsewhere/', upstream.url));
+    await eventually(async () => (await status('/elsewhere/x')) === 200, 10_000, 'fix applied');
+    expect((await readyz()).body.problems).toEqual([]);
+    expect(await metrics()).not.toMatch(/gw_config_problems\{/);
+  });
+
+  it('revokes a Key removed from the folder by hand, and keeps one whose file breaks', async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    await writeFile(join(dir, 'private.yaml'), authApiAndKey(upstream.url, rawKey));
+    await start();
+    expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+
+    await writeFile(join(dir, 'private.yaml'), `${authApiAndKey(upstream.url, rawKey)}oops: [\n`);
+    await eventually(async () => (await readyz()).body.problems.length > 0, 10_000, 'YAML error reported');
+    expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+
+    await writeFile(join(dir, 'private.yaml'), authApiAndKey(upstream.url, rawKey).split('---')[0]!);
+    await eventually(async () => (await status('/private/x', { authorization: rawKey })) === 403, 10_000, 'key revoked');
+  });
+
+  it('keeps an API deleted through the admin API served until GET /gw/reload, while hand edits still apply', async () => {
+    await writeFile(join(dir, 'apis.yaml'), `${keylessApi('kept', '/kept/', upstream.url)}---\n${keylessApi('other', '/other/', upstream.url)}`);
+    await start();
+    const deleted = await call(`${sidecar.adminUrl}/gw/apis/kept`, { method: 'DELETE', headers: admin });
+    expect(deleted.json()).toEqual({ key: 'kept', status: 'ok', action: 'deleted' });
+
+    // The folder changes again (the delete itself, then a hand edit): the deleted API stays.
+    await writeFile(join(dir, 'more.yaml'), keylessApi('more', '/more/', upstream.url));
+    await eventually(async () => (await status('/more/x')) === 200, 10_000, 'hand edit applied');
+    expect(await status('/kept/x')).toBe(200);
+
+    expect((await call(`${sidecar.adminUrl}/gw/reload`, { headers: admin })).status).toBe(200);
+    expect(await status('/kept/x')).toBe(404);
+    expect(await status('/other/x')).toBe(200);
+  });
+
+  it('reports the examples\' Keys without key_hash on /readyz and in gw_config_problems, at warn level, and stays ready', async () => {
+    for (const name of await readdir(join(REPO_ROOT, 'examples'))) await cp(join(REPO_ROOT, 'examples', name), join(dir, name));
+    await start();
+    const ready = await readyz();
+    expect(ready.status).toBe(200);
+    expect(ready.body.status).toBe('ready');
+    const skipped = ready.body.problems.filter((p) => p.reason.startsWith('no spec.key_hash')).map((p) => p.subject);
+    expect(skipped.sort()).toEqual(['Key default/team-blue-alice', 'Key default/team-blue-bob', 'Key default/two-policies']);
+    for (const problem of ready.body.problems.filter((p) => p.subject.startsWith('Key '))) {
+      expect(problem.reason).toBe(
+        'no spec.key_hash; skipped: a standalone gateway cannot generate raw keys (create keys with the admin API, or set key_hash to the SHA-256 of a key you choose)',
+      );
+    }
+    expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="MissingKeyHash"} 3');
+    const warnings = logs.filter((line) => line.includes('Key without spec.key_hash skipped'));
+    expect(warnings).toHaveLength(3);
+    for (const line of warnings) expect(JSON.parse(line).level).toBe(40);
+  });
+});
