@@ -68,11 +68,21 @@ export async function stopAllGateways(): Promise<void> {
   await Promise.all([...open].map(stopGateway));
 }
 
-/** One decision, with the time the engine decided at. */
-export async function timedDecide(gateway: Gateway, request: LimitRequest): Promise<{ outcome: string; at: number }> {
+/**
+ * One decision and when it happened: limiters in Redis read Redis's clock while the
+ * script runs, some time between the engine starting the decision (`at`, the gateway's
+ * clock) and its answer (`done`); Redis runs on this machine, so both clocks agree.
+ * `reset` is the decision's X-RateLimit-Reset (for a fixed window, the end of the window
+ * that counted it).
+ */
+export async function timedDecide(
+  gateway: Gateway,
+  request: LimitRequest,
+): Promise<{ outcome: string; at: number; done: number; reset: number | null }> {
   const pending = gateway.engine.decide(request);
   const at = gateway.lastNow();
-  return { outcome: (await pending).outcome, at };
+  const decision = await pending;
+  return { outcome: decision.outcome, at, done: Date.now(), reset: decision.rate?.reset ?? null };
 }
 
 /** `total` concurrent decisions spread round-robin over the gateways; allowed counts per gateway. */
