@@ -9,6 +9,15 @@ describe('sidecar flags', () => {
     expect(parseSidecarArgs([], { GW_APIS: '*' })?.apis).toBe('*');
   });
 
+  it('listens on loopback by default standalone (--config or GW_CONFIG_DIR), on every interface in a cluster', () => {
+    const loopback = { listen: '127.0.0.1:8080', adminListen: '127.0.0.1:8081', healthListen: '127.0.0.1:8082' };
+    expect(parseSidecarArgs(['--config', 'examples'], {})).toMatchObject(loopback);
+    expect(parseSidecarArgs([], { GW_CONFIG_DIR: 'examples' })).toMatchObject(loopback);
+    expect(parseSidecarArgs([], {})).toMatchObject({ listen: '0.0.0.0:8080', adminListen: '0.0.0.0:8081', healthListen: '0.0.0.0:8082' });
+    expect(parseSidecarArgs(['--config', 'examples', '--admin-listen', '0.0.0.0:9081'], {})).toMatchObject({ ...loopback, adminListen: '0.0.0.0:9081' });
+    expect(helpText()).toContain('Default: 127.0.0.1:8081 with --config, else 0.0.0.0:8081.');
+  });
+
   it('--help gives null; unknown flags throw', () => {
     expect(parseSidecarArgs(['--help'], {})).toBeNull();
     expect(() => parseSidecarArgs(['--nope'], {})).toThrow();

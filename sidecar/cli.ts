@@ -26,13 +26,23 @@ interface FlagSpec {
   value: string;
   help: string;
   fallback?: string;
+  /** Listeners: the port of the default address, whose host depends on the mode (defaultHost). */
+  port?: number;
 }
+
+/**
+ * Where listeners bind when given no address: loopback standalone, so a gateway started on
+ * a workstation does not open its admin port to the network; every interface in a
+ * cluster, where the pod's address is how anything reaches it (the injected sidecar and
+ * the chart's admin gateway set their addresses explicitly anyway).
+ */
+const defaultHost = (standalone: boolean): string => (standalone ? '127.0.0.1' : '0.0.0.0');
 
 const flags: Record<string, FlagSpec> = {
   config: { flag: 'config', env: 'GW_CONFIG_DIR', value: 'DIR', help: 'Folder of resource YAML (standalone mode); without it, config comes from Kubernetes.' },
-  listen: { flag: 'listen', env: 'GW_LISTEN', value: 'HOST:PORT', help: 'Proxy listener; "off" for a gateway that serves only the admin operations (no proxy, no share of a DRL limit).', fallback: '0.0.0.0:8080' },
-  'admin-listen': { flag: 'admin-listen', env: 'GW_ADMIN_LISTEN', value: 'HOST:PORT', help: 'Admin listener (SPEC §4 operations).', fallback: '0.0.0.0:8081' },
-  'health-listen': { flag: 'health-listen', env: 'GW_HEALTH_LISTEN', value: 'HOST:PORT', help: '/healthz, /readyz and /metrics.', fallback: '0.0.0.0:8082' },
+  listen: { flag: 'listen', env: 'GW_LISTEN', value: 'HOST:PORT', help: 'Proxy listener; "off" for a gateway that serves only the admin operations (no proxy, no share of a DRL limit).', port: 8080 },
+  'admin-listen': { flag: 'admin-listen', env: 'GW_ADMIN_LISTEN', value: 'HOST:PORT', help: 'Admin listener (the admin operations).', port: 8081 },
+  'health-listen': { flag: 'health-listen', env: 'GW_HEALTH_LISTEN', value: 'HOST:PORT', help: '/healthz, /readyz and /metrics.', port: 8082 },
   'redis-url': { flag: 'redis-url', env: 'GW_REDIS_URL', value: 'URL', help: 'Redis for counters and sessions; without it, an in-memory store (one process).' },
   settings: { flag: 'settings', env: 'GW_SETTINGS', value: 'FILE', help: 'Gateway settings file (YAML or JSON).' },
   apis: { flag: 'apis', env: 'GW_APIS', value: 'IDS', help: 'Comma list of api_ids this sidecar serves; * for all in its namespace.', fallback: '*' },
@@ -51,7 +61,8 @@ const envOnly: [string, string][] = [
 export function helpText(): string {
   const lines = ['Usage: gw-sidecar [flags]', '', 'Flags (each also settable by its environment variable; the flag wins):'];
   for (const spec of Object.values(flags)) {
-    const fallback = spec.fallback ? ` Default: ${spec.fallback}.` : '';
+    const address = spec.port ? ` Default: ${defaultHost(true)}:${spec.port} with --config, else ${defaultHost(false)}:${spec.port}.` : '';
+    const fallback = spec.fallback ? ` Default: ${spec.fallback}.` : address;
     lines.push(`  --${spec.flag} ${spec.value}`.padEnd(32) + `${spec.env.padEnd(20)} ${spec.help}${fallback}`);
   }
   lines.push('  --help'.padEnd(32) + ''.padEnd(20) + ' Show this text.', '', 'Environment:');
@@ -80,11 +91,13 @@ export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): Sideca
     if (typeof fromFlag === 'string') return fromFlag;
     return (spec ? env[spec.env] : undefined) || spec?.fallback;
   };
+  const configDir = pick('config');
+  const address = (name: string): string => pick(name) ?? `${defaultHost(configDir !== undefined)}:${flags[name]!.port!}`;
   return {
-    configDir: pick('config'),
-    listen: pick('listen') ?? '0.0.0.0:8080',
-    adminListen: pick('admin-listen') ?? '0.0.0.0:8081',
-    healthListen: pick('health-listen') ?? '0.0.0.0:8082',
+    configDir,
+    listen: address('listen'),
+    adminListen: address('admin-listen'),
+    healthListen: address('health-listen'),
     redisUrl: pick('redis-url'),
     settingsFile: pick('settings'),
     apis: parseApis(pick('apis') ?? '*'),
