@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { killGroup, spawnGroup, type ProcessGroup } from '../harness/procs.ts';
+import { keylessApiYaml } from '../support/api-yaml.ts';
 import { REPO_ROOT } from './support/processes.ts';
 import { waitFor } from './support/wait.ts';
 
@@ -62,14 +63,7 @@ describe('npm run sidecar / npm run operator', () => {
       logPath = join(dir, 'sidecar.log');
       const configDir = join(dir, 'config');
       await mkdir(configDir);
-      await writeFile(
-        join(configDir, 'api.yaml'),
-        `apiVersion: gw.dev/v1alpha1
-kind: ApiDefinition
-metadata: { name: hello }
-spec: { api_id: hello, use_keyless: true, proxy: { listen_path: /hello/, target_url: 'http://127.0.0.1:9000' } }
-`,
-      );
+      await writeFile(join(configDir, 'api.yaml'), keylessApiYaml('hello', '/hello/', 'http://127.0.0.1:9000'));
       const setUp = 'ip link set lo up && ip addr add 10.203.0.1/32 dev lo && exec npm run --silent sidecar -- --config "$0"';
       const started = spawnGroup({ command: 'unshare', args: ['--net', 'bash', '-c', setUp, configDir], logPath, env: { ...userEnv, GW_LOG_LEVEL: 'info' }, cwd: REPO_ROOT });
       if (started === null) throw new Error('could not run unshare');

@@ -7,6 +7,7 @@ import { keyHash } from '../../../crds/key-hash.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
 import { testEnv } from '../../harness/index.ts';
+import { keylessApiYaml } from '../../support/api-yaml.ts';
 import { collectingLogger } from '../../support/collecting-logger.ts';
 import { call, eventually, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
 
@@ -20,15 +21,8 @@ const adminSecret = 'folder-watch-admin-secret';
 const admin = { 'x-gw-authorization': adminSecret };
 const REPO_ROOT = join(import.meta.dirname, '..', '..', '..');
 
-const keylessApi = (apiId: string, listenPath: string, target: string, rate = 100): string => `apiVersion: gw.dev/v1alpha1
-kind: ApiDefinition
-metadata: { name: ${apiId} }   # written by hand
-spec:
-  api_id: ${apiId}
-  use_keyless: true
-  global_rate_limit: { rate: ${rate}, per: 60 }
-  proxy: { listen_path: ${listenPath}, target_url: '${target}' }
-`;
+/** Every API here has an API-level limit: a spec edit can then break it (per 0 with a rate). */
+const keylessApi = (apiId: string, listenPath: string, target: string): string => keylessApiYaml(apiId, listenPath, target, { rate: 100, per: 60 });
 
 const authApiAndKey = (target: string, rawKey: string): string => `apiVersion: gw.dev/v1alpha1
 kind: ApiDefinition

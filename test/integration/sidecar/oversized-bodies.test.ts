@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
 import { testEnv } from '../../harness/index.ts';
+import { keylessApiYaml } from '../../support/api-yaml.ts';
 import { sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
 
 /**
@@ -74,14 +75,7 @@ describe('oversized bodies always get their 413 answer', () => {
     upstream = await startEchoUpstream();
     upstream.server.on('request', () => (upstreamRequests += 1));
     dir = await mkdtemp(join(tmpdir(), 'gw-oversized-'));
-    await writeFile(
-      join(dir, 'api.yaml'),
-      `apiVersion: gw.dev/v1alpha1
-kind: ApiDefinition
-metadata: { name: uploads }
-spec: { api_id: uploads, use_keyless: true, proxy: { listen_path: /uploads/, target_url: '${upstream.url}' } }
-`,
-    );
+    await writeFile(join(dir, 'api.yaml'), keylessApiYaml('uploads', '/uploads/', upstream.url));
     sidecar = await startTestSidecar({ ...sidecarOptions('default', testEnv().redisUrl), configDir: dir, instanceId: uniqueId('oversized'), adminSecret });
   });
 
