@@ -5,7 +5,11 @@ export interface Readiness {
   ready: boolean;
   /** Why not, for the /readyz body. */
   reasons: string[];
-  /** Configs refused and not in effect; they do not make the gateway unready (the last good ones serve). */
+  /**
+   * What the config source could not take as written (refused configs, files that do not
+   * parse, Keys it cannot serve). They do not make the gateway unready: it serves the last
+   * good versions, and everything else.
+   */
   problems: { subject: string; reason: string }[];
 }
 
