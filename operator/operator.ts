@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { KubeConfig, KubernetesObject, V1ConfigMap, V1Secret } from '@kubernetes/client-node';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster, Redis } from 'ioredis';
 import { MANAGED_BY_SELECTOR } from '../common/compiled-config-map.ts';
 import { shareConnections } from '../common/kube-connections.ts';
@@ -8,29 +8,34 @@ import type { Logger } from '../common/logger.ts';
 import { RedisSessionStore } from '../common/session-store.ts';
 import { kinds, type KindName } from '../crds/kinds.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
-import { releaseOwner } from './runtime/release-owner.ts';
+import { KubeConfigMapWriter } from './config/config-map-writer.ts';
 import { ApiDefinitionController } from './controllers/api-definition-controller.ts';
 import { CategoryController } from './controllers/category-controller.ts';
 import type { Caches, ControllerContext } from './controllers/context.ts';
 import { KeyController } from './controllers/key-controller.ts';
 import { PolicyController } from './controllers/policy-controller.ts';
 import { PortalProductController } from './controllers/portal-product-controller.ts';
+import { Controller, type ControllerOptions, type KindController } from './kit/controller.ts';
+import type { Source } from './kit/watch.ts';
+import { KubeKeySecrets } from './keys/key-secrets.ts';
 import type { OperatorOptions } from './options.ts';
-import { Controller } from './runtime/controller.ts';
-import { EventRecorder } from './runtime/event-recorder.ts';
+import { KubeEventRecorder } from './runtime/event-recorder.ts';
+import { KubeFinalizerWriter } from './runtime/finalizer-writer.ts';
 import type { GwObject } from './runtime/gw-object.ts';
 import { createHealthServer } from './runtime/health-server.ts';
 import { InformerSet } from './runtime/informer-set.ts';
 import { LeaderElector } from './runtime/leader-election.ts';
+import { listen, closeServer } from './runtime/listen.ts';
 import { OperatorMetrics } from './runtime/metrics.ts';
 import { createRedis } from './runtime/redis-client.ts';
+import { releaseOwner } from './runtime/release-owner.ts';
 import { configMapType, customResourceType, secretType } from './runtime/resources.ts';
-import { StatusWriter } from './runtime/status.ts';
-import { listen, closeServer } from './runtime/listen.ts';
+import { KubeStatusWriter } from './runtime/status.ts';
 import { WebhookRunner } from './webhook/webhook-runner.ts';
-import { enqueueAll, wireWatches, type Queues } from './wiring.ts';
 
 const LEASE_NAME = 'gw-operator-leader';
+/** Longest a reconcile may run: a deposed leader stops writing within this, however stuck a call is. */
+const RECONCILE_TIMEOUT_MS = 30_000;
 
 export interface OperatorDeps {
   kc: KubeConfig;
@@ -39,6 +44,9 @@ export interface OperatorDeps {
   /** Default metrics of the process (off when several operators share a test process). */
   processMetrics?: boolean;
 }
+
+/** The informers behind the caches: what the operator starts and stops. */
+type Informers = { [P in keyof Caches]: Caches[P] extends Source<infer T> ? InformerSet<T> : never };
 
 /**
  * One operator instance: informer caches of every kind, one controller per kind behind
@@ -51,9 +59,8 @@ export class Operator {
   readonly metrics: OperatorMetrics;
   readonly #log: Logger;
   readonly #redis: Redis | Cluster;
-  readonly #caches: Caches;
-  readonly #controllers: Controller[];
-  readonly #queues: Queues;
+  readonly #informers: Informers;
+  readonly #controllers: Record<KindName, Controller>;
   readonly #elector: LeaderElector | undefined;
   readonly #webhook: WebhookRunner | undefined;
   #health: Server | undefined;
@@ -66,36 +73,29 @@ export class Operator {
     this.#log = deps.log.child({ instance: options.instanceId });
     const kc = shareConnections(deps.kc);
     this.#redis = createRedis(options.redisUrl, this.#log);
-    this.#caches = this.#makeCaches(kc);
-    this.metrics = new OperatorMetrics(() => Object.fromEntries(this.#controllers.map((c) => [c.kind, c.queue.depth()])), deps.processMetrics ?? true);
+    this.#informers = this.#makeInformers(kc);
+    this.metrics = new OperatorMetrics(() => Object.fromEntries(Object.values(this.#controllers).map((c) => [c.kind, c.depth()])), deps.processMetrics ?? true);
     const ctx: ControllerContext = {
-      kc,
       log: this.#log,
-      caches: this.#caches,
-      events: new EventRecorder(kc, options.instanceId, this.#log),
-      status: new StatusWriter(kc),
+      caches: this.#informers,
+      status: new KubeStatusWriter(kc),
+      events: new KubeEventRecorder(kc, options.instanceId, this.#log),
+      finalizers: new KubeFinalizerWriter(kc),
+      configMaps: new KubeConfigMapWriter(kc),
+      keySecrets: new KubeKeySecrets(kc),
       sessions: new RedisSessionStore(this.#redis),
       settings: deps.settings,
       metrics: this.metrics,
     };
-    const queueOptions = { concurrency: options.concurrency, baseDelayMs: 200, maxDelayMs: 30_000 };
-    const make = (reconciler: ConstructorParameters<typeof Controller>[0]) => new Controller(reconciler, queueOptions, this.metrics, this.#log);
-    const [apis, policies, keys, categories, products] = [
-      make(new ApiDefinitionController(ctx)),
-      make(new PolicyController(ctx)),
-      make(new KeyController(ctx)),
-      make(new CategoryController(ctx)),
-      make(new PortalProductController(ctx)),
-    ];
-    this.#controllers = [apis, policies, keys, categories, products];
-    this.#queues = {
-      apis: (k) => this.#leading && apis.queue.add(k),
-      policies: (k) => this.#leading && policies.queue.add(k),
-      keys: (k) => this.#leading && keys.queue.add(k),
-      categories: (k) => this.#leading && categories.queue.add(k),
-      products: (k) => this.#leading && products.queue.add(k),
+    const controllerOptions: ControllerOptions = { concurrency: options.concurrency, baseDelayMs: 200, maxDelayMs: 30_000, timeoutMs: RECONCILE_TIMEOUT_MS };
+    const controller = (reconciler: KindController) => new Controller(reconciler, controllerOptions, this.metrics, this.#log);
+    this.#controllers = {
+      ApiDefinition: controller(new ApiDefinitionController(ctx)),
+      Policy: controller(new PolicyController(ctx)),
+      Key: controller(new KeyController(ctx)),
+      Category: controller(new CategoryController(ctx)),
+      PortalProduct: controller(new PortalProductController(ctx)),
     };
-    wireWatches(this.#caches, this.#queues);
     this.#elector = options.leaderElection
       ? new LeaderElector(
           kc,
@@ -126,7 +126,7 @@ export class Operator {
   async start(): Promise<void> {
     this.#health = createHealthServer({ live: () => this.#started, ready: () => this.#started && (this.#webhook?.serving() ?? true) }, this.metrics.registry);
     await listen(this.#health, this.options.healthListen);
-    await Promise.all(Object.values(this.#caches).map((cache: InformerSet<KubernetesObject>) => cache.start()));
+    await Promise.all(Object.values(this.#informers).map((informers) => informers.start()));
     await this.#webhook?.start();
     this.#started = true;
     if (this.#elector) this.#elector.start();
@@ -140,7 +140,7 @@ export class Operator {
     await this.#elector?.stop();
     await this.#stopLeading();
     await this.#webhook?.stop();
-    await Promise.all(Object.values(this.#caches).map((cache: InformerSet<KubernetesObject>) => cache.stop()));
+    await Promise.all(Object.values(this.#informers).map((informers) => informers.stop()));
     if (this.#health) await closeServer(this.#health);
     this.#redis.disconnect();
     this.#log.info('operator stopped');
@@ -149,20 +149,11 @@ export class Operator {
   #startLeading(): void {
     this.#leading = true;
     this.metrics.leader.set(1);
-    for (const controller of this.#controllers) controller.queue.start();
-    enqueueAll(this.#caches, this.#queues);
+    for (const controller of Object.values(this.#controllers)) controller.start();
     const period = this.options.resyncSeconds * 1000;
-    this.#resync = setInterval(() => this.#resyncAll(period), period);
-    this.#resync.unref();
-  }
-
-  #resyncAll(period: number): void {
-    const due = new Map<Controller, string[]>(this.#controllers.map((c) => [c, []]));
-    const collect = (controller: Controller) => (key: string) => void due.get(controller)?.push(key);
-    const [apis, policies, keys, categories, products] = this.#controllers as [Controller, Controller, Controller, Controller, Controller];
-    enqueueAll(this.#caches, { apis: collect(apis), policies: collect(policies), keys: collect(keys), categories: collect(categories), products: collect(products) });
     // A little under the period, so an item reconciled just after the last tick is not skipped twice.
-    for (const [controller, listed] of due) controller.resync(listed, period * 0.8);
+    this.#resync = setInterval(() => Object.values(this.#controllers).forEach((controller) => controller.resync(period * 0.8)), period);
+    this.#resync.unref();
   }
 
   async #stopLeading(): Promise<void> {
@@ -170,10 +161,10 @@ export class Operator {
     this.#leading = false;
     this.metrics.leader.set(0);
     clearInterval(this.#resync);
-    await Promise.all(this.#controllers.map((controller) => controller.queue.stop()));
+    await Promise.all(Object.values(this.#controllers).map((controller) => controller.stop()));
   }
 
-  #makeCaches(kc: KubeConfig): Caches {
+  #makeInformers(kc: KubeConfig): Informers {
     const namespaces = this.options.watchNamespaces;
     const gw = <K extends KindName>(kind: K) => new InformerSet<GwObject<K>>(kc, customResourceType(kc, kinds[kind]), namespaces, this.#log);
     return {
@@ -182,8 +173,8 @@ export class Operator {
       keys: gw('Key'),
       categories: gw('Category'),
       products: gw('PortalProduct'),
-      configMaps: new InformerSet<V1ConfigMap>(kc, configMapType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
-      secrets: new InformerSet<V1Secret>(kc, secretType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
+      configMaps: new InformerSet(kc, configMapType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
+      secrets: new InformerSet(kc, secretType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
     };
   }
 }

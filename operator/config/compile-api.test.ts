@@ -1,24 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { compiledConfigSchema } from '../../crds/compiled.ts';
 import { defaultGatewaySettings } from '../../crds/settings.ts';
-import type { z } from 'zod';
-import { apiDefinitionSpecSchema, policySpecSchema } from '../../crds/schemas/index.ts';
-import type { GwObject } from '../runtime/gw-object.ts';
+import { apiDefinition as api, policy } from '../controllers/fixtures.ts';
 import { ApiCompiler, apiIdOf, grantedApiIds, policyProblem } from './compile-api.ts';
-
-// Specs as the API server stores them: through the schema the CRD is generated from (defaults applied).
-const api = (name: string, spec: Partial<z.input<typeof apiDefinitionSpecSchema>>, generation = 1): GwObject<'ApiDefinition'> => ({
-  apiVersion: 'gw.dev/v1alpha1',
-  kind: 'ApiDefinition',
-  metadata: { name, namespace: 'ns', uid: `uid-${name}`, generation },
-  spec: apiDefinitionSpecSchema.parse({ use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' }, ...spec }),
-});
-const policy = (name: string, rights: string[], generation = 1): GwObject<'Policy'> => ({
-  apiVersion: 'gw.dev/v1alpha1',
-  kind: 'Policy',
-  metadata: { name, namespace: 'ns', uid: `uid-${name}`, generation },
-  spec: policySpecSchema.parse({ rate: 10, per: 60, access_rights: Object.fromEntries(rights.map((r) => [r, {}])) }),
-});
 
 describe('ApiCompiler', () => {
   it('compiles one API with every policy granting it, into a valid compiled config', () => {

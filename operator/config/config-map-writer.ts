@@ -1,14 +1,22 @@
-import { ApiException, CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { isConflict, isNotFound } from '../kit/controllerutil.ts';
 
-/** Create-or-replace and delete of compiled ConfigMaps; 404/409 races resolve as "someone got there first". */
-export class ConfigMapWriter {
+/** Writes and deletes compiled ConfigMaps. */
+export interface ConfigMapWriter {
+  /** Writes the desired ConfigMap over whatever is stored (the operator owns every byte of it). */
+  apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated'>;
+  /** Deletes it; one already gone counts as deleted. */
+  delete(namespace: string, name: string): Promise<void>;
+}
+
+/** Create-or-replace and delete through the API server; 404/409 races resolve as "someone got there first". */
+export class KubeConfigMapWriter implements ConfigMapWriter {
   readonly #api: CoreV1Api;
 
   constructor(kc: KubeConfig) {
     this.#api = kc.makeApiClient(CoreV1Api);
   }
 
-  /** Writes the desired ConfigMap over whatever is stored (the operator owns every byte of it). */
   async apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated'> {
     const name = desired.metadata?.name ?? '';
     const namespace = desired.metadata?.namespace ?? '';
@@ -19,14 +27,14 @@ export class ConfigMapWriter {
         await this.#api.replaceNamespacedConfigMap({ name, namespace, body });
         return 'updated';
       } catch (error) {
-        if (!(error instanceof ApiException) || error.code !== 404) throw error;
+        if (!isNotFound(error)) throw error;
       }
     }
     try {
       await this.#api.createNamespacedConfigMap({ namespace, body: desired });
       return 'created';
     } catch (error) {
-      if (!(error instanceof ApiException) || error.code !== 409) throw error;
+      if (!isConflict(error)) throw error;
       await this.#api.replaceNamespacedConfigMap({ name, namespace, body: desired });
       return 'updated';
     }
@@ -36,7 +44,7 @@ export class ConfigMapWriter {
     try {
       await this.#api.deleteNamespacedConfigMap({ name, namespace });
     } catch (error) {
-      if (!(error instanceof ApiException) || error.code !== 404) throw error;
+      if (!isNotFound(error)) throw error;
     }
   }
 }

@@ -1,4 +1,4 @@
-import type { V1ConfigMap, V1OwnerReference } from '@kubernetes/client-node';
+import type { V1ConfigMap } from '@kubernetes/client-node';
 import {
   API_ID_LABEL,
   apiIdLabelValue,
@@ -10,21 +10,11 @@ import {
   MANAGED_BY_LABEL,
   RETAIN_ANNOTATION,
 } from '../../common/compiled-config-map.ts';
+import { controllerReference, controllerUid } from '../kit/controllerutil.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
 /** ConfigMaps hold at most 1 MiB in etcd; leave room for metadata. */
 export const MAX_CONFIG_BYTES = 900 * 1024;
-
-export function ownerReference(obj: GwObject): V1OwnerReference {
-  return {
-    apiVersion: obj.apiVersion,
-    kind: obj.kind,
-    name: obj.metadata.name,
-    uid: obj.metadata.uid ?? '',
-    controller: true,
-    blockOwnerDeletion: false,
-  };
-}
 
 export function desiredConfigMap(api: GwObject<'ApiDefinition'>, apiId: string, json: string): V1ConfigMap {
   return {
@@ -35,7 +25,7 @@ export function desiredConfigMap(api: GwObject<'ApiDefinition'>, apiId: string, 
       namespace: api.metadata.namespace,
       labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: apiIdLabelValue(apiId) },
       annotations: { [CONFIG_HASH_ANNOTATION]: configHash(json) },
-      ownerReferences: [ownerReference(api)],
+      ownerReferences: [controllerReference(api)],
     },
     data: { [CONFIG_KEY]: json },
   };
@@ -51,7 +41,6 @@ export function upToDate(current: V1ConfigMap, desired: V1ConfigMap): boolean {
   const want = desired.metadata ?? {};
   const annotations = meta.annotations ?? {};
   const labels = meta.labels ?? {};
-  const owner = (meta.ownerReferences ?? []).find((ref) => ref.controller);
   const checks = [
     current.data?.[CONFIG_KEY] === desired.data?.[CONFIG_KEY],
     Object.keys(current.data ?? {}).length === 1,
@@ -59,7 +48,7 @@ export function upToDate(current: V1ConfigMap, desired: V1ConfigMap): boolean {
     annotations[RETAIN_ANNOTATION] === undefined,
     labels[MANAGED_BY_LABEL] === MANAGED_BY,
     labels[API_ID_LABEL] === want.labels?.[API_ID_LABEL],
-    owner?.uid === want.ownerReferences?.[0]?.uid,
+    controllerUid(current) === controllerUid(desired),
   ];
   return checks.every(Boolean);
 }

@@ -1,15 +1,17 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
-import { kinds } from '../../crds/kinds.ts';
+import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
-import { ApiCompiler } from '../config/compile-api.ts';
-import { ConfigMapWriter } from '../config/config-map-writer.ts';
-import { configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { ApiCompiler, apiIdOf, grantedApiIds } from '../config/compile-api.ts';
 import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate } from '../config/config-map.ts';
-import { splitKey, type GwObject } from '../runtime/gw-object.ts';
+import type { KindController } from '../kit/controller.ts';
+import { setStatus } from '../kit/controllerutil.ts';
+import type { Request, Result } from '../kit/reconciler.ts';
+import { forObjects, owns, requestFor, specChanged, watches, type Watch } from '../kit/watch.ts';
+import type { GwObject } from '../runtime/gw-object.ts';
+import type { DesiredStatus } from '../runtime/status.ts';
+import type { ControllerContext } from './context.ts';
 
 type Api = GwObject<'ApiDefinition'>;
-import { nextStatus, type DesiredStatus } from '../runtime/status.ts';
-import type { ControllerContext } from './context.ts';
 
 const RETAIN_GRACE_MS = 15_000;
 
@@ -19,22 +21,35 @@ const RETAIN_GRACE_MS = 15_000;
  * A compile problem or an oversized config leaves the last written ConfigMap in place
  * (sidecars keep serving the last good config) and says why on the status.
  */
-export class ApiDefinitionController {
-  readonly kind = kinds.ApiDefinition.kind;
+export class ApiDefinitionController implements KindController {
+  readonly kind = 'ApiDefinition';
+  readonly watches: Watch[];
   readonly #ctx: ControllerContext;
-  readonly #writer: ConfigMapWriter;
   readonly #compiler: ApiCompiler;
   /** When each retained ConfigMap was first seen retained while its ApiDefinition still existed. */
   readonly #retainedSince = new Map<string, number>();
 
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
-    this.#writer = new ConfigMapWriter(ctx.kc);
     this.#compiler = new ApiCompiler(ctx.settings);
+    const { apis, policies, configMaps } = ctx.caches;
+    const granting = (policy: GwObject<'Policy'> | undefined): string[] => (policy ? grantedApiIds(policy) : []);
+    this.watches = [
+      forObjects(apis),
+      owns(configMaps, (cm) => {
+        const apiName = apiNameOf(cm.metadata?.name ?? '');
+        return apiName ? { namespace: cm.metadata?.namespace ?? '', name: apiName } : undefined;
+      }),
+      // A policy's grants are compiled into each API it grants: now, and before the change.
+      watches(policies, (event) => {
+        if (!specChanged(event)) return [];
+        const ids = new Set([...granting(event.verb === 'delete' ? undefined : event.object), ...granting(event.old)]);
+        return apis.list().filter((api) => ids.has(apiIdOf(api))).map(requestFor);
+      }),
+    ];
   }
 
-  async reconcile(key: string): Promise<void> {
-    const { namespace, name } = splitKey(key);
+  async reconcile({ namespace, name }: Request, signal: AbortSignal): Promise<Result | void> {
     const api = this.#ctx.caches.apis.get(namespace, name);
     if (!api || api.metadata.deletionTimestamp) {
       this.#compiler.forget(namespace, name);
@@ -54,21 +69,24 @@ export class ApiDefinitionController {
       await this.#setStatus(api, { ready: false, reason: 'ConfigTooLarge', message, fields });
       return;
     }
-    await this.#writeConfigMap(api, outcome.apiId, json, outcome.policyIds.length);
+    signal.throwIfAborted();
+    const result = await this.#writeConfigMap(api, outcome.apiId, json, outcome.policyIds.length);
     await this.#setStatus(api, {
       ready: true,
       reason: 'Compiled',
       message: `compiled config in ConfigMap ${configMapName(name)} (${outcome.policyIds.length} granting policies)`,
       fields,
     });
+    return result;
   }
 
-  async #writeConfigMap(api: Api, apiId: string, json: string, policyCount: number): Promise<void> {
+  async #writeConfigMap(api: Api, apiId: string, json: string, policyCount: number): Promise<Result | void> {
     const desired = desiredConfigMap(api, apiId, json);
     const current = this.#ctx.caches.configMaps.get(api.metadata.namespace, configMapName(api.metadata.name));
     if (current && upToDate(current, desired)) return;
-    if (current && this.#inRetainGrace(api, current)) return;
-    const action = await this.#writer.apply(desired, current);
+    const graceLeftMs = current ? this.#retainGraceLeftMs(api, current) : 0;
+    if (graceLeftMs > 0) return { requeueAfterMs: graceLeftMs };
+    const action = await this.#ctx.configMaps.apply(desired, current);
     this.#ctx.metrics.configMapWrites.inc({ action });
     this.#ctx.log.info({ api: `${api.metadata.namespace}/${api.metadata.name}`, action }, 'compiled config written');
     await this.#ctx.events.record(api, 'Normal', 'ConfigWritten', `compiled config ${action} in ConfigMap ${desired.metadata?.name} (${policyCount} granting policies)`);
@@ -78,19 +96,20 @@ export class ApiDefinitionController {
    * The admin DELETE marks the ConfigMap retained and then deletes the ApiDefinition: in
    * between, the ConfigMap must not be rewritten (that would drop the mark). If the
    * ApiDefinition is still there after a grace period (the delete failed, or the API was
-   * re-created), the operator takes the ConfigMap back at the next reconcile (resync).
+   * re-created), the operator takes the ConfigMap back: this says how long to wait still.
    */
-  #inRetainGrace(api: Api, current: V1ConfigMap): boolean {
+  #retainGraceLeftMs(api: Api, current: V1ConfigMap): number {
     const key = `${api.metadata.namespace}/${api.metadata.name}`;
     if (current.metadata?.annotations?.[RETAIN_ANNOTATION] !== 'true') {
       this.#retainedSince.delete(key);
-      return false;
+      return 0;
     }
     const since = this.#retainedSince.get(key) ?? Date.now();
     this.#retainedSince.set(key, since);
-    if (Date.now() - since < RETAIN_GRACE_MS) return true;
+    const left = since + RETAIN_GRACE_MS - Date.now();
+    if (left > 0) return left;
     this.#retainedSince.delete(key);
-    return false;
+    return 0;
   }
 
   /** The ApiDefinition is gone: delete its ConfigMap unless the admin DELETE asked to keep it until a reload. */
@@ -99,15 +118,12 @@ export class ApiDefinitionController {
     if (!cm || cm.metadata?.labels?.[MANAGED_BY_LABEL] !== MANAGED_BY) return;
     if (cm.metadata.annotations?.[RETAIN_ANNOTATION] === 'true') return;
     this.#retainedSince.delete(`${namespace}/${name}`);
-    await this.#writer.delete(namespace, configMapName(name));
+    await this.#ctx.configMaps.delete(namespace, configMapName(name));
     this.#ctx.metrics.configMapWrites.inc({ action: 'deleted' });
     this.#ctx.log.info({ api: `${namespace}/${name}` }, 'compiled config of a deleted ApiDefinition removed');
   }
 
   async #setStatus(api: Api, desired: DesiredStatus<ApiDefinitionStatus>): Promise<void> {
-    const status = nextStatus(api, desired);
-    if (!status) return;
-    await this.#ctx.status.write('ApiDefinition', api, status);
-    if (!desired.ready) await this.#ctx.events.record(api, 'Warning', desired.reason, desired.message);
+    await setStatus(this.#ctx, 'ApiDefinition', api, desired);
   }
 }

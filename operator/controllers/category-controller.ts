@@ -1,33 +1,34 @@
-import { kinds } from '../../crds/kinds.ts';
 import type { CategorySpec } from '../../crds/schemas/category.ts';
-import { splitKey } from '../runtime/gw-object.ts';
-import { nextStatus } from '../runtime/status.ts';
+import type { KindController } from '../kit/controller.ts';
+import { setStatus } from '../kit/controllerutil.ts';
+import type { Request } from '../kit/reconciler.ts';
+import { forObjects, requestFor, specChanged, watches, type Watch } from '../kit/watch.ts';
 import type { ControllerContext } from './context.ts';
 
 /** The name APIs use to join a Category: spec.name, else metadata.name. */
 export const categoryName = (spec: CategorySpec, metadataName: string): string => spec.name || metadataName;
 
 /** Category status: how many ApiDefinitions of its namespace list it in `categories`. */
-export class CategoryController {
-  readonly kind = kinds.Category.kind;
+export class CategoryController implements KindController {
+  readonly kind = 'Category';
+  readonly watches: Watch[];
   readonly #ctx: ControllerContext;
 
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
+    const { apis, categories } = ctx.caches;
+    this.watches = [
+      forObjects(categories),
+      // Categories an API left must recount too, and the old spec may not list them: recount the namespace's.
+      watches(apis, (event) => (specChanged(event) ? categories.list(event.object.metadata.namespace).map(requestFor) : [])),
+    ];
   }
 
-  async reconcile(key: string): Promise<void> {
-    const { namespace, name } = splitKey(key);
+  async reconcile({ namespace, name }: Request): Promise<void> {
     const category = this.#ctx.caches.categories.get(namespace, name);
     if (!category || category.metadata.deletionTimestamp) return;
     const label = categoryName(category.spec, name);
     const count = this.#ctx.caches.apis.list(namespace).filter((api) => (api.spec.categories ?? []).includes(label)).length;
-    const status = nextStatus(category, {
-      ready: true,
-      reason: 'Counted',
-      message: `${count} API(s) in category ${label}`,
-      fields: { apis: count },
-    });
-    if (status) await this.#ctx.status.write('Category', category, status);
+    await setStatus(this.#ctx, 'Category', category, { ready: true, reason: 'Counted', message: `${count} API(s) in category ${label}`, fields: { apis: count } });
   }
 }

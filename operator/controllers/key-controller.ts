@@ -1,14 +1,19 @@
 import { sessionFromKey } from '../../common/session-from-key.ts';
-import { kinds } from '../../crds/kinds.ts';
 import type { KeyStatus } from '../../crds/schemas/key.ts';
-import { setKeyFinalizers, hasFinalizer, KEY_FINALIZER } from '../keys/finalizer.ts';
-import { hashOfSecret, KeySecrets, keySecretName } from '../keys/key-secrets.ts';
+import type { KindController } from '../kit/controller.ts';
+import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
+import { TerminalError, type Request } from '../kit/reconciler.ts';
+import { forObjects, owns, requestFor, specChanged, watches, type Watch } from '../kit/watch.ts';
+import { hashOfSecret, KEY_LABEL, keySecretName } from '../keys/key-secrets.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
-import { splitKey, type GwObject } from '../runtime/gw-object.ts';
+import type { GwObject } from '../runtime/gw-object.ts';
+import type { DesiredStatus } from '../runtime/status.ts';
+import type { ControllerContext } from './context.ts';
 
 type Key = GwObject<'Key'>;
-import { nextStatus, type DesiredStatus } from '../runtime/status.ts';
-import type { ControllerContext } from './context.ts';
+
+/** Cleanup outside the API server: the Redis session of a deleted Key. */
+export const KEY_FINALIZER = 'gw.dev/key-session';
 
 interface KeyIdentity {
   hash: string;
@@ -23,27 +28,40 @@ interface KeyIdentity {
  * reconcile fails and retries with backoff, the finalizer holding the Key until then.
  * The raw key is read only to hash it and is never logged or put in status or Events.
  */
-export class KeyController {
-  readonly kind = kinds.Key.kind;
+export class KeyController implements KindController {
+  readonly kind = 'Key';
+  readonly watches: Watch[];
   readonly #ctx: ControllerContext;
-  readonly #secrets: KeySecrets;
 
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
-    this.#secrets = new KeySecrets(ctx.kc);
+    const { keys, policies, secrets } = ctx.caches;
+    this.watches = [
+      forObjects(keys),
+      owns(secrets, (secret) => {
+        const keyName = secret.metadata?.labels?.[KEY_LABEL];
+        return keyName ? { namespace: secret.metadata?.namespace ?? '', name: keyName } : undefined;
+      }),
+      // A policy appearing or going decides whether the keys naming it are Ready.
+      watches(policies, (event) => {
+        if (!specChanged(event)) return [];
+        const { namespace, name } = event.object.metadata;
+        return keys.list(namespace).filter((key) => (key.spec.apply_policies ?? []).includes(name)).map(requestFor);
+      }),
+    ];
   }
 
-  async reconcile(queueKey: string): Promise<void> {
-    const { namespace, name } = splitKey(queueKey);
+  async reconcile({ namespace, name }: Request, signal: AbortSignal): Promise<void> {
     let key = this.#ctx.caches.keys.get(namespace, name);
     if (!key) return;
     if (key.metadata.deletionTimestamp) {
-      if (hasFinalizer(key)) await this.#finalize(key);
+      if (hasFinalizer(key, KEY_FINALIZER)) await this.#finalize(key, signal);
       return;
     }
-    if (!hasFinalizer(key)) key = await setKeyFinalizers(this.#ctx.kc, key, [...(key.metadata.finalizers ?? []), KEY_FINALIZER]);
+    key = await addFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     const identity = await this.#identity(key);
     const fields = { key_hash: identity.hash, secretName: identity.secretName, policies: this.#existingPolicies(key).found };
+    signal.throwIfAborted();
     try {
       const outcome = await this.#writeSession(key, identity.hash);
       if (!outcome.ok) {
@@ -76,10 +94,11 @@ export class KeyController {
     if (specHash) identity = { hash: specHash, secretName: undefined };
     else {
       const secretName = keySecretName(key.metadata.name);
-      const secret = this.#ctx.caches.secrets.get(key.metadata.namespace, secretName) ?? (await this.#secrets.read(key.metadata.namespace, secretName));
+      const secret = this.#ctx.caches.secrets.get(key.metadata.namespace, secretName) ?? (await this.#ctx.keySecrets.read(key.metadata.namespace, secretName));
       let hash = hashOfSecret(secret);
-      if (!secret) hash = await this.#secrets.create(key);
-      if (!hash) throw new Error(`Secret ${secretName} holds no key`);
+      if (!secret) hash = await this.#ctx.keySecrets.create(key);
+      // Retrying cannot fill the Secret: a change to it enqueues the Key again.
+      if (!hash) throw new TerminalError(`Secret ${secretName} holds no key`);
       identity = { hash, secretName };
     }
     const previous = key.status?.key_hash;
@@ -99,7 +118,7 @@ export class KeyController {
     return { ok: true };
   }
 
-  async #finalize(key: Key): Promise<void> {
+  async #finalize(key: Key, signal: AbortSignal): Promise<void> {
     const secretName = keySecretName(key.metadata.name);
     const hashes = new Set(
       [key.status?.key_hash, key.spec.key_hash, hashOfSecret(this.#ctx.caches.secrets.get(key.metadata.namespace, secretName))].filter(
@@ -107,15 +126,13 @@ export class KeyController {
       ),
     );
     for (const hash of hashes) await this.#ctx.sessions.delete(hash);
-    await this.#secrets.delete(key.metadata.namespace, secretName);
-    await setKeyFinalizers(this.#ctx.kc, key, (key.metadata.finalizers ?? []).filter((f) => f !== KEY_FINALIZER));
+    await this.#ctx.keySecrets.delete(key.metadata.namespace, secretName);
+    signal.throwIfAborted();
+    await removeFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     this.#ctx.log.info({ key: `${key.metadata.namespace}/${key.metadata.name}` }, 'key session removed');
   }
 
   async #setStatus(key: Key, desired: DesiredStatus<KeyStatus>): Promise<void> {
-    const status = nextStatus(key, desired);
-    if (!status) return;
-    await this.#ctx.status.write('Key', key, status);
-    if (!desired.ready) await this.#ctx.events.record(key, 'Warning', desired.reason, desired.message);
+    await setStatus(this.#ctx, 'Key', key, desired);
   }
 }

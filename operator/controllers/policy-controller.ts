@@ -1,8 +1,10 @@
-import { kinds } from '../../crds/kinds.ts';
 import type { PolicyStatus } from '../../crds/schemas/policy.ts';
 import { apiIdOf, grantedApiIds, policyProblem } from '../config/compile-api.ts';
-import { splitKey } from '../runtime/gw-object.ts';
-import { nextStatus, type DesiredStatus } from '../runtime/status.ts';
+import type { KindController } from '../kit/controller.ts';
+import { setStatus } from '../kit/controllerutil.ts';
+import type { Request } from '../kit/reconciler.ts';
+import { forObjects, requestFor, specChanged, watches, type Watch } from '../kit/watch.ts';
+import type { DesiredStatus } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
 
 /**
@@ -10,19 +12,32 @@ import type { ControllerContext } from './context.ts';
  * never blocked by the policies granting it, they turn not Ready instead — or the policy
  * itself is invalid), and back-links: the api_ids it grants that exist and the Keys
  * using it (their count, and their names in the message).
- * The APIs' ConfigMaps are rewritten by the ApiDefinition controller, which the policy's
- * watch events enqueue.
+ * The APIs' ConfigMaps are rewritten by the ApiDefinition controller, which watches policies.
  */
-export class PolicyController {
-  readonly kind = kinds.Policy.kind;
+export class PolicyController implements KindController {
+  readonly kind = 'Policy';
+  readonly watches: Watch[];
   readonly #ctx: ControllerContext;
 
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
+    const { apis, keys, policies } = ctx.caches;
+    this.watches = [
+      forObjects(policies),
+      // An API appearing, changing or going changes whether the policies granting it are Ready.
+      watches(apis, (event) => {
+        if (!specChanged(event)) return [];
+        const apiId = apiIdOf(event.object);
+        return policies.list().filter((policy) => grantedApiIds(policy).includes(apiId)).map(requestFor);
+      }),
+      // A key's apply_policies changes the key count of the policies it names.
+      watches(keys, (event) =>
+        specChanged(event) ? (event.object.spec.apply_policies ?? []).map((name) => ({ namespace: event.object.metadata.namespace, name })) : [],
+      ),
+    ];
   }
 
-  async reconcile(key: string): Promise<void> {
-    const { namespace, name } = splitKey(key);
+  async reconcile({ namespace, name }: Request): Promise<void> {
     const policy = this.#ctx.caches.policies.get(namespace, name);
     if (!policy || policy.metadata.deletionTimestamp) return;
     const granted = grantedApiIds(policy);
@@ -38,10 +53,7 @@ export class PolicyController {
     const desired: DesiredStatus<PolicyStatus> = problem
       ? { ready: false, ...problem, fields }
       : { ready: true, reason: 'Valid', message: `grants ${granted.length} API(s); used by ${describeKeys(keys)}`, fields };
-    const status = nextStatus(policy, desired);
-    if (!status) return;
-    await this.#ctx.status.write('Policy', policy, status);
-    if (!desired.ready) await this.#ctx.events.record(policy, 'Warning', desired.reason, desired.message);
+    await setStatus(this.#ctx, 'Policy', policy, desired);
   }
 }
 

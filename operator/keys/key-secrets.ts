@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { ApiException, CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../../common/compiled-config-map.ts';
 import { keyHash } from '../../crds/key-hash.ts';
-import { ownerReference } from '../config/config-map.ts';
+import { controllerReference, isConflict, isNotFound } from '../kit/controllerutil.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
 export const keySecretName = (keyName: string): string => `gw-key-${keyName}`;
@@ -20,8 +20,31 @@ export function hashOfSecret(secret: V1Secret | undefined): string | undefined {
   return raw === '' ? undefined : keyHash(raw);
 }
 
+/** The Secret holding a Key's raw key (owned by the Key, so it goes with it), and that key's hash. */
+export function keySecret(key: GwObject<'Key'>, raw: string): { secret: V1Secret; hash: string } {
+  const secret: V1Secret = {
+    metadata: {
+      name: keySecretName(key.metadata.name),
+      namespace: key.metadata.namespace,
+      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [KEY_LABEL]: key.metadata.name },
+      ownerReferences: [controllerReference(key)],
+    },
+    type: 'Opaque',
+    data: { [KEY_DATA]: Buffer.from(raw).toString('base64') },
+  };
+  return { secret, hash: keyHash(raw) };
+}
+
 /** Secrets of kubectl-made Keys: read past a lagging cache, created once, deleted with the Key. */
-export class KeySecrets {
+export interface KeySecretStore {
+  read(namespace: string, name: string): Promise<V1Secret | undefined>;
+  /** Creates the Secret with a fresh raw key; if one appeared meanwhile, that one wins. Returns the key's hash. */
+  create(key: GwObject<'Key'>): Promise<string>;
+  /** Deletes it; one already gone counts as deleted. */
+  delete(namespace: string, name: string): Promise<void>;
+}
+
+export class KubeKeySecrets implements KeySecretStore {
   readonly #api: CoreV1Api;
 
   constructor(kc: KubeConfig) {
@@ -32,33 +55,22 @@ export class KeySecrets {
     try {
       return await this.#api.readNamespacedSecret({ name, namespace });
     } catch (error) {
-      if (error instanceof ApiException && error.code === 404) return undefined;
+      if (isNotFound(error)) return undefined;
       throw error;
     }
   }
 
-  /** Creates the Secret with a fresh raw key; if one appeared meanwhile, that one wins. Returns the key's hash. */
   async create(key: GwObject<'Key'>): Promise<string> {
-    const raw = generateRawKey();
-    const body: V1Secret = {
-      metadata: {
-        name: keySecretName(key.metadata.name),
-        namespace: key.metadata.namespace,
-        labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [KEY_LABEL]: key.metadata.name },
-        ownerReferences: [ownerReference(key)],
-      },
-      type: 'Opaque',
-      data: { [KEY_DATA]: Buffer.from(raw).toString('base64') },
-    };
+    const { secret, hash } = keySecret(key, generateRawKey());
     try {
-      await this.#api.createNamespacedSecret({ namespace: key.metadata.namespace, body });
-      return keyHash(raw);
-    } catch (error) {
-      if (!(error instanceof ApiException) || error.code !== 409) throw error;
-      const existing = await this.read(key.metadata.namespace, keySecretName(key.metadata.name));
-      const hash = hashOfSecret(existing);
-      if (!hash) throw new Error(`Secret ${keySecretName(key.metadata.name)} exists without a "${KEY_DATA}" entry`, { cause: error });
+      await this.#api.createNamespacedSecret({ namespace: key.metadata.namespace, body: secret });
       return hash;
+    } catch (error) {
+      if (!isConflict(error)) throw error;
+      const existing = await this.read(key.metadata.namespace, keySecretName(key.metadata.name));
+      const existingHash = hashOfSecret(existing);
+      if (!existingHash) throw new Error(`Secret ${keySecretName(key.metadata.name)} exists without a "${KEY_DATA}" entry`, { cause: error });
+      return existingHash;
     }
   }
 
@@ -66,7 +78,7 @@ export class KeySecrets {
     try {
       await this.#api.deleteNamespacedSecret({ name, namespace });
     } catch (error) {
-      if (!(error instanceof ApiException) || error.code !== 404) throw error;
+      if (!isNotFound(error)) throw error;
     }
   }
 }

@@ -16,13 +16,18 @@ interface Remembered {
   at: number;
 }
 
+/** Records an Event on an object. Never throws: an Event that cannot be written is logged and dropped. */
+export interface EventRecorder {
+  record(obj: KubernetesObject, type: EventType, reason: string, message: string): Promise<void>;
+}
+
 /**
  * Kubernetes core/v1 Events on the operator's resources. Repeats of one (object, reason,
  * message) are aggregated into one Event with a count, so a resource failing the same
  * way on every retry cannot flood the API server. Writing an Event never fails a
  * reconcile: it is logged and dropped. Callers never put a raw key in a message.
  */
-export class EventRecorder {
+export class KubeEventRecorder implements EventRecorder {
   readonly #api: CoreV1Api;
   readonly #log: Logger;
   readonly #instance: string;

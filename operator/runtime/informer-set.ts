@@ -1,8 +1,7 @@
 import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
+import type { Source, Verb, WatchEvent } from '../kit/watch.ts';
 import type { ResourceType } from './resources.ts';
-
-export type ChangeHandler<T> = (obj: T, verb: 'add' | 'update' | 'delete') => void;
 
 const RESTART_BASE_MS = 250;
 const RESTART_MAX_MS = 10_000;
@@ -11,12 +10,14 @@ const RESTART_MAX_MS = 10_000;
  * The informer cache of one kind over the watched namespaces (one informer per
  * namespace, or one cluster-wide). A failed list or watch stops a client-node informer,
  * so each one is restarted with backoff: an API-server outage delays reconciles, it
- * never ends them.
+ * never ends them. Each change is handed on with the version seen before it.
  */
-export class InformerSet<T extends KubernetesObject> {
+export class InformerSet<T extends KubernetesObject> implements Source<T> {
   readonly #informers: Array<Informer<T> & ObjectCache<T>> = [];
   readonly #log: Logger;
-  readonly #handlers: Array<ChangeHandler<T>> = [];
+  readonly #handlers: Array<(event: WatchEvent<T>) => void> = [];
+  /** The version of each object last handed on: the cache holds these very objects, so this costs one map entry each. */
+  readonly #lastSeen = new Map<string, T>();
   #stopped = false;
 
   constructor(kc: KubeConfig, type: ResourceType, namespaces: string[], log: Logger, labelSelector?: string) {
@@ -31,7 +32,7 @@ export class InformerSet<T extends KubernetesObject> {
     }
   }
 
-  on(handler: ChangeHandler<T>): void {
+  on(handler: (event: WatchEvent<T>) => void): void {
     this.#handlers.push(handler);
   }
 
@@ -77,11 +78,16 @@ export class InformerSet<T extends KubernetesObject> {
     });
   }
 
-  #emit(obj: T, verb: 'add' | 'update' | 'delete'): void {
+  #emit(object: T, verb: Verb): void {
     // The cache holds this very object: dropping managedFields (never read here) saves
     // roughly a third of the cache's memory with 10,000 Keys and their Secrets.
-    if (obj.metadata) delete obj.metadata.managedFields;
-    for (const handler of this.#handlers) handler(obj, verb);
+    if (object.metadata) delete object.metadata.managedFields;
+    const id = `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
+    const old = this.#lastSeen.get(id);
+    if (verb === 'delete') this.#lastSeen.delete(id);
+    else this.#lastSeen.set(id, object);
+    const event: WatchEvent<T> = { verb, object, old: verb === 'add' ? undefined : old };
+    for (const handler of this.#handlers) handler(event);
   }
 }
 

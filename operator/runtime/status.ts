@@ -51,7 +51,12 @@ export function nextStatus<S extends StatusBase>(
   return unchanged ? null : next;
 }
 
-export class StatusWriter {
+/** Writes a resource's status subresource. */
+export interface StatusWriter {
+  write<K extends KindName>(kind: K, obj: GwObject<K>, status: StatusPatch<GwStatus<K>>): Promise<void>;
+}
+
+export class KubeStatusWriter implements StatusWriter {
   readonly #api: CustomObjectsApi;
 
   constructor(kc: KubeConfig) {

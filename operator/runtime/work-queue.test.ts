@@ -62,10 +62,11 @@ describe('WorkQueue', () => {
     const queue = new WorkQueue(
       async () => {
         times.push(Date.now());
-        if (times.length < 4) throw new Error('not yet');
+        const result = times.length < 4 ? 'error' : 'success';
+        results.push(result);
+        if (result === 'error') throw new Error('not yet');
       },
       { concurrency: 1, baseDelayMs: 20, maxDelayMs: 1_000 },
-      { onResult: (_key, result) => results.push(result) },
     );
     queue.start();
     queue.add('k');

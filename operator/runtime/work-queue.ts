@@ -12,14 +12,9 @@ export interface WorkQueueOptions {
 
 export type WorkHandler = (key: string) => Promise<void>;
 
-export interface WorkQueueHooks {
-  onResult?: (key: string, result: 'success' | 'error', error?: unknown) => void;
-}
-
 export class WorkQueue {
   readonly #handler: WorkHandler;
   readonly #options: WorkQueueOptions;
-  readonly #hooks: WorkQueueHooks;
   /** Insertion-ordered set: the items waiting for a worker. */
   readonly #ready = new Set<string>();
   readonly #running = new Set<string>();
@@ -30,10 +25,9 @@ export class WorkQueue {
   readonly #idleWaiters: Array<() => void> = [];
   #stopped = true;
 
-  constructor(handler: WorkHandler, options: WorkQueueOptions, hooks: WorkQueueHooks = {}) {
+  constructor(handler: WorkHandler, options: WorkQueueOptions) {
     this.#handler = handler;
     this.#options = options;
-    this.#hooks = hooks;
   }
 
   start(): void {
@@ -98,11 +92,9 @@ export class WorkQueue {
     try {
       await this.#handler(key);
       this.#failures.delete(key);
-      this.#hooks.onResult?.(key, 'success');
-    } catch (error) {
+    } catch {
       const failures = (this.#failures.get(key) ?? 0) + 1;
       this.#failures.set(key, failures);
-      this.#hooks.onResult?.(key, 'error', error);
       this.addAfter(key, this.backoffMs(failures));
     } finally {
       this.#running.delete(key);

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { ApiDefinitionController } from './api-definition-controller.ts';
+import { enqueuedBy, fakeContext } from './fakes.ts';
+import { apiDefinition, policy } from './fixtures.ts';
+
+const signal = new AbortController().signal;
+const api = (name: string, spec: Parameters<typeof apiDefinition>[1] = {}) => apiDefinition(name, { api_id: name, ...spec });
+
+describe('ApiDefinitionController', () => {
+  it('writes the compiled ConfigMap and a Ready status once, then nothing while nothing changes', async () => {
+    const { ctx, caches, status, events } = fakeContext();
+    const controller = new ApiDefinitionController(ctx);
+    caches.apis.put(api('orders'));
+    caches.policies.put(policy('gold', ['orders']));
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    const cm = caches.configMaps.get('ns', 'gw-api-orders');
+    expect(JSON.parse(cm?.data?.['config.json'] ?? '{}').apis[0].api_id).toBe('orders');
+    expect(caches.apis.get('ns', 'orders')?.status).toMatchObject({
+      api_id: 'orders',
+      policies: ['ns/gold'],
+      configMap: 'gw-api-orders',
+      conditions: [{ type: 'Ready', status: 'True', reason: 'Compiled' }],
+    });
+    expect(events.events.map((e) => e.reason)).toEqual(['ConfigWritten']);
+
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    expect(status.writes).toHaveLength(1);
+    expect(events.events).toHaveLength(1);
+  });
+
+  it('reports a compile problem as Ready=False with a Warning event and writes no ConfigMap', async () => {
+    const { ctx, caches, events } = fakeContext();
+    caches.apis.put(api('bad', { use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET', rate: 1, per: 1 }] } }));
+    await new ApiDefinitionController(ctx).reconcile({ namespace: 'ns', name: 'bad' }, signal);
+    expect(caches.configMaps.list()).toEqual([]);
+    expect(caches.apis.get('ns', 'bad')?.status?.conditions?.[0]).toMatchObject({ status: 'False', reason: 'InvalidRegex' });
+    expect(events.events).toMatchObject([{ type: 'Warning', reason: 'InvalidRegex' }]);
+  });
+
+  it('leaves a retained ConfigMap alone for the grace period and asks to come back when it ends', async () => {
+    const { ctx, caches } = fakeContext();
+    const controller = new ApiDefinitionController(ctx);
+    caches.apis.put(api('orders'));
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    const written = caches.configMaps.get('ns', 'gw-api-orders')!;
+    caches.configMaps.put({ ...written, metadata: { ...written.metadata, annotations: { ...written.metadata?.annotations, [RETAIN_ANNOTATION]: 'true' } } });
+    caches.policies.put(policy('gold', ['orders']));
+    const result = await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    expect(result?.requeueAfterMs).toBeGreaterThan(14_000);
+    expect(result?.requeueAfterMs).toBeLessThanOrEqual(15_000);
+    expect(caches.configMaps.get('ns', 'gw-api-orders')?.metadata?.annotations?.[RETAIN_ANNOTATION]).toBe('true');
+  });
+
+  it('deletes the ConfigMap of a deleted API, unless it is retained until a reload', async () => {
+    const { ctx, caches } = fakeContext();
+    const controller = new ApiDefinitionController(ctx);
+    for (const name of ['gone', 'kept']) {
+      caches.apis.put(api(name));
+      await controller.reconcile({ namespace: 'ns', name }, signal);
+      caches.apis.remove('ns', name);
+    }
+    const kept = caches.configMaps.get('ns', 'gw-api-kept')!;
+    caches.configMaps.put({ ...kept, metadata: { ...kept.metadata, annotations: { [RETAIN_ANNOTATION]: 'true' } } });
+    await controller.reconcile({ namespace: 'ns', name: 'gone' }, signal);
+    await controller.reconcile({ namespace: 'ns', name: 'kept' }, signal);
+    expect(caches.configMaps.list().map((cm) => cm.metadata?.name)).toEqual(['gw-api-kept']);
+  });
+
+  it('watches its APIs, their ConfigMaps, and the APIs a policy grants before and after a spec change', () => {
+    const { ctx, caches } = fakeContext();
+    for (const name of ['a', 'b', 'c']) caches.apis.put(api(name));
+    caches.policies.put(policy('p', ['a']));
+    const controller = new ApiDefinitionController(ctx);
+    expect(enqueuedBy(controller, () => caches.policies.put(policy('p', ['b'], 2)))).toEqual(['ns/a', 'ns/b']);
+    const statusOnly = policy('p', ['b'], 2);
+    expect(enqueuedBy(new ApiDefinitionController(ctx), () => caches.policies.put(statusOnly))).toEqual([]);
+    expect(enqueuedBy(new ApiDefinitionController(ctx), () => caches.configMaps.put({ metadata: { namespace: 'ns', name: 'gw-api-c' } }))).toEqual(['ns/c']);
+    expect(enqueuedBy(new ApiDefinitionController(ctx), () => caches.configMaps.put({ metadata: { namespace: 'ns', name: 'unrelated' } }))).toEqual([]);
+  });
+});

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { keyHash } from '../../crds/key-hash.ts';
+import { keySpecSchema } from '../../crds/schemas/index.ts';
+import { TerminalError } from '../kit/reconciler.ts';
+import { enqueuedBy, fakeContext } from './fakes.ts';
+import { key as keyObject, policy } from './fixtures.ts';
+import { KEY_FINALIZER, KeyController } from './key-controller.ts';
+
+const signal = new AbortController().signal;
+const request = { namespace: 'ns', name: 'alice' };
+const key = (spec: Parameters<typeof keyObject>[1] = {}, name = 'alice') => keyObject(name, spec);
+
+describe('KeyController', () => {
+  it('gives a kubectl-made key its finalizer, a generated raw key in a Secret, and its session under the hash', async () => {
+    const { ctx, caches, sessions, events } = fakeContext();
+    caches.keys.put(key({ rate: 5, per: 10 }));
+    await new KeyController(ctx).reconcile(request, signal);
+    const stored = caches.keys.get('ns', 'alice')!;
+    expect(stored.metadata.finalizers).toEqual([KEY_FINALIZER]);
+    expect(caches.secrets.get('ns', 'gw-key-alice')?.metadata?.ownerReferences?.[0]).toMatchObject({ kind: 'Key', name: 'alice', controller: true });
+    expect(stored.status).toMatchObject({ key_hash: keyHash('raw-1'), secretName: 'gw-key-alice', conditions: [{ status: 'True', reason: 'SessionStored' }] });
+    expect((await sessions.get(keyHash('raw-1')))?.rate).toBe(5);
+    expect(events.events.map((e) => e.reason)).toEqual(['SessionCreated']);
+  });
+
+  it('removes the session and the Secret of a deleted key, then its finalizer', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key());
+    await controller.reconcile(request, signal);
+    const live = caches.keys.get('ns', 'alice')!;
+    caches.keys.put({ ...live, metadata: { ...live.metadata, deletionTimestamp: new Date() } });
+    await controller.reconcile(request, signal);
+    expect(await sessions.get(keyHash('raw-1'))).toBeNull();
+    expect(caches.secrets.list()).toEqual([]);
+    expect(caches.keys.get('ns', 'alice')).toBeUndefined();
+  });
+
+  it('says which applied policies are missing, and drops the old session when the identity changes', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.policies.put(policy('gold'));
+    caches.keys.put(key({ key_hash: keyHash('first'), apply_policies: ['gold', 'silver'] }));
+    await controller.reconcile(request, signal);
+    const first = caches.keys.get('ns', 'alice')!;
+    expect(first.status).toMatchObject({ policies: ['ns/gold'], conditions: [{ status: 'False', reason: 'MissingPolicy' }] });
+    caches.keys.put({ ...first, spec: keySpecSchema.parse({ key_hash: keyHash('second') }) });
+    await controller.reconcile(request, signal);
+    expect(await sessions.get(keyHash('first'))).toBeNull();
+    expect(await sessions.get(keyHash('second'))).not.toBeNull();
+  });
+
+  it('fails terminally when the key Secret holds no key', async () => {
+    const { ctx, caches } = fakeContext();
+    caches.keys.put(key());
+    caches.secrets.put({ metadata: { namespace: 'ns', name: 'gw-key-alice' }, data: {} });
+    await expect(new KeyController(ctx).reconcile(request, signal)).rejects.toBeInstanceOf(TerminalError);
+  });
+
+  it('watches its keys, their Secrets, and the keys naming a policy whose spec changed', () => {
+    const { ctx, caches } = fakeContext();
+    caches.keys.put(key({ apply_policies: ['gold'] }, 'alice'));
+    caches.keys.put(key({}, 'bob'));
+    expect(enqueuedBy(new KeyController(ctx), () => caches.policies.put(policy('gold')))).toEqual(['ns/alice']);
+    expect(enqueuedBy(new KeyController(ctx), () => caches.secrets.put({ metadata: { namespace: 'ns', name: 'gw-key-bob', labels: { 'gw.dev/key': 'bob' } } }))).toEqual([
+      'ns/bob',
+    ]);
+  });
+});

@@ -1,0 +1,117 @@
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import type { KindName } from '../../crds/kinds.ts';
+import { MemorySource } from '../controllers/fakes.ts';
+import { OperatorMetrics } from '../runtime/metrics.ts';
+import { Controller, type KindController } from './controller.ts';
+import { TerminalError, type Request, type Result } from './reconciler.ts';
+import { forObjects } from './watch.ts';
+
+const until = async (condition: () => boolean, timeoutMs = 2_000): Promise<void> => {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+};
+const settle = (ms = 30): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+const thing = (name: string) => ({ metadata: { namespace: 'ns', name } });
+
+function harness(reconcile: (request: Request, signal: AbortSignal) => Promise<Result | void>, timeoutMs = 1_000) {
+  const source = new MemorySource<ReturnType<typeof thing>>();
+  const metrics = new OperatorMetrics(() => ({}), false);
+  const reconciler: KindController = { kind: 'Category' satisfies KindName, watches: [forObjects(source)], reconcile };
+  const controller = new Controller(reconciler, { concurrency: 2, baseDelayMs: 20, maxDelayMs: 60_000, timeoutMs }, metrics, pino({ level: 'silent' }));
+  const counts = async () => (await metrics.reconciles.get()).values.map((v) => `${v.labels.result}=${v.value}`).sort();
+  return { source, controller, counts };
+}
+
+describe('Controller', () => {
+  it('counts reconciles by result, and its resync skips items reconciled within the period', async () => {
+    const runs: string[] = [];
+    const { source, controller, counts } = harness(async ({ name }) => {
+      runs.push(name);
+      if (name === 'bad') throw new TerminalError('boom');
+    });
+    ['a', 'b', 'bad'].forEach((name) => source.put(thing(name)));
+    controller.start();
+    await settle();
+    expect(runs.sort()).toEqual(['a', 'b', 'bad']);
+    expect(await counts()).toEqual(['error=1', 'success=2']);
+
+    // 'bad' has no success to be fresh from; a and b reconciled just now.
+    runs.length = 0;
+    controller.resync(10_000);
+    await settle();
+    expect(runs).toEqual(['bad']);
+
+    runs.length = 0;
+    controller.resync(0);
+    await settle();
+    expect(runs.sort()).toEqual(['a', 'b', 'bad']);
+    await controller.stop();
+  });
+
+  it('enqueues watched changes only while started', async () => {
+    const runs: string[] = [];
+    const { source, controller } = harness(async ({ name }) => void runs.push(name));
+    source.put(thing('before-start'));
+    await settle();
+    expect(runs).toEqual([]);
+    controller.start();
+    source.put(thing('while-running'));
+    await until(() => runs.length === 2);
+    await controller.stop();
+    source.put(thing('after-stop'));
+    await settle();
+    expect(runs.sort()).toEqual(['before-start', 'while-running']);
+  });
+
+  it('brings an object back after the requeueAfterMs its reconcile returned', async () => {
+    const times: number[] = [];
+    const { source, controller } = harness(async () => {
+      times.push(Date.now());
+      return times.length === 1 ? { requeueAfterMs: 80 } : undefined;
+    });
+    source.put(thing('a'));
+    controller.start();
+    await until(() => times.length === 2);
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(75);
+    await settle(150);
+    expect(times).toHaveLength(2);
+    await controller.stop();
+  });
+
+  it('retries an error with backoff but not a terminal error', async () => {
+    const runs: string[] = [];
+    const { source, controller, counts } = harness(async ({ name }) => {
+      runs.push(name);
+      if (name === 'flaky' && runs.filter((r) => r === 'flaky').length < 3) throw new Error('not yet');
+      if (name === 'broken') throw new TerminalError('cannot be fixed by retrying');
+    });
+    source.put(thing('flaky'));
+    source.put(thing('broken'));
+    controller.start();
+    await until(() => runs.filter((r) => r === 'flaky').length === 3);
+    await settle(200);
+    expect(runs.filter((r) => r === 'broken')).toHaveLength(1);
+    expect(await counts()).toEqual(['error=3', 'success=1']);
+    expect(controller.depth()).toBe(0);
+    await controller.stop();
+  });
+
+  it('abandons a reconcile past its time limit, aborting its signal, so stopping does not wait for it', async () => {
+    let signal: AbortSignal | undefined;
+    const { source, controller, counts } = harness((_request, s) => {
+      signal = s;
+      return new Promise(() => undefined);
+    }, 50);
+    source.put(thing('stuck'));
+    controller.start();
+    await until(() => signal?.aborted === true);
+    const stopped = Date.now();
+    await controller.stop();
+    expect(Date.now() - stopped).toBeLessThan(500);
+    expect(await counts()).toEqual(['error=1']);
+  });
+});

@@ -1,0 +1,120 @@
+import type { Logger } from '../../common/logger.ts';
+import type { KindName } from '../../crds/kinds.ts';
+import { errorMessage } from '../runtime/informer-set.ts';
+import type { OperatorMetrics } from '../runtime/metrics.ts';
+import { WorkQueue } from '../runtime/work-queue.ts';
+import { requestKey, requestOf, TerminalError, type Reconciler, type Result } from './reconciler.ts';
+import type { Watch } from './watch.ts';
+
+/** A kind's reconciler and what it watches. */
+export interface KindController extends Reconciler {
+  readonly kind: KindName;
+  readonly watches: readonly Watch[];
+}
+
+export interface ControllerOptions {
+  concurrency: number;
+  baseDelayMs: number;
+  maxDelayMs: number;
+  /** A reconcile running longer is abandoned and retried, so stopping (leadership lost) never waits longer. */
+  timeoutMs: number;
+}
+
+export class ReconcileTimeoutError extends Error {
+  override readonly name = 'ReconcileTimeoutError';
+}
+
+/**
+ * A reconciler behind its work queue: its watches feed the queue while it runs (only
+ * the leader runs controllers), each reconcile is timed, limited in time, counted and
+ * logged; errors retry with backoff unless terminal, and a result's requeueAfterMs
+ * brings the object back after that delay.
+ */
+export class Controller {
+  readonly kind: KindName;
+  readonly #reconciler: KindController;
+  readonly #queue: WorkQueue;
+  readonly #timeoutMs: number;
+  readonly #metrics: OperatorMetrics;
+  readonly #log: Logger;
+  /** When each item last reconciled successfully: the resync skips what is fresh. */
+  readonly #lastSuccess = new Map<string, number>();
+  #running = false;
+
+  constructor(reconciler: KindController, options: ControllerOptions, metrics: OperatorMetrics, log: Logger) {
+    this.kind = reconciler.kind;
+    this.#reconciler = reconciler;
+    this.#timeoutMs = options.timeoutMs;
+    this.#metrics = metrics;
+    this.#log = log.child({ controller: reconciler.kind });
+    this.#queue = new WorkQueue((key) => this.#run(key), options);
+    for (const watch of reconciler.watches) watch.subscribe((request) => this.#running && this.#queue.add(requestKey(request)));
+  }
+
+  /** Starts reconciling: everything the watches cover is queued once. */
+  start(): void {
+    this.#running = true;
+    this.#queue.start();
+    for (const watch of this.#reconciler.watches) for (const request of watch.resyncRequests()) this.#queue.add(requestKey(request));
+  }
+
+  /** Stops taking work and waits for the running reconciles (each bounded by the time limit). */
+  async stop(): Promise<void> {
+    this.#running = false;
+    await this.#queue.stop();
+  }
+
+  /** Items waiting, retrying or running (the queue-depth metric). */
+  depth(): number {
+    return this.#queue.depth();
+  }
+
+  /**
+   * Resync: queue the items not reconciled within `maxAgeMs`. Re-running what just ran
+   * corrects nothing, and under a backlog (a cold start with thousands of objects) it
+   * would multiply the work. Items no longer listed are forgotten.
+   */
+  resync(maxAgeMs: number): void {
+    const now = Date.now();
+    const listed = new Set(this.#reconciler.watches.flatMap((watch) => watch.resyncRequests().map(requestKey)));
+    for (const key of this.#lastSuccess.keys()) if (!listed.has(key)) this.#lastSuccess.delete(key);
+    for (const key of listed) if (now - (this.#lastSuccess.get(key) ?? 0) >= maxAgeMs) this.#queue.add(key);
+  }
+
+  async #run(key: string): Promise<void> {
+    const end = this.#metrics.reconcileSeconds.startTimer({ kind: this.kind });
+    try {
+      const result = await this.#withTimeLimit(key);
+      this.#metrics.reconciles.inc({ kind: this.kind, result: 'success' });
+      this.#lastSuccess.set(key, Date.now());
+      if (result?.requeueAfterMs !== undefined) this.#queue.addAfter(key, result.requeueAfterMs);
+    } catch (error) {
+      this.#metrics.reconciles.inc({ kind: this.kind, result: 'error' });
+      if (error instanceof TerminalError) {
+        this.#log.error({ object: key, err: errorMessage(error) }, 'reconcile failed; not retried until the object changes');
+        return;
+      }
+      this.#log.warn({ object: key, err: errorMessage(error) }, 'reconcile failed; will retry');
+      throw error;
+    } finally {
+      end();
+    }
+  }
+
+  async #withTimeLimit(key: string): Promise<Result | void> {
+    const abort = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const error = new ReconcileTimeoutError(`reconcile took longer than ${this.#timeoutMs} ms`);
+        abort.abort(error);
+        reject(error);
+      }, this.#timeoutMs);
+    });
+    try {
+      return await Promise.race([this.#reconciler.reconcile(requestOf(key), abort.signal), expired]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}

@@ -1,0 +1,66 @@
+import type { KubernetesObject } from '@kubernetes/client-node';
+import type { Request } from './reconciler.ts';
+
+export type Verb = 'add' | 'update' | 'delete';
+
+/**
+ * One change seen by an informer: the object as it is now (as it was last, for a
+ * delete) and, for an update or a delete, the version seen before it.
+ */
+export interface WatchEvent<T> {
+  verb: Verb;
+  object: T;
+  old: T | undefined;
+}
+
+/** A cache of one kind that controllers read and watch (an informer, or an in-memory one in unit tests). */
+export interface Source<T extends KubernetesObject> {
+  get(namespace: string, name: string): T | undefined;
+  list(namespace?: string): T[];
+  on(handler: (event: WatchEvent<T>) => void): void;
+}
+
+/** What a controller watches, and which of its requests each change of it asks for. */
+export interface Watch {
+  subscribe(enqueue: (request: Request) => void): void;
+  /** The requests the periodic resync revisits (none for a dependency's watch). */
+  resyncRequests(): Request[];
+}
+
+export const requestFor = (obj: KubernetesObject): Request => ({ namespace: obj.metadata?.namespace ?? '', name: obj.metadata?.name ?? '' });
+
+/** The controller's own kind: every change enqueues the object itself. */
+export function forObjects<T extends KubernetesObject>(source: Source<T>): Watch {
+  return {
+    subscribe: (enqueue) => source.on((event) => enqueue(requestFor(event.object))),
+    resyncRequests: () => source.list().map(requestFor),
+  };
+}
+
+/** Objects the controller writes for its own (a compiled ConfigMap, a key Secret): a change enqueues their owner. */
+export function owns<T extends KubernetesObject>(source: Source<T>, ownerOf: (obj: T) => Request | undefined): Watch {
+  const owners = (objects: T[]): Request[] => objects.flatMap((obj) => ownerOf(obj) ?? []);
+  return {
+    subscribe: (enqueue) => source.on((event) => owners([event.object]).forEach(enqueue)),
+    resyncRequests: () => owners(source.list()),
+  };
+}
+
+/** Another kind the controller's desired state depends on: `map` says which of its objects a change affects. */
+export function watches<T extends KubernetesObject>(source: Source<T>, map: (event: WatchEvent<T>) => Iterable<Request>): Watch {
+  return {
+    subscribe: (enqueue) =>
+      source.on((event) => {
+        for (const request of map(event)) enqueue(request);
+      }),
+    resyncRequests: () => [],
+  };
+}
+
+/**
+ * Whether a change can alter what depends on the object: added, deleted, or a new
+ * generation (spec). Status writes, most of the operator's own writes, do not, and
+ * skipping them keeps one key's status update from re-reconciling its policies' keys.
+ */
+export const specChanged = (event: WatchEvent<KubernetesObject>): boolean =>
+  event.verb !== 'update' || event.old === undefined || event.old.metadata?.generation !== event.object.metadata?.generation;
