@@ -10,9 +10,10 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
+import { partialPath, publish, pruneOthers } from './cache.ts';
 import { writeImage, type WrittenImage } from './oci.ts';
 import { ImageBuildError, requireHostFile, Rootfs } from './rootfs.ts';
 
@@ -53,16 +54,19 @@ export function imageContents(image: 'operator' | 'sidecar', list = readFileSync
 /** Production node_modules exactly as locked, installed once per lock file into the cache. */
 function productionModules(cacheDir: string): string {
   const lock = readFileSync(join(ROOT, 'package-lock.json'));
-  const dir = join(cacheDir, `node_modules-${createHash('sha256').update(lock).digest('hex').slice(0, 16)}`);
-  if (existsSync(join(dir, 'node_modules'))) return join(dir, 'node_modules');
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir, { recursive: true });
-  for (const file of ['package.json', 'package-lock.json']) copyFileSync(join(ROOT, file), join(dir, file));
-  try {
-    execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-  } catch (err) {
-    rmSync(dir, { recursive: true, force: true });
-    throw new ImageBuildError('npm-ci-production', (err as { stderr?: Buffer }).stderr?.toString() || (err as Error).message);
+  const dir = join(cacheDir, `production-modules-${createHash('sha256').update(lock).digest('hex').slice(0, 16)}`);
+  if (!existsSync(dir)) {
+    const staging = partialPath(dir);
+    mkdirSync(staging, { recursive: true });
+    for (const file of ['package.json', 'package-lock.json']) copyFileSync(join(ROOT, file), join(staging, file));
+    try {
+      execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: staging, stdio: ['ignore', 'ignore', 'pipe'] });
+    } catch (err) {
+      rmSync(staging, { recursive: true, force: true });
+      throw new ImageBuildError('npm-ci-production', (err as { stderr?: Buffer }).stderr?.toString() || (err as Error).message);
+    }
+    publish(staging, dir);
+    pruneOthers(dir, 'production-modules-');
   }
   return join(dir, 'node_modules');
 }
@@ -73,11 +77,13 @@ function strippedNode(cacheDir: string): string {
   const stripped = join(cacheDir, `node-${createHash('sha256').update(readFileSync(node)).digest('hex').slice(0, 16)}`);
   if (existsSync(stripped)) return stripped;
   try {
-    execFileSync('strip', ['-o', `${stripped}.partial`, node], { stdio: ['ignore', 'ignore', 'pipe'] });
+    execFileSync('strip', ['-o', partialPath(stripped), node], { stdio: ['ignore', 'ignore', 'pipe'] });
   } catch (err) {
+    rmSync(partialPath(stripped), { force: true });
     throw new ImageBuildError('strip-node', `strip ${node}: ${(err as Error).message} (strip is in Debian's binutils)`);
   }
-  renameSync(`${stripped}.partial`, stripped);
+  publish(partialPath(stripped), stripped);
+  pruneOthers(stripped, 'node-');
   return stripped;
 }
 

@@ -5,8 +5,9 @@
  * holds the image is not written again.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { gzipSync } from 'node:zlib';
+import { partialPath, publish } from './cache.ts';
 
 export type LayerEntry =
   | { type: 'dir'; path: string; mode: number; uid?: number; gid?: number }
@@ -189,10 +190,9 @@ export function writeImage(path: string, config: ImageConfig, entries: LayerEntr
     blob(manifest),
     blob(layerGz),
   ]);
-  // A run stopped halfway leaves no archive that looks complete.
-  const partial = `${path}.partial`;
-  writeFileSync(partial, archive);
-  renameSync(partial, path);
+  // A run stopped halfway, or one running at the same time, never leaves a half archive.
+  writeFileSync(partialPath(path), archive);
+  publish(partialPath(path), path);
   return { name, path, manifestDigest: sha256(manifest), bytes: archive.length, reused: false };
 }
 

@@ -5,8 +5,9 @@
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { partialPath, publish } from './cache.ts';
 import { fullReference, writeImage, type WrittenImage } from './oci.ts';
 import { ImageBuildError, requireHostFile, Rootfs } from './rootfs.ts';
 
@@ -87,13 +88,14 @@ export function pauseImage(out: string, name = PAUSE_IMAGE): WrittenImage {
   const binary = join(cacheDir, `pause-${createHash('sha256').update(source).digest('hex').slice(0, 16)}`);
   if (!existsSync(binary)) {
     try {
-      execFileSync('gcc', ['-static', '-Os', '-s', '-o', `${binary}.partial`, PAUSE_SOURCE], { stdio: ['ignore', 'ignore', 'pipe'] });
+      execFileSync('gcc', ['-static', '-Os', '-s', '-o', partialPath(binary), PAUSE_SOURCE], { stdio: ['ignore', 'ignore', 'pipe'] });
     } catch (err) {
+      rmSync(partialPath(binary), { force: true });
       const failure = err as { code?: string; stderr?: Buffer };
       const detail = failure.code === 'ENOENT' ? "gcc is not installed (Debian's gcc and libc6-dev)" : failure.stderr?.toString().trim() || (err as Error).message;
       throw new ImageBuildError('build-pause', `gcc -static ${PAUSE_SOURCE}: ${detail}`);
     }
-    renameSync(`${binary}.partial`, binary);
+    publish(partialPath(binary), binary);
   }
   return buildImageFromBinary(name, binary, { out, entrypoint: ['/pause'], user: '65535:65535', as: '/pause' });
 }
