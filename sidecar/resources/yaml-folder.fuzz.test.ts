@@ -1,0 +1,109 @@
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { parseAllDocuments, stringify } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { apiVersion, kinds } from '../../crds/kinds.ts';
+import { anyText, fuzzParameters, fuzzTimeout } from '../../test/support/fuzz.ts';
+import { FolderResourceStore } from './folder-store.ts';
+import { documentsOf, readFolder } from './yaml-folder.ts';
+
+/**
+ * The `--config` folder is hand-written: any file content is read without a throw
+ * (unparsable documents are skipped), and the store's writes change only what they
+ * mean to (a tag of any text lands as written, a deleted API's document goes, every
+ * other document reads as before).
+ */
+
+const RUNS = 60;
+
+const resource = (kind: string, name: string, spec: Record<string, unknown>) => ({ apiVersion, kind, metadata: { name }, spec });
+const api = (id: string) => resource(kinds.ApiDefinition.kind, id, { api_id: id, use_keyless: true, proxy: { listen_path: `/${id}/`, target_url: 'http://127.0.0.1:9' } });
+const product = (tags: string[]) => resource(kinds.PortalProduct.kind, 'starter', { id: 'prod-1', tags: tags.map((Name) => ({ Name })) });
+
+/** YAML a person could write: block or flow style, comments, documents of any kind, junk. */
+const documentText = fc.oneof(
+  fc.tuple(fc.jsonValue({ maxDepth: 3 }), fc.constantFrom(0, 2, 4)).map(([value, flow]) => stringify(value, { indent: flow || 2, flowLevel: flow === 4 ? 1 : -1 })),
+  fc.constantFrom(...Object.values(kinds).map((k) => k.kind)).chain((kind) =>
+    fc.dictionary(anyText(10), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }).map((spec) => stringify(resource(kind, 'x', spec))),
+  ),
+  anyText(60),
+  fc.constantFrom('key: [unclosed\n', '\t- tab\n', 'a: &x 1\nb: *y\n', '!!binary foo\n', '? complex\n: key\n', '%YAML 9.9\n---\n', 'a: 1\na: 2\n', '\uFEFFa: 1\n'),
+);
+const fileText = fc.array(fc.tuple(fc.option(anyText(20).map((c) => `# ${c.replace(/\n/g, ' ')}\n`), { nil: '' }), documentText), { maxLength: 3 }).map((docs) =>
+  docs.map(([comment, doc]) => `${comment}${doc}`).join('---\n'),
+);
+
+/** Tags as the tag operation lets them through: 1 to 63 characters, well-formed, no control characters. */
+const tagName = anyText(40).filter((t) => t.length > 0 && t.length <= 63 && t.isWellFormed() && !/\p{Cc}/u.test(t));
+
+describe('YAML folder loader (fuzz)', () => {
+  let root: string;
+  const fill = async (contents: Record<string, string>): Promise<string> => {
+    const dir = await mkdtemp(join(root, 'f-'));
+    for (const [name, text] of Object.entries(contents)) await writeFile(join(dir, name), text);
+    return dir;
+  };
+  const texts = async (dir: string): Promise<Record<string, string>> =>
+    Object.fromEntries(await Promise.all((await readdir(dir)).sort().map(async (n) => [n, await readFile(join(dir, n), 'utf8')] as const)));
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'gw-fuzz-yaml-'));
+  });
+  afterAll(async () => {
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('reads any folder without a throw, and a read changes no file', { timeout: fuzzTimeout(RUNS, 100) }, async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.dictionary(fc.constantFrom('a.yaml', 'b.yml', 'c.yaml', '.hidden.yaml', 'notes.txt'), fileText, { maxKeys: 3 }), async (contents) => {
+        const dir = await fill(contents);
+        const files = await readFolder(dir);
+        for (const kind of Object.values(kinds)) for (const doc of documentsOf(files, kind.kind)) expect(doc.object.kind).toBe(kind.kind);
+        const store = new FolderResourceStore(dir, 'default');
+        await store.listApis();
+        await store.listCategories();
+        expect(await store.deleteApi('absent-api')).toBe(false);
+        expect(await store.addProductTag('absent-product', 'tag')).toBeNull();
+        expect(await texts(dir)).toEqual(contents);
+      }),
+      fuzzParameters(RUNS),
+    );
+  });
+
+  it('a tag of any text is stored as written, and every other document reads as before', { timeout: fuzzTimeout(RUNS, 100) }, async () => {
+    await fc.assert(
+      fc.asyncProperty(tagName, fc.uniqueArray(tagName, { maxLength: 2 }), fileText, fc.constantFrom(0, 1), async (tag, existing, other, flow) => {
+        const productText = stringify(product(existing), { flowLevel: flow === 1 ? 2 : -1 });
+        const dir = await fill({ 'product.yaml': `# the product\n${productText}---\n${stringify(api('kept'))}`, 'other.yaml': other });
+        const before = await readFolder(dir);
+        const outcome = await new FolderResourceStore(dir, 'default').addProductTag('prod-1', tag);
+        expect(outcome).toBe(existing.includes(tag) ? 'exists' : 'added');
+        const docs = parseAllDocuments(await readFile(join(dir, 'product.yaml'), 'utf8'));
+        expect(docs.every((d) => d.errors.length === 0)).toBe(true);
+        const [tagged, kept] = docs.map((d) => d.toJS() as Record<string, unknown>);
+        const tags = existing.includes(tag) ? existing : [...existing, tag];
+        expect(tagged).toEqual(product(tags));
+        expect(kept).toEqual(api('kept'));
+        expect(await readFile(join(dir, 'other.yaml'), 'utf8')).toBe(before.find((f) => f.path.endsWith('other.yaml'))!.text);
+      }),
+      fuzzParameters(RUNS),
+    );
+  });
+
+  it('deleting an API removes its document only', { timeout: fuzzTimeout(RUNS, 100) }, async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.uniqueArray(fc.stringMatching(/^[a-z][a-z0-9-]{0,6}$/), { minLength: 1, maxLength: 4 }), fc.nat(), async (ids, which) => {
+        const gone = ids[which % ids.length]!;
+        const dir = await fill({ 'apis.yaml': ids.map((id) => `# ${id}\n${stringify(api(id))}`).join('---\n') });
+        expect(await new FolderResourceStore(dir, 'default').deleteApi(gone)).toBe(true);
+        const left = ids.filter((id) => id !== gone);
+        const names = await readdir(dir);
+        if (left.length === 0) expect(names).toEqual([]);
+        else expect(parseAllDocuments(await readFile(join(dir, 'apis.yaml'), 'utf8')).map((d) => d.toJS() as unknown)).toEqual(left.map(api));
+      }),
+      fuzzParameters(RUNS),
+    );
+  });
+});
