@@ -24,7 +24,7 @@ const product = (tags: string[]) => resource(kinds.PortalProduct.kind, 'starter'
 
 /** YAML a person could write: block or flow style, comments, documents of any kind, junk. */
 const documentText = fc.oneof(
-  fc.tuple(fc.jsonValue({ maxDepth: 3 }), fc.constantFrom(0, 2, 4)).map(([value, flow]) => stringify(value, { indent: flow || 2, flowLevel: flow === 4 ? 1 : -1 })),
+  fc.tuple(fc.jsonValue({ maxDepth: 3 }), fc.constantFrom(0, 2, 4)).map(([value, flow]) => stringify(value, { indent: flow || 2, collectionStyle: flow === 4 ? 'flow' : 'block' })),
   fc.constantFrom(...Object.values(kinds).map((k) => k.kind)).chain((kind) =>
     fc.dictionary(anyText(10), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }).map((spec) => stringify(resource(kind, 'x', spec))),
   ),
@@ -75,7 +75,7 @@ describe('YAML folder loader (fuzz)', () => {
   it('a tag of any text is stored as written, and every other document reads as before', { timeout: fuzzTimeout(RUNS, 100) }, async () => {
     await fc.assert(
       fc.asyncProperty(tagName, fc.uniqueArray(tagName, { maxLength: 2 }), fileText, fc.constantFrom(0, 1), async (tag, existing, other, flow) => {
-        const productText = stringify(product(existing), { flowLevel: flow === 1 ? 2 : -1 });
+        const productText = stringify(product(existing), { collectionStyle: flow === 1 ? 'flow' : 'block' });
         const dir = await fill({ 'product.yaml': `# the product\n${productText}---\n${stringify(api('kept'))}`, 'other.yaml': other });
         const before = await readFolder(dir);
         const outcome = await new FolderResourceStore(dir, 'default').addProductTag('prod-1', tag);
