@@ -1,14 +1,12 @@
 import { mkdtemp, readdir, readFile, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import fc from 'fast-check';
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { testEnv } from '../../harness/index.ts';
-import { fuzzParameters, fuzzTimeout } from '../../support/fuzz.ts';
+import { fuzzTimeout } from '../../support/fuzz.ts';
 import { sidecarOptions, startTestSidecar, uniqueId } from '../sidecar/helpers.ts';
-import { adminOperations, expectOwnShape, requestsFor, send, type Secrets } from './admin-requests.ts';
+import { adminOperations, databaseState, fuzzOperation, ownDatabase, type Secrets } from './admin-requests.ts';
 
 /**
  * Every admin operation of a real sidecar in folder mode (a temp folder of YAML, sessions
@@ -55,11 +53,7 @@ describe('admin operations on a folder, fuzzed', () => {
 
   const folder = async (): Promise<Record<string, string>> =>
     Object.fromEntries(await Promise.all((await readdir(dir)).sort().map(async (name) => [name, await readFile(join(dir, name), 'utf8')] as const)));
-  const database = async (): Promise<Record<string, string>> => {
-    const keys = (await redis.keys('*')).sort();
-    return Object.fromEntries(await Promise.all(keys.map(async (key) => [key, (await redis.dumpBuffer(key))?.toString('hex') ?? ''] as const)));
-  };
-  const state = async () => ({ files: await folder(), redis: await database() });
+  const state = async () => ({ files: await folder(), redis: await databaseState(redis) });
 
   /** After an accepted write: the folder and Redis as they started, held until the folder watcher has settled. */
   async function restore(): Promise<void> {
@@ -76,13 +70,11 @@ describe('admin operations on a folder, fuzzed', () => {
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'gw-fuzz-admin-'));
     for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
-    const url = new URL(testEnv().redisUrl);
-    url.pathname = `/${REDIS_DB}`;
-    redis = new Redis(url.toString(), { maxRetriesPerRequest: 1 });
-    await redis.flushdb();
+    const own = await ownDatabase(REDIS_DB);
+    redis = own.redis;
     sidecar = await startTestSidecar(
       {
-        ...sidecarOptions('default', url.toString()),
+        ...sidecarOptions('default', own.url),
         configDir: dir,
         listen: 'off',
         instanceId: uniqueId('fuzz-admin'),
@@ -103,19 +95,6 @@ describe('admin operations on a folder, fuzzed', () => {
   it.each(adminOperations({ api: 'toys', product: 'prod-1' }).map((op) => [op.name, op] as const))(
     '%s: no 5xx, its own error shape, nothing changed by a refusal',
     { timeout: fuzzTimeout(RUNS, 400) },
-    async (_name, op) => {
-      await fc.assert(
-        fc.asyncProperty(requestsFor(op, secrets), async (req) => {
-          const before = await state();
-          const answer = await send(sidecar.adminUrl, req);
-          expectOwnShape(req, answer);
-          const after = await state();
-          if (answer.status >= 400) expect(after, `${req.method} ${req.path} -> ${answer.status}`).toEqual(before);
-          else if (JSON.stringify(after) !== JSON.stringify(before)) await restore();
-        }),
-        fuzzParameters(RUNS),
-      );
-      expect((await fetch(`${sidecar.healthUrl}/healthz`)).status).toBe(200);
-    },
+    (_name, op) => fuzzOperation(op, secrets, { adminUrl: sidecar.adminUrl, healthUrl: sidecar.healthUrl, state, restore }, RUNS),
   );
 });

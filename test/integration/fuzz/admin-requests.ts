@@ -1,7 +1,9 @@
 import { request } from 'node:http';
 import fc from 'fast-check';
+import { Redis } from 'ioredis';
 import { expect } from 'vitest';
-import { anyText, trickyKeys } from '../../support/fuzz.ts';
+import { testEnv } from '../../harness/index.ts';
+import { anyText, fuzzParameters, trickyKeys } from '../../support/fuzz.ts';
 
 /**
  * Requests to the admin operations built from their parts (method, path with its
@@ -203,4 +205,44 @@ export function expectOwnShape(req: AdminRequest, answer: AdminAnswer): void {
       expect(Array.isArray(body.errors) && body.errors.length > 0 && body.errors.every((e) => typeof e === 'string'), what).toBe(true);
       break;
   }
+}
+
+/** A Redis database of the suite's own on the harness Redis, emptied: its keys are the suite's to compare. */
+export async function ownDatabase(db: number): Promise<{ url: string; redis: Redis }> {
+  const url = new URL(testEnv().redisUrl);
+  url.pathname = `/${db}`;
+  const redis = new Redis(url.toString(), { maxRetriesPerRequest: 1 });
+  await redis.flushdb();
+  return { url: url.toString(), redis };
+}
+
+/** Every key of the database with its value (DUMP), to tell any write apart. */
+export async function databaseState(redis: Redis): Promise<Record<string, string>> {
+  const keys = (await redis.keys('*')).sort();
+  return Object.fromEntries(await Promise.all(keys.map(async (key) => [key, (await redis.dumpBuffer(key))?.toString('hex') ?? ''] as const)));
+}
+
+export interface FuzzTarget {
+  adminUrl: string;
+  healthUrl: string;
+  /** Everything an operation may write (files or resources, Redis keys). */
+  state(): Promise<unknown>;
+  /** Puts the state back after an accepted write, so later runs start from the same place. */
+  restore(): Promise<void>;
+}
+
+/** The properties of one operation over `runs` generated requests, then the sidecar still healthy. */
+export async function fuzzOperation(op: Operation, secrets: Secrets, target: FuzzTarget, runs: number): Promise<void> {
+  await fc.assert(
+    fc.asyncProperty(requestsFor(op, secrets), async (req) => {
+      const before = await target.state();
+      const answer = await send(target.adminUrl, req);
+      expectOwnShape(req, answer);
+      const after = await target.state();
+      if (answer.status >= 400) expect(after, `${req.method} ${req.path} -> ${answer.status}`).toEqual(before);
+      else if (JSON.stringify(after) !== JSON.stringify(before)) await target.restore();
+    }),
+    fuzzParameters(runs),
+  );
+  expect((await fetch(`${target.healthUrl}/healthz`)).status).toBe(200);
 }
