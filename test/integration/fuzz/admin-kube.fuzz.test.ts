@@ -32,12 +32,24 @@ describe('admin operations on the API server, fuzzed', () => {
   let sidecar: RunningSidecar;
   const custom = () => kubeConfig().makeApiClient(CustomObjectsApi);
 
+  type Listed = { items: { metadata: { name: string; resourceVersion: string } }[] };
+  /** A list, waiting out the API server's "storage is (re)initializing" (429 with Retry-After) as clients should. */
+  const list = async (plural: string): Promise<Listed> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return (await custom().listNamespacedCustomObject({ group, version, namespace, plural })) as Listed;
+      } catch (err) {
+        if ((err as { code?: number }).code !== 429 || attempt === 20) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+    }
+  };
   /** Every gw resource of the namespace by kind and name, at its resourceVersion. */
   const resources = async (): Promise<string[]> => {
     const out: string[] = [];
     for (const kind of Object.values(kinds)) {
-      const list = (await custom().listNamespacedCustomObject({ group, version, namespace, plural: kind.plural })) as { items: { metadata: { name: string; resourceVersion: string } }[] };
-      out.push(...list.items.map((i) => `${kind.kind}/${i.metadata.name}@${i.metadata.resourceVersion}`));
+      const listed = await list(kind.plural);
+      out.push(...listed.items.map((i) => `${kind.kind}/${i.metadata.name}@${i.metadata.resourceVersion}`));
     }
     return out.sort();
   };
