@@ -29,9 +29,9 @@ describe('build-bins.sh', () => {
   });
 
   it('rejects an unknown component', async () => {
-    const out = await buildBins(['kubelet'], { GW_TEST_BINS_DIR: join(sessionDir(), 'bins-unknown') });
+    const out = await buildBins(['kubectl'], { GW_TEST_BINS_DIR: join(sessionDir(), 'bins-unknown') });
     expect(out.code).toBe(2);
-    expect(out.stderr).toContain("unknown component 'kubelet'");
+    expect(out.stderr).toContain("unknown component 'kubectl'");
   });
 
   it('builds once when two runs ask for the same binary at the same time', { timeout: 600_000 }, async () => {
