@@ -15,6 +15,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { check, ClientPod, eventually, JourneyError, kubectl, kubectlJson, run, statuses, type HttpAnswer } from './cluster.ts';
+import { demoApp, demoService } from './manifests.ts';
 import { readmeBlock } from './readme-blocks.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -75,41 +76,8 @@ async function freshWindow(perSeconds: number): Promise<void> {
   await sleep(perSeconds * 1000 + 500);
 }
 
-const DEMO_APP = {
-  apiVersion: 'apps/v1',
-  kind: 'Deployment',
-  metadata: { name: 'demo', namespace: APP_NS },
-  spec: {
-    replicas: 2,
-    selector: { matchLabels: { app: 'demo' } },
-    template: {
-      metadata: {
-        labels: { app: 'demo' },
-        annotations: { 'gw.dev/inject': 'true', 'gw.dev/apis': 'keyless-api,auth-token-api,journey-api' },
-      },
-      spec: {
-        serviceAccountName: 'gw-sidecar',
-        terminationGracePeriodSeconds: 5,
-        securityContext: { runAsNonRoot: true, runAsUser: 65532, seccompProfile: { type: 'RuntimeDefault' } },
-        containers: [{
-          // The examples' upstream is http://127.0.0.1:9000: a small JSON echo in the same pod.
-          name: 'app',
-          image: SIDECAR_IMAGE,
-          command: ['node', '-e', "require('node:http').createServer((q, s) => { s.setHeader('content-type', 'application/json'); s.end(JSON.stringify({ path: q.url })); }).listen(9000, '127.0.0.1')"],
-          resources: { requests: { cpu: '10m', memory: '32Mi' }, limits: { memory: '96Mi' } },
-          securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } },
-        }],
-      },
-    },
-  },
-};
-
-const DEMO_SERVICE = {
-  apiVersion: 'v1',
-  kind: 'Service',
-  metadata: { name: 'demo', namespace: APP_NS },
-  spec: { selector: { app: 'demo' }, ports: [{ name: 'http', port: 80, targetPort: 'gw-proxy' }] },
-};
+const DEMO_APP = demoApp(APP_NS, SIDECAR_IMAGE, 'keyless-api,auth-token-api,journey-api');
+const DEMO_SERVICE = demoService(APP_NS);
 
 interface Journey {
   client: ClientPod;

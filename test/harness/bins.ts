@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, symlinkSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { HarnessStepError } from './errors.ts';
 import { findOnPath } from './which.ts';
@@ -18,6 +19,11 @@ export interface TestBins {
 }
 
 const BUILD_SCRIPT = join(import.meta.dirname, 'build-bins.sh');
+
+/** The cache folder of the test bed's binaries, as build-bins.sh chooses it. */
+export function testBinsDir(): string {
+  return process.env.GW_TEST_BINS_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'gw-test-bins');
+}
 
 /** kubectl from PATH: it is a machine prerequisite, not something the harness builds. */
 export function findKubectl(): string {

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
+import { PAUSE_IMAGE } from '../../../scripts/images/test-bed.ts';
 
 /**
  * The node's fixed addresses. They exist only inside the node's own network namespace, so
@@ -49,7 +50,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 [plugins."io.containerd.internal.v1.opt"]
   path = "${base}/opt"
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "localhost/pause:local"
+  sandbox_image = "${PAUSE_IMAGE}"
   # The machine lacks CAP_SYS_RESOURCE: without this runc fails every sandbox.
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"

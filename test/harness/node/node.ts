@@ -46,6 +46,8 @@ export interface NodeHandle {
   importImages(archives: string[]): Promise<void>;
   /** Seconds each start-up step took, in order. */
   timings: Array<[string, number]>;
+  /** Stops kube-apiserver, starts it again with the same flags, and waits until it is ready. */
+  restartApiServer(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -144,7 +146,7 @@ export async function startNode(bins: NodeBins, opts: NodeOptions): Promise<Node
     mark('etcd');
 
     const pki = (name: string): string => join(p.pki, name);
-    const apiserver = spawnIn('kube-apiserver', bins.kubeApiserver, [
+    const apiserverArgs = [
       '--etcd-servers=http://127.0.0.1:2379',
       `--cert-dir=${p.pki}`, `--tls-cert-file=${pki('apiserver.crt')}`, `--tls-private-key-file=${pki('apiserver.key')}`,
       `--client-ca-file=${pki('ca.crt')}`,
@@ -156,10 +158,18 @@ export async function startNode(bins: NodeBins, opts: NodeOptions): Promise<Node
       `--service-account-signing-key-file=${pki('sa.key')}`,
       `--kubelet-client-certificate=${pki('apiserver-kubelet-client.crt')}`, `--kubelet-client-key=${pki('apiserver-kubelet-client.key')}`,
       `--kubelet-certificate-authority=${pki('ca.crt')}`, '--kubelet-preferred-address-types=InternalIP',
-    ]);
-    await waitReady({ step: 'start-node-kube-apiserver', proc: apiserver, timeoutMs: 120_000, ready: async () =>
-      (await kubectl(['get', '--raw', '/readyz'], { allowFail: true, timeoutMs: 5_000 })).code === 0 });
+    ];
+    let apiserver = spawnIn('kube-apiserver', bins.kubeApiserver, apiserverArgs);
+    const apiserverReady = (proc: ServerProcess): Promise<void> => waitReady({ step: 'start-node-kube-apiserver', proc, timeoutMs: 120_000,
+      ready: async () => (await kubectl(['get', '--raw', '/readyz'], { allowFail: true, timeoutMs: 5_000 })).code === 0 });
+    await apiserverReady(apiserver);
     mark('kube-apiserver');
+    const restartApiServer = async (): Promise<void> => {
+      await apiserver.stop(10_000);
+      procs.splice(procs.indexOf(apiserver), 1);
+      apiserver = spawnIn('kube-apiserver', bins.kubeApiserver, apiserverArgs);
+      await apiserverReady(apiserver);
+    };
 
     spawnIn('kube-controller-manager', bins.kubeControllerManager, [
       `--kubeconfig=${p.adminKubeconfig}`, '--leader-elect=false', '--secure-port=0',
@@ -192,7 +202,7 @@ export async function startNode(bins: NodeBins, opts: NodeOptions): Promise<Node
     timings.push(['total', (Date.now() - started) / 1000]);
     return {
       root, netns, name: NODE_NAME, nodeIp: NODE_NET.nodeIp, kubeconfig: p.adminKubeconfig, volumesDir: p.volumes,
-      run, kubectl, nsenter, importImages, timings, stop,
+      run, kubectl, nsenter, importImages, timings, restartApiServer, stop,
     };
   } catch (err) {
     await stop();
