@@ -1,0 +1,229 @@
+/**
+ * Faults on the real node, each under a steady load from inside the cluster's network: the
+ * Redis pod deleted, a sidecar's process killed, the webhook gone while pods are created, the
+ * API server restarted. For each: requests answered as they should be, answered wrongly, lost,
+ * and the time to recover. The figures go to the README's Reliability section.
+ */
+import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { buildImages, ROOT } from '../../../scripts/images/build.ts';
+import { demoApp, demoService } from '../../../scripts/journey/manifests.ts';
+import { readmeBlock } from '../../../scripts/journey/readme-blocks.ts';
+import { ensureBins, linkBinDir } from '../../harness/bins.ts';
+import { testBedImages } from '../../harness/node/images.ts';
+import { startNode, type NodeHandle } from '../../harness/node/node.ts';
+import { sessionDir } from '../../harness/procs.ts';
+import { runTool } from '../../harness/run-tool.ts';
+import type { LoadReport } from './load.ts';
+
+const VERSION = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+const NS = 'demo';
+const LOAD = join(import.meta.dirname, 'load.ts');
+const RATE = 150;
+
+interface FaultRow {
+  fault: string;
+  sent: number;
+  right: number;
+  wrong: number;
+  lost: number;
+  /** Why the lost requests got no answer, by error code. */
+  lostReasons: string;
+  recoverySeconds: number;
+}
+
+describe('faults on the real node, under steady load', () => {
+  let node: NodeHandle;
+  let serviceUrl = '';
+  const rows: FaultRow[] = [];
+  const env = (bins: Awaited<ReturnType<typeof ensureBins>>): NodeJS.ProcessEnv =>
+    ({ ...process.env, KUBECONFIG: node.kubeconfig, PATH: `${linkBinDir(join(sessionDir(), `chaos-bin-${Date.now()}`), bins)}:${process.env.PATH ?? ''}` });
+  let shellEnv: NodeJS.ProcessEnv = {};
+
+  const kubectl = async (args: string[], input?: string): Promise<string> => (await node.kubectl(args, { input, timeoutMs: 120_000 })).stdout;
+  const load = (path: string, seconds: number): Promise<LoadReport> =>
+    node.run(process.execPath, [LOAD, `${serviceUrl}${path}`, String(RATE), String(seconds)], { timeoutMs: (seconds + 30) * 1000 })
+      .then((r) => JSON.parse(r.stdout.trim()) as LoadReport);
+  const statusesOf = async (path: string, count: number): Promise<string> => {
+    const script = `let s=[];(async()=>{for(let i=0;i<${count};i++){try{s.push((await fetch('${serviceUrl}${path}',{signal:AbortSignal.timeout(5000)})).status)}catch{s.push(0)}}console.log(s.join(' '))})()`;
+    return (await node.run(process.execPath, ['-e', script])).stdout.trim();
+  };
+  const row = (fault: string, report: LoadReport, right: (status: number) => boolean, recoverySeconds: number): FaultRow => {
+    const answered = Object.entries(report.answered).map(([status, n]) => [Number(status), n] as const);
+    const r = {
+      fault,
+      sent: report.sent,
+      right: answered.filter(([s]) => right(s)).reduce((sum, [, n]) => sum + n, 0),
+      wrong: answered.filter(([s]) => !right(s)).reduce((sum, [, n]) => sum + n, 0),
+      lost: report.lost,
+      lostReasons: Object.entries(report.lostReasons).map(([reason, n]) => `${reason} ${n}`).join(', '),
+      recoverySeconds,
+    };
+    rows.push(r);
+    return r;
+  };
+  const waitFor = async (what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<number> => {
+    const started = Date.now();
+    while (!(await check().catch(() => false))) {
+      if (Date.now() - started > timeoutMs) throw new Error(`${what}: not within ${timeoutMs / 1000} s`);
+      await sleep(250);
+    }
+    return (Date.now() - started) / 1000;
+  };
+
+  /**
+   * Steady load on `path` for `seconds`; 3 s in, `fault` runs, then `recovered` is polled
+   * while the load goes on. Recovery is the time from the fault to the first time
+   * `recovered` holds.
+   */
+  const underFault = async (path: string, seconds: number, fault: () => Promise<unknown>, what: string, recovered: () => Promise<boolean>):
+  Promise<[LoadReport, number]> => {
+    const [report, recovery] = await Promise.all([
+      load(path, seconds),
+      sleep(3_000).then(async () => {
+        const faultAt = Date.now();
+        await fault();
+        await waitFor(what, 180_000, recovered);
+        return (Date.now() - faultAt) / 1000;
+      }),
+    ]);
+    return [report, recovery];
+  };
+
+  beforeAll(async () => {
+    const bins = await ensureBins();
+    node = await startNode(bins, { images: await testBedImages(bins) });
+    const images = buildImages({ out: join(ROOT, 'dist', 'images'), tag: VERSION, images: ['operator', 'sidecar', 'redis'] });
+    await node.importImages(images.map((i) => i.path));
+    const volume = join(node.volumesDir, 'redis');
+    mkdirSync(volume, { recursive: true });
+    chmodSync(volume, 0o777);
+    await kubectl(['apply', '-f', '-'], JSON.stringify({
+      apiVersion: 'v1', kind: 'PersistentVolume', metadata: { name: 'chaos-redis' },
+      spec: { capacity: { storage: '1Gi' }, accessModes: ['ReadWriteOnce'], hostPath: { path: volume } },
+    }));
+    shellEnv = env(bins);
+    const install = await runTool(node.nsenter[0] as string, [...node.nsenter.slice(1), 'bash', '-euo', 'pipefail', '-c', readmeBlock('install')],
+      { timeoutMs: 420_000, allowFail: true, cwd: ROOT, env: shellEnv });
+    expect(install.code, install.stderr).toBe(0);
+    const api = (name: string, rate: number) => ({
+      apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name, namespace: NS },
+      spec: { api_id: name, name, use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000', strip_listen_path: true },
+        global_rate_limit: { rate, per: 60 } },
+    });
+    await kubectl(['apply', '-f', '-'], [api('chaos-api', 1_000_000), api('chaos-low', 3), demoApp(NS, `gw-sidecar:${VERSION}`, '*', 'chaos'), demoService(NS, 'chaos')]
+      .map((o) => JSON.stringify(o)).join('\n'));
+    await kubectl(['-n', NS, 'rollout', 'status', 'deployment/chaos', '--timeout=180s']);
+    serviceUrl = `http://${(await kubectl(['-n', NS, 'get', 'service', 'chaos', '-o', 'jsonpath={.spec.clusterIP}'])).trim()}`;
+    await waitFor('chaos-api served', 60_000, async () => (await statusesOf('/chaos-api/warm', 4)) === '200 200 200 200');
+  }, 900_000);
+
+  afterAll(async () => {
+    process.stdout.write(`\n${['| fault | sent | answered as they should | answered wrongly | lost | recovery |', '|---|---|---|---|---|---|',
+      ...rows.map((r) => `| ${r.fault} | ${r.sent} | ${r.right} | ${r.wrong} | ${r.lost}${r.lostReasons ? ` (${r.lostReasons})` : ''} | ${r.recoverySeconds.toFixed(1)} s |`)].join('\n')}\n`);
+    await node?.stop();
+  }, 180_000);
+
+  it('Redis pod deleted: every request decided per redis_failure_mode (open), and limits hold again once it is back', async () => {
+    // Fail open: while Redis is away every request is let through, none errors.
+    const [report, recovery] = await underFault('/chaos-api/redis', 30,
+      () => kubectl(['-n', 'gw-system', 'delete', 'pod', 'gw-redis-0', '--wait=false']),
+      'chaos-low limited again (3 per 60 s) by the new Redis pod', async () =>
+        (await kubectl(['-n', 'gw-system', 'get', 'pod', 'gw-redis-0', '-o', 'jsonpath={.status.containerStatuses[0].ready}'])).trim() === 'true'
+        && (await statusesOf('/chaos-low/back', 4)).includes('429'));
+    const r = row('Redis pod deleted', report, (s) => s === 200, recovery);
+    expect(r.wrong).toBe(0);
+    expect(r.lost).toBe(0);
+  }, 300_000);
+
+  it("a sidecar's process killed: the pod's app keeps running, the sidecar is back within its probe budget", async () => {
+    const pods = JSON.parse(await kubectl(['-n', NS, 'get', 'pods', '-l', 'app=chaos', '-o', 'json'])) as {
+      items: Array<{ metadata: { name: string }; status: { containerStatuses: Array<{ name: string; restartCount: number }>; initContainerStatuses: Array<{ name: string; restartCount: number; ready: boolean }> } }>;
+    };
+    const pod = pods.items[0];
+    expect(pod).toBeDefined();
+    const name = pod?.metadata.name as string;
+    const appRestarts = pod?.status.containerStatuses.find((c) => c.name === 'app')?.restartCount;
+    const sidecarRestarts = pod?.status.initContainerStatuses.find((c) => c.name === 'gw-sidecar')?.restartCount ?? 0;
+    const [report, recovery] = await underFault('/chaos-api/sidecar', 20,
+      () => kubectl(['-n', NS, 'exec', name, '-c', 'gw-sidecar', '--', 'node', '-e', "process.kill(1, 'SIGTERM')"]),
+      'the sidecar restarted and ready again', async () => {
+        const p = JSON.parse(await kubectl(['-n', NS, 'get', 'pod', name, '-o', 'json'])) as typeof pod;
+        const s = p?.status.initContainerStatuses.find((c) => c.name === 'gw-sidecar');
+        return s !== undefined && s.restartCount > sidecarRestarts && s.ready;
+      });
+    const after = JSON.parse(await kubectl(['-n', NS, 'get', 'pod', name, '-o', 'json'])) as typeof pod;
+    expect(after?.status.containerStatuses.find((c) => c.name === 'app')?.restartCount).toBe(appRestarts);
+    const r = row('sidecar process killed', report, (s) => s === 200, recovery);
+    // Its probe budget: a startup probe of 60 × 1 s.
+    expect(recovery).toBeLessThanOrEqual(60);
+    expect(r.wrong).toBe(0);
+    // The killed gateway drains what it holds; only connections opened in the moment before
+    // the Service drops the pod may find no listener.
+    expect(r.lost).toBeLessThanOrEqual(Math.ceil(r.sent * 0.05));
+  }, 300_000);
+
+  it('webhook gone (operator scaled to 0): annotated pods are refused, never started without their sidecar', async () => {
+    await kubectl(['-n', 'gw-system', 'scale', 'deployment/gw-operator', '--replicas=0']);
+    await waitFor('operator pods gone', 90_000, async () =>
+      (await kubectl(['-n', 'gw-system', 'get', 'pods', '-l', 'app.kubernetes.io/component=operator', '-o', 'name'])).trim() === '');
+    const late = demoApp(NS, `gw-sidecar:${VERSION}`, 'chaos-api', 'late');
+    await kubectl(['apply', '-f', '-'], JSON.stringify({ ...late, spec: { ...late.spec, replicas: 1 } }));
+    await waitFor('the ReplicaSet reports the refused webhook call', 60_000, async () =>
+      (await kubectl(['-n', NS, 'get', 'events', '--field-selector', 'reason=FailedCreate', '-o', 'jsonpath={.items[*].message}'])).includes('inject.gw.dev'));
+    expect((await kubectl(['-n', NS, 'get', 'pods', '-l', 'app=late', '-o', 'name'])).trim()).toBe('');
+    await kubectl(['-n', 'gw-system', 'scale', 'deployment/gw-operator', '--replicas=2']);
+    const recovered = await waitFor('the pod created with its sidecar once the webhook is back', 180_000, async () => {
+      const out = await kubectl(['-n', NS, 'get', 'pods', '-l', 'app=late', '-o', 'jsonpath={.items[*].spec.initContainers[*].name}']);
+      return out.includes('gw-sidecar');
+    });
+    rows.push({ fault: 'webhook down while a pod is created', sent: 0, right: 0, wrong: 0, lost: 0, lostReasons: '', recoverySeconds: recovered });
+  }, 400_000);
+
+  it('the leader operator pod deleted: another replica takes the lease and a new ApiDefinition is served within the lease duration plus one reconcile', async () => {
+    // The webhook case above left two operator replicas; both must be running before the leader goes.
+    await kubectl(['-n', 'gw-system', 'rollout', 'status', 'deployment/gw-operator', '--timeout=180s']);
+    const leader = (await kubectl(['-n', 'gw-system', 'get', 'lease', 'gw-operator-leader', '-o', 'jsonpath={.spec.holderIdentity}'])).trim();
+    const leaseSeconds = Number((await kubectl(['-n', 'gw-system', 'get', 'lease', 'gw-operator-leader', '-o', 'jsonpath={.spec.leaseDurationSeconds}'])).trim());
+    const operatorPods = (await kubectl(['-n', 'gw-system', 'get', 'pods', '-l', 'app.kubernetes.io/component=operator', '-o', 'jsonpath={.items[*].metadata.name}'])).trim().split(' ');
+    expect(operatorPods).toContain(leader);
+    const deleted = Date.now();
+    await kubectl(['-n', 'gw-system', 'delete', 'pod', leader, '--grace-period=0', '--force', '--wait=false']);
+    // The ApiDefinition is created only once the other replica holds the lease, so the old
+    // leader cannot be the one that serves it.
+    // The lease may go to the surviving replica or to the pod that replaces the deleted one.
+    const leaseTaken = await waitFor('another replica holding the lease', (leaseSeconds + 15) * 1000, async () => {
+      const holder = (await kubectl(['-n', 'gw-system', 'get', 'lease', 'gw-operator-leader', '-o', 'jsonpath={.spec.holderIdentity}'])).trim();
+      return holder !== '' && holder !== leader;
+    });
+    await kubectl(['apply', '-f', '-'], JSON.stringify({
+      apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'after-failover', namespace: NS },
+      spec: { api_id: 'after-failover', name: 'after failover', use_keyless: true,
+        proxy: { listen_path: '/after-failover/', target_url: 'http://127.0.0.1:9000', strip_listen_path: true } },
+    }));
+    const served = await waitFor('the new API served after the new leader reconciled it', 120_000, async () => (await statusesOf('/after-failover/x', 2)) === '200 200');
+    const recoverySeconds = (Date.now() - deleted) / 1000;
+    rows.push({ fault: 'leader operator pod deleted', sent: 0, right: 0, wrong: 0, lost: 0, lostReasons: '', recoverySeconds });
+    // The lease changes hands within its duration; one reconcile and the gateways' config
+    // refresh then fit in 15 s on this node.
+    expect(leaseTaken).toBeLessThanOrEqual(leaseSeconds);
+    expect(leaseTaken + served).toBeLessThanOrEqual(leaseSeconds + 15);
+  }, 300_000);
+
+  it('API server restarted: sidecars keep serving their last config, and the operator resumes', async () => {
+    const [report, recovery] = await underFault('/chaos-api/apiserver', 20, () => node.restartApiServer(),
+      'a new ApiDefinition served once the API server is back', async () => {
+        await kubectl(['apply', '-f', '-'], JSON.stringify({
+          apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'after-restart', namespace: NS },
+          spec: { api_id: 'after-restart', name: 'after', use_keyless: true,
+            proxy: { listen_path: '/after-restart/', target_url: 'http://127.0.0.1:9000', strip_listen_path: true } },
+        }));
+        return (await statusesOf('/after-restart/x', 2)) === '200 200';
+      });
+    const r = row('API server restarted', report, (s) => s === 200, recovery);
+    expect(r.wrong).toBe(0);
+    expect(r.lost).toBe(0);
+  }, 300_000);
+});
