@@ -13,7 +13,7 @@ function accessRights(spec: KeySpec): Record<string, unknown> {
 }
 
 /**
- * The session a Key resource stands for (SPEC §2.4/§2.5): its spec fields, `allowance`
+ * The session a Key resource stands for (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations): its spec fields, `allowance`
  * defaulting to `rate`, the Key's namespace (how apply_policies resolve), and, when a
  * session already exists, its run-time fields kept. `last_updated` moves only when the
  * content changes, so an unchanged Key rewrites nothing.

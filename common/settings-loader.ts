@@ -3,7 +3,7 @@ import { parse as parseYaml } from 'yaml';
 import { gatewaySettingsSchema, type GatewaySettings } from '../crds/settings.ts';
 
 /**
- * Gateway settings in layers (DESIGN §5): defaults < compiled config settings < settings
+ * Gateway settings in layers (docs/architecture.md#settings): defaults < compiled config settings < settings
  * file < `GW_<OPTION>` environment variables. Every layer is validated by the one zod
  * schema of crds/settings.ts; an invalid value fails with a message naming the option
  * and where it came from, so a process can refuse to start on it.

@@ -77,7 +77,7 @@ export const compiledApiSchema = z.object({
   categories: z.array(z.string()),
   /** The stream rate-limit resource named by `proxy.rate_limit`, resolved. */
   stream_limit: compiledStreamLimitSchema.nullable(),
-  /** Smoothing of the API-level limit (from `access_rights[*].limit` of SPEC §2.2), if any. */
+  /** Smoothing of the API-level limit (from `access_rights[*].limit` of docs/behaviour.md#smoothing), if any. */
   smoothing: compiledSmoothingSchema.nullable(),
 });
 export type CompiledApi = z.infer<typeof compiledApiSchema>;

@@ -1,6 +1,6 @@
 /**
  * Strict duration strings in Go's `time.ParseDuration` syntax ("10s", "1m30s", "250ms"),
- * the format SPEC §2.3 (OAS `rateLimit.per`) and §2.7 (stream `local.interval`) use.
+ * the format of OAS `rateLimit.per` and of a stream resource's `local.interval`.
  * Unlike Go, signs and bare numbers are refused: a window is never negative and "10"
  * has no unit a user could mean unambiguously.
  */

@@ -1,5 +1,5 @@
 /**
- * The five custom resource kinds of gw.dev/v1alpha1 (DESIGN §4): what the operator, the
+ * The five custom resource kinds of gw.dev/v1alpha1 (docs/architecture.md#folders): what the operator, the
  * sidecar and the generator need to address them through the Kubernetes API.
  */
 export const group = 'gw.dev';

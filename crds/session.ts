@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { smoothingSchema } from './schemas/common.ts';
 
 /**
- * The session of a key (SPEC §2.4, §2.5 response `data`): what the operator and the
+ * The session of a key (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations response `data`): what the operator and the
  * admin create-key operation store in Redis under the key's hash, and what the sidecar
  * loads to authenticate a request. It never holds the raw key.
  */

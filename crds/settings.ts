@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /**
- * Gateway-wide settings (DESIGN §5). Names are SPEC.md's own. The operator puts the
+ * Gateway-wide settings (docs/architecture.md#settings). Names are the rate-limiting vocabulary's own. The operator puts the
  * cluster's settings into every compiled config; a sidecar's settings file and `GW_*`
  * environment variables are layered on top (see common/settings-loader.ts).
  */

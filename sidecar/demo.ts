@@ -88,7 +88,7 @@ function steps(proxy: string, admin: string, adminSecret: string): DemoStep[] {
       },
     },
     {
-      title: 'An admin call: create a key (SPEC §4.1) with the policy of examples/policy-limits.yaml',
+      title: 'An admin call: create a key (docs/behaviour.md#admin-operations) with the policy of examples/policy-limits.yaml',
       curl: `curl -s -X POST ${admin}/admin/org/keys -H 'Admin-Auth: ${adminSecret}' -H 'Content-Type: application/json' -d '${keyBody}'`,
       run: async () => {
         const init = { method: 'POST', headers: { 'admin-auth': adminSecret, 'content-type': 'application/json' }, body: keyBody };

@@ -4,7 +4,7 @@ import type { Logger } from '../common/logger.ts';
 import type { SidecarMetrics } from './metrics.ts';
 
 /**
- * The sidecar's Redis client: auto-pipelining across concurrent requests (DESIGN §10),
+ * The sidecar's Redis client: auto-pipelining across concurrent requests (docs/architecture.md#performance),
  * a per-command timeout so a stalled Redis costs a request at most `commandTimeoutMs`,
  * and reconnection with backoff forever. The URL may name one server, a Sentinel set or
  * a Cluster (common/redis-url.ts). Errors are logged and counted; the engine's

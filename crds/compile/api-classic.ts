@@ -8,7 +8,7 @@ import type { ApiBase } from './api-base.ts';
 
 type Proxy = NonNullable<ApiDefinitionSpec['proxy']>;
 
-/** Classic definition (SPEC §2.3) → compiled API; any problem leaves the API out. */
+/** Classic definition (docs/behaviour.md#limits-and-their-scopes) → compiled API; any problem leaves the API out. */
 export function compileClassicApi(spec: ApiDefinitionSpec, proxy: Proxy, base: ApiBase): { api: CompiledApi | null; problems: CompileProblem[] } {
   const problems: CompileProblem[] = [];
   const extended = spec.use_extended_paths !== false ? spec.extended_paths : undefined;
@@ -35,7 +35,7 @@ export function compileClassicApi(spec: ApiDefinitionSpec, proxy: Proxy, base: A
   };
 }
 
-/** Defaults of SPEC §2.3 fields left out: active, auth token in `Authorization`. */
+/** Defaults of classic fields left out: active, auth token in `Authorization`. */
 function classicDefaults(spec: ApiDefinitionSpec): Pick<CompiledApi, 'active' | 'keyless' | 'auth_header_name'> {
   return {
     active: spec.state?.active ?? true,

@@ -17,7 +17,7 @@ interface Operation {
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Operations of the document in the order of `paths` (SPEC §2.3), then of methods within a path. */
+/** Operations of the document in the order of `paths` (docs/behaviour.md#limits-and-their-scopes), then of methods within a path. */
 function operationsOf(doc: OasDocument, base: ApiBase, problems: CompileProblem[]): Map<string, Operation> {
   const ops = new Map<string, Operation>();
   for (const [path, item] of Object.entries(doc.paths)) {

@@ -11,7 +11,7 @@ import { compilePolicy, type GrantedApi } from './policy.ts';
 import type { CompileProblem } from './problems.ts';
 
 /**
- * The pure compile step (DESIGN §3): custom resources → the configuration a sidecar runs.
+ * The pure compile step (docs/architecture.md#the-flow-of-a-resource): custom resources → the configuration a sidecar runs.
  * No I/O. Every spec is re-validated with its zod schema (resources can bypass the CRD:
  * folder mode, objects stored before a CRD upgrade), every default is applied, every
  * reference is resolved or reported. An API with a problem is left out whole; a policy

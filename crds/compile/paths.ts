@@ -24,7 +24,7 @@ export function regexPathPattern(path: string): PatternResult {
   return anchored(path.replace(placeholder, '(.*)'));
 }
 
-/** An OAS path: literal text, `{name}` segments match like `(.*)` (SPEC §2.3). */
+/** An OAS path: literal text, `{name}` segments match like `(.*)` (docs/behaviour.md#limits-and-their-scopes). */
 export function oasPathPattern(path: string): PatternResult {
   const parts = path.split(placeholder).map((literal) => literal.replace(regexSpecial, '\\$&'));
   return anchored(parts.join('(.*)'));

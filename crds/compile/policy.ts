@@ -15,7 +15,7 @@ export interface GrantedApi {
 export type ApiLookup = (apiId: string) => GrantedApi | undefined;
 
 /**
- * SPEC §5: an ignored (no-auth) endpoint never sees a key, so a key-level limit on it
+ * docs/behaviour.md#authentication: an ignored (no-auth) endpoint never sees a key, so a key-level limit on it
  * could never apply. Such limits are reported, naming both sides, and left out.
  */
 function withoutIgnored(right: CompiledAccessRight, api: GrantedApi, ref: ResourceRef, field: string) {

@@ -19,7 +19,7 @@ export const problemReasons = {
   DuplicateOperation: 'DuplicateOperation',
   /** proxy.rate_limit names a label no rate_limit_resources entry has. */
   UnknownRateLimitResource: 'UnknownRateLimitResource',
-  /** SPEC §5: an ignored (no-auth) endpoint cannot carry a key-level per-endpoint limit. */
+  /** docs/behaviour.md#authentication: an ignored (no-auth) endpoint cannot carry a key-level per-endpoint limit. */
   IgnoredEndpointWithKeyLimit: 'IgnoredEndpointWithKeyLimit',
 } as const;
 

@@ -17,7 +17,7 @@ import {
 } from './common.ts';
 import { resourceSchema } from './resource.ts';
 
-/** ApiDefinition (SPEC §2.3, §2.7, §3): a classic definition or an OAS document, never both. */
+/** ApiDefinition (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#the-stream-rate-limit-resource, docs/behaviour.md#api-states): a classic definition or an OAS document, never both. */
 
 const apiIdSchema = z
   .string()
@@ -73,7 +73,7 @@ const globalRateLimitSchema = withRules(
     smoothing: smoothingSchema.optional(),
   }),
   [...ratePairRules, perPositiveRule, thresholdRule],
-).describe('API-level rate limit (SPEC §2.3), shared by every client of the API.');
+).describe('API-level rate limit, shared by every client of the API.');
 
 const rateLimitResourceSchema = z
   .object({
@@ -86,7 +86,7 @@ const rateLimitResourceSchema = z
       .prefault({})
       .describe('Local limiter shared by everything that names the label in one gateway process; not distributed.'),
   })
-  .describe('Stream rate-limit resource (SPEC §2.7).');
+  .describe('Stream rate-limit resource.');
 
 const oasRateLimitSchema = withRules(
   z.object({
@@ -116,7 +116,7 @@ const gwExtensionSchema = z
         state: z
           .object({ active: z.boolean().default(true).describe('Whether the gateway serves the API (default true).') })
           .optional()
-          .describe('State of the API (SPEC §3).'),
+          .describe('State of the API.'),
       })
       .optional()
       .describe('Identity and state of the API.'),
@@ -238,10 +238,10 @@ const specObject = z.object({
   state: z
     .object({ active: z.boolean().default(true).describe('Whether the gateway serves the API (default true).') })
     .optional()
-    .describe('State of the API (SPEC §3).'),
+    .describe('State of the API.'),
   rate_limit_resources: listMap(rateLimitResourceSchema, 'label', bounds.smallList)
     .optional()
-    .describe('Stream rate-limit resources (SPEC §2.7); labels are unique.'),
+    .describe('Stream rate-limit resources; labels are unique.'),
   oas: oasSchema.optional(),
 });
 

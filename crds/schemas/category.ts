@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { bounds, countField, statusBaseFields } from './common.ts';
 import { resourceSchema } from './resource.ts';
 
-/** Category (SPEC §2.9, §4.3, §4.4): a named category that APIs join through `categories`. */
+/** Category (docs/behaviour.md#admin-operations): a named category that APIs join through `categories`. */
 
 export const categorySpecSchema = z
   .object({

@@ -69,7 +69,7 @@ export const rateField = z.number().int().min(0).max(maxInt32);
 /** Window length in whole seconds (classic definitions, policies, keys). */
 export const perSecondsField = z.number().int().min(0).max(31_536_000);
 export const countField = z.number().int().min(0).max(maxInt32);
-/** Quota fields allow -1 (unlimited), like the key record of SPEC §2.5. */
+/** Quota fields allow -1 (unlimited), like the key record of docs/behaviour.md#admin-operations. */
 export const quotaField = z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER);
 export const unixTimeField = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 export const boundedString = (max: number = bounds.text) => z.string().max(max);
@@ -97,7 +97,7 @@ export const smoothingSchema = z
       .describe('Fraction of `step` at which an event fires (typically 0.1 to 1.0); must be greater than 0.'),
     delay: z.number().int().min(0).describe('Hold-off in seconds after an event before another may be emitted.'),
   })
-  .describe('Rate limit smoothing (SPEC §1.6): a current allowance that moves between `threshold` and `rate`.');
+  .describe('Rate limit smoothing: a current allowance that moves between `threshold` and `rate`.');
 export type Smoothing = z.infer<typeof smoothingSchema>;
 
 interface RateShape {
@@ -129,7 +129,7 @@ export const thresholdRule: CrossFieldRule<Omit<RateShape, 'per'>> = {
   holds: (v) => !v.smoothing || !v.rate || v.smoothing.threshold <= v.rate,
 };
 
-/** The limit fields a policy, a key and a per-API access right share (SPEC §2.4, §2.5); all optional. */
+/** The limit fields a policy, a key and a per-API access right share (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations); all optional. */
 export const keyLimitFields = {
   rate: rateField.describe('Requests allowed per `per` seconds; 0 means no rate limit at this scope.').optional(),
   per: perSecondsField.describe('Window length in seconds; must be greater than 0 when rate is greater than 0.').optional(),

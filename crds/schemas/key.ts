@@ -16,7 +16,7 @@ import {
 import { resourceSchema } from './resource.ts';
 
 /**
- * Key (SPEC §2.5): the key record, identified by the hex SHA-256 of the raw key. The raw
+ * Key (docs/behaviour.md#admin-operations): the key record, identified by the hex SHA-256 of the raw key. The raw
  * key is never stored here: a Key made with kubectl gets its raw key generated into a
  * Secret named in status.secretName, and its hash in status.key_hash.
  */
@@ -43,12 +43,12 @@ export const keySpecSchema = withRules(
       .optional()
       .describe('Hex SHA-256 of the raw key (64 lower-case hex digits). Leave out to have the operator generate a key into a Secret.'),
     alias: z.string().max(bounds.name).optional().describe('Human-friendly name of the key, shown in logs instead of the hash.'),
-    allowance: keyLimitFields.rate.describe('Set to the same value as rate (SPEC §2.4).'),
+    allowance: keyLimitFields.rate.describe('Set to the same value as rate.'),
     rate: keyLimitFields.rate,
     per: keyLimitFields.per,
     apply_policies: stringList(16)
       .optional()
-      .describe('Names of Policies in this namespace applied to the key; with several, the highest rate/per wins (SPEC §1.2).'),
+      .describe('Names of Policies in this namespace applied to the key; with several, the highest rate/per wins.'),
     access_rights: withRules(z.record(z.string().max(128), keyAccessRightSchema), [
       {
         rule: 'self.all(k, !has(self[k].api_id) || self[k].api_id == k)',

@@ -15,7 +15,7 @@ import {
 } from './common.ts';
 import { resourceSchema } from './resource.ts';
 
-/** Policy (SPEC §1.1, §1.2, §2.4, §2.6): limits, quotas and access rights shared by the keys that apply it. */
+/** Policy (docs/behaviour.md#evaluation-order, docs/behaviour.md#several-policies-on-one-key, docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#custom-rate-limit-keys): limits, quotas and access rights shared by the keys that apply it. */
 
 const limitRules = [...ratePairRules, perPositiveRule, thresholdRule];
 
@@ -65,7 +65,7 @@ const policyMetaDataSchema = z
       .max(bounds.path)
       .optional()
       .describe(
-        'Custom rate-limit key (SPEC §2.6): "$gw_meta.FIELD" references to session metadata, joined by "|". Quota, rate limit and throttle then count per evaluated value; an empty value falls back to the key.',
+        'Custom rate-limit key: "$gw_meta.FIELD" references to session metadata, joined by "|". Quota, rate limit and throttle then count per evaluated value; an empty value falls back to the key.',
       ),
   })
   .loose()

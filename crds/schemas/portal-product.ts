@@ -2,11 +2,11 @@ import { z } from 'zod';
 import { bounds, countField, listMap, statusBaseFields } from './common.ts';
 import { resourceSchema } from './resource.ts';
 
-/** PortalProduct (SPEC §2.8, §4.2): a developer-portal product and its tags. */
+/** PortalProduct (docs/behaviour.md#admin-operations): a developer-portal product and its tags. */
 
 const tagSchema = z
   .object({ Name: z.string().min(1).max(bounds.label).describe('Tag name.') })
-  .describe('A tag (SPEC §2.8).');
+  .describe('A tag.');
 
 export const portalProductSpecSchema = z
   .object({

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { digestMatches, secretDigest } from './secret.ts';
 
 /**
- * Bearer-token auth of the category reads (SPEC §5, DESIGN §9): authentication first
+ * Bearer-token auth of the category reads (docs/behaviour.md#authentication, docs/architecture.md#security): authentication first
  * (401 when it fails), then one permission check per access (403). Both implementations
  * speak in Kubernetes RBAC terms so a token means the same thing in a cluster and standalone.
  */

@@ -13,7 +13,7 @@ async function retrieve<T>(load: () => Promise<T>): Promise<T> {
 }
 
 /**
- * GET /api/apis/oas/{apiId}/categories (SPEC §4.3): needs `get` on apidefinitions in the
+ * GET /api/apis/oas/{apiId}/categories (docs/behaviour.md#admin-operations): needs `get` on apidefinitions in the
  * API's namespace. An unknown id is only reported as such to a caller who could read it
  * (checked at the store's scope), so ids cannot be probed without permission.
  */
@@ -41,7 +41,7 @@ export function countCategories(apis: readonly ApiEntry[], categories: readonly 
     .map(([name, count]) => ({ name, count }));
 }
 
-/** GET /api/apis/categories (SPEC §4.4): needs `list` on apidefinitions and categories where the store reads. */
+/** GET /api/apis/categories (docs/behaviour.md#admin-operations): needs `list` on apidefinitions and categories where the store reads. */
 export async function allCategories(ctx: HandlerContext): Promise<Reply> {
   const { req, deps, path } = ctx;
   const principal = await requireBearer(req, deps.auth.bearer);

@@ -32,7 +32,7 @@ function keyRecordOf(session: Session): Record<string, unknown> {
 }
 
 /**
- * POST /admin/org/keys (SPEC §4.1). The session is stored first so the key works the
+ * POST /admin/org/keys (docs/behaviour.md#admin-operations). The session is stored first so the key works the
  * moment the caller has it; if the Key resource cannot be written the session is removed
  * again, so a failure leaves nothing behind. The raw key is returned once, as the
  * response's `key_id` (the credential, as the dashboard API returns it); everything

@@ -61,7 +61,7 @@ export class AdminError extends Error {
   }
 }
 
-/** The message as a client sees it. `bearerForbidden` names the path after a space, as SPEC §5 words it. */
+/** The message as a client sees it. `bearerForbidden` names the path after a space, as docs/behaviour.md#authentication words it. */
 export function errorMessage(error: AdminError): string {
   if (!error.detail) return error.def.message;
   const separator = error.def === adminErrors.bearerForbidden ? ' ' : ': ';

@@ -4,9 +4,9 @@ import { pathId } from './params.ts';
 import type { HandlerContext, Reply } from './types.ts';
 
 /**
- * DELETE /gw/apis/{apiID} (SPEC §4.5): the definition leaves the store (the resource in a
+ * DELETE /gw/apis/{apiID} (docs/behaviour.md#admin-operations): the definition leaves the store (the resource in a
  * cluster, its YAML document in a folder) but stays loaded and served until a reload
- * (SPEC §3).
+ * (docs/behaviour.md#api-states).
  */
 export async function deleteApi(ctx: HandlerContext): Promise<Reply> {
   const { req, deps } = ctx;

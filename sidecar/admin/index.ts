@@ -31,7 +31,7 @@ function failureOf(route: Route, error: unknown): AdminError {
 }
 
 /**
- * The admin listener's request handler (SPEC §4, §5, §7): routes, authenticates,
+ * The admin listener's request handler (docs/behaviour.md#admin-operations, docs/behaviour.md#authentication, docs/behaviour.md#gateway-answers): routes, authenticates,
  * validates and answers in each operation's own body shape. It never throws: store and
  * API-server faults become 5xx answers, and the error's stable code is sent as
  * `X-GW-Error-Code` and counted.

@@ -16,7 +16,7 @@ function refusal(body: unknown): string {
 }
 
 describe('create-key request', () => {
-  it('accepts every request field of SPEC §2.5 and adds the hash', () => {
+  it('accepts every request field of the create-key body and adds the hash', () => {
     const body = {
       alias: 'mobile',
       allowance: 10,

@@ -4,7 +4,7 @@ import { AdminError, adminErrors } from './errors.ts';
 import { validBody } from './request.ts';
 
 /**
- * The create-key body: the request fields of SPEC §2.5 with the Key resource's own field
+ * The create-key body: the request fields of docs/behaviour.md#admin-operations with the Key resource's own field
  * schemas (types, bounds), plus the Key's `access_rights` and `smoothing` so a key without
  * policies can be useful. Unknown fields are refused, so a misspelt field is an error
  * rather than a silently ignored setting.

@@ -18,7 +18,7 @@ export const tagRequestSchema = portalProductSpecSchema.shape.tags
   });
 
 /**
- * POST /portal-api/products/{product_id}/tags (SPEC §4.2). Adding a tag the product has
+ * POST /portal-api/products/{product_id}/tags (docs/behaviour.md#admin-operations). Adding a tag the product has
  * already answers the same 200 and writes nothing, so retries are safe.
  */
 export async function addProductTag(ctx: HandlerContext): Promise<Reply> {

@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import { type AdminError, errorMessage } from './errors.ts';
 
 /**
- * The three error body shapes of SPEC §7 / DESIGN §8: the dashboard operations
+ * The three error body shapes of the admin operations (docs/behaviour.md#admin-operations): the dashboard operations
  * (`/admin/…`, `/api/…`), the gateway operations (`/gw/…`) and the portal (`/portal-api/…`).
  */
 export type ErrorShape = 'dashboard' | 'gateway' | 'portal';

@@ -6,7 +6,7 @@ import { addProductTag } from './portal-tags.ts';
 import { splitPath as segments } from './router.ts';
 import type { Route } from './types.ts';
 
-/** The admin listener's operations (SPEC §4) and the gateway reload (SPEC §3). */
+/** The admin listener's operations (docs/behaviour.md#admin-operations) and the gateway reload (docs/behaviour.md#api-states). */
 export const adminRoutes: readonly Route[] = [
   {
     method: 'POST',

@@ -39,7 +39,7 @@ export function sessionAllows(
   return session.access_rights[apiId] !== undefined || policyGrants(session, apiId, policies);
 }
 
-/** Auth-token authentication (DESIGN §8): 401 without a key, 403 for any key that may not call the API. */
+/** Auth-token authentication (docs/behaviour.md#gateway-answers): 401 without a key, 403 for any key that may not call the API. */
 export async function authenticate(
   headers: IncomingHttpHeaders,
   headerName: string,

@@ -150,7 +150,7 @@ export class KubeConfigSource implements ConfigSource {
       this.#entries.delete(name);
       this.#schedulePublish();
     } else {
-      // Left in #entries: the API stays served until reload() lists what is really there (SPEC §3).
+      // Left in #entries: the API stays served until reload() lists what is really there (docs/behaviour.md#api-states).
       this.#options.logger.info({ apiId: entry.apiId, configMap: name }, 'ConfigMap deleted; API stays loaded until a reload');
     }
   }
@@ -173,7 +173,7 @@ export class KubeConfigSource implements ConfigSource {
     this.#publish(mergeConfigs(parts, this.#options.defaultSettings));
   }
 
-  /** SPEC §3 reload: what is in the API server now is what is served; gone APIs are unloaded. */
+  /** docs/behaviour.md#api-states reload: what is in the API server now is what is served; gone APIs are unloaded. */
   async reload(): Promise<void> {
     const list = await this.#core.listNamespacedConfigMap({
       namespace: this.#options.namespace,

@@ -21,7 +21,7 @@ export interface ConfigRuntimeDeps {
  * The config a sidecar is running: what its source last published, with the sidecar's
  * own settings layered on top, turned into the gateway's request-path state (routes
  * precomputed) and handed to the limit engine. The admin operations read `apis()` and
- * call `reload()` (SPEC §3: a deleted API stays served until a reload).
+ * call `reload()` (docs/behaviour.md#api-states: a deleted API stays served until a reload).
  */
 export class ConfigRuntime {
   readonly #deps: ConfigRuntimeDeps;

@@ -8,7 +8,7 @@ export interface ConfigSource {
   readonly name: string;
   /** Begin loading; `publish` is called with every new whole config. */
   start(publish: (config: CompiledConfig) => void): Promise<void>;
-  /** Re-read everything now (SPEC §3 reload) and publish the result. */
+  /** Re-read everything now (docs/behaviour.md#api-states reload) and publish the result. */
   reload(): Promise<void>;
   stop(): Promise<void>;
   /** Configs refused since their last good version (each API keeps serving that one). */

@@ -1,5 +1,5 @@
 /**
- * Every error the proxy listener answers (DESIGN §8 plus the gateway's own), defined once
+ * Every error the proxy listener answers (docs/behaviour.md#gateway-answers plus the gateway's own), defined once
  * with a stable code and status. Bodies are serialised here, at load, so the request path
  * only writes a ready buffer.
  */

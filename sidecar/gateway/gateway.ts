@@ -60,7 +60,7 @@ const refusals: Record<DecisionOutcome, GatewayError | null> = {
 
 const websocket = /^websocket$/i;
 
-/** The proxy listener's request pipeline: route, authenticate, limit, forward (DESIGN §8, §10). */
+/** The proxy listener's request pipeline: route, authenticate, limit, forward (docs/behaviour.md#gateway-answers, docs/architecture.md#performance). */
 export class Gateway {
   readonly #deps: GatewayDeps;
 

@@ -10,7 +10,7 @@ function render(data: RateHeaderData): Record<string, string> {
 }
 
 /**
- * X-RateLimit-* per `rate_limit_response_headers` (SPEC §1.5): quota data under `quotas`
+ * X-RateLimit-* per `rate_limit_response_headers` (docs/behaviour.md#response-headers): quota data under `quotas`
  * (only when a quota applies), rate limit data under `rate_limits` (only when a rate limit
  * applies, refusals included). Null means the gateway sets none and the upstream's pass.
  */

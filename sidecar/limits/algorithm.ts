@@ -8,7 +8,7 @@ export type AlgorithmMode = Algorithm | 'dynamic';
 /**
  * Precedence when several flags are set: fixed window > sentinel > sliding log. An
  * explicitly enabled algorithm also wins over drl_threshold, which only switches between
- * the Distributed Rate Limiter and the sliding log (SPEC §1.4).
+ * the Distributed Rate Limiter and the sliding log (docs/behaviour.md#dynamic-algorithm-selection).
  */
 export function algorithmMode(settings: GatewaySettings): AlgorithmMode {
   if (settings.enable_fixed_window_rate_limiter) return 'fixed_window';
@@ -18,7 +18,7 @@ export function algorithmMode(settings: GatewaySettings): AlgorithmMode {
 }
 
 /**
- * SPEC §1.4: the DRL is used when the limit in requests per second exceeds
+ * docs/behaviour.md#dynamic-algorithm-selection: the DRL is used when the limit in requests per second exceeds
  * drl_threshold × live gateways, otherwise the sliding log.
  */
 export function algorithmFor(
@@ -32,7 +32,7 @@ export function algorithmFor(
   return perSecond > drlThreshold * gateways ? 'drl' : 'sliding_log';
 }
 
-/** A gateway's DRL share: floor(rate / n), at least 1 (DESIGN §7). */
+/** A gateway's DRL share: floor(rate / n), at least 1 (docs/behaviour.md#algorithms). */
 export function drlShare(rate: number, gateways: number): number {
   return Math.max(1, Math.floor(rate / Math.max(1, gateways)));
 }

@@ -22,7 +22,7 @@ const right = (apiId: string, limit: CompiledKeyLimit | null = null) => ({
 
 const table = (policies: CompiledPolicy[]) => Object.fromEntries(policies.map((p) => [p.id, p]));
 
-describe('effectiveLimits: policy combination (SPEC §1.2)', () => {
+describe('effectiveLimits: policy combination', () => {
   const slowLong = policy('slow-long', { rate: { rate: 100, per: 60 } }); // 1.67/s
   const fastShort = policy('fast-short', { rate: { rate: 10, per: 1 } }); // 10/s
   const bigWindow = policy('big-window', { rate: { rate: 1000, per: 3600 } }); // 0.28/s

@@ -11,7 +11,7 @@ import type { SmoothingPlan, ThrottlePlan } from './plan-types.ts';
 
 /**
  * The key-level limits a session has on one API once its policies are applied
- * (SPEC §1.2, §2.4; DESIGN §3: policies apply at request time, so a policy edit reaches
+ * (docs/behaviour.md#several-policies-on-one-key, docs/behaviour.md#limits-and-their-scopes; docs/architecture.md#the-flow-of-a-resource: policies apply at request time, so a policy edit reaches
  * every key without rewriting sessions).
  */
 
@@ -92,7 +92,7 @@ function sessionCandidate(session: Session, apiId: string): Candidate {
   };
 }
 
-/** SPEC §1.2: the highest rate/per wins, with both its rate and its per; ties keep the first. */
+/** docs/behaviour.md#several-policies-on-one-key: the highest rate/per wins, with both its rate and its per; ties keep the first. */
 function bestRate(candidates: readonly Candidate[]): Candidate | null {
   let best: Candidate | null = null;
   for (const candidate of candidates) {

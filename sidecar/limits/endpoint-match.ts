@@ -11,7 +11,7 @@ export function compileEndpoints(limits: readonly CompiledEndpointLimit[]): Endp
   return limits.map((limit) => ({ method: limit.method.toUpperCase(), regex: new RegExp(limit.pattern), value: limit }));
 }
 
-/** First match in evaluation order (SPEC §2.3). */
+/** First match in evaluation order (docs/behaviour.md#limits-and-their-scopes). */
 export function firstMatch<T>(matchers: readonly EndpointMatcher<T>[], method: string, path: string): T | null {
   for (const matcher of matchers) {
     if ((matcher.method === '*' || matcher.method === method) && matcher.regex.test(path)) return matcher.value;

@@ -114,7 +114,7 @@ describe('drl_threshold (one gateway without Redis)', () => {
   });
 });
 
-describe('scopes and order (SPEC §1.1)', () => {
+describe('scopes and order', () => {
   const epLimit = { path: '/slow', pattern: '^/slow$', method: 'GET', rate: 1, per: 10 };
   const keyed = { session: session({ rate: 3, per: 10 }), raw: 'key-1' };
   const settings = { enable_redis_rolling_limiter: true };
@@ -256,7 +256,7 @@ describe('a refused request consumes nothing at the levels that admitted it (in-
   });
 });
 
-describe('custom rate-limit keys (SPEC §2.6)', () => {
+describe('custom rate-limit keys', () => {
   const settings = { enable_redis_rolling_limiter: true };
   const p = policy('by-org', { rate: { rate: 2, per: 10 }, quota_max: 3, rate_limit_pattern: '$gw_meta.org|$gw_meta.team' });
 
@@ -373,7 +373,7 @@ describe('throttling (real clock)', () => {
   });
 });
 
-describe('smoothing (SPEC §1.6) on the sliding log', () => {
+describe('smoothing on the sliding log', () => {
   const smoothing = { enabled: true, threshold: 2, step: 2, trigger: 0.5, delay: 1 };
   const settings = { enable_redis_rolling_limiter: true };
 

@@ -235,7 +235,7 @@ class Engine implements LimitEngine {
   }
 }
 
-/** The rate-limit engine of one gateway process (DESIGN §7, §10). */
+/** The rate-limit engine of one gateway process (docs/behaviour.md#algorithms, docs/architecture.md#performance). */
 export function createLimitEngine(options: LimitEngineOptions): LimitEngine {
   return new Engine(options);
 }

@@ -13,7 +13,7 @@ export interface HeartbeatOptions {
 }
 
 /**
- * Live gateways per API for the Distributed Rate Limiter (DESIGN §7): every interval this
+ * Live gateways per API for the Distributed Rate Limiter (docs/behaviour.md#algorithms): every interval this
  * gateway renews its member (score = expiry) in the set of each API it serves and reads
  * who else is live. Background only; a request never waits for it.
  */

@@ -38,7 +38,7 @@ export interface ThrottlePlan {
 }
 
 export interface RequestPlan {
-  /** In evaluation order: the API level first, then the key level (SPEC §1.1). */
+  /** In evaluation order: the API level first, then the key level (docs/behaviour.md#evaluation-order). */
   limits: PlannedLimit[];
   quota: QuotaPlan | null;
   throttle: ThrottlePlan | null;

@@ -24,7 +24,7 @@ const perSecond = (limit: KeyRateLimit): number => limit.rate.rate / limit.rate.
 /** Whole milliseconds: the stores compute windows and expiries in integer ms. */
 const toMs = (seconds: number): number => Math.max(1, Math.round(seconds * 1000));
 
-/** Highest rate/per among the first match of each policy (SPEC §1.2 applied per endpoint). */
+/** Highest rate/per among the first match of each policy (docs/behaviour.md#several-policies-on-one-key applied per endpoint). */
 function keyEndpointLimit(groups: EffectiveLimits['endpointGroups'], method: string, path: string): KeyRateLimit | null {
   let best: KeyRateLimit | null = null;
   for (const group of groups) {
@@ -88,7 +88,7 @@ function quotaPlan(quota: KeyQuota, identity: string, session: Session, nowMs: n
 }
 
 /**
- * Turns a request into the ordered limits it meets (SPEC §1.1, DESIGN §7): the most
+ * Turns a request into the ordered limits it meets (docs/behaviour.md#evaluation-order, docs/behaviour.md#algorithms): the most
  * specific API-level limit, then the most specific key-level one. Regexes and effective
  * sessions are prepared once per config (and per session object), not per request.
  */

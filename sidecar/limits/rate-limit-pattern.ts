@@ -3,7 +3,7 @@ import { createHash } from 'node:crypto';
 const metaPrefix = '$gw_meta.';
 
 /**
- * Evaluates a `rate_limit_pattern` (SPEC §2.6): `|`-joined parts, each a literal or a
+ * Evaluates a `rate_limit_pattern` (docs/behaviour.md#custom-rate-limit-keys): `|`-joined parts, each a literal or a
  * `$gw_meta.FIELD` reference to the session's metadata. Null when the pattern does not
  * take effect: a referenced field is absent (or not a scalar), or the result is empty.
  */

@@ -9,7 +9,7 @@ export function streamMaxWaitMs(settings: GatewaySettings): number {
 }
 
 /**
- * The stream rate-limit resource (SPEC §2.7): a local limiter, `count` per `interval_ms`,
+ * The stream rate-limit resource (docs/behaviour.md#the-stream-rate-limit-resource): a local limiter, `count` per `interval_ms`,
  * shared by every component of one pipeline that names its label; not distributed.
  *
  * Callers wait their turn, first come first served: on arrival each is given the earliest

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 
 /**
- * How a routed, authorised request reaches its upstream (DESIGN §10). The gateway decides
+ * How a routed, authorised request reaches its upstream (docs/architecture.md#performance). The gateway decides
  * everything before this point; a forwarder only moves bytes, answers 502/504/413 in the
  * gateway's JSON shape, and reports how it went.
  */

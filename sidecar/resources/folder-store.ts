@@ -6,7 +6,7 @@ import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from 
 import { createFile, documentsOf, readFolder, saveFile, type FoundDoc } from './yaml-folder.ts';
 
 /**
- * Standalone store: the `--config` folder is SPEC §3's "file store". Reads scan every
+ * Standalone store: the `--config` folder is the "file store" of docs/behaviour.md#api-states. Reads scan every
  * YAML file in it; writes change exactly one file (a new file per created Key, the one
  * document of a tagged product, the removal of a deleted API's document). Documents
  * without `metadata.namespace` belong to `defaultNamespace`.

@@ -6,7 +6,7 @@ import { API_ID_LABEL, apiNameOf, compiledApiId, CONFIG_KEY, configMapName, MANA
  * ApiDefinition is deleted, its compiled ConfigMap `gw-api-<name>` is marked
  * `gw.dev/retain-until-reload: "true"` and loses its ownerReferences, so neither the
  * operator nor the garbage collector removes it and every sidecar keeps serving the API
- * (SPEC §3). A reload deletes the retained ConfigMaps whose ApiDefinition is gone.
+ * (docs/behaviour.md#api-states). A reload deletes the retained ConfigMaps whose ApiDefinition is gone.
  */
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);

@@ -1,5 +1,5 @@
 /**
- * What the admin operations read and write among the custom resources (SPEC §4), behind
+ * What the admin operations read and write among the custom resources (docs/behaviour.md#admin-operations), behind
  * one interface with two homes: the API server in a cluster, the `--config` folder
  * standalone. Every method throws on a store fault (unreachable API server, unwritable
  * folder); "not there" is an ordinary return value, never an exception.
@@ -39,7 +39,7 @@ export interface ResourceStore {
   /** Adds `{Name: tag}` to the PortalProduct whose spec.id (else metadata.name) is productId; null: no such product. */
   addProductTag(productId: string, tag: string): Promise<TagOutcome | null>;
   /**
-   * Removes the ApiDefinition of that api_id from the store without unloading it (SPEC §3).
+   * Removes the ApiDefinition of that api_id from the store without unloading it (docs/behaviour.md#api-states).
    * false: no such API.
    */
   deleteApi(apiId: string): Promise<boolean>;

@@ -229,7 +229,7 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
       expect(reply.status).toBe(403);
       expect(reply.json).toEqual({ status: 'error', message: 'Attempted administrative access with invalid or missing key!' });
     }
-    // The portal's refusal is a 401 (SPEC), in its own shape.
+    // The portal's refusal is a 401 (docs/behaviour.md#admin-operations), in its own shape.
     const tagged = await call(`${app().adminUrl}/portal-api/products/starter/tags`, { method: 'POST', headers: { Authorization: gw().portalSecret }, body: { Name: 'refused' } });
     expect(tagged.status).toBe(401);
     expect(tagged.json).toEqual({ errors: ['Not authorised'] });

@@ -22,7 +22,7 @@ interface Ran {
 }
 
 /**
- * The standalone store (DESIGN §6): the algorithms of limits.lua for one process, on the
+ * The standalone store (docs/architecture.md#processes): the algorithms of limits.lua for one process, on the
  * process's clock (one process, one clock). Each run is synchronous, so it is as atomic
  * as the script is in Redis.
  */

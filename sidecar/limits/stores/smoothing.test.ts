@@ -4,7 +4,7 @@ import { smoothStep } from './smoothing.ts';
 // threshold 3, step 2, trigger 0.5, rate 10, delay 1 s
 const settings = { enabled: true, threshold: 3, step: 2, trigger: 0.5, delay: 1 };
 
-describe('smoothStep (SPEC §1.6)', () => {
+describe('smoothStep', () => {
   it.each([
     // allowance, changedAt, requests, now -> allowance, changedAt
     ['up: rate above allowance − step×trigger', 4, 0, 4, 5000, 6, 5000],

@@ -7,7 +7,7 @@ export interface SmoothingState {
 }
 
 /**
- * One smoothing step (SPEC §1.6) for a request rate of `requests` in the current window
+ * One smoothing step (docs/behaviour.md#smoothing) for a request rate of `requests` in the current window
  * (counted before the request at hand, so an idle window reads 0 and the allowance can
  * fall all the way back to `threshold`).
  * Raised by `step` (up to `rate`) when the rate rises above allowance − step × trigger,

@@ -58,7 +58,7 @@ async function measure(
   settings: Partial<GatewaySettings>,
   quota: boolean,
 ): Promise<{ perSecond: number; commands: number; evalsha: number }> {
-  // Auto-pipelining is the sidecar's connection choice (DESIGN §10); the bench uses it too.
+  // Auto-pipelining is the sidecar's connection choice (docs/architecture.md#performance); the bench uses it too.
   const redis = new Redis(url, { enableAutoPipelining: true, commandTimeout: 2000 });
   const observer = new Redis(url);
   const a = api(`bench-${name.replace(/\W/g, '-')}`, { api_limit: { rate: 10_000_000, per: 1 } });

@@ -9,7 +9,7 @@ import { ADMIN_SECRET, clusterDeps, connected, keysIn, testRedis } from './fixtu
 
 const auth: [string, string] = ['Admin-Auth', ADMIN_SECRET];
 
-/** Every field of SPEC §2.5's response `data` table. */
+/** Every field of the create-key answer's `data`. */
 const responseFields = [
   'access_rights', 'alias', 'allowance', 'apply_policies', 'apply_policy_id', 'basic_auth_data', 'certificate',
   'data_expires', 'date_created', 'enable_detailed_recording', 'expires', 'hmac_enabled', 'hmac_string',
@@ -18,7 +18,7 @@ const responseFields = [
   'quota_renewal_rate', 'quota_renews', 'session_lifetime', 'smoothing', 'tags', 'throttle_interval', 'throttle_retry_limit',
 ];
 
-/** The types of SPEC §2.5's response `data` table (smoothing: the object of §2.2). */
+/** The types of the create-key answer's `data` (smoothing: the object, docs/behaviour.md#smoothing). */
 type FieldType = 'string' | 'integer' | 'number' | 'boolean' | 'any' | { array: FieldType } | { object: Record<string, FieldType> } | 'map';
 const str: FieldType = 'string';
 const int: FieldType = 'integer';

@@ -137,7 +137,7 @@ describe('Distributed Rate Limiter: who counts', () => {
   });
 });
 
-describe('drl_threshold (SPEC §1.4) with live gateways', () => {
+describe('drl_threshold with live gateways', () => {
   it('switches between the DRL and the sliding log both ways as gateways come and go', async () => {
     // 30 req/s; threshold 10: DRL only while 30 > 10 x gateways.
     const ids = [uniqueId('dyn'), uniqueId('dyn'), uniqueId('dyn')];

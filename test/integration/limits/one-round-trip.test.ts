@@ -7,7 +7,7 @@ import { sleep, startGateway, stopAllGateways, uniqueId, watchCommands } from '.
 afterEach(stopAllGateways);
 
 /**
- * DESIGN §10: at most one Redis round trip per request for all the limits it meets,
+ * docs/architecture.md#performance: at most one Redis round trip per request for all the limits it meets,
  * measured from Redis itself (MONITOR), on a Redis no other test writes to during the
  * measurement (integration files run one after another).
  */
@@ -31,7 +31,7 @@ describe('one round trip per decision', () => {
       for (let i = 0; i < decisions; i++) expect((await gateway.engine.decide(req)).outcome).toBe('allowed');
       await sleep(100);
       if (name === 'sentinel') {
-        // The sentinel's log trimming is its background write (SPEC §1.3), off the request
+        // The sentinel's log trimming is its background write (docs/behaviour.md#algorithms), off the request
         // path and batched: each MULTI trims both limiters' logs for many decisions.
         const { evalsha, multi, exec, zremrangebyscore, pexpire, ...rest } = observer.counts();
         expect({ evalsha, rest }).toEqual({ evalsha: decisions, rest: {} });

@@ -7,7 +7,7 @@ import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
 import { call, compiledApi, compiledConfig, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
 
 /**
- * SPEC §3 in a cluster: DELETE /gw/apis/{id} removes the ApiDefinition but every sidecar
+ * docs/behaviour.md#api-states in a cluster: DELETE /gw/apis/{id} removes the ApiDefinition but every sidecar
  * keeps serving the API until GET /gw/reload on any sidecar, after which all unload it.
  * (No operator runs here: the test writes the ConfigMap the operator would write.)
  */

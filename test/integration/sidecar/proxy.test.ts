@@ -8,7 +8,7 @@ import { call, compiledApi, deployApi, newRedis, sidecarOptions, startTestSideca
 import type { CompiledApi } from '../../../crds/compiled.ts';
 import { policy } from '../../support/compiled-fixtures.ts';
 
-/** DESIGN §8 rows of the proxy side, 502/504/413 and forwarding rules, through each forwarder. */
+/** docs/behaviour.md#gateway-answers rows of the proxy side, 502/504/413 and forwarding rules, through each forwarder. */
 describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder', (forwarder) => {
   let namespace: string;
   let upstream: EchoUpstream;
