@@ -79,4 +79,11 @@ describe('injectionPatch', () => {
     expect(container.env?.some((e) => e.name === 'GW_REDIS_URL')).toBe(false);
     expect(container.envFrom).toBeUndefined();
   });
+
+  it("sets the configured pull policy, and leaves Kubernetes' default when none is configured", () => {
+    const container = (policy: 'Never' | undefined): V1Container =>
+      (patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), { ...options, imagePullPolicy: policy }))[0]!.value as V1Container[])[0]!;
+    expect(container('Never').imagePullPolicy).toBe('Never');
+    expect(container(undefined)).not.toHaveProperty('imagePullPolicy');
+  });
 });

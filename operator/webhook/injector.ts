@@ -9,6 +9,8 @@ export const SIDECAR_PORTS = { proxy: 8080, admin: 8081, health: 8082 } as const
 
 export interface SidecarOptions {
   image: string;
+  /** Unset: Kubernetes' default for the tag (Always for `latest`, else IfNotPresent). */
+  imagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
   /** Given to the sidecar as a literal GW_REDIS_URL only when there is no env Secret. */
   redisUrl: string | undefined;
   /** A Secret whose keys become the sidecar's environment (admin and portal secrets, GW_REDIS_URL). */
@@ -70,6 +72,7 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
   return {
     name: SIDECAR_NAME,
     image: options.image,
+    ...(options.imagePullPolicy ? { imagePullPolicy: options.imagePullPolicy } : {}),
     restartPolicy: 'Always',
     env,
     ...(options.envSecretName ? { envFrom: [{ secretRef: { name: options.envSecretName, optional: true } }] } : {}),

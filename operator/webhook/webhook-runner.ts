@@ -69,6 +69,7 @@ export class WebhookRunner {
     const pki = await this.#certs.ensure();
     const sidecar = {
       image: this.#options.sidecarImage,
+      imagePullPolicy: this.#options.sidecarImagePullPolicy,
       redisUrl: this.#options.sidecarRedisUrl ?? this.#options.redisUrl,
       envSecretName: this.#options.sidecarEnvSecret,
     };

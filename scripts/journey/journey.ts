@@ -36,7 +36,7 @@ const { values: options } = parseArgs({
 interface PodList {
   items: Array<{
     metadata: { name: string; annotations?: Record<string, string> };
-    spec: { initContainers?: Array<{ name: string; restartPolicy?: string }> };
+    spec: { initContainers?: Array<{ name: string; restartPolicy?: string; imagePullPolicy?: string }> };
     status: { podIP?: string; initContainerStatuses?: Array<{ name: string; ready: boolean; started?: boolean; restartCount: number }> };
   }>;
 }
@@ -143,9 +143,14 @@ async function injectedApp(j: Journey): Promise<void> {
   await kubectl(['-n', APP_NS, 'rollout', 'status', 'deployment/demo', '--timeout=180s'], { timeoutMs: 190_000 });
   j.pods = await demoPods();
   check(j.pods.length === 2, `expected 2 running demo pods, found ${j.pods.length}`);
+  // The injected sidecar follows the chart's pull policy, as the operator's own container does.
+  const operator = await kubectlJson<{ spec: { template: { spec: { containers: Array<{ imagePullPolicy: string }> } } } }>(
+    ['-n', RELEASE_NS, 'get', 'deployment', 'gw-operator']);
+  const pullPolicy = operator.spec.template.spec.containers[0]?.imagePullPolicy;
   for (const pod of j.pods) {
     const sidecar = pod.spec.initContainers?.find((c) => c.name === 'gw-sidecar');
     check(sidecar?.restartPolicy === 'Always', `${pod.metadata.name} has no native gw-sidecar`);
+    check(sidecar.imagePullPolicy === pullPolicy, `${pod.metadata.name}: gw-sidecar pulls ${sidecar.imagePullPolicy}, the chart says ${pullPolicy}`);
     const status = pod.status.initContainerStatuses?.find((c) => c.name === 'gw-sidecar');
     check(status?.ready === true && status.started === true, `${pod.metadata.name}: gw-sidecar is not started and ready`);
   }

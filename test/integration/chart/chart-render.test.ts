@@ -182,6 +182,7 @@ describe('helm template with default values', () => {
     expect(operator.spec.replicas).toBe(1);
     expect(operator.spec.template.spec.containers[0].image).toBe('gw-operator:0.1.0');
     expect(envValue(env, 'GW_SIDECAR_IMAGE').value).toBe('gw-sidecar:0.1.0');
+    expect(envValue(env, 'GW_SIDECAR_IMAGE_PULL_POLICY').value).toBe('IfNotPresent');
     expect(envValue(env, 'GW_LEADER_ELECTION').value).toBe('true');
     expect(envValue(env, 'GW_WATCH_NAMESPACES').value).toBe('');
     expect(envValue(env, 'GW_WEBHOOK_FAILURE_POLICY').value).toBe('Fail');
