@@ -37,6 +37,15 @@ describe('operator options', () => {
     expect(() => parseOptions([], { ...base, GW_WEBHOOK_URL: 'http://127.0.0.1:1/mutate' })).toThrow(/GW_WEBHOOK_URL/);
   });
 
+  it('reads the sidecar resources as JSON, the numbers Helm writes included, and refuses what is not resources', () => {
+    expect(parseOptions([], base)).toMatchObject({ sidecarResources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } } });
+    expect(parseOptions([], { ...base, GW_SIDECAR_RESOURCES: '{"requests":{"cpu":1},"limits":{"memory":"1Gi"}}' }))
+      .toMatchObject({ sidecarResources: { requests: { cpu: '1' }, limits: { memory: '1Gi' } } });
+    for (const bad of ['{', '{"limits":{"memory":"lots"}}', '{"limits":{"gpu":"1"}}', '[]']) {
+      expect(() => parseOptions([], { ...base, GW_SIDECAR_RESOURCES: bad })).toThrow(/--sidecar-resources \(GW_SIDECAR_RESOURCES\)/);
+    }
+  });
+
   it('accepts the Sentinel and Cluster URLs the chart renders', () => {
     const sentinel = 'redis+sentinel://:s3cret@sentinel-0:26379,sentinel-1:26379/mymaster/2';
     expect(parseOptions([], { ...base, GW_REDIS_URL: sentinel })).toMatchObject({ redisUrl: sentinel });

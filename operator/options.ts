@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { parseRedisUrl, RedisUrlError } from '../common/redis-url.ts';
+import { DEFAULT_SIDECAR_RESOURCES, sidecarResourcesSchema } from './webhook/sidecar-resources.ts';
 
 /**
  * The operator's options: each has a flag and an environment variable (the flag wins),
@@ -23,6 +24,7 @@ const table = [
   { flag: 'webhook-owner-cluster-role', env: 'GW_WEBHOOK_OWNER_CLUSTER_ROLE', help: 'ClusterRole that owns the webhook configuration, so deleting it (helm uninstall) removes the configuration' },
   { flag: 'sidecar-image', env: 'GW_SIDECAR_IMAGE', help: 'image of the injected gateway sidecar (default gw-sidecar:latest)' },
   { flag: 'sidecar-image-pull-policy', env: 'GW_SIDECAR_IMAGE_PULL_POLICY', help: 'Always, IfNotPresent or Never for the injected sidecar (default: unset, Kubernetes decides by the tag)' },
+  { flag: 'sidecar-resources', env: 'GW_SIDECAR_RESOURCES', help: 'JSON requests/limits (cpu, memory) of the injected sidecar; pods override them with gw.dev/sidecar-{cpu,memory}-{request,limit} (default {"requests":{"cpu":"50m","memory":"64Mi"},"limits":{"memory":"256Mi"}})' },
   { flag: 'sidecar-redis-url', env: 'GW_SIDECAR_REDIS_URL', help: 'GW_REDIS_URL given to injected sidecars (default: --redis-url)' },
   { flag: 'sidecar-env-secret', env: 'GW_SIDECAR_ENV_SECRET', help: 'Secret whose keys become env of injected sidecars (admin secrets, Redis password)' },
   { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)' },
@@ -62,6 +64,14 @@ export const optionsSchema = z.object({
   webhookOwnerClusterRole: z.string().min(1).optional(),
   sidecarImage: z.string().min(1).default('gw-sidecar:latest'),
   sidecarImagePullPolicy: z.enum(['Always', 'IfNotPresent', 'Never']).optional(),
+  sidecarResources: z.string().transform((json, ctx) => {
+    try {
+      return JSON.parse(json) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'must be JSON such as {"limits":{"memory":"256Mi"}}' });
+      return z.NEVER;
+    }
+  }).pipe(sidecarResourcesSchema).default(DEFAULT_SIDECAR_RESOURCES),
   sidecarRedisUrl: redisUrl.optional(),
   sidecarEnvSecret: z.string().optional(),
   leaderElection: bool.default(true),

@@ -1,9 +1,10 @@
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { admissionResponse } from './admission.ts';
+import { DEFAULT_SIDECAR_RESOURCES } from './sidecar-resources.ts';
 
 const log = pino({ level: 'silent' });
-const options = { image: 'gw-sidecar:test', redisUrl: undefined, envSecretName: undefined };
+const options = { image: 'gw-sidecar:test', redisUrl: undefined, envSecretName: undefined, resources: DEFAULT_SIDECAR_RESOURCES };
 
 const review = (object: unknown, kind = { group: '', version: 'v1', kind: 'Pod' }) =>
   JSON.stringify({

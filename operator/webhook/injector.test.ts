@@ -1,8 +1,9 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { injectionPatch, SIDECAR_NAME, type JsonPatchOp } from './injector.ts';
+import { DEFAULT_SIDECAR_RESOURCES } from './sidecar-resources.ts';
 
-const options = { image: 'registry.example/gw-sidecar:1.0', redisUrl: 'redis://redis:6379', envSecretName: 'gw-sidecar-env' };
+const options = { image: 'registry.example/gw-sidecar:1.0', redisUrl: 'redis://redis:6379', envSecretName: 'gw-sidecar-env', resources: DEFAULT_SIDECAR_RESOURCES };
 
 const pod = (annotations: Record<string, string> | undefined, initContainers?: V1Container[]): V1Pod => ({
   metadata: { name: 'app', annotations },
@@ -74,10 +75,17 @@ describe('injectionPatch', () => {
   });
 
   it('omits Redis and env secret when not configured', () => {
-    const patch = patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), { image: 'i', redisUrl: undefined, envSecretName: undefined }));
+    const patch = patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), { image: 'i', redisUrl: undefined, envSecretName: undefined, resources: DEFAULT_SIDECAR_RESOURCES }));
     const container = (patch[0]!.value as V1Container[])[0]!;
     expect(container.env?.some((e) => e.name === 'GW_REDIS_URL')).toBe(false);
     expect(container.envFrom).toBeUndefined();
+  });
+
+  it('sizes the sidecar by the default and the pod\'s annotations, and denies a pod whose annotations cannot be used', () => {
+    const sized = patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-limit': '1Gi' }), options));
+    expect((sized[0]!.value as V1Container[])[0]!.resources).toEqual({ requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '1Gi' } });
+    const denied = injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/sidecar-cpu-limit': 'fast' }), options);
+    expect(denied).toEqual({ denied: expect.stringContaining('gw.dev/sidecar-cpu-limit') as string });
   });
 
   it("sets the configured pull policy, and leaves Kubernetes' default when none is configured", () => {

@@ -1,4 +1,5 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import { sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
 
 export const INJECT_ANNOTATION = 'gw.dev/inject';
 export const APIS_ANNOTATION = 'gw.dev/apis';
@@ -11,6 +12,8 @@ export interface SidecarOptions {
   image: string;
   /** Unset: Kubernetes' default for the tag (Always for `latest`, else IfNotPresent). */
   imagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
+  /** The default; a pod's gw.dev/sidecar-* annotations override it. */
+  resources: SidecarResources;
   /** Given to the sidecar as a literal GW_REDIS_URL only when there is no env Secret. */
   redisUrl: string | undefined;
   /** A Secret whose keys become the sidecar's environment (admin and portal secrets, GW_REDIS_URL). */
@@ -43,7 +46,9 @@ export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionRe
   if (!API_LIST.test(apis)) {
     return { denied: `annotation ${APIS_ANNOTATION} must be a comma-separated list of api_id values or "*", got ${JSON.stringify(apis.slice(0, 100))}` };
   }
-  const container = sidecarContainer(apis, options);
+  const resources = sidecarResourcesFor(annotations, options.resources);
+  if ('error' in resources) return { denied: resources.error };
+  const container = sidecarContainer(apis, { ...options, resources });
   const patch: JsonPatchOp[] = pod.spec?.initContainers
     ? [{ op: 'add', path: '/spec/initContainers/0', value: container }]
     : [{ op: 'add', path: '/spec/initContainers', value: [container] }];
@@ -81,7 +86,7 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
       { name: 'gw-admin', containerPort: SIDECAR_PORTS.admin, protocol: 'TCP' },
       { name: 'gw-health', containerPort: SIDECAR_PORTS.health, protocol: 'TCP' },
     ],
-    resources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+    resources: options.resources,
     startupProbe: probe('/healthz', 1, 60),
     livenessProbe: probe('/healthz', 10, 3),
     readinessProbe: probe('/readyz', 5, 3),

@@ -70,6 +70,7 @@ export class WebhookRunner {
     const sidecar = {
       image: this.#options.sidecarImage,
       imagePullPolicy: this.#options.sidecarImagePullPolicy,
+      resources: this.#options.sidecarResources,
       redisUrl: this.#options.sidecarRedisUrl ?? this.#options.redisUrl,
       envSecretName: this.#options.sidecarEnvSecret,
     };

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { APIS_ANNOTATION, INJECT_ANNOTATION, injectionPatch, SIDECAR_PORTS } from '../../../operator/webhook/injector.ts';
+import { DEFAULT_SIDECAR_RESOURCES } from '../../../operator/webhook/sidecar-resources.ts';
 import { startGwProcess, type GwProcess } from './processes.ts';
 import { logTail, waitReady } from './ready.ts';
 import { freePort } from './wait.ts';
@@ -37,7 +38,7 @@ export interface InjectedSidecar {
 
 /** The container the operator's injector adds to an annotated pod. */
 function injectedContainer(pod: V1Pod, envSecretName: string): V1Container {
-  const result = injectionPatch(pod, { image: 'gw-sidecar:e2e', redisUrl: undefined, envSecretName });
+  const result = injectionPatch(pod, { image: 'gw-sidecar:e2e', redisUrl: undefined, envSecretName, resources: DEFAULT_SIDECAR_RESOURCES });
   if ('denied' in result) throw new Error(`the injector refused the pod: ${result.denied}`);
   const added = result.patch.find((op) => op.path.startsWith('/spec/initContainers'));
   if (!added) throw new Error('the injector added no sidecar');

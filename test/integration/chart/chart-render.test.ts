@@ -4,6 +4,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { defaultGatewaySettings, gatewaySettingsSchema } from '../../../crds/settings.ts';
+import { parseOptions } from '../../../operator/options.ts';
 import { createNamespace, kubectl } from '../../harness/index.ts';
 import { CHART_DIR, containerEnv, envValue, findObject, helm, podSpecs, renderChart, setArgs, type K8sObject } from './helm.ts';
 
@@ -183,6 +184,11 @@ describe('helm template with default values', () => {
     expect(operator.spec.template.spec.containers[0].image).toBe('gw-operator:0.1.0');
     expect(envValue(env, 'GW_SIDECAR_IMAGE').value).toBe('gw-sidecar:0.1.0');
     expect(envValue(env, 'GW_SIDECAR_IMAGE_PULL_POLICY').value).toBe('IfNotPresent');
+    // What the operator parses: the chart's sidecar.resources, as the injector's default (the
+    // Redis URL comes from a Secret, so one stands in for it here).
+    const literal = Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+    const options = parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', ...literal });
+    expect(options).toMatchObject({ sidecarResources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } } });
     expect(envValue(env, 'GW_LEADER_ELECTION').value).toBe('true');
     expect(envValue(env, 'GW_WATCH_NAMESPACES').value).toBe('');
     expect(envValue(env, 'GW_WEBHOOK_FAILURE_POLICY').value).toBe('Fail');

@@ -49,6 +49,8 @@ describe('operator: sidecar injection webhook', () => {
       // Ignore: if this test dies mid-way, pod creation elsewhere in the run is not blocked.
       webhookFailurePolicy: 'Ignore',
       sidecarImage: 'registry.example/gw-sidecar:test',
+      sidecarImagePullPolicy: 'IfNotPresent',
+      sidecarResources: '{"requests":{"cpu":"100m","memory":"96Mi"},"limits":{"memory":"384Mi"}}',
     });
   });
 
@@ -84,6 +86,22 @@ describe('operator: sidecar injection webhook', () => {
     expect(plain.spec?.initContainers ?? []).toEqual([]);
     expect(plain.metadata?.annotations?.['gw.dev/injected']).toBeUndefined();
     expect(plain.spec?.containers.map((c) => c.name)).toEqual(['app']);
+  });
+
+  it('sizes the sidecar by the operator\'s default and the pod\'s annotations, with the configured pull policy', async () => {
+    const standard = await core.createNamespacedPod({ namespace: appNs, body: pod('standard-size', { 'gw.dev/inject': 'true' }) });
+    expect(standard.spec?.initContainers?.[0]?.resources).toEqual({ requests: { cpu: '100m', memory: '96Mi' }, limits: { memory: '384Mi' } });
+    expect(standard.spec?.initContainers?.[0]?.imagePullPolicy).toBe('IfNotPresent');
+    const sized = await core.createNamespacedPod({
+      namespace: appNs,
+      body: pod('own-size', { 'gw.dev/inject': 'true', 'gw.dev/sidecar-cpu-limit': '500m', 'gw.dev/sidecar-memory-limit': '64Mi' }),
+    });
+    // The API server stores quantities in canonical form; the default memory request came down to the limit.
+    expect(sized.spec?.initContainers?.[0]?.resources).toEqual({ requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '500m', memory: '64Mi' } });
+    const attempt = core.createNamespacedPod({ namespace: appNs, body: pod('bad-size', { 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-request': 'plenty' }) });
+    await expect(attempt).rejects.toMatchObject({ code: 400 });
+    await expect(attempt).rejects.toThrow(/gw\.dev\/sidecar-memory-request/);
+    await expect(core.readNamespacedPod({ namespace: appNs, name: 'bad-size' })).rejects.toMatchObject({ code: 404 });
   });
 
   it('refuses a pod whose api list is invalid, saying why, and stores nothing', async () => {

@@ -1,0 +1,69 @@
+import { z } from 'zod';
+
+/**
+ * CPU and memory of the injected sidecar: the operator's default (the chart's
+ * `sidecar.resources`), overridden per pod by annotations, as a pod's own containers are
+ * sized by whoever writes the pod.
+ */
+
+const SUFFIX: Record<string, number> = {
+  '': 1, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
+};
+/** The plain forms of a Kubernetes quantity (no exponent), which is what people write. */
+const QUANTITY = /^(\d+(?:\.\d+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
+
+/** A quantity's value in base units (cores, bytes), or null when it is not one. */
+export function quantityValue(quantity: string): number | null {
+  const match = QUANTITY.exec(quantity);
+  if (!match) return null;
+  return Number(match[1]) * SUFFIX[match[2] ?? '']!;
+}
+
+// Helm's toJson writes `cpu: 1` as a number.
+const quantity = z.union([z.string(), z.number().nonnegative().transform(String)])
+  .refine((q) => quantityValue(q) !== null, 'must be a Kubernetes quantity such as 100m, 0.5, 128Mi or 1Gi');
+const pair = z.strictObject({ 'cpu': quantity.optional(), 'memory': quantity.optional(), 'ephemeral-storage': quantity.optional() });
+
+export const sidecarResourcesSchema = z.strictObject({ requests: pair.optional(), limits: pair.optional() });
+export type SidecarResources = z.infer<typeof sidecarResourcesSchema>;
+
+export const DEFAULT_SIDECAR_RESOURCES: SidecarResources = { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } };
+
+export const RESOURCE_ANNOTATIONS = {
+  'gw.dev/sidecar-cpu-request': ['requests', 'cpu'],
+  'gw.dev/sidecar-memory-request': ['requests', 'memory'],
+  'gw.dev/sidecar-cpu-limit': ['limits', 'cpu'],
+  'gw.dev/sidecar-memory-limit': ['limits', 'memory'],
+} as const;
+
+/**
+ * The sidecar's resources for a pod: the default with the pod's annotations on top. A default
+ * request above an annotated limit comes down to the limit (as Kubernetes does for a limit
+ * given alone). An invalid annotation, or an annotated request above its limit, is an error
+ * message for the webhook to deny the pod with, so the mistake shows at `kubectl apply` and
+ * not as a pod that never starts.
+ */
+export function sidecarResourcesFor(annotations: Record<string, string>, defaults: SidecarResources): SidecarResources | { error: string } {
+  const resources = { requests: { ...defaults.requests }, limits: { ...defaults.limits } };
+  const annotated = new Set<string>();
+  for (const [annotation, [kind, resource]] of Object.entries(RESOURCE_ANNOTATIONS)) {
+    const value = annotations[annotation]?.trim();
+    if (value === undefined) continue;
+    if (quantityValue(value) === null) {
+      return { error: `annotation ${annotation} must be a Kubernetes quantity such as 100m, 128Mi or 1Gi, got ${JSON.stringify(value.slice(0, 40))}` };
+    }
+    resources[kind][resource] = value;
+    annotated.add(`${kind}.${resource}`);
+  }
+  for (const resource of ['cpu', 'memory'] as const) {
+    const request = resources.requests[resource];
+    const limit = resources.limits[resource];
+    if (request === undefined || limit === undefined || quantityValue(request)! <= quantityValue(limit)!) continue;
+    if (annotated.has(`requests.${resource}`)) {
+      return { error: `the gw-sidecar ${resource} request ${request} is above its limit ${limit}` };
+    }
+    resources.requests[resource] = limit;
+  }
+  return resources;
+}
