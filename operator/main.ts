@@ -27,7 +27,7 @@ async function main(): Promise<number | 'running'> {
   }
   const operator = new Operator(options, { kc: loadKubeConfig(options.kubeconfig), log, settings });
   stopOnSignals(log, 'shutting down', () => operator.stop());
-  process.on('unhandledRejection', (reason) => log.error({ err: String(reason) }, 'unhandled rejection'));
+  process.on('unhandledRejection', (reason) => log.error({ err: reason }, 'unhandled rejection'));
   await operator.start();
   return 'running';
 }

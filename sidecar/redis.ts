@@ -23,7 +23,7 @@ export function createRedis(url: string, commandTimeoutMs: number, logger: Logge
     // One line per few seconds while Redis is away, not one per reconnect attempt.
     if (Date.now() - lastLogged > 5000) {
       lastLogged = Date.now();
-      logger.warn({ err: err.message }, 'redis error');
+      logger.warn({ err }, 'redis error');
     }
   });
   redis.on('ready', () => logger.info('redis connected'));

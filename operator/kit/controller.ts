@@ -1,6 +1,5 @@
 import type { Logger } from '../../common/logger.ts';
 import type { KindName } from '../../crds/kinds.ts';
-import { errorMessage } from '../runtime/informer-set.ts';
 import type { OperatorMetrics } from '../runtime/metrics.ts';
 import { WorkQueue } from '../runtime/work-queue.ts';
 import { requestKey, requestOf, TerminalError, type Reconciler, type Result } from './reconciler.ts';
@@ -91,10 +90,10 @@ export class Controller {
     } catch (error) {
       this.#metrics.reconciles.inc({ kind: this.kind, result: 'error' });
       if (error instanceof TerminalError) {
-        this.#log.error({ object: key, err: errorMessage(error) }, 'reconcile failed; not retried until the object changes');
+        this.#log.error({ object: key, err: error }, 'reconcile failed; not retried until the object changes');
         return;
       }
-      this.#log.warn({ object: key, err: errorMessage(error) }, 'reconcile failed; will retry');
+      this.#log.warn({ object: key, err: error }, 'reconcile failed; will retry');
       throw error;
     } finally {
       end();

@@ -1,6 +1,5 @@
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type CoreV1Event, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
-import { errorMessage } from './informer-set.ts';
 
 export type EventType = 'Normal' | 'Warning';
 
@@ -58,7 +57,7 @@ export class KubeEventRecorder implements EventRecorder {
       this.#remember(id, { name: created.metadata?.name ?? '', namespace, count: 1, at: now.getTime() });
     } catch (error) {
       this.#recent.delete(id);
-      this.#log.warn({ err: errorMessage(error), reason }, 'could not record event');
+      this.#log.warn({ err: error, reason }, 'could not record event');
     }
   }
 

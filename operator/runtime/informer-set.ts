@@ -71,7 +71,7 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
       if (this.#stopped) return;
       failures += 1;
       const delay = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** failures);
-      this.#log.warn({ err: errorMessage(error), delayMs: delay }, 'watch failed; restarting');
+      this.#log.warn({ err: error, delayMs: delay }, 'watch failed; restarting');
       setTimeout(() => {
         if (!this.#stopped) void informer.start();
       }, delay).unref();

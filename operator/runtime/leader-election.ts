@@ -1,6 +1,5 @@
 import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease, type V1OwnerReference } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
-import { errorMessage } from './informer-set.ts';
 
 export interface LeaderElectionOptions {
   namespace: string;
@@ -69,7 +68,7 @@ export class LeaderElector {
       await this.#api.replaceNamespacedLease({ name: this.#options.name, namespace: this.#options.namespace, body: lease });
       this.#log.info('lease released');
     } catch (error) {
-      this.#log.warn({ err: errorMessage(error) }, 'could not release lease');
+      this.#log.warn({ err: error }, 'could not release lease');
     }
   }
 
@@ -79,7 +78,7 @@ export class LeaderElector {
       if (acquired) this.#lastRenewAt = Date.now();
       this.#setLeading(acquired);
     } catch (error) {
-      this.#log.warn({ err: errorMessage(error) }, 'lease update failed');
+      this.#log.warn({ err: error }, 'lease update failed');
       if (this.#leading && Date.now() - this.#lastRenewAt > this.#options.leaseDurationSeconds * 1000 * 0.66) {
         this.#setLeading(false);
       }

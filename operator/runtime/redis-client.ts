@@ -22,7 +22,7 @@ export function createRedis(url: string, log: Logger): Redis | Cluster {
   redis.on('error', (error: Error) => {
     if (Date.now() - lastLogged < 10_000) return;
     lastLogged = Date.now();
-    log.warn({ err: error.message }, 'redis unavailable');
+    log.warn({ err: error }, 'redis unavailable');
   });
   redis.connect().catch(() => {
     // Reported by the error handler above; ioredis keeps reconnecting.

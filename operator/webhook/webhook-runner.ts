@@ -3,7 +3,6 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
 import type { OperatorOptions } from '../options.ts';
 import { closeServer, listen } from '../runtime/listen.ts';
-import { errorMessage } from '../runtime/informer-set.ts';
 import { clusterReleaseOwner, releaseOwner } from '../runtime/release-owner.ts';
 import { caBundle, CertStore } from './cert-store.ts';
 import { servingNames } from './certs.ts';
@@ -59,7 +58,7 @@ export class WebhookRunner {
     } catch (error) {
       if (this.#stopped) return;
       const delay = Math.min(30_000, 1_000 * 2 ** attempt);
-      this.#log.warn({ err: errorMessage(error), delayMs: delay }, 'webhook not up yet; retrying');
+      this.#log.warn({ err: error, delayMs: delay }, 'webhook not up yet; retrying');
       this.#retry = setTimeout(() => void this.#attempt(attempt + 1), delay);
       this.#retry.unref();
     }
@@ -99,7 +98,7 @@ export class WebhookRunner {
       await applyWebhookConfiguration(this.#kc, webhookConfiguration(this.#target(), caBundle(pki)),
       await clusterReleaseOwner(this.#kc, this.#options.webhookOwnerClusterRole));
     } catch (error) {
-      this.#log.warn({ err: errorMessage(error) }, 'webhook certificate refresh failed; will retry');
+      this.#log.warn({ err: error }, 'webhook certificate refresh failed; will retry');
     }
   }
 

@@ -82,7 +82,7 @@ export class KubeConfigSource implements ConfigSource {
 
   #restartLater(err: unknown): void {
     this.#failed = true;
-    this.#options.logger.warn({ err: String(err) }, 'ConfigMap watch failed; restarting');
+    this.#options.logger.warn({ err }, 'ConfigMap watch failed; restarting');
     if (this.#stopped) return;
     clearTimeout(this.#restartTimer);
     this.#restartTimer = setTimeout(() => {

@@ -114,7 +114,7 @@ export class KubeEventSink implements SmoothingEventSink {
       this.#options.metrics.events.inc({ reason, result: 'created' });
     } catch (err) {
       this.#options.metrics.events.inc({ reason, result: 'failed' });
-      this.#options.logger.warn({ err: String(err), reason, source: aggregate.latest.source }, 'smoothing Event not written');
+      this.#options.logger.warn({ err, reason, source: aggregate.latest.source }, 'smoothing Event not written');
     }
   }
 

@@ -229,7 +229,7 @@ class Engine implements LimitEngine {
           time: new Date(this.#now()),
         });
       } catch (error) {
-        this.#options.logger.warn({ error: String(error) }, 'smoothing event sink failed');
+        this.#options.logger.warn({ err: error }, 'smoothing event sink failed');
       }
     });
   }

@@ -24,8 +24,7 @@ export class StoreHealth {
     this.#metrics.redisErrors.inc();
     if (this.#failing) return;
     this.#failing = true;
-    const message = error instanceof Error ? error.message : String(error);
-    this.#logger.error({ error: message, failureMode }, 'rate-limit store unreachable');
+    this.#logger.error({ err: error, failureMode }, 'rate-limit store unreachable');
   }
 
   succeeded(): void {

@@ -50,6 +50,11 @@ describe('Redis stopped in the middle of a test', () => {
     const outageLines = gateway.logs.filter((line) => line.includes('rate-limit store unreachable'));
     expect(outageLines).toHaveLength(1);
     expect(outageLines[0]).toContain(`"failureMode":"${mode}"`);
+    // The error itself, through pino's err serializer: its type, message and stack.
+    const { err } = JSON.parse(outageLines[0]!) as { err: { type: string; message: string; stack: string } };
+    expect(err.type).toMatch(/Error$/);
+    expect(err.message.length).toBeGreaterThan(0);
+    expect(err.stack).toContain(err.message);
 
     await redis.start();
     await sleep(1100);
