@@ -4,6 +4,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 export interface SidecarMetrics {
   registry: Registry;
   requests: Counter<'api' | 'code_class'>;
+  gatewayErrors: Counter<'api' | 'code'>;
   upstreamSeconds: Histogram<'api'>;
   configReloads: Counter<'source' | 'result'>;
   configReloadErrors: Counter<'api_id'>;
@@ -21,6 +22,12 @@ export function createSidecarMetrics(registry = new Registry()): SidecarMetrics 
       name: 'gw_requests_total',
       help: 'Proxied requests by API and status class.',
       labelNames: ['api', 'code_class'],
+      registers,
+    }),
+    gatewayErrors: new Counter({
+      name: 'gw_gateway_errors_total',
+      help: 'Answers the gateway gave itself instead of the upstream\'s, by API and stable error code (the X-GW-Error-Code header).',
+      labelNames: ['api', 'code'],
       registers,
     }),
     upstreamSeconds: new Histogram({

@@ -132,6 +132,7 @@ export class Gateway {
     this.#handle(req, res).catch((err: unknown) => {
       this.#deps.logger.error({ err, url: req.url }, 'request failed inside the gateway');
       sendError(res, gatewayErrors.internal);
+      this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.internal.code });
     });
   };
 
@@ -140,6 +141,7 @@ export class Gateway {
     this.#upgrade(req, socket, head).catch((err: unknown) => {
       this.#deps.logger.error({ err, url: req.url }, 'upgrade failed inside the gateway');
       sendErrorOnSocket(socket, gatewayErrors.internal);
+      this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.internal.code });
     });
   };
 
@@ -159,8 +161,10 @@ export class Gateway {
     }
     if (admission.error !== null || match === null) {
       req.resume();
-      sendError(res, admission.error ?? gatewayErrors.notFound, admission.rateHeaders);
+      const error = admission.error ?? gatewayErrors.notFound;
+      sendError(res, error, admission.rateHeaders);
       this.#deps.metrics.requests.inc({ api, code_class: statusClass(res.statusCode) });
+      this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
       return;
     }
     const forwarder = this.#deps.forwarders[state.settings.forwarder];
@@ -172,6 +176,7 @@ export class Gateway {
       rateHeaders: admission.rateHeaders,
     });
     this.#deps.metrics.requests.inc({ api, code_class: statusClass(result.status) });
+    if (result.error !== null) this.#deps.metrics.gatewayErrors.inc({ api, code: result.error.code });
     if (result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe({ api }, result.upstreamSeconds);
   }
 
@@ -180,14 +185,17 @@ export class Gateway {
     socket.on('error', (err) => this.#deps.logger.debug({ err }, 'upgrade socket error'));
     if (!websocket.test(String(req.headers.upgrade ?? ''))) {
       sendErrorOnSocket(socket, gatewayErrors.badUpgrade);
+      this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.badUpgrade.code });
       return;
     }
     const admission = await this.#admitCurrent(req);
     const { match } = admission;
     const api = match?.route.api.api_id ?? '';
     if (admission.error !== null || match === null) {
-      sendErrorOnSocket(socket, admission.error ?? gatewayErrors.notFound, admission.rateHeaders);
-      this.#deps.metrics.requests.inc({ api, code_class: statusClass(admission.error?.status ?? 404) });
+      const error = admission.error ?? gatewayErrors.notFound;
+      sendErrorOnSocket(socket, error, admission.rateHeaders);
+      this.#deps.metrics.requests.inc({ api, code_class: statusClass(error.status) });
+      this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
       return;
     }
     this.#deps.metrics.requests.inc({ api, code_class: '1xx' });

@@ -3,12 +3,19 @@ import type { Duplex } from 'node:stream';
 import { STATUS_CODES } from 'node:http';
 import { gatewayErrors, type GatewayError } from './errors.ts';
 
-/** Answer a gateway error as JSON; extra headers (X-RateLimit-*) ride along. */
+/** The header that carries a gateway error's stable code, as the admin operations' errors do. */
+export const ERROR_CODE_HEADER = 'x-gw-error-code';
+
+/**
+ * Answer a gateway error as JSON; extra headers (X-RateLimit-*) ride along. The code is set
+ * with setHeader so whoever counts the answer can read it back from the response.
+ */
 export function sendError(res: ServerResponse, error: GatewayError, headers?: Record<string, string> | null): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
+  res.setHeader(ERROR_CODE_HEADER, error.code);
   res.writeHead(error.status, {
     ...headers,
     'content-type': 'application/json',
@@ -23,7 +30,7 @@ export function sendErrorOnSocket(socket: Duplex, error: GatewayError, headers?:
     socket.destroy();
     return;
   }
-  const lines = [`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}`, 'content-type: application/json', `content-length: ${error.body.length}`, 'connection: close'];
+  const lines = [`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}`, 'content-type: application/json', `content-length: ${error.body.length}`, `${ERROR_CODE_HEADER}: ${error.code}`, 'connection: close'];
   for (const [name, value] of Object.entries(headers ?? {})) lines.push(`${name}: ${value}`);
   socket.end(`${lines.join('\r\n')}\r\n\r\n${error.body.toString()}`);
 }

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { GatewayError } from '../gateway/errors.ts';
 
 /**
  * How a routed, authorised request reaches its upstream (docs/architecture.md#performance). The gateway decides
@@ -22,6 +23,8 @@ export interface ForwardResult {
   status: number;
   /** Time from sending the request to the upstream's response headers; null when there was none. */
   upstreamSeconds: number | null;
+  /** The gateway's own answer (413, 502, 504) when it gave one instead of the upstream's. */
+  error: GatewayError | null;
 }
 
 export interface ForwarderOptions {

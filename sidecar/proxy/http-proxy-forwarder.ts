@@ -2,7 +2,7 @@ import './suppress-dep0060.ts';
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import httpProxy from 'http-proxy';
-import { gatewayErrors } from '../gateway/errors.ts';
+import { gatewayErrors, type GatewayError } from '../gateway/errors.ts';
 import { sendError } from '../gateway/respond.ts';
 import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from './body-limit.ts';
 import type { ForwardRequest, ForwardResult, Forwarder, ForwarderOptions, UpgradeForwarder } from './forwarder.ts';
@@ -43,7 +43,7 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     if (declaredLengthExceeds(req, maxBytes)) {
       refuseRestOfBody(req, res);
       sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders);
-      return Promise.resolve({ status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null });
+      return Promise.resolve({ status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge });
     }
     const body = hasRequestBody(req) ? limitedBody(req, maxBytes) : undefined;
     req.headers = upstreamRequestHeaders(req) as IncomingMessage['headers'];
@@ -54,27 +54,31 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     const started = performance.now();
     return new Promise((resolve) => {
       let upstreamSeconds: number | null = null;
+      let error: GatewayError | null = null;
+      const fail = (err: unknown): void => {
+        error = this.#fail(req, res, err) ?? error;
+      };
       res.once('pipe', () => {
         upstreamSeconds = (performance.now() - started) / 1000;
       });
-      res.once('close', () => resolve({ status: res.statusCode, upstreamSeconds }));
-      body?.once('error', (err) => this.#fail(req, res, err));
-      this.#proxy.web(req, res, { target: request.origin, buffer: body }, (err) => this.#fail(req, res, err));
+      res.once('close', () => resolve({ status: res.statusCode, upstreamSeconds, error }));
+      body?.once('error', fail);
+      this.#proxy.web(req, res, { target: request.origin, buffer: body }, fail);
     });
   }
 
-  #fail(req: IncomingMessage, res: ServerResponse, err: unknown): void {
+  /** Answers a failed exchange; the error answered, or null when the upstream's answer had begun. */
+  #fail(req: IncomingMessage, res: ServerResponse, err: unknown): GatewayError | null {
     if (res.headersSent) {
       res.destroy();
-      return;
+      return null;
     }
     // A body the upstream never took would leave the client's next keep-alive request stuck behind it.
     if (!req.complete) refuseRestOfBody(req, res);
-    if (err instanceof BodyTooLargeError) {
-      sendError(res, gatewayErrors.bodyTooLarge);
-      return;
-    }
-    sendError(res, err instanceof UpstreamTimeoutError ? gatewayErrors.upstreamTimeout : gatewayErrors.upstreamUnreachable);
+    const error = err instanceof BodyTooLargeError ? gatewayErrors.bodyTooLarge
+      : err instanceof UpstreamTimeoutError ? gatewayErrors.upstreamTimeout : gatewayErrors.upstreamUnreachable;
+    sendError(res, error);
+    return error;
   }
 
   /** One agent is shared by every origin, and it keeps no per-origin state to release. */

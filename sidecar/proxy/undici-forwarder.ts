@@ -43,7 +43,7 @@ export class UndiciForwarder implements Forwarder {
     if (declaredLengthExceeds(req, maxBytes)) {
       refuseRestOfBody(req, res);
       sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders);
-      return { status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null };
+      return { status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge };
     }
     const abort = new AbortController();
     const onClose = (): void => {
@@ -68,18 +68,18 @@ export class UndiciForwarder implements Forwarder {
         res.writeHead(statusCode, clientResponseHeaders(headers, request.rateHeaders));
         return res;
       });
-      return { status: res.statusCode, upstreamSeconds };
+      return { status: res.statusCode, upstreamSeconds, error: null };
     } catch (err) {
       if (upstreamSeconds !== null || res.headersSent) {
         res.destroy();
-        return { status: res.statusCode, upstreamSeconds };
+        return { status: res.statusCode, upstreamSeconds, error: null };
       }
       const failure = upstreamFailure(err);
       // A body the upstream never took (too large, or the upstream failed mid-way) would
       // leave the client's next keep-alive request stuck behind its unread bytes.
       if (!req.complete) refuseRestOfBody(req, res);
       sendError(res, failure, request.rateHeaders);
-      return { status: failure.status, upstreamSeconds: null };
+      return { status: failure.status, upstreamSeconds: null, error: failure };
     } finally {
       res.off('close', onClose);
     }

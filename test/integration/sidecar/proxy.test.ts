@@ -36,6 +36,13 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     return api;
   }
 
+  /** gw_gateway_errors_total of one API and code, read from the sidecar's /metrics. */
+  const gatewayErrorCount = async (api: string, code: string): Promise<number> => {
+    const line = (await call(`${sidecar.healthUrl}/metrics`)).text.split('\n')
+      .find((l) => l.startsWith(`gw_gateway_errors_total{api="${api}",code="${code}"}`));
+    return Number(line?.split(' ').pop() ?? 0);
+  };
+
   const url = (api: CompiledApi, path = '/'): string => `${sidecar.proxyUrl}${api.listen_path.replace(/\/$/, '')}${path}`;
 
   it('forwards a keyless request with path, query and X-Forwarded-*, without hop-by-hop headers', async () => {
@@ -75,9 +82,11 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     const inactive = await call(url(api, '/'));
     expect(inactive.status).toBe(404);
     expect(inactive.json()).toEqual({ error: 'This API is not active' });
+    expect(inactive.headers['x-gw-error-code']).toBe('api_inactive');
     const unknown = await call(`${sidecar.proxyUrl}/${uniqueId('nothing')}/`);
     expect(unknown.status).toBe(404);
     expect(unknown.json()).toEqual({ error: 'No API is listening on this path' });
+    expect(unknown.headers['x-gw-error-code']).toBe('not_found');
   });
 
   it('401 without a key; 403 for unknown, inactive, expired and ungranted keys; 200 for a good key', async () => {
@@ -128,6 +137,8 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     const limited = await call(url(api));
     expect(limited.status).toBe(429);
     expect(limited.json()).toEqual({ error: 'API Rate Limit Exceeded' });
+    expect(limited.headers['x-gw-error-code']).toBe('api_rate_limited');
+    expect(await gatewayErrorCount(api.api_id, 'api_rate_limited')).toBe(1);
   });
 
   it('429 Rate Limit Exceeded past the key-level limit', async () => {
@@ -175,6 +186,8 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     const res = await call(url(api));
     expect(res.status).toBe(502);
     expect(res.json()).toEqual({ error: 'Upstream unreachable' });
+    expect(res.headers['x-gw-error-code']).toBe('upstream_unreachable');
+    expect(await gatewayErrorCount(api.api_id, 'upstream_unreachable')).toBe(1);
   });
 
   it('504 when the upstream answers later than upstream_timeout_ms', async () => {
@@ -182,6 +195,8 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     const res = await call(url(api, '/?delay_ms=3000'));
     expect(res.status).toBe(504);
     expect(res.json()).toEqual({ error: 'Upstream timed out' });
+    expect(res.headers['x-gw-error-code']).toBe('upstream_timeout');
+    expect(await gatewayErrorCount(api.api_id, 'upstream_timeout')).toBe(1);
   });
 
   it('answers unparsable requests and oversized headers in the JSON error shape', async () => {
@@ -198,6 +213,7 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(garbage).toContain('{"error":"Malformed HTTP request"}');
     const huge = await raw(`GET / HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
     expect(huge).toMatch(/^HTTP\/1\.1 431 /);
+    expect(huge).toContain('x-gw-error-code: headers_too_large');
     expect(huge).toContain('{"error":"Request header fields too large"}');
   });
 
