@@ -1,4 +1,4 @@
-import { createServer, type RequestListener, type Server } from 'node:http';
+import type { RequestListener, Server } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster, Redis } from 'ioredis';
 import { loadKubeConfig } from '../common/kube.ts';
@@ -17,7 +17,7 @@ import type { ConfigSource } from './config/source.ts';
 import { KubeEventSink } from './events/kube-event-sink.ts';
 import { LogEventSink } from './events/log-event-sink.ts';
 import { Gateway } from './gateway/gateway.ts';
-import { answerClientError } from './gateway/respond.ts';
+import { boundedServer, boundedUpgrade } from './bounded-server.ts';
 import { createHealthHandler, type Readiness } from './health.ts';
 import { createLimitEngine } from './limits/engine.ts';
 import { StreamLimiters } from './limits/stream-limiter.ts';
@@ -39,6 +39,8 @@ export interface SidecarOverrides {
   source?: ConfigSource;
   /** Time allowed for in-flight requests on close. */
   drainMs?: number;
+  /** Time a client has to send its request headers (default LISTENER_BOUNDS.headersTimeoutMs). */
+  headersTimeoutMs?: number;
 }
 
 export interface RunningSidecar {
@@ -184,11 +186,10 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     if (redis && redis.status !== 'ready') reasons.push(`redis ${redis.status}`);
     return { ready: reasons.length === 0, reasons, problems: runtime.problems() };
   };
-  const proxyServer = createServer(gateway.handle);
-  proxyServer.on('upgrade', gateway.upgrade);
-  proxyServer.on('clientError', answerClientError);
-  const healthServer = createServer(createHealthHandler(metrics.registry, readiness));
-  const adminServer: Server = createServer(adminHandler(options, overrides, parts, runtime));
+  const proxyServer = boundedServer(gateway.handle, overrides);
+  proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));
+  const healthServer = boundedServer(createHealthHandler(metrics.registry, readiness), overrides);
+  const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides);
   const drainMs = overrides.drainMs ?? 10_000;
   const close = async (): Promise<void> => {
     await Promise.all([drain(proxyServer, drainMs), drain(adminServer, drainMs)]);

@@ -31,5 +31,6 @@ export const gatewayErrors = {
   internal: define('internal_error', 500, 'Internal gateway error'),
   badRequest: define('bad_request', 400, 'Malformed HTTP request'),
   headersTooLarge: define('headers_too_large', 431, 'Request header fields too large'),
+  tooManyHeaders: define('too_many_headers', 431, 'Too many request header fields'),
   requestTimeout: define('request_timeout', 408, 'Request not received in time'),
 } as const satisfies Record<string, GatewayError>;
