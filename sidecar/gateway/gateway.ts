@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../common/logger.ts';
@@ -60,6 +61,27 @@ const refusals: Record<DecisionOutcome, GatewayError | null> = {
 
 const websocket = /^websocket$/i;
 
+/** What admission needs of the exchange beyond the request: its id, and the signal of a client that left. */
+interface Exchange {
+  requestId: string;
+  signal?: AbortSignal;
+}
+
+/** A client's own request id is kept when it is one a log line can carry as it is. */
+const acceptableRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The request's id: the client's X-Request-Id when acceptable, else a new one. It is put on
+ * the request (so the upstream sees the same id) and on the answer.
+ */
+function requestIdOf(req: IncomingMessage, res: ServerResponse | null): string {
+  const given = req.headers['x-request-id'];
+  const id = typeof given === 'string' && acceptableRequestId.test(given) ? given : randomUUID();
+  req.headers['x-request-id'] = id;
+  res?.setHeader('x-request-id', id);
+  return id;
+}
+
 /** The proxy listener's request pipeline: route, authenticate, limit, forward (docs/behaviour.md#gateway-answers, docs/architecture.md#performance). */
 export class Gateway {
   readonly #deps: GatewayDeps;
@@ -74,11 +96,11 @@ export class Gateway {
    * while the session was being read therefore starts admission over on the new state (the
    * session is then cached, so the retry costs no store read); the last attempt keeps what it has.
    */
-  async #admitCurrent(req: IncomingMessage, signal?: AbortSignal): Promise<Admitted> {
+  async #admitCurrent(req: IncomingMessage, exchange: Exchange): Promise<Admitted> {
     for (let attempt = 1; ; attempt++) {
       const state = this.#deps.state();
       const match = state.routes.match(req.url ?? '/');
-      const admission = await this.#admit(req, match, state, attempt < maxAdmissions, signal);
+      const admission = await this.#admit(req, exchange, match, state, attempt < maxAdmissions);
       if (admission !== null) return { ...admission, state, match };
     }
   }
@@ -90,10 +112,10 @@ export class Gateway {
    */
   async #admit(
     req: IncomingMessage,
+    { requestId, signal }: Exchange,
     match: RouteMatch | null,
     state: GatewayState,
     retryOnSwap: boolean,
-    signal?: AbortSignal,
   ): Promise<Admission | null> {
     if (match === null) return { error: gatewayErrors.notFound, rateHeaders: null };
     const { route, relativePath } = match;
@@ -122,15 +144,21 @@ export class Gateway {
         return { error: gatewayErrors.streamRateLimitWaitExceeded, rateHeaders: { 'retry-after': String(Math.ceil(err.waitMs / 1000)) } };
       }
       // An abort means the client left while waiting (throttle, stream slot): nothing to report.
-      if (!signal?.aborted) this.#deps.logger.error({ err, api: route.api.api_id }, 'limit decision failed');
+      if (!signal?.aborted) this.#log(requestId).error({ err, api: route.api.api_id }, 'limit decision failed');
       return { error: gatewayErrors.storeUnavailable, rateHeaders: null };
     }
   }
 
+  /** A request's logger: made only when something is logged, so the hot path pays nothing for it. */
+  #log(requestId: string): Logger {
+    return this.#deps.logger.child({ reqId: requestId });
+  }
+
   /** The proxy listener's request handler; it never rejects, so no request can crash the process. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
-    this.#handle(req, res).catch((err: unknown) => {
-      this.#deps.logger.error({ err, url: req.url }, 'request failed inside the gateway');
+    const requestId = requestIdOf(req, res);
+    this.#handle(req, res, requestId).catch((err: unknown) => {
+      this.#log(requestId).error({ err, url: req.url }, 'request failed inside the gateway');
       sendError(res, gatewayErrors.internal);
       this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.internal.code });
     });
@@ -138,18 +166,19 @@ export class Gateway {
 
   /** The upgrade handler; like `handle`, it never rejects. */
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    this.#upgrade(req, socket, head).catch((err: unknown) => {
-      this.#deps.logger.error({ err, url: req.url }, 'upgrade failed inside the gateway');
+    const requestId = requestIdOf(req, null);
+    this.#upgrade(req, socket, head, requestId).catch((err: unknown) => {
+      this.#log(requestId).error({ err, url: req.url }, 'upgrade failed inside the gateway');
       sendErrorOnSocket(socket, gatewayErrors.internal);
       this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.internal.code });
     });
   };
 
-  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async #handle(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
     const abort = new AbortController();
     const onClose = (): void => abort.abort();
     res.once('close', onClose);
-    const admission = await this.#admitCurrent(req, abort.signal);
+    const admission = await this.#admitCurrent(req, { requestId, signal: abort.signal });
     res.off('close', onClose);
     const { state, match } = admission;
     const api = match?.route.api.api_id ?? '';
@@ -181,14 +210,14 @@ export class Gateway {
   }
 
   /** Connection upgrades (WebSocket) pass the same route, auth and limits before http-proxy carries them. */
-  async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    socket.on('error', (err) => this.#deps.logger.debug({ err }, 'upgrade socket error'));
+  async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
+    socket.on('error', (err) => this.#log(requestId).debug({ err }, 'upgrade socket error'));
     if (!websocket.test(String(req.headers.upgrade ?? ''))) {
       sendErrorOnSocket(socket, gatewayErrors.badUpgrade);
       this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.badUpgrade.code });
       return;
     }
-    const admission = await this.#admitCurrent(req);
+    const admission = await this.#admitCurrent(req, { requestId });
     const { match } = admission;
     const api = match?.route.api.api_id ?? '';
     if (admission.error !== null || match === null) {

@@ -62,6 +62,24 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(echoed.headers.host).toBe(new URL(upstream.url).host);
   });
 
+  it('gives each request an id, on the answer and to the upstream; keeps a client\'s acceptable one', async () => {
+    const api = await deploy();
+    const fresh = await call(url(api, '/id'));
+    const id = fresh.headers['x-request-id'] as string;
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    expect((fresh.json() as { headers: Record<string, string> }).headers['x-request-id']).toBe(id);
+    expect((await call(url(api, '/id'))).headers['x-request-id']).not.toBe(id);
+    const given = await call(url(api, '/id'), { headers: { 'x-request-id': 'trace-42.a:b' } });
+    expect(given.headers['x-request-id']).toBe('trace-42.a:b');
+    expect((given.json() as { headers: Record<string, string> }).headers['x-request-id']).toBe('trace-42.a:b');
+    for (const unacceptable of ['has space', 'x'.repeat(129), 'semi;colon']) {
+      const replaced = await call(url(api, '/id'), { headers: { 'x-request-id': unacceptable } });
+      expect(replaced.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    }
+    // The gateway's own answers carry it too.
+    expect((await call(`${sidecar.proxyUrl}/${uniqueId('nothing')}/`)).headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
   it('keeps the listen path when strip_listen_path is false and prefixes the target path', async () => {
     const api = await deploy({ strip_listen_path: false }, `${upstream.url}/base/`);
     const res = await call(url(api, '/x'));
