@@ -1,6 +1,24 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/**
+ * The layering of docs/architecture.md#folders, enforced: each folder may import only the
+ * folders below it (sidecar/ and operator/ -> common/ -> crds/), never a sibling or anything
+ * above, and no product code imports the tests.
+ */
+const layer = (files, forbidden) => ({
+  files,
+  ignores: ['**/*.test.ts'],
+  rules: {
+    'no-restricted-imports': ['error', {
+      patterns: forbidden.map((folder) => ({
+        group: [`**/${folder}/**`],
+        message: `${folder}/ is not below this folder (docs/architecture.md#folders)`,
+      })),
+    }],
+  },
+});
+
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', 'charts/**', '**/*.js'] },
   js.configs.recommended,
@@ -21,4 +39,8 @@ export default tseslint.config(
     files: ['**/*.test.ts', 'test/**/*.ts'],
     rules: { 'max-lines-per-function': 'off' },
   },
+  layer(['crds/**/*.ts'], ['common', 'sidecar', 'operator', 'test']),
+  layer(['common/**/*.ts'], ['sidecar', 'operator', 'test']),
+  layer(['sidecar/**/*.ts'], ['operator', 'test']),
+  layer(['operator/**/*.ts'], ['sidecar', 'test']),
 );
