@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { gatewayErrors } from './gateway/errors.ts';
-import { answerClientError, sendError, sendErrorOnSocket } from './gateway/respond.ts';
+import { gatewayErrors } from './http/errors.ts';
+import { answerClientError, sendError, sendErrorOnSocket } from './http/respond.ts';
 
 /**
  * What one client may hold of a listener before it is answered and cut off: the bytes and

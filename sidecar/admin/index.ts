@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, type Registry } from 'prom-client';
-import { refuseRestOfBody } from '../proxy/body-limit.ts';
+import { refuseRestOfBody } from '../http/body-limit.ts';
 import { AdminError, adminErrors } from './errors.ts';
 import { sendError, sendJson, shapeOfPath } from './responses.ts';
 import { matchRoute, pathOf } from './router.ts';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MemorySessionStore } from '../../common/session-store.ts';
 import { keyHash } from '../../crds/key-hash.ts';
 import { sessionSchema } from '../../crds/session.ts';
-import { gatewayErrors } from '../gateway/errors.ts';
+import { gatewayErrors } from '../http/errors.ts';
 import { authenticate, extractKey, sessionAllows } from './authenticator.ts';
 import { SessionCache } from './session-cache.ts';
 

@@ -3,7 +3,7 @@ import type { CompiledPolicy } from '../../crds/compiled.ts';
 import { keyHash as hashKey } from '../../crds/key-hash.ts';
 import type { Session } from '../../crds/session.ts';
 import { appliedPolicyIds } from './applied-policies.ts';
-import { gatewayErrors, type GatewayError } from '../gateway/errors.ts';
+import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import type { SessionCache } from './session-cache.ts';
 
 export type AuthResult = { ok: true; session: Session; keyHash: string } | { ok: false; error: GatewayError };

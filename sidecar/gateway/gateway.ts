@@ -11,9 +11,9 @@ import { streamMaxWaitMs, type StreamLimiters } from '../limits/stream-limiter.t
 import type { DecisionOutcome, LimitEngine } from '../limits/types.ts';
 import { statusClass, type SidecarMetrics } from '../metrics.ts';
 import type { Forwarder, UpgradeForwarder } from '../proxy/forwarder.ts';
-import { gatewayErrors, type GatewayError } from './errors.ts';
+import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { rateHeadersFor } from './rate-headers.ts';
-import { sendError, sendErrorOnSocket } from './respond.ts';
+import { sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { isIgnored, type RouteMatch, type RouteTable } from './routes.ts';
 
 /** What the request path reads, swapped whole on every config change. */

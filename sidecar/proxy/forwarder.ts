@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { GatewayError } from '../gateway/errors.ts';
+import type { GatewayError } from '../http/errors.ts';
 
 /**
  * How a routed, authorised request reaches its upstream (docs/architecture.md#performance). The gateway decides

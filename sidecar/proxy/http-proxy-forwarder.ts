@@ -2,9 +2,9 @@ import './suppress-dep0060.ts';
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import httpProxy from 'http-proxy';
-import { gatewayErrors, type GatewayError } from '../gateway/errors.ts';
-import { sendError } from '../gateway/respond.ts';
-import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from './body-limit.ts';
+import { gatewayErrors, type GatewayError } from '../http/errors.ts';
+import { sendError } from '../http/respond.ts';
+import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
 import type { ForwardRequest, ForwardResult, Forwarder, ForwarderOptions, UpgradeForwarder } from './forwarder.ts';
 import { forwardedHeaders, removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders } from './headers.ts';
 

@@ -1,9 +1,9 @@
 import type { Readable, Writable } from 'node:stream';
 import { Pool, errors as undiciErrors } from 'undici';
 import type { Dispatcher } from 'undici';
-import { gatewayErrors } from '../gateway/errors.ts';
-import { sendError } from '../gateway/respond.ts';
-import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from './body-limit.ts';
+import { gatewayErrors } from '../http/errors.ts';
+import { sendError } from '../http/respond.ts';
+import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
 import type { ForwardRequest, ForwardResult, Forwarder, ForwarderOptions } from './forwarder.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 
