@@ -42,5 +42,11 @@ export default tseslint.config(
   layer(['crds/**/*.ts'], ['common', 'sidecar', 'operator', 'test']),
   layer(['common/**/*.ts'], ['sidecar', 'operator', 'test']),
   layer(['sidecar/**/*.ts'], ['operator', 'test']),
+  // Inside the sidecar: http/ is the leaf every layer answers with; the engine and the stores
+  // know nothing of HTTP, auth or forwarding; auth and the forwarders never reach up into the
+  // request pipeline (gateway/) or the admin operations.
+  layer(['sidecar/http/**/*.ts'], ['gateway', 'proxy', 'auth', 'limits', 'admin', 'config', 'resources', 'events', 'operator', 'test']),
+  layer(['sidecar/limits/**/*.ts'], ['gateway', 'proxy', 'auth', 'http', 'admin', 'config', 'operator', 'test']),
+  layer(['sidecar/auth/**/*.ts', 'sidecar/proxy/**/*.ts'], ['gateway', 'admin', 'config', 'operator', 'test']),
   layer(['operator/**/*.ts'], ['sidecar', 'test']),
 );

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { appliedPolicyIds } from '../../crds/session.ts';
 import { policy, session } from '../../test/support/compiled-fixtures.ts';
 import { effectiveLimits } from '../limits/effective-session.ts';
-import { appliedPolicyIds } from './applied-policies.ts';
 import { sessionAllows } from './authenticator.ts';
 
 const gold = policy('gold', {

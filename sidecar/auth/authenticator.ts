@@ -1,8 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { CompiledPolicy } from '../../crds/compiled.ts';
 import { keyHash as hashKey } from '../../crds/key-hash.ts';
-import type { Session } from '../../crds/session.ts';
-import { appliedPolicyIds } from './applied-policies.ts';
+import { appliedPolicyIds, type Session } from '../../crds/session.ts';
 import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import type { SessionCache } from './session-cache.ts';
 

@@ -4,8 +4,7 @@ import type {
   CompiledRate,
   ResourceRef,
 } from '../../crds/compiled.ts';
-import type { Session } from '../../crds/session.ts';
-import { appliedPolicyIds } from '../auth/applied-policies.ts';
+import { appliedPolicyIds, type Session } from '../../crds/session.ts';
 import { compileEndpoints, type EndpointMatcher } from './endpoint-match.ts';
 import type { SmoothingPlan, ThrottlePlan } from './plan-types.ts';
 

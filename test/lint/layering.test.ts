@@ -19,6 +19,11 @@ describe('the lint step holds the folders to their layers', () => {
     ['sidecar/limits/extra.ts', "import { Operator } from '../../operator/operator.ts';", 'operator/'],
     ['operator/runtime/extra.ts', "import { startSidecar } from '../../sidecar/app.ts';", 'sidecar/'],
     ['sidecar/extra.ts', "import { testEnv } from '../test/harness/index.ts';", 'test/'],
+    ['sidecar/proxy/extra.ts', "import { Gateway } from '../gateway/gateway.ts';", 'gateway/'],
+    ['sidecar/auth/extra.ts', "import { adminRoutes } from '../admin/routes.ts';", 'admin/'],
+    ['sidecar/limits/extra.ts', "import { gatewayErrors } from '../http/errors.ts';", 'http/'],
+    ['sidecar/limits/stores/extra.ts', "import { authenticate } from '../../auth/authenticator.ts';", 'auth/'],
+    ['sidecar/http/extra.ts', "import { LimitEngine } from '../limits/engine.ts';", 'limits/'],
   ])('%s may not import %s', async (path, code, folder) => {
     expect(await restrictedImports(path, `${code}\nexport const x = 1;\n`)).toEqual([expect.stringContaining(`${folder} is not below this folder`)]);
   });
@@ -27,6 +32,8 @@ describe('the lint step holds the folders to their layers', () => {
     ['sidecar/extra.ts', "import { createLogger } from '../common/logger.ts';\nimport { kinds } from '../crds/kinds.ts';"],
     ['operator/extra.ts', "import { createLogger } from '../common/logger.ts';"],
     ['common/extra.ts', "import { kinds } from '../crds/kinds.ts';"],
+    ['sidecar/proxy/extra.ts', "import { gatewayErrors } from '../http/errors.ts';"],
+    ['sidecar/gateway/extra.ts', "import { authenticate } from '../auth/authenticator.ts';\nimport { sendError } from '../http/respond.ts';"],
     ['sidecar/extra.test.ts', "import { testEnv } from '../test/harness/index.ts';"],
   ])('%s may import what is below it', async (path, code) => {
     expect(await restrictedImports(path, `${code}\n`)).toEqual([]);
