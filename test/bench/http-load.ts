@@ -46,7 +46,7 @@ export function stopChild(child: ChildProcess): Promise<void> {
 
 /** The demo's JSON echo upstream on `port`, as a child process. */
 export function spawnEchoUpstream(port: number): ChildProcess {
-  return spawnNode(['--input-type=module', '-e', `import { startEchoUpstream } from '${REPO_ROOT}sidecar/demo-upstream.ts'; await startEchoUpstream(${port});`]);
+  return spawnNode(['--input-type=module', '-e', `import { startEchoUpstream } from '${REPO_ROOT}demo/upstream.ts'; await startEchoUpstream(${port});`]);
 }
 
 /** A folder-mode sidecar on free loopback ports, once its /readyz answers (a large folder takes a while to load). */

@@ -7,7 +7,7 @@ import { REPO_ROOT } from './support/processes.ts';
 import { freePort, waitFor } from './support/wait.ts';
 
 /**
- * `npm start` (sidecar/demo.ts) as a user runs it, on free loopback ports given through
+ * `npm start` (demo/demo.ts) as a user runs it, on free loopback ports given through
  * the sidecar's GW_*_LISTEN variables and GW_DEMO_UPSTREAM_PORT, so it can run beside
  * anything else on the machine (including a demo on the default ports).
  */
@@ -25,7 +25,7 @@ interface Demo {
   exited: Promise<number | null>;
 }
 
-const DEMO = join(REPO_ROOT, 'sidecar', 'demo.ts');
+const DEMO = join(REPO_ROOT, 'demo', 'demo.ts');
 const started: Demo[] = [];
 
 async function freePorts(): Promise<Ports> {

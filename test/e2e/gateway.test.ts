@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { sessionKey } from '../../common/redis-keys.ts';
 import { compiledConfigSchema } from '../../crds/compiled.ts';
-import { startEchoUpstream, type EchoUpstream } from '../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../demo/upstream.ts';
 import { createNamespace, kubectl, testEnv } from '../harness/index.ts';
 import { serviceAccountToken } from '../support/service-account.ts';
 import { EXAMPLE_API_IDS, EXAMPLES_DIR, examplesManifest, waitForExamples } from './support/examples.ts';

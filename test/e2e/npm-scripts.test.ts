@@ -92,7 +92,7 @@ describe('npm run sidecar / npm run operator', () => {
       // Inside the namespace: an upstream on the API's target, a request through the proxy,
       // and the admin port tried on the namespace's other address.
       const probe = `
-        const { startEchoUpstream } = await import(${JSON.stringify(join(REPO_ROOT, 'sidecar', 'demo-upstream.ts'))});
+        const { startEchoUpstream } = await import(${JSON.stringify(join(REPO_ROOT, 'demo', 'upstream.ts'))});
         const upstream = await startEchoUpstream(9000);
         const proxied = await fetch('http://127.0.0.1:8080/hello/get');
         const ready = await fetch('http://127.0.0.1:8082/readyz');

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { startEchoUpstream, type EchoUpstream } from '../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../demo/upstream.ts';
 import { examplesManifest, waitForExamples, type ResourceList } from '../e2e/support/examples.ts';
 import { startGwStack, type GwStack } from '../e2e/support/gw-stack.ts';
 import { signalAll } from '../e2e/support/processes.ts';

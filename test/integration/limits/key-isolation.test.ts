@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { gatewayHeartbeatKey, limiterKey } from '../../../common/redis-keys.ts';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { testEnv } from '../../harness/index.ts';
 import { HandSource } from '../../support/hand-source.ts';
 import { keyHashOf } from '../../support/limits-fixtures.ts';

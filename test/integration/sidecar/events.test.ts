@@ -3,7 +3,7 @@ import { KubeEventSink } from '../../../sidecar/events/kube-event-sink.ts';
 import { createSidecarMetrics } from '../../../sidecar/metrics.ts';
 import type { SmoothingEvent } from '../../../sidecar/limits/types.ts';
 import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
-import { startEchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream } from '../../../demo/upstream.ts';
 import { call, compiledApi, deployApi, eventually, quietLogger, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
 
 interface CoreEvent {

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
 import {
   call,

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { keyHash } from '../../../crds/key-hash.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { testEnv } from '../../harness/index.ts';
 import { keylessApiYaml } from '../../support/api-yaml.ts';
 import { collectingLogger } from '../../support/collecting-logger.ts';

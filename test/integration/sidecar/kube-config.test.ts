@@ -2,7 +2,7 @@ import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_ID_LABEL, configMapName, RETAIN_ANNOTATION } from '../../../common/compiled-config-map.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace, kubeConfig } from '../../harness/index.ts';
 import { call, compiledApi, compiledConfig, deployApi, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
 

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { testEnv } from '../../harness/index.ts';
 import { keylessApiYaml } from '../../support/api-yaml.ts';
 import { sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';

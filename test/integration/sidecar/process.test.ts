@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyHash } from '../../../crds/key-hash.ts';
-import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { startRedis, type RedisHandle } from '../../harness/index.ts';
 import { freePort } from '../../harness/ports.ts';
 import { call, eventually } from './helpers.ts';

@@ -2,7 +2,7 @@ import { connect } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace } from '../../harness/index.ts';
 import { call, compiledApi, deployApi, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import type { CompiledApi } from '../../../crds/compiled.ts';

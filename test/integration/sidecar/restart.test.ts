@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace } from '../../harness/index.ts';
 import { call, compiledApi, compiledConfig, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
 

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { startEchoUpstream, type EchoUpstream } from '../../../sidecar/demo-upstream.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { HandSource } from '../../support/hand-source.ts';
 import { call, compiledApi, compiledConfig, sidecarOptions, startTestSidecar, uniqueId, type CallResult } from './helpers.ts';
 

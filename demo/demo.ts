@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createLogger } from '../common/logger.ts';
-import { startSidecar, type RunningSidecar } from './app.ts';
-import { splitHostPort } from './cli.ts';
-import { startEchoUpstream, type EchoUpstream } from './demo-upstream.ts';
+import { startSidecar, type RunningSidecar } from '../sidecar/app.ts';
+import { splitHostPort } from '../sidecar/cli.ts';
+import { startEchoUpstream, type EchoUpstream } from './upstream.ts';
 
 /**
  * `npm start`: the gateway standalone on a copy of examples/ (folder mode, in-memory
