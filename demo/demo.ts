@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createLogger } from '../common/logger.ts';
 import { startSidecar, type RunningSidecar } from '../sidecar/app.ts';
-import { splitHostPort } from '../sidecar/cli.ts';
+import { splitHostPort } from '../common/listen.ts';
 import { startEchoUpstream, type EchoUpstream } from './upstream.ts';
 
 /**

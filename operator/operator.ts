@@ -25,7 +25,7 @@ import type { GwObject } from './runtime/gw-object.ts';
 import { createHealthServer } from './runtime/health-server.ts';
 import { InformerSet } from './runtime/informer-set.ts';
 import { LeaderElector } from './runtime/leader-election.ts';
-import { listen, closeServer } from './runtime/listen.ts';
+import { drain, listen } from '../common/listen.ts';
 import { OperatorMetrics } from './runtime/metrics.ts';
 import { createRedis } from './runtime/redis-client.ts';
 import { releaseOwner } from './runtime/release-owner.ts';
@@ -141,7 +141,7 @@ export class Operator {
     await this.#stopLeading();
     await this.#webhook?.stop();
     await Promise.all(Object.values(this.#informers).map((informers) => informers.stop()));
-    if (this.#health) await closeServer(this.#health);
+    if (this.#health) await drain(this.#health, 0);
     this.#redis.disconnect();
     this.#log.info('operator stopped');
   }

@@ -8,7 +8,7 @@ import { MemorySessionStore, RedisSessionStore, type SessionStore } from '../com
 import { loadLocalSettings, resolveSettings } from '../common/settings-loader.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { SessionCache } from './auth/session-cache.ts';
-import type { SidecarOptions } from './cli.ts';
+import { PROXY_OFF, type SidecarOptions } from './cli.ts';
 import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator, staticTokensSchema } from './admin/index.ts';
 import { FolderConfigSource } from './config/folder-source.ts';
 import { KubeConfigSource } from './config/kube-source.ts';
@@ -22,7 +22,7 @@ import { createHealthHandler, type Readiness } from './health.ts';
 import { createLimitEngine } from './limits/engine.ts';
 import { StreamLimiters } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEventSink } from './limits/types.ts';
-import { drain, listen, PROXY_OFF, urlOf } from './listen.ts';
+import { drain, listen, urlOf } from '../common/listen.ts';
 import { createSidecarMetrics, type SidecarMetrics } from './metrics.ts';
 import { HttpProxyForwarder } from './proxy/http-proxy-forwarder.ts';
 import { UndiciForwarder } from './proxy/undici-forwarder.ts';

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { helpText, parseSidecarArgs, splitHostPort } from './cli.ts';
+import { splitHostPort } from '../common/listen.ts';
+import { helpText, parseSidecarArgs } from './cli.ts';
 
 describe('sidecar flags', () => {
   it('flag > env > default', () => {

@@ -81,6 +81,9 @@ function parseApis(value: string): '*' | ReadonlySet<string> {
 }
 
 /** Flags win over environment variables, which win over defaults. `null`: --help was asked for. */
+/** The proxy listener address of a gateway that serves only the admin operations. */
+export const PROXY_OFF = 'off';
+
 export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): SidecarOptions | null {
   const options = Object.fromEntries(Object.keys(flags).map((name) => [name, { type: 'string' as const }]));
   const { values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean' } }, strict: true });
@@ -109,9 +112,3 @@ export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): Sideca
   };
 }
 
-/** `host:port` (IPv6 as `[::1]:8080`) for server.listen. */
-export function splitHostPort(address: string): { host: string; port: number } {
-  const match = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
-  if (match === null) throw new Error(`invalid listen address "${address}": expected HOST:PORT`);
-  return { host: match[1] ?? '', port: Number(match[2]) };
-}

@@ -2,7 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
 import type { OperatorOptions } from '../options.ts';
-import { closeServer, listen } from '../runtime/listen.ts';
+import { drain, listen } from '../../common/listen.ts';
 import { clusterReleaseOwner, releaseOwner } from '../runtime/release-owner.ts';
 import { caBundle, CertStore } from './cert-store.ts';
 import { servingNames } from './certs.ts';
@@ -88,7 +88,7 @@ export class WebhookRunner {
     this.#stopped = true;
     clearTimeout(this.#retry);
     clearInterval(this.#timer);
-    if (this.#server) await closeServer(this.#server.server);
+    if (this.#server) await drain(this.#server.server, 0);
   }
 
   async #refresh(): Promise<void> {

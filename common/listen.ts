@@ -1,9 +1,21 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { splitHostPort } from './cli.ts';
+
+/**
+ * Listening and draining for every server of both binaries (the sidecar's listeners, the
+ * operator's health server and its HTTPS webhook).
+ */
+type Listener = Pick<Server, 'listen' | 'once' | 'off' | 'address' | 'listening' | 'close' | 'closeAllConnections' | 'closeIdleConnections'>;
+
+/** `host:port` (IPv6 as `[::1]:8080`) for server.listen. */
+export function splitHostPort(address: string): { host: string; port: number } {
+  const match = /^\[?([^\]]*)\]?:(\d+)$/.exec(address);
+  if (match === null) throw new Error(`invalid listen address "${address}": expected HOST:PORT`);
+  return { host: match[1] ?? '', port: Number(match[2]) };
+}
 
 /** Listen on `host:port` (port 0: any free port) and report where. */
-export function listen(server: Server, address: string): Promise<AddressInfo> {
+export function listen(server: Listener, address: string): Promise<AddressInfo> {
   const { host, port } = splitHostPort(address);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -17,11 +29,8 @@ export function listen(server: Server, address: string): Promise<AddressInfo> {
 export const urlOf = (info: AddressInfo): string =>
   `http://${info.family === 'IPv6' ? `[${info.address}]` : info.address}:${info.port}`;
 
-/** The proxy listener address of a gateway that serves only the admin operations. */
-export const PROXY_OFF = 'off';
-
 /** Stop accepting, let in-flight requests finish within `drainMs`, then cut what is left. */
-export function drain(server: Server, drainMs: number): Promise<void> {
+export function drain(server: Listener, drainMs: number): Promise<void> {
   if (!server.listening) return Promise.resolve();
   return new Promise((resolve) => {
     const timer = setTimeout(() => server.closeAllConnections(), drainMs);
