@@ -22,7 +22,8 @@ import type { OperatorOptions } from './options.ts';
 import { KubeEventRecorder } from './runtime/event-recorder.ts';
 import { KubeFinalizerWriter } from './runtime/finalizer-writer.ts';
 import type { GwObject } from './runtime/gw-object.ts';
-import { createHealthServer } from './runtime/health-server.ts';
+import { createServer } from 'node:http';
+import { createHealthHandler, type Readiness } from '../common/health.ts';
 import { InformerSet } from './runtime/informer-set.ts';
 import { LeaderElector } from './runtime/leader-election.ts';
 import { drain, listen } from '../common/listen.ts';
@@ -119,12 +120,20 @@ export class Operator {
     return this.#leading;
   }
 
+  #readiness(): Readiness {
+    const reasons = [
+      ...(this.#started ? [] : ['caches not synced']),
+      ...(this.#webhook && !this.#webhook.serving() ? ['webhook not serving'] : []),
+    ];
+    return { ready: reasons.length === 0, reasons, problems: [] };
+  }
+
   healthPort(): number | undefined {
     return (this.#health?.address() as AddressInfo | null)?.port;
   }
 
   async start(): Promise<void> {
-    this.#health = createHealthServer({ live: () => this.#started, ready: () => this.#started && (this.#webhook?.serving() ?? true) }, this.metrics.registry);
+    this.#health = createServer(createHealthHandler(this.metrics.registry, { live: () => this.#started, readiness: () => this.#readiness() }));
     await listen(this.#health, this.options.healthListen);
     await Promise.all(Object.values(this.#informers).map((informers) => informers.start()));
     await this.#webhook?.start();

@@ -18,7 +18,7 @@ import { KubeEventSink } from './events/kube-event-sink.ts';
 import { LogEventSink } from './events/log-event-sink.ts';
 import { Gateway } from './gateway/gateway.ts';
 import { boundedServer, boundedUpgrade } from './bounded-server.ts';
-import { createHealthHandler, type Readiness } from './health.ts';
+import { createHealthHandler, type Readiness } from '../common/health.ts';
 import { createLimitEngine } from './limits/engine.ts';
 import { StreamLimiters } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEventSink } from './limits/types.ts';
@@ -188,7 +188,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   };
   const proxyServer = boundedServer(gateway.handle, overrides);
   proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));
-  const healthServer = boundedServer(createHealthHandler(metrics.registry, readiness), overrides);
+  const healthServer = boundedServer(createHealthHandler(metrics.registry, { readiness }), overrides);
   const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides);
   const drainMs = overrides.drainMs ?? 10_000;
   const close = async (): Promise<void> => {

@@ -252,7 +252,9 @@ describe('operator: examples, configs, references, drift, keys', () => {
   it('serves health and metrics with reconcile counts', async () => {
     const base = `http://127.0.0.1:${operator.healthPort()}`;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
-    expect((await fetch(`${base}/readyz`)).status).toBe(200);
+    const ready = await fetch(`${base}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready', reasons: [], problems: [] });
     const metrics = await (await fetch(`${base}/metrics`)).text();
     expect(metrics).toMatch(/gw_operator_reconciles_total\{kind="ApiDefinition",result="success"\} [1-9]/);
     expect(metrics).toContain('gw_operator_queue_depth{kind="Key"}');

@@ -19,8 +19,18 @@ function json(res: ServerResponse, status: number, body: unknown): void {
   res.end(payload);
 }
 
-/** The health listener: liveness, readiness (config loaded; Redis connected when used) and Prometheus metrics. */
-export function createHealthHandler(registry: Registry, readiness: () => Readiness): (req: IncomingMessage, res: ServerResponse) => void {
+export interface HealthChecks {
+  /** The process's loops run; false makes /healthz answer 503 (default: always live). */
+  live?: () => boolean;
+  readiness: () => Readiness;
+}
+
+/**
+ * The health listener of both binaries: liveness, readiness with its reasons (the sidecar:
+ * config loaded, Redis connected when used; the operator: caches synced, webhook serving) and
+ * Prometheus metrics.
+ */
+export function createHealthHandler(registry: Registry, checks: HealthChecks): (req: IncomingMessage, res: ServerResponse) => void {
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -28,9 +38,10 @@ export function createHealthHandler(registry: Registry, readiness: () => Readine
       return;
     }
     if (path === '/healthz') {
-      json(res, 200, { status: 'ok' });
+      const live = checks.live?.() ?? true;
+      json(res, live ? 200 : 503, { status: live ? 'ok' : 'not live' });
     } else if (path === '/readyz') {
-      const state = readiness();
+      const state = checks.readiness();
       json(res, state.ready ? 200 : 503, { status: state.ready ? 'ready' : 'not ready', reasons: state.reasons, problems: state.problems });
     } else if (path === '/metrics') {
       const body = await registry.metrics();
