@@ -47,6 +47,23 @@ function toOp(step: Step): StoreOp {
   return { kind: 'fixed_window', limiterId, rate, perMs };
 }
 
+/**
+ * The store op of a planned limit under the algorithm it runs with now. Planned limits live
+ * as long as their config or session entry, so the op (and the store's encoding of it) is
+ * built once for all the requests that meet the limit, not once per request.
+ */
+const storeOps = new WeakMap<PlannedLimit, StoreOp>();
+
+function opOf(step: Step): StoreOp {
+  const cached = storeOps.get(step.limit);
+  if (cached !== undefined && cached.kind === step.algorithm) return cached;
+  const op = toOp(step);
+  storeOps.set(step.limit, op);
+  return op;
+}
+
+const noLimits = (): Evaluated => ({ decision: { outcome: 'allowed', rate: null, quota: null }, algorithm: 'none' });
+
 const quotaOp = (quota: QuotaPlan): StoreOp => ({ kind: 'quota', ...quota });
 
 /** APIs a policy's global allowance shares with a served API: their gateways split it too. */
@@ -115,6 +132,12 @@ class Engine implements LimitEngine {
   async decide(request: LimitRequest, signal?: AbortSignal): Promise<LimitDecision> {
     const started = this.#now();
     const plan = this.#planner.plan(request, started);
+    // Nothing to count (a keyless API without an API limit): no store, nothing to wait for.
+    if (plan.limits.length === 0 && plan.quota === null) {
+      const { decision, algorithm } = noLimits();
+      this.#metrics.decisions.inc({ algorithm, outcome: decision.outcome });
+      return decision;
+    }
     let evaluated = await this.#evaluate(plan);
     const throttle = plan.throttle;
     if (throttle) {
@@ -162,7 +185,7 @@ class Engine implements LimitEngine {
     const refusedLocally = cut < steps.length;
     // Limits before a local refusal still run: an API-level refusal there is the answer.
     const remote = steps.flatMap((step, i) => (i < cut && step.algorithm !== 'drl' ? [i] : []));
-    const ops = remote.map((i) => toOp(steps[i]!));
+    const ops = remote.map((i) => opOf(steps[i]!));
     if (!refusedLocally && plan.quota) ops.push(quotaOp(plan.quota));
     const stored = ops.length > 0 ? await this.#runStore(ops, refusedLocally) : [];
     if (stored === null) {

@@ -22,7 +22,11 @@ export interface LimitRequest {
 export interface RateHeaderData {
   limit: number;
   remaining: number;
-  /** Unix time in seconds when the allowance is next restored. */
+  /**
+   * Unix time in seconds when the allowance is next restored. A sliding log or sentinel in
+   * Redis reports 0 while `rate_limit_response_headers` is `quotas`: no header shows it then,
+   * and finding it costs a lookup of the log's oldest entry on every request.
+   */
   reset: number;
 }
 

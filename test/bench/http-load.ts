@@ -2,6 +2,9 @@
  * What the HTTP bench suites share: child processes for an echo upstream and sidecars,
  * and autocannon runs measured in interleaved rounds. Every server runs in its own
  * process so the load generator does not share an event loop with what it measures.
+ * On a shared machine other load comes and goes: a row is the median of its rounds, and
+ * its ratio the median of the ratios taken within each round (target and baseline
+ * measured minutes apart would compare two different loads).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
@@ -10,7 +13,7 @@ import type { BenchContext, BenchRow } from './types.ts';
 
 export interface CannonResult {
   requests: { average: number };
-  latency: { p50: number; p99: number };
+  latency: { p50: number; p99: number; p99_9: number };
   non2xx: number;
   errors: number;
 }
@@ -79,29 +82,51 @@ async function measure(ctx: BenchContext, target: Target): Promise<CannonResult>
   const { name, url, headers } = target;
   await autocannon({ url, connections: 8, duration: 1, headers });
   const result = await autocannon({ url, connections: 32, duration: Math.max(1, Math.round(ctx.durationMs / 1000)), headers });
-  ctx.log(`${name}: ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, non-2xx ${result.non2xx}, errors ${result.errors}`);
+  ctx.log(`${name}: ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, p99.9 ${result.latency.p99_9} ms, non-2xx ${result.non2xx}, errors ${result.errors}`);
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${name}: ${result.non2xx} non-2xx and ${result.errors} errors`);
   return result;
 }
 
-/** Targets are measured in interleaved rounds and each keeps its best round, so a burst of other load on a shared machine skews one round, not the comparison. */
-export async function measureRounds(ctx: BenchContext, targets: Target[], rounds: number): Promise<Map<string, CannonResult>> {
-  const best = new Map<string, CannonResult>();
+/** Every round of every target, by target name, in round order. */
+export type Rounds = Map<string, CannonResult[]>;
+
+/** Targets are measured in interleaved rounds, so a burst of other load on a shared machine skews one round, not the comparison. */
+export async function measureRounds(ctx: BenchContext, targets: Target[], rounds: number): Promise<Rounds> {
+  const all: Rounds = new Map(targets.map((t) => [t.name, []]));
   for (let round = 0; round < rounds; round += 1) {
-    for (const target of targets) {
-      const result = await measure(ctx, target);
-      const previous = best.get(target.name);
-      if (!previous || result.requests.average > previous.requests.average) best.set(target.name, result);
-    }
+    for (const target of targets) all.get(target.name)!.push(await measure(ctx, target));
   }
-  return best;
+  return all;
 }
 
-/** req/s (compared with `baseline` when given), p50 and p99 of one target. */
-export function rowsOf(suite: string, name: string, result: CannonResult, baseline?: string): BenchRow[] {
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** Rounds a suite runs: BENCH_ROUNDS, else `fallback`. */
+export function roundCount(fallback: number): number {
+  const n = Number(process.env.BENCH_ROUNDS);
+  return Number.isInteger(n) && n > 0 ? n : fallback;
+}
+
+const reqs = (r: CannonResult): number => r.requests.average;
+
+/** The median over rounds of `name`'s req/s divided by `baseline`'s in the same round. */
+export function medianRatio(rounds: Rounds, name: string, baseline: string): number {
+  const base = rounds.get(baseline) ?? [];
+  return median((rounds.get(name) ?? []).map((r, i) => reqs(r) / reqs(base[i]!)));
+}
+
+/** Median req/s (and the median of its per-round ratios to `target.baseline`), p50, p99 and p99.9 of one target. */
+export function rowsOf(suite: string, target: Target, rounds: Rounds): BenchRow[] {
+  const own = rounds.get(target.name) ?? [];
+  const ratio = target.baseline === undefined ? {} : { baseline: target.baseline, ratio: medianRatio(rounds, target.name, target.baseline) };
   return [
-    { suite, name, value: Math.round(result.requests.average), unit: 'req/s', ...(baseline ? { baseline } : {}) },
-    { suite, name: `${name} p50`, value: result.latency.p50, unit: 'ms' },
-    { suite, name: `${name} p99`, value: result.latency.p99, unit: 'ms' },
+    { suite, name: target.name, value: Math.round(median(own.map(reqs))), unit: 'req/s', ...ratio },
+    { suite, name: `${target.name} p50`, value: median(own.map((r) => r.latency.p50)), unit: 'ms' },
+    { suite, name: `${target.name} p99`, value: median(own.map((r) => r.latency.p99)), unit: 'ms' },
+    { suite, name: `${target.name} p99.9`, value: median(own.map((r) => r.latency.p99_9)), unit: 'ms' },
   ];
 }

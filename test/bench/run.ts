@@ -1,25 +1,20 @@
 /**
- * Bench runner (`npm run bench [-- NAME...] [--suites DIR] [--out FILE]`): runs every
- * suite module under test/bench/suites (or only those whose file name contains one of
- * the NAMEs), starting Redis and a control plane only when a suite asks for them, then
- * prints a table and writes the figures as JSON. BENCH_QUICK=1 shortens measurements.
+ * Bench runner (`npm run bench [-- NAME...] [--suites DIR] [--out FILE] [--compare FILE]`):
+ * runs every suite module under test/bench/suites (or only those whose file name contains
+ * one of the NAMEs), starting Redis and a control plane only when a suite asks for them,
+ * then prints the machine and its load, a table, and with --compare each ratio's change
+ * against an earlier results file, and writes the figures as JSON. BENCH_QUICK=1 shortens
+ * measurements.
  */
-import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { startControlPlane } from '../harness/index.ts';
 import { startRedisServer } from '../harness/redis.ts';
+import { compareRatios, formatComparison, machineAtStart, machineLine, type RunResult } from './report.ts';
 import type { BenchContext, BenchRow, BenchSuite } from './types.ts';
-
-interface RunResult {
-  startedAt: string;
-  node: string;
-  quick: boolean;
-  durationMs: number;
-  rows: BenchRow[];
-  failures: { suite: string; error: string }[];
-}
 
 const HERE = import.meta.dirname;
 
@@ -89,8 +84,11 @@ async function main(): Promise<number> {
     options: {
       suites: { type: 'string', default: join(HERE, 'suites') },
       out: { type: 'string', default: join(HERE, 'results', 'latest.json') },
+      compare: { type: 'string' },
     },
   });
+  // Read first: a missing or unreadable file should fail before minutes of measuring.
+  const earlier = values.compare === undefined ? undefined : (JSON.parse(readFileSync(values.compare, 'utf8')) as Pick<RunResult, 'rows'> & Partial<RunResult>);
   const quick = process.env.BENCH_QUICK === '1';
   const files = suiteFiles(resolve(values.suites), positionals);
   if (files.length === 0) {
@@ -99,7 +97,9 @@ async function main(): Promise<number> {
   }
   const servers = lazyServers();
   const started = Date.now();
-  const result: RunResult = { startedAt: new Date(started).toISOString(), node: process.version, quick, durationMs: 0, rows: [], failures: [] };
+  const machine = machineAtStart();
+  console.log(machineLine(machine));
+  const result: RunResult = { startedAt: new Date(started).toISOString(), node: process.version, quick, durationMs: 0, machine, rows: [], failures: [] };
   try {
     for (const file of files) {
       const suite = basename(file, '.ts');
@@ -117,7 +117,13 @@ async function main(): Promise<number> {
     await servers.teardown();
   }
   result.durationMs = Date.now() - started;
+  machine.loadAfter = loadavg();
+  console.log(`${machineLine(machine)}\n`);
   console.log(formatTable(result.rows));
+  if (earlier !== undefined) {
+    console.log(`\nratios against ${values.compare} (${earlier.startedAt ?? 'start not recorded'}; ${machineLine(earlier.machine)}):`);
+    console.log(formatComparison(compareRatios(earlier, result)));
+  }
   mkdirSync(dirname(values.out), { recursive: true });
   writeFileSync(values.out, `${JSON.stringify(result, null, 2)}\n`);
   console.log(`\n${result.rows.length} figure(s) from ${files.length} suite(s), ${result.failures.length} failed; JSON: ${values.out}`);

@@ -40,13 +40,21 @@ const micros = (time: string): number => {
   return Number(seconds) * 1_000_000 + Number(fraction.padEnd(6, '0'));
 };
 
-/** EVALSHA sha numkeys key... member refused (kind a b c d e f)... */
-function parseCall(time: string, args: string[]): ScriptCall | null {
-  if (args[0]?.toLowerCase() !== 'evalsha') return null;
-  const first = 3 + Number(args[2]);
-  const kinds: string[] = [];
-  for (let i = first + 2; i < args.length; i += 7) kinds.push(args[i]!);
-  return { atUs: micros(time), member: args[first]!, kinds };
+/**
+ * EVALSHA sha numkeys key... then per decision: member refused resets count (kind a b c d e f)×count.
+ * A call that carries several decisions counts once for each of them.
+ */
+function parseCalls(time: string, args: string[]): ScriptCall[] {
+  if (args[0]?.toLowerCase() !== 'evalsha') return [];
+  const calls: ScriptCall[] = [];
+  for (let at = 3 + Number(args[2]); at < args.length; ) {
+    const count = Number(args[at + 3]);
+    const kinds: string[] = [];
+    for (let op = 0; op < count; op++) kinds.push(args[at + 4 + op * 7]!);
+    calls.push({ atUs: micros(time), member: args[at]!, kinds });
+    at += 4 + 7 * count;
+  }
+  return calls;
 }
 
 type Wave = 'limits' | 'quota' | 'undo';
@@ -88,8 +96,7 @@ export async function measureRoundTrips(options: {
   for (const monitor of monitors) {
     monitor.on('monitor', (time: string, args: string[], source: string) => {
       if (source === 'lua') return;
-      const call = parseCall(time, args);
-      if (call?.member.startsWith(`${options.instanceId}:`)) calls.push(call);
+      for (const call of parseCalls(time, args)) if (call.member.startsWith(`${options.instanceId}:`)) calls.push(call);
     });
   }
   const outcomes: Record<string, number> = {};

@@ -1,28 +1,42 @@
--- Every shared-state limit of one request, in evaluation order, in one EVALSHA.
--- KEYS: two per op. ARGV: member, refused, then seven per op:
+-- The shared-state limits of one or more requests, each in evaluation order, in one EVALSHA.
+-- Gateways send the decisions that are due together in one call, so Redis pays the script's
+-- fixed cost (and TIME) once for all of them; they run one after another, in the order sent,
+-- exactly as separate calls back to back would.
+-- KEYS: two per op, the ops of every request in order. ARGV, per request: member, refused,
+-- resets, op count, then seven per op:
 --   kind, a, b, c, d, e, f   (see redis-store.ts encodeOp / encodeUndo)
--- `member` names this decision; an op's log entry is member:<ordinal of the op in this call>.
+-- `member` names the decision; an op's log entry is member:<ordinal of the op in its request>.
 -- `refused` is '1' when a limit outside Redis (the DRL) already refused the request.
+-- `resets` is '1' when a response header shows the limits' reset times; otherwise the sliding
+-- log and the sentinel leave them at 0 rather than look up their oldest entry.
 --
--- Ops run in order and stop at the first refusal. A refused request (by an op here, or
--- `refused`) then consumes nothing: every admission this call made is undone before the
--- script returns, in the same round trip. The refusing op keeps what its algorithm records
--- for a refusal (the sliding log logs it: spike arrest).
+-- A request's ops run in order and stop at the first refusal. A refused request (by an op
+-- here, or `refused`) then consumes nothing: every admission its ops made is undone before
+-- the next request runs. The refusing op keeps what its algorithm records for a refusal (the
+-- sliding log logs it: spike arrest).
 -- Lower-case kinds undo an admission made by an earlier call (a Redis Cluster runs each
 -- limit as its own call, so a refusal in one slot is undone in the others afterwards).
 --
 -- Time is Redis's own (TIME), so every gateway reads one clock whatever its own says.
--- Reply: {now_ms, row...}, one row per upper-case op run:
---   {allowed, limit, remaining, reset_ms, old, new}, old/new the smoothed allowance
---   before and after (equal when unchanged).
+-- Reply, flat: now_ms, then per request the number of rows and six integers per row
+--   allowed, limit, remaining, reset_ms, old, new   (old/new: the smoothed allowance before
+--   and after, equal when unchanged), one row per upper-case op run;
+-- or, for a request whose commands failed, -1 and the error, the other requests unaffected.
 
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local member = ARGV[1]
-local refused = ARGV[2] == '1'
+local resets = false
 
-local function oldest_reset(log, per)
-  local first = redis.call('ZRANGEBYSCORE', log, '(' .. (now - per), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+-- When the oldest entry still in the window leaves it. `trimmed`: entries older than the
+-- window are gone already, so the log's first entry is that one.
+local function oldest_reset(log, per, trimmed)
+  if not resets then return 0 end
+  local first
+  if trimmed then
+    first = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
+  else
+    first = redis.call('ZRANGEBYSCORE', log, '(' .. (now - per), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  end
   if first[2] then return tonumber(first[2]) + per end
   return now + per
 end
@@ -75,10 +89,12 @@ local function sliding(log, smooth_key, rate, per, threshold, step, trigger, del
   if threshold > 0 then
     allowance, old = smooth(smooth_key, count, rate, per, threshold, step, trigger, delay)
   end
+  -- An empty window holds only this request's entry now.
+  local reset = (count == 0 and resets) and now + per or oldest_reset(log, per, true)
   if count < allowance then
-    return {1, allowance, allowance - count - 1, oldest_reset(log, per), old, allowance}, function() unlog(log, m) end
+    return {1, allowance, allowance - count - 1, reset, old, allowance}, function() unlog(log, m) end
   end
-  return {0, allowance, 0, oldest_reset(log, per), old, allowance}
+  return {0, allowance, 0, reset, old, allowance}
 end
 
 -- Sentinel: once the limit is reached a flag blocks for `per` without touching the log.
@@ -95,7 +111,7 @@ local function sentinel(log, flag, rate, per, m)
   -- The flag was absent (PTTL above), so a flag set here is this request's own.
   local flagged = count + 1 >= rate
   if flagged then redis.call('SET', flag, '1', 'PX', per) end
-  return {1, rate, rate - count - 1, oldest_reset(log, per), 0, 0}, function() unflag(log, flag, m, flagged) end
+  return {1, rate, rate - count - 1, oldest_reset(log, per, false), 0, 0}, function() unflag(log, flag, m, flagged) end
 end
 
 -- Fixed window: one counter per window aligned to per (the key's suffix); expiry per.
@@ -121,45 +137,69 @@ local function quota(key, max, renewal, init_remaining, init_renews)
   local allowed = remaining > 0
   if allowed then remaining = remaining - 1 end
   redis.call('HSET', key, 'r', remaining, 'n', renews)
-  if renewal > 0 then redis.call('PEXPIREAT', key, renews + renewal) end
+  -- HSET keeps the key's expiry, which only moves when the renewal time does.
+  if renewal > 0 and (renews ~= tonumber(state[2]) or not state[1]) then redis.call('PEXPIREAT', key, renews + renewal) end
   return {allowed and 1 or 0, max, remaining, renews, 0, 0}
 end
 
-local reply = {now}
-local undo = {}
-local k = 1
-for i = 3, #ARGV, 7 do
-  local kind = ARGV[i]
-  local a, b, c, d, e, f = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
-    tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
-  local m = member .. ':' .. ((i - 3) / 7 + 1)
-  local r, u
-  if kind == 'L' then
-    r, u = sliding(KEYS[k], KEYS[k + 1], a, b, c, d, e, f, m)
-  elseif kind == 'S' then
-    r, u = sentinel(KEYS[k], KEYS[k + 1], a, b, m)
-  elseif kind == 'F' then
-    r, u = fixed(KEYS[k], a, b)
-  elseif kind == 'Q' then
-    r = quota(KEYS[k], a, b, c, d)
-  elseif kind == 'l' then
-    unlog(KEYS[k], member .. ':' .. ARGV[i + 1])
-  elseif kind == 's' then
-    unflag(KEYS[k], KEYS[k + 1], member .. ':' .. ARGV[i + 1], b == 1)
-  else
-    uncount(KEYS[k] .. ':' .. ARGV[i + 1])
-  end
-  k = k + 2
-  if r then
-    reply[#reply + 1] = r
-    if u then undo[#undo + 1] = u end
-    if r[1] == 0 then
-      refused = true
-      break
+-- One request: `nops` ops from KEYS[k] and ARGV[a], rows appended to `reply`.
+local function decide(k, a, member, refused, nops)
+  local rows = {}
+  local undo = {}
+  for j = 1, nops do
+    local i = a + (j - 1) * 7
+    local kind = ARGV[i]
+    local x, b, c, d, e, f = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
+      tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+    local m = member .. ':' .. j
+    local r, u
+    if kind == 'L' then
+      r, u = sliding(KEYS[k], KEYS[k + 1], x, b, c, d, e, f, m)
+    elseif kind == 'S' then
+      r, u = sentinel(KEYS[k], KEYS[k + 1], x, b, m)
+    elseif kind == 'F' then
+      r, u = fixed(KEYS[k], x, b)
+    elseif kind == 'Q' then
+      r = quota(KEYS[k], x, b, c, d)
+    elseif kind == 'l' then
+      unlog(KEYS[k], member .. ':' .. ARGV[i + 1])
+    elseif kind == 's' then
+      unflag(KEYS[k], KEYS[k + 1], member .. ':' .. ARGV[i + 1], b == 1)
+    else
+      uncount(KEYS[k] .. ':' .. ARGV[i + 1])
+    end
+    k = k + 2
+    if r then
+      rows[#rows + 1] = r
+      if u then undo[#undo + 1] = u end
+      if r[1] == 0 then
+        refused = true
+        break
+      end
     end
   end
+  if refused then
+    for _, u in ipairs(undo) do u() end
+  end
+  return rows
 end
-if refused then
-  for _, u in ipairs(undo) do u() end
+
+local reply = {now}
+local k, a = 1, 1
+while a <= #ARGV do
+  local member, refused, nops = ARGV[a], ARGV[a + 1] == '1', tonumber(ARGV[a + 3])
+  resets = ARGV[a + 2] == '1'
+  local ok, rows = pcall(decide, k, a + 4, member, refused, nops)
+  if ok then
+    reply[#reply + 1] = #rows
+    for _, r in ipairs(rows) do
+      for c = 1, 6 do reply[#reply + 1] = r[c] end
+    end
+  else
+    reply[#reply + 1] = -1
+    reply[#reply + 1] = type(rows) == 'table' and (rows.err or 'script error') or tostring(rows)
+  end
+  k = k + 2 * nops
+  a = a + 4 + 7 * nops
 end
 return reply

@@ -9,22 +9,54 @@ const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
 const command = 'gwLimits';
 const trimDelayMs = 50;
 
-type Row = [number, number, number, number, number, number];
-/** limits.lua's reply: Redis's time (Unix ms), then one row per op run. */
-type Reply = [number, ...Row[]];
+/** limits.lua's flat reply: Redis's time (Unix ms), then per request its row count and rows (or -1 and an error). */
+type Reply = (number | string)[];
 type ScriptClient = Record<typeof command, (...args: (string | number)[]) => Promise<Reply>>;
 /** Keys of one op; on a Cluster every script call runs exactly one op. */
 const keysPerOp = 2;
+/** Integers per result row in the reply. */
+const rowLength = 6;
+/**
+ * Decisions one script call carries at most: enough to take a busy moment's decisions
+ * together, few enough that the call holds Redis for well under a millisecond.
+ */
+const maxBatch = 64;
 
 interface Encoded {
   keys: [string, string];
   args: (string | number)[];
 }
 
-/** What one script call ran: Redis's time during the call and the results of its ops. */
+/** One request's part of a script call. */
+interface Call {
+  encoded: readonly Encoded[];
+  member: string;
+  refused: boolean;
+}
+
+/** What one request's ops did: Redis's time during the call and their results. */
 interface Ran {
   nowMs: number;
   results: StoreResult[];
+}
+
+interface Queued extends Call {
+  resolve: (ran: Ran) => void;
+  reject: (error: unknown) => void;
+}
+
+/** The ops' encodings are the same for every request meeting the same limit, so they are made once per op object. */
+const encodings = new WeakMap<StoreOp, Encoded>();
+
+function encodeOnce(op: StoreOp): Encoded {
+  // A quota's op carries the session's seed of the moment: built for one request only.
+  if (op.kind === 'quota') return encodeOp(op);
+  let encoded = encodings.get(op);
+  if (encoded === undefined) {
+    encoded = encodeOp(op);
+    encodings.set(op, encoded);
+  }
+  return encoded;
 }
 
 /** Seven ARGV per op, matching the loop in limits.lua. */
@@ -80,21 +112,58 @@ function encodeUndo(op: StoreOp, result: StoreResult): Encoded | null {
   }
 }
 
-function toResult([allowed, limit, remaining, resetMs, oldAllowance, newAllowance]: Row): StoreResult {
+function toResult(reply: Reply, at: number): StoreResult {
+  const oldAllowance = reply[at + 4] as number;
+  const newAllowance = reply[at + 5] as number;
   return {
-    allowed: allowed === 1,
-    limit,
-    remaining,
-    resetMs,
+    allowed: reply[at] === 1,
+    limit: reply[at + 1] as number,
+    remaining: reply[at + 2] as number,
+    resetMs: reply[at + 3] as number,
     smoothing: oldAllowance !== newAllowance ? { oldAllowance, newAllowance } : null,
   };
 }
 
+/** KEYS and ARGV of one script call carrying `calls`, in limits.lua's layout. */
+function scriptArguments(calls: readonly Call[], resets: boolean): { keys: string[]; args: (string | number)[] } {
+  const keys: string[] = [];
+  const args: (string | number)[] = [];
+  for (const { encoded, member, refused } of calls) {
+    args.push(member, refused ? 1 : 0, resets ? 1 : 0, encoded.length);
+    for (const e of encoded) {
+      keys.push(e.keys[0], e.keys[1]);
+      for (const arg of e.args) args.push(arg);
+    }
+  }
+  return { keys, args };
+}
+
+/** Each call's part of the reply, in order: its results, or the error its commands raised. */
+function splitReply(reply: Reply, count: number): (Ran | Error)[] {
+  const nowMs = reply[0] as number;
+  const out: (Ran | Error)[] = [];
+  let at = 1;
+  for (let c = 0; c < count; c++) {
+    const rows = reply[at++] as number;
+    if (rows < 0) {
+      out.push(new Error(String(reply[at++])));
+      continue;
+    }
+    const results: StoreResult[] = [];
+    for (let r = 0; r < rows; r++, at += rowLength) results.push(toResult(reply, at));
+    out.push({ nowMs, results });
+  }
+  return out;
+}
+
 /**
- * Shared state in Redis: one Lua script per decision, run by EVALSHA (ioredis
+ * Shared state in Redis: one Lua script call per decision, run by EVALSHA (ioredis
  * `defineCommand` sends EVALSHA and reloads the script on NOSCRIPT), so a request pays
  * one round trip for every limit it meets, refunds included (a Cluster is the
- * exception, see `#runOnCluster`). Every time a limiter reads is Redis's own clock.
+ * exception, see `#runOnCluster`). Decisions that come due while the event loop handles
+ * one batch of I/O share one call (at most `maxBatch`): each still runs alone and in
+ * order inside it, and Redis and the gateway pay a call's fixed cost once for all of them.
+ * Every time a limiter reads is Redis's own clock.
  */
 export class RedisLimitStore implements LimitStore {
   readonly #redis: Redis | Cluster;
@@ -103,6 +172,8 @@ export class RedisLimitStore implements LimitStore {
   readonly #onBackgroundError: (error: unknown) => void;
   #settings: GatewaySettings = defaultGatewaySettings;
   #sequence = 0;
+  #queue: Queued[] = [];
+  #flushScheduled = false;
   /** Sentinel logs to trim: log key -> window and Redis's time at the latest decision. */
   readonly #pendingTrims = new Map<string, { perMs: number; nowMs: number }>();
   #trimTimer: NodeJS.Timeout | undefined;
@@ -125,8 +196,14 @@ export class RedisLimitStore implements LimitStore {
   async run(ops: readonly StoreOp[], refused: boolean): Promise<StoreResult[]> {
     const member = `${this.#instanceId}:${(this.#sequence = (this.#sequence + 1) % Number.MAX_SAFE_INTEGER)}`;
     if (this.#redis.isCluster) return this.#runOnCluster(ops, refused, member);
-    const { nowMs, results } = await this.#eval(ops.map(encodeOp), member, refused);
-    this.#trimSentinelLogs(ops.slice(0, results.length), nowMs);
+    const { nowMs, results } = await new Promise<Ran>((resolve, reject) => {
+      this.#queue.push({ encoded: ops.map(encodeOnce), member, refused, resolve, reject });
+      if (this.#flushScheduled) return;
+      this.#flushScheduled = true;
+      // After the I/O callbacks of this loop turn: every decision they started goes in one call.
+      setImmediate(this.#flush);
+    });
+    if (ops.some((op) => op.kind === 'sentinel')) this.#trimSentinelLogs(ops.slice(0, results.length), nowMs);
     return results;
   }
 
@@ -136,11 +213,31 @@ export class RedisLimitStore implements LimitStore {
     if (this.#pendingTrims.size > 0) this.#flushTrims();
   }
 
-  #eval(encoded: readonly Encoded[], member: string, refused: boolean): Promise<Ran> {
-    const keys = encoded.flatMap((e) => e.keys);
-    const args = [...keys, member, refused ? 1 : 0, ...encoded.flatMap((e) => e.args)];
-    const reply = this.#redis.isCluster ? this.#client[command](...args) : this.#client[command](keys.length, ...args);
-    return withTimeout(reply, this.#settings.redis_timeout_ms).then(([nowMs, ...rows]) => ({ nowMs, results: rows.map(toResult) }));
+  readonly #flush = (): void => {
+    this.#flushScheduled = false;
+    const queue = this.#queue;
+    this.#queue = [];
+    for (let i = 0; i < queue.length; i += maxBatch) {
+      const batch = queue.slice(i, i + maxBatch);
+      this.#call(batch).then(
+        (ran) => ran.forEach((r, j) => (r instanceof Error ? batch[j]!.reject(r) : batch[j]!.resolve(r))),
+        (error: unknown) => batch.forEach((q) => q.reject(error)),
+      );
+    }
+  };
+
+  /** One script call carrying `calls`; each gets its results or its own error. */
+  async #call(calls: readonly Call[]): Promise<(Ran | Error)[]> {
+    const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits');
+    const reply = this.#redis.isCluster ? this.#client[command](...keys, ...args) : this.#client[command](keys.length, ...keys, ...args);
+    return splitReply(await withTimeout(reply, this.#settings.redis_timeout_ms), calls.length);
+  }
+
+  /** One request's ops alone in one call (a Cluster's calls each stay in one slot). */
+  async #eval(encoded: readonly Encoded[], member: string, refused: boolean): Promise<Ran> {
+    const [ran] = await this.#call([{ encoded, member, refused }]);
+    if (ran instanceof Error) throw ran;
+    return ran!;
   }
 
   /**
@@ -154,7 +251,7 @@ export class RedisLimitStore implements LimitStore {
   async #runOnCluster(ops: readonly StoreOp[], refused: boolean, member: string): Promise<StoreResult[]> {
     const rateOps = ops.filter((op) => op.kind !== 'quota');
     const quotaOps = ops.filter((op) => op.kind === 'quota');
-    const ran = await Promise.all(rateOps.map((op) => this.#eval([encodeOp(op)], member, false)));
+    const ran = await Promise.all(rateOps.map((op) => this.#eval([encodeOnce(op)], member, false)));
     rateOps.forEach((op, i) => this.#trimSentinelLogs([op], ran[i]!.nowMs));
     const results = ran.map(({ results: [result] }) => result!);
     const refusedAt = results.findIndex((r) => !r.allowed);
@@ -163,7 +260,7 @@ export class RedisLimitStore implements LimitStore {
       return refusedAt >= 0 ? results.slice(0, refusedAt + 1) : results;
     }
     if (quotaOps.length === 0) return results;
-    const quota = (await this.#eval(quotaOps.map(encodeOp), member, false)).results;
+    const quota = (await this.#eval(quotaOps.map(encodeOnce), member, false)).results;
     if (quota.some((r) => !r.allowed)) await this.#undoOnCluster(rateOps, results, -1, member);
     return [...results, ...quota];
   }

@@ -3,8 +3,8 @@
  * directly, through a bare undici forwarder with no gateway logic, and through the
  * sidecar (keyless API; auth-token API with the sliding log in Redis) with each
  * forwarder. Each server runs in its own process; autocannon drives them one after
- * another in this run (two interleaved rounds, best of each kept), so the ratios compare
- * like with like.
+ * another in this run (three interleaved rounds, or BENCH_ROUNDS; medians kept), so the
+ * ratios compare like with like.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { keyHash } from '../../../crds/key-hash.ts';
 import { freePort } from '../../harness/ports.ts';
-import { measureRounds, REPO_ROOT, rowsOf, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type CannonResult, type Target } from '../http-load.ts';
+import { measureRounds, medianRatio, REPO_ROOT, roundCount, rowsOf, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
 import type { BenchSuite } from '../types.ts';
 
 const bareScript = (port: number, upstream: string): string => `
@@ -63,11 +63,11 @@ const proxySuite: BenchSuite = async (ctx) => {
       targets.push({ name: `sidecar keyless (${forwarder})`, url: `${sidecar.base}/keyless/bench`, baseline });
       targets.push({ name: `sidecar auth-token + sliding log (${forwarder})`, url: `${sidecar.base}/auth/bench`, baseline, headers: { authorization: rawKey } });
     }
-    const results = await measureRounds(ctx, targets, 2);
-    const rows = targets.flatMap((t) => rowsOf('proxy', t.name, results.get(t.name) as CannonResult, t.baseline));
-    const direct = rows[0]?.value ?? 0;
-    for (const row of rows.filter((r) => r.unit === 'req/s' && r.name.startsWith('sidecar'))) {
-      rows.push({ suite: 'proxy', name: `${row.name} vs direct`, value: direct === 0 ? 0 : row.value / direct, unit: 'ratio' });
+    const rounds = await measureRounds(ctx, targets, roundCount(3));
+    const rows = targets.flatMap((t) => rowsOf('proxy', t, rounds));
+    for (const t of targets.filter((t) => t.name.startsWith('sidecar'))) {
+      const ratio = medianRatio(rounds, t.name, 'upstream direct');
+      rows.push({ suite: 'proxy', name: `${t.name} vs direct`, value: ratio, unit: 'ratio', baseline: 'upstream direct', ratio });
     }
     return rows;
   } finally {

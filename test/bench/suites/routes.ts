@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { RouteTable } from '../../../sidecar/gateway/routes.ts';
 import { api } from '../../support/compiled-fixtures.ts';
 import { freePort } from '../../harness/ports.ts';
-import { measureRounds, rowsOf, spawnEchoUpstream, startSidecarProcess, stopChild, waitFor, type CannonResult, type Target } from '../http-load.ts';
+import { measureRounds, median, roundCount, rowsOf, spawnEchoUpstream, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
 const SUITE = 'routes';
@@ -47,18 +47,19 @@ function lookupsPerSecond(count: number, durationMs: number): number {
 
 function lookupRows(ctx: BenchContext): BenchRow[] {
   const name = (count: number): string => `route lookup, ${count.toLocaleString('en')} APIs`;
-  // Short interleaved rounds, best kept, as for the HTTP figures.
+  // Short interleaved rounds, medians kept, as for the HTTP figures.
   const rounds = 5;
-  const best = new Map<number, number>();
+  const all = new Map<number, number[]>(SIZES.map((count) => [count, []]));
   for (let round = 0; round < rounds; round++) {
-    for (const count of SIZES) best.set(count, Math.max(best.get(count) ?? 0, lookupsPerSecond(count, ctx.durationMs / rounds)));
+    for (const count of SIZES) all.get(count)!.push(lookupsPerSecond(count, ctx.durationMs / rounds));
   }
+  const first = all.get(SIZES[0]!)!;
   return SIZES.map((count) => ({
     suite: SUITE,
     name: name(count),
-    value: Math.round(best.get(count)!),
+    value: Math.round(median(all.get(count)!)),
     unit: 'lookups/s',
-    ...(count === SIZES[0] ? {} : { baseline: name(SIZES[0]) }),
+    ...(count === SIZES[0] ? {} : { baseline: name(SIZES[0]!), ratio: median(all.get(count)!.map((v, i) => v / first[i]!)) }),
   }));
 }
 
@@ -81,8 +82,8 @@ const routesSuite: BenchSuite = async (ctx) => {
       const name = `sidecar keyless, ${count.toLocaleString('en')} APIs`;
       targets.push({ name, url: `${sidecar.base}${listenPath(TARGET)}bench`, ...(targets[0] ? { baseline: targets[0].name } : {}) });
     }
-    const results = await measureRounds(ctx, targets, 3);
-    return [...targets.flatMap((t) => rowsOf(SUITE, t.name, results.get(t.name) as CannonResult, t.baseline)), ...lookupRows(ctx)];
+    const rounds = await measureRounds(ctx, targets, roundCount(3));
+    return [...targets.flatMap((t) => rowsOf(SUITE, t, rounds)), ...lookupRows(ctx)];
   } finally {
     await Promise.all(children.map(stopChild));
     await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));

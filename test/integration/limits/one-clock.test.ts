@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { limiterKey } from '../../../common/redis-keys.ts';
 import { api, config } from '../../support/compiled-fixtures.ts';
 import { request } from '../../support/limits-fixtures.ts';
+import type { GatewaySettings } from '../../../crds/settings.ts';
 import type { LimitRequest } from '../../../sidecar/limits/types.ts';
 import { testEnv } from '../../harness/index.ts';
 import { alignTo, sleep, startGateway, stopAllGateways, uniqueId, type Gateway } from './helpers.ts';
@@ -28,7 +29,7 @@ async function outcomes(gateway: Gateway, req: LimitRequest, n: number): Promise
   return out;
 }
 
-function twoGateways(settings: Record<string, boolean>, apiLimit: { rate: number; per: number }) {
+function twoGateways(settings: Partial<GatewaySettings>, apiLimit: { rate: number; per: number }) {
   const a = api(uniqueId('clock'), { api_limit: apiLimit });
   const cfg = config({ settings, apis: [a] });
   const behind = startGateway(cfg, testEnv().redisUrl);
@@ -38,7 +39,8 @@ function twoGateways(settings: Record<string, boolean>, apiLimit: { rate: number
 
 describe('one clock: gateways 5 s apart share one window', () => {
   it('sliding log: one log, entries stamped with Redis time, one spike arrest, one reopening', async () => {
-    const { a, behind, ahead, req } = twoGateways({ enable_redis_rolling_limiter: true }, { rate: 6, per: 2 });
+    // Rate-limit headers on: the sliding log then reports its reset (the oldest entry's).
+    const { a, behind, ahead, req } = twoGateways({ enable_redis_rolling_limiter: true, rate_limit_response_headers: 'rate_limits' }, { rate: 6, per: 2 });
     const log = limiterKey(`a:${a.api_id}`, 'log');
     const from = await redisNow(behind.redis);
     expect(await outcomes(behind, req, 3)).toEqual(['allowed', 'allowed', 'allowed']);

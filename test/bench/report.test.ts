@@ -1,0 +1,85 @@
+import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { compareRatios, formatComparison, machineAtStart, machineLine, type RunResult } from './report.ts';
+import type { BenchRow } from './types.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'gw-bench-report-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function resultsFile(name: string, rows: BenchRow[]): string {
+  const result: RunResult = {
+    startedAt: '2026-01-01T00:00:00.000Z',
+    node: 'v24.0.0',
+    quick: false,
+    durationMs: 1,
+    machine: { cpu: 'Test CPU', cores: 2, loadBefore: [1, 1, 1], loadAfter: [2, 1, 1] },
+    rows,
+    failures: [],
+  };
+  const file = join(dir, name);
+  writeFileSync(file, JSON.stringify(result));
+  return file;
+}
+
+const read = (file: string): RunResult => JSON.parse(readFileSync(file, 'utf8')) as RunResult;
+
+describe('comparing two results files', () => {
+  const earlier = resultsFile('earlier.json', [
+    { suite: 'proxy', name: 'bare', value: 1000, unit: 'req/s' },
+    { suite: 'proxy', name: 'keyless', value: 900, unit: 'req/s', baseline: 'bare', ratio: 0.9 },
+    { suite: 'proxy', name: 'auth', value: 500, unit: 'req/s', baseline: 'bare', ratio: 0.5 },
+    { suite: 'proxy', name: 'gone', value: 1, unit: 'req/s', baseline: 'bare', ratio: 0.1 },
+  ]);
+  const current = resultsFile('current.json', [
+    { suite: 'proxy', name: 'bare', value: 3000, unit: 'req/s' },
+    { suite: 'proxy', name: 'keyless', value: 2700, unit: 'req/s', baseline: 'bare', ratio: 0.9 },
+    { suite: 'proxy', name: 'auth', value: 2400, unit: 'req/s', baseline: 'bare', ratio: 0.8 },
+    { suite: 'proxy', name: 'new', value: 1, unit: 'req/s', baseline: 'bare', ratio: 0.2 },
+    { suite: 'limits', name: 'auth', value: 1, unit: 'req/s', baseline: 'x', ratio: 3 },
+  ]);
+
+  it('gives each ratio of both runs its change, whatever the absolute figures did', () => {
+    const { changes } = compareRatios(read(earlier), read(current));
+    expect(changes.map(({ suite, name, before, after }) => ({ suite, name, before, after }))).toEqual([
+      { suite: 'proxy', name: 'keyless', before: 0.9, after: 0.9 },
+      { suite: 'proxy', name: 'auth', before: 0.5, after: 0.8 },
+    ]);
+    expect(changes[0]!.change).toBe(0);
+    expect(changes[1]!.change).toBeCloseTo(0.6, 10);
+  });
+
+  it('names the ratios only one of the runs has, matching rows by suite and name', () => {
+    const { added, removed } = compareRatios(read(earlier), read(current));
+    expect(added).toEqual(['proxy: new', 'limits: auth']);
+    expect(removed).toEqual(['proxy: gone']);
+  });
+
+  it('prints a regression with its sign', () => {
+    const text = formatComparison(compareRatios(read(current), read(earlier)));
+    expect(text).toMatch(/proxy\s+auth \(vs bare\)\s+0\.80x\s+0\.50x\s+-37\.5%/);
+    expect(text).toMatch(/keyless \(vs bare\)\s+0\.90x\s+0\.90x\s+\+0\.0%/);
+    expect(text).toContain('only in the earlier run: proxy: new; limits: auth');
+  });
+});
+
+describe('the machine line', () => {
+  it('names the CPU, the cores and the load average before and after', () => {
+    expect(machineLine(read(resultsFile('m.json', [])).machine)).toBe(
+      'machine: Test CPU, 2 cores; load average before 1.00 1.00 1.00, after 2.00 1.00 1.00',
+    );
+  });
+
+  it('reads this machine at the start of a run, the load after still to come', () => {
+    const machine = machineAtStart();
+    expect(machine.cores).toBeGreaterThan(0);
+    expect(machine.cpu.length).toBeGreaterThan(0);
+    expect(machine.loadBefore).toHaveLength(3);
+    expect(machineLine(machine)).toMatch(/load average before [\d.]+ [\d.]+ [\d.]+, after \?$/);
+  });
+
+  it('says so when an earlier file has none', () => {
+    expect(machineLine(undefined)).toBe('machine: not recorded');
+  });
+});

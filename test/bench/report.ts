@@ -1,0 +1,90 @@
+/**
+ * What a bench run records besides its rows, and how two runs are compared. Absolute
+ * figures belong to one machine at one load, so a run names both; across runs only the
+ * ratios (each taken side by side within its own run) are compared.
+ */
+import { availableParallelism, cpus, loadavg } from 'node:os';
+import type { BenchRow } from './types.ts';
+
+export interface Machine {
+  cpu: string;
+  cores: number;
+  /** 1, 5 and 15 minute load averages when the run started and when it ended. */
+  loadBefore: number[];
+  loadAfter: number[];
+}
+
+export interface RunResult {
+  startedAt: string;
+  node: string;
+  quick: boolean;
+  durationMs: number;
+  machine: Machine;
+  rows: BenchRow[];
+  failures: { suite: string; error: string }[];
+}
+
+export function machineAtStart(): Machine {
+  return { cpu: cpus()[0]?.model.trim() ?? 'unknown', cores: availableParallelism(), loadBefore: loadavg(), loadAfter: [] };
+}
+
+export function machineLine(machine: Machine | undefined): string {
+  if (machine === undefined) return 'machine: not recorded';
+  const load = (l: number[]): string => (l.length === 0 ? '?' : l.map((n) => n.toFixed(2)).join(' '));
+  return `machine: ${machine.cpu}, ${machine.cores} cores; load average before ${load(machine.loadBefore)}, after ${load(machine.loadAfter)}`;
+}
+
+export interface RatioChange {
+  suite: string;
+  name: string;
+  baseline: string;
+  before: number;
+  after: number;
+  /** after / before - 1: -0.10 is a ratio 10% lower than before. */
+  change: number;
+}
+
+export interface Comparison {
+  changes: RatioChange[];
+  /** Ratios of the current run the earlier one lacks, and the other way round ("suite: name"). */
+  added: string[];
+  removed: string[];
+}
+
+const ratioRows = (rows: readonly BenchRow[]): Map<string, BenchRow> =>
+  new Map(rows.filter((r) => r.ratio !== undefined).map((r) => [`${r.suite}: ${r.name}`, r]));
+
+/** Every ratio of `current` against the same row's ratio in `earlier`. */
+export function compareRatios(earlier: Pick<RunResult, 'rows'>, current: Pick<RunResult, 'rows'>): Comparison {
+  const before = ratioRows(earlier.rows);
+  const after = ratioRows(current.rows);
+  const changes: RatioChange[] = [];
+  for (const [id, row] of after) {
+    const old = before.get(id);
+    if (old === undefined || old.ratio === undefined || row.ratio === undefined) continue;
+    const change = old.ratio === 0 ? 0 : row.ratio / old.ratio - 1;
+    changes.push({ suite: row.suite, name: row.name, baseline: row.baseline ?? '', before: old.ratio, after: row.ratio, change });
+  }
+  return {
+    changes,
+    added: [...after.keys()].filter((id) => !before.has(id)),
+    removed: [...before.keys()].filter((id) => !after.has(id)),
+  };
+}
+
+export function formatComparison(comparison: Comparison): string {
+  const header = ['suite', 'name', 'ratio before', 'ratio now', 'change'];
+  const body = comparison.changes.map((c) => [
+    c.suite,
+    `${c.name} (vs ${c.baseline})`,
+    `${c.before.toFixed(2)}x`,
+    `${c.after.toFixed(2)}x`,
+    `${c.change >= 0 ? '+' : ''}${(c.change * 100).toFixed(1)}%`,
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  const line = (cells: string[]): string => cells.map((c, i) => (i >= 2 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const lines = [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)];
+  if (comparison.added.length > 0) lines.push(`only in this run: ${comparison.added.join('; ')}`);
+  if (comparison.removed.length > 0) lines.push(`only in the earlier run: ${comparison.removed.join('; ')}`);
+  return lines.join('\n');
+}
