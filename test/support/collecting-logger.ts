@@ -1,7 +1,10 @@
 import { Writable } from 'node:stream';
-import { pino, type Logger } from 'pino';
+import { createLogger, type Logger } from '../../common/logger.ts';
 
-/** An info-level logger whose JSON lines land in `lines`, so tests can assert what was (and was not) logged. */
+/**
+ * An info-level logger, configured as the product's own (redaction, error serializer), whose
+ * JSON lines land in `lines`, so tests can assert what was (and was not) logged.
+ */
 export function collectingLogger(lines: string[]): Logger {
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
@@ -9,5 +12,5 @@ export function collectingLogger(lines: string[]): Logger {
       done();
     },
   });
-  return pino({ level: 'info' }, stream);
+  return createLogger('test', 'info', stream);
 }
