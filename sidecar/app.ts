@@ -180,11 +180,17 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     metrics,
     logger,
   });
+  // Redis away makes the gateway unready only when it then refuses (failure mode closed):
+  // failing open, it serves on, and an unready pod would take the app out of its Service.
   const readiness = (): Readiness => {
     const reasons: string[] = [];
+    const problems = [...runtime.problems()];
     if (!runtime.loaded) reasons.push('config not loaded');
-    if (redis && redis.status !== 'ready') reasons.push(`redis ${redis.status}`);
-    return { ready: reasons.length === 0, reasons, problems: runtime.problems() };
+    if (redis && redis.status !== 'ready') {
+      if (runtime.state().settings.redis_failure_mode === 'closed') reasons.push(`redis ${redis.status}`);
+      else problems.push({ subject: 'Redis', reason: `${redis.status}; requests admitted (redis_failure_mode open)` });
+    }
+    return { ready: reasons.length === 0, reasons, problems };
   };
   const proxyServer = boundedServer(gateway.handle, overrides);
   proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));

@@ -43,7 +43,8 @@ describe('Redis faults with redis_failure_mode: closed', () => {
     await upstream?.close();
   });
 
-  it('answers 503 JSON while Redis is down, never crashes, and recovers', async () => {
+  it('answers 503 JSON while Redis is down, never crashes, and recovers; a gateway failing open stays ready', async () => {
+    const failingOpen = await startTestSidecar(sidecarOptions(namespace, redis.url), { env: { GW_REDIS_FAILURE_MODE: 'open', GW_REDIS_TIMEOUT_MS: '200' } });
     const keyless = compiledApi(uniqueId('api'), upstream.url, { api_limit: { rate: 100, per: 60 } });
     const keyed = compiledApi(uniqueId('api'), upstream.url, { keyless: false });
     await writeConfigMap(namespace, keyless.api_id, JSON.stringify(compiledConfig([keyless])));
@@ -62,6 +63,12 @@ describe('Redis faults with redis_failure_mode: closed', () => {
     expect(unknown.json()).toEqual({ error: 'Session store unavailable' });
     expect((await call(`${sidecar.healthUrl}/readyz`)).status).toBe(503);
     expect((await call(`${sidecar.healthUrl}/healthz`)).status).toBe(200);
+    // Failing open, the gateway serves on, so it stays in its Service; Redis shows as a problem.
+    await eventually(async () => JSON.stringify((await call(`${failingOpen.healthUrl}/readyz`)).json()).includes('redis_failure_mode open'), 10_000, 'Redis reported');
+    const openReady = await call(`${failingOpen.healthUrl}/readyz`);
+    expect(openReady.status).toBe(200);
+    expect((openReady.json() as { problems: { subject: string }[] }).problems.map((p) => p.subject)).toContain('Redis');
+    await failingOpen.close();
 
     await redis.start();
     await eventually(async () => (await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status === 200, 20_000, 'recovery');

@@ -87,9 +87,16 @@ spec: { key_hash: ${keyHash(rawKey)}, access_rights: { folder-auth: { api_id: fo
       await redis.stop();
       const during = await call(`${proxy}/open/x`);
       expect(during.status).toBe(200);
-      expect((await call(`http://127.0.0.1:${health}/readyz`)).status).toBe(503);
+      // Failing open (the default) it serves on, so it stays ready and lists Redis as a problem.
+      const readyz = async (): Promise<{ status: number; subjects: string[] }> => {
+        const res = await call(`http://127.0.0.1:${health}/readyz`);
+        return { status: res.status, subjects: (res.json() as { problems: { subject: string }[] }).problems.map((p) => p.subject) };
+      };
+      await eventually(async () => (await readyz()).subjects.includes('Redis'), 10_000, 'Redis reported');
+      expect((await readyz()).status).toBe(200);
       await redis.start();
-      await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`)).status === 200, 20_000, 'ready again');
+      await eventually(async () => !(await readyz()).subjects.includes('Redis'), 20_000, 'Redis back');
+      expect((await readyz()).status).toBe(200);
 
       const metrics = await call(`http://127.0.0.1:${health}/metrics`);
       expect(metrics.text).toMatch(/gw_requests_total\{api="folder-auth",code_class="2xx"\} 1/);
