@@ -3,8 +3,10 @@ import { ApiException, CoreV1Api, RbacAuthorizationV1Api, type KubeConfig, type 
 /**
  * The owner of what the operator creates in its own namespace (the leader Lease, the
  * webhook certificate Secret): the webhook Service the chart installs. The garbage collector
- * then removes them with the release on `helm uninstall`. Undefined when there is no such
- * Service (an operator run without the chart); the objects are then created without owner.
+ * then removes them with the release on `helm uninstall`. Undefined when no owner is
+ * configured (an operator run without the chart); the objects are then created without owner.
+ * Throws ReleaseOwnerGoneError when the owner is configured but absent: the release is being
+ * uninstalled, and an object created now without an owner would outlive it.
  */
 export async function releaseOwner(kc: KubeConfig, namespace: string, serviceName: string | undefined): Promise<V1OwnerReference[] | undefined> {
   if (!serviceName) return undefined;
@@ -22,12 +24,21 @@ export async function clusterReleaseOwner(kc: KubeConfig, clusterRoleName: strin
   return ownerOf('rbac.authorization.k8s.io/v1', 'ClusterRole', clusterRoleName, () => api.readClusterRole({ name: clusterRoleName }));
 }
 
-async function ownerOf(apiVersion: string, kind: string, name: string, read: () => Promise<{ metadata?: { uid?: string } }>): Promise<V1OwnerReference[] | undefined> {
+/** The release's owner object is configured but gone: create nothing until it is back. */
+export class ReleaseOwnerGoneError extends Error {
+  constructor(kind: string, name: string) {
+    super(`${kind} ${name}, the owner of what the operator creates, is gone (release uninstalled?); creating nothing`);
+    this.name = 'ReleaseOwnerGoneError';
+  }
+}
+
+async function ownerOf(apiVersion: string, kind: string, name: string, read: () => Promise<{ metadata?: { uid?: string } }>): Promise<V1OwnerReference[]> {
   try {
     const uid = (await read()).metadata?.uid;
-    return uid ? [{ apiVersion, kind, name, uid }] : undefined;
+    if (!uid) throw new ReleaseOwnerGoneError(kind, name);
+    return [{ apiVersion, kind, name, uid }];
   } catch (error) {
-    if (error instanceof ApiException && error.code === 404) return undefined;
+    if (error instanceof ApiException && error.code === 404) throw new ReleaseOwnerGoneError(kind, name);
     throw error;
   }
 }

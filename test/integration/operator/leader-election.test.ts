@@ -1,4 +1,4 @@
-import { CoordinationV1Api, V1MicroTime } from '@kubernetes/client-node';
+import { ApiException, CoordinationV1Api, CoreV1Api, V1MicroTime } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Operator } from '../../../operator/operator.ts';
 import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
@@ -16,8 +16,9 @@ describe('operator: leader election', () => {
   let ns: string;
   const running: Operator[] = [];
 
-  const start = async (instanceId: string, namespace: string) => {
+  const start = async (instanceId: string, namespace: string, webhookService?: string) => {
     const operator = await startOperator(kc, {
+      webhookService,
       redisUrl: testEnv().redisUrl,
       watchNamespaces: namespace,
       namespace,
@@ -81,5 +82,30 @@ describe('operator: leader election', () => {
     const lease = await leases.readNamespacedLease({ namespace: other, name: 'gw-operator-leader' });
     expect(lease.spec?.holderIdentity).toBe('op-c');
     expect(lease.spec?.leaseTransitions).toBe(1);
+  });
+
+  // helm uninstall deletes the Service before the operator pods are gone: a replica still
+  // campaigning must not create a Lease that nothing owns and that would outlive the release.
+  it('takes no lease while the release\'s Service is gone, and one owned by it once it exists', async () => {
+    const other = await createNamespace('operator-lease');
+    const operator = await start('op-d', other, 'gw-webhook');
+    const leaseExists = async () => leases.readNamespacedLease({ namespace: other, name: 'gw-operator-leader' }).then(
+      () => true,
+      (error: unknown) => {
+        if (error instanceof ApiException && error.code === 404) return false;
+        throw error;
+      },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 2_500));
+    expect(operator.isLeader()).toBe(false);
+    expect(await leaseExists()).toBe(false);
+
+    const service = await kc.makeApiClient(CoreV1Api).createNamespacedService({
+      namespace: other,
+      body: { metadata: { name: 'gw-webhook' }, spec: { ports: [{ port: 443 }] } },
+    });
+    await waitFor('leads once the Service exists', async () => operator.isLeader(), 15_000);
+    const lease = await leases.readNamespacedLease({ namespace: other, name: 'gw-operator-leader' });
+    expect(lease.metadata?.ownerReferences).toEqual([{ apiVersion: 'v1', kind: 'Service', name: 'gw-webhook', uid: service.metadata?.uid }]);
   });
 });
