@@ -19,6 +19,7 @@ import { LogEventSink } from './events/log-event-sink.ts';
 import { Gateway } from './gateway/gateway.ts';
 import { boundedServer, boundedUpgrade } from './bounded-server.ts';
 import { createHealthHandler, type Readiness } from '../common/health.ts';
+import { createLimitBackends } from './limits/backends.ts';
 import { createLimitEngine } from './limits/engine.ts';
 import { StreamLimiters } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEventSink } from './limits/types.ts';
@@ -78,10 +79,14 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
     : new LogEventSink(logger, metrics);
   const engine = createLimitEngine({
     config: { version: 1, settings, apis: [], policies: {} },
-    redis,
-    instanceId: options.instanceId,
-    // A gateway that proxies nothing takes no share of a DRL limit from those that do.
-    drlPeer: options.listen !== PROXY_OFF,
+    backends: createLimitBackends({
+      redis,
+      instanceId: options.instanceId,
+      // A gateway that proxies nothing takes no share of a DRL limit from those that do.
+      drlPeer: options.listen !== PROXY_OFF,
+      logger,
+      registry: metrics.registry,
+    }),
     events,
     logger,
     registry: metrics.registry,

@@ -3,11 +3,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { CompiledConfig } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import { createLimitEngine } from './engine.ts';
+import { createLimitBackends } from './backends.ts';
 import { api, config, policy, session } from '../../test/support/compiled-fixtures.ts';
 import { collectingSink, manualClock, request, silentLogger } from '../../test/support/limits-fixtures.ts';
 import type { LimitEngine, LimitRequest } from './types.ts';
 
 const engines: LimitEngine[] = [];
+const memoryBackends = () => createLimitBackends({ instanceId: 't', logger: silentLogger });
 afterEach(async () => {
   await Promise.all(engines.splice(0).map((e) => e.close()));
 });
@@ -15,7 +17,14 @@ afterEach(async () => {
 function setup(cfg: CompiledConfig, clock = manualClock()) {
   const sink = collectingSink();
   const registry = new Registry();
-  const engine = createLimitEngine({ config: cfg, instanceId: 'unit', events: sink, logger: silentLogger, registry, now: clock.now });
+  const engine = createLimitEngine({
+    config: cfg,
+    backends: createLimitBackends({ instanceId: 'unit', logger: silentLogger, registry, now: clock.now }),
+    events: sink,
+    logger: silentLogger,
+    registry,
+    now: clock.now,
+  });
   engines.push(engine);
   const outcomes = async (req: LimitRequest, n: number): Promise<string[]> => {
     const out: string[] = [];
@@ -340,7 +349,7 @@ describe('throttling (real clock)', () => {
   const throttled = { session: session({ rate: 1, per: 1, throttle_interval: 1, throttle_retry_limit: 2 }), raw: 'k' };
 
   it('waits and retries internally, then passes', async () => {
-    const engine = createLimitEngine({ config: config({ settings, apis: [a] }), instanceId: 't', events: collectingSink(), logger: silentLogger });
+    const engine = createLimitEngine({ config: config({ settings, apis: [a] }), backends: memoryBackends(), events: collectingSink(), logger: silentLogger });
     engines.push(engine);
     expect((await engine.decide(request(a, throttled))).outcome).toBe('allowed');
     const started = Date.now();
@@ -350,7 +359,7 @@ describe('throttling (real clock)', () => {
 
   it('gives up with the rate-limit outcome after the retry limit', async () => {
     const tight = { session: session({ rate: 1, per: 5, throttle_interval: 1, throttle_retry_limit: 1 }), raw: 'k' };
-    const engine = createLimitEngine({ config: config({ settings, apis: [a] }), instanceId: 't', events: collectingSink(), logger: silentLogger });
+    const engine = createLimitEngine({ config: config({ settings, apis: [a] }), backends: memoryBackends(), events: collectingSink(), logger: silentLogger });
     engines.push(engine);
     await engine.decide(request(a, tight));
     const started = Date.now();
@@ -364,7 +373,7 @@ describe('throttling (real clock)', () => {
     ['throttle_max_wait_ms', { ...settings, throttle_max_wait_ms: 500 }, undefined],
     ['an aborted request', settings, AbortSignal.timeout(50)],
   ])('is bounded by %s', async (_name, bounded, signal) => {
-    const engine = createLimitEngine({ config: config({ settings: bounded, apis: [a] }), instanceId: 't', events: collectingSink(), logger: silentLogger });
+    const engine = createLimitEngine({ config: config({ settings: bounded, apis: [a] }), backends: memoryBackends(), events: collectingSink(), logger: silentLogger });
     engines.push(engine);
     await engine.decide(request(a, throttled));
     const started = Date.now();

@@ -1,41 +1,32 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Cluster, Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../common/logger.ts';
 import type { CompiledConfig } from '../../crds/compiled.ts';
 import { algorithmFor, algorithmMode, drlShare, type AlgorithmMode } from './algorithm.ts';
+import type { LimitBackends } from './backends.ts';
 import { DrlBuckets } from './drl-buckets.ts';
-import { GatewayHeartbeat } from './heartbeat.ts';
+import type { GatewayHeartbeat } from './heartbeat.ts';
 import { createLimitMetrics, type LimitMetrics } from './metrics.ts';
 import { isRateLimited, toDecision, type Evaluated, type Step, type StepResult } from './outcome.ts';
 import type { PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
 import { Planner } from './plan.ts';
-import { StoreHealth } from './store-health.ts';
-import { MemoryLimitStore } from './stores/memory-store.ts';
-import { RedisLimitStore } from './stores/redis-store.ts';
+import type { StoreHealth } from './store-health.ts';
 import type { LimitStore, StoreOp, StoreResult } from './stores/store.ts';
 import type { LimitDecision, LimitEngine, LimitRequest, SmoothingEventSink } from './types.ts';
 
 export interface LimitEngineOptions {
   config: CompiledConfig;
-  /** Absent: the in-memory store, one process (standalone mode). */
-  redis?: Redis | Cluster;
-  instanceId: string;
+  /** The store and the live gateways it counts with (backends.ts); the engine closes them. */
+  backends: LimitBackends;
   events: SmoothingEventSink;
   logger: Logger;
   registry?: Registry;
   /**
    * This gateway's clock: the DRL, throttling and the in-memory store read it. Limiters in
    * Redis read Redis's clock instead, so gateways whose clocks disagree share one window.
+   * The backends' `now` must be the same clock.
    */
   now?: () => number;
-  /** DRL heartbeat period (about 2 s). */
-  heartbeatIntervalMs?: number;
-  /**
-   * Whether this gateway takes proxied traffic and so a share of every DRL limit (default
-   * true). An admin-only gateway is no peer: counting it would shrink every other share.
-   */
-  drlPeer?: boolean;
 }
 
 const bucketSweepMs = 10_000;
@@ -95,23 +86,10 @@ class Engine implements LimitEngine {
     this.#mode = algorithmMode(options.config.settings);
     this.#now = options.now ?? Date.now;
     this.#metrics = createLimitMetrics(options.registry);
-    this.#health = new StoreHealth(options.logger, this.#metrics);
     this.#planner = new Planner(options.config);
-    const onError = (error: unknown): void => this.#health.failed(error, this.#config.settings.redis_failure_mode);
-    this.#store = options.redis
-      ? new RedisLimitStore(options.redis, options.instanceId, onError)
-      : new MemoryLimitStore(this.#now);
-    this.#heartbeat = options.redis && options.drlPeer !== false
-      ? new GatewayHeartbeat({
-          redis: options.redis,
-          instanceId: options.instanceId,
-          intervalMs: options.heartbeatIntervalMs ?? 2000,
-          timeoutMs: () => this.#config.settings.redis_timeout_ms,
-          now: this.#now,
-          onError,
-          onSuccess: () => this.#health.succeeded(),
-        })
-      : null;
+    this.#store = options.backends.store;
+    this.#heartbeat = options.backends.peers;
+    this.#health = options.backends.health;
     this.#sweeper = setInterval(() => this.#buckets.sweep(this.#now()), bucketSweepMs).unref();
     this.updateConfig(options.config);
   }
@@ -121,7 +99,9 @@ class Engine implements LimitEngine {
     this.#mode = algorithmMode(config.settings);
     this.#planner.update(config);
     this.#store.configure(config.settings);
+    this.#health.configure(config.settings);
     if (!this.#heartbeat) return;
+    this.#heartbeat.configure(config.settings);
     const served = config.apis.map((api) => api.api_id);
     this.#heartbeat.serve(served, sharedApis(config, served));
     // Only the DRL (and drl_threshold's choice) needs to know the live gateways.
@@ -222,9 +202,8 @@ class Engine implements LimitEngine {
       this.#health.succeeded();
       return stored;
     } catch (error) {
-      const mode = this.#config.settings.redis_failure_mode;
-      this.#health.failed(error, mode);
-      return mode === 'closed' ? null : undefined;
+      this.#health.failed(error);
+      return this.#config.settings.redis_failure_mode === 'closed' ? null : undefined;
     }
   }
 

@@ -1,15 +1,15 @@
 import type { Cluster, Redis } from 'ioredis';
 import { gatewayHeartbeatKey } from '../../common/redis-keys.ts';
+import { defaultGatewaySettings, type GatewaySettings } from '../../crds/settings.ts';
+import type { StoreReporter } from './store-health.ts';
 import { withTimeout } from './stores/with-timeout.ts';
 
 export interface HeartbeatOptions {
   redis: Redis | Cluster;
   instanceId: string;
   intervalMs: number;
-  timeoutMs: () => number;
   now: () => number;
-  onError: (error: unknown) => void;
-  onSuccess: () => void;
+  reporter: StoreReporter;
 }
 
 /**
@@ -26,11 +26,16 @@ export class GatewayHeartbeat {
   /** Union sizes per coverage list (one list object per limit), valid until the next beat. */
   #unions = new WeakMap<readonly string[], number>();
   #timer: NodeJS.Timeout | undefined;
+  #timeoutMs = defaultGatewaySettings.redis_timeout_ms;
 
   constructor(options: HeartbeatOptions) {
     this.#options = options;
     // Three missed beats and a gateway no longer counts.
     this.#ttlMs = options.intervalMs * 3;
+  }
+
+  configure(settings: GatewaySettings): void {
+    this.#timeoutMs = settings.redis_timeout_ms;
   }
 
   /**
@@ -60,7 +65,7 @@ export class GatewayHeartbeat {
     this.#timer = undefined;
     const { redis, instanceId } = this.#options;
     const leave = Promise.all(this.#apis.map((api) => redis.zrem(gatewayHeartbeatKey(api), instanceId)));
-    await withTimeout(leave, this.#options.timeoutMs()).catch(this.#options.onError);
+    await withTimeout(leave, this.#timeoutMs).catch((error: unknown) => this.#options.reporter.failed(error));
   }
 
   /** Live gateways serving any of the APIs (this one included), at least 1. */
@@ -96,12 +101,12 @@ export class GatewayHeartbeat {
         const members = await redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf');
         return [api, new Set(members)] as const;
       });
-      this.#live = new Map(await withTimeout(Promise.all([...beats, ...reads]), this.#options.timeoutMs()));
+      this.#live = new Map(await withTimeout(Promise.all([...beats, ...reads]), this.#timeoutMs));
       this.#unions = new WeakMap();
-      this.#options.onSuccess();
+      this.#options.reporter.succeeded();
     } catch (error) {
       // The last known counts stay in force until Redis answers again.
-      this.#options.onError(error);
+      this.#options.reporter.failed(error);
     }
   }
 }

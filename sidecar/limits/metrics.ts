@@ -2,7 +2,6 @@ import { Counter, type Registry } from 'prom-client';
 
 export interface LimitMetrics {
   decisions: Counter<'algorithm' | 'outcome'>;
-  redisErrors: Counter;
   smoothingEvents: Counter<'reason'>;
 }
 
@@ -14,11 +13,6 @@ export function createLimitMetrics(registry?: Registry): LimitMetrics {
       name: 'gw_limit_decisions_total',
       help: 'Rate-limit decisions by the algorithm of the limit that applied and by outcome.',
       labelNames: ['algorithm', 'outcome'],
-      registers,
-    }),
-    redisErrors: new Counter({
-      name: 'gw_redis_errors_total',
-      help: 'Failed or timed-out Redis calls of the rate-limit engine.',
       registers,
     }),
     smoothingEvents: new Counter({

@@ -1,30 +1,44 @@
+import { Counter, type Registry } from 'prom-client';
 import type { Logger } from '../../common/logger.ts';
-import type { LimitMetrics } from './metrics.ts';
+import type { GatewaySettings } from '../../crds/settings.ts';
+
+/** Where the store and the peer counter report how their calls to Redis went. */
+export interface StoreReporter {
+  failed(error: unknown): void;
+  succeeded(): void;
+}
 
 /**
  * Redis trouble is counted every time but logged once per burst: one line when it
  * starts, one when Redis answers again. Only the message is logged, never the command
  * (its keys are hashed, but nothing is gained by printing them).
  */
-export class StoreHealth {
+export class StoreHealth implements StoreReporter {
   readonly #logger: Logger;
-  readonly #metrics: LimitMetrics;
+  readonly #errors: Counter;
+  #failureMode: GatewaySettings['redis_failure_mode'] = 'closed';
   #failing = false;
 
-  constructor(logger: Logger, metrics: LimitMetrics) {
+  /** Without a registry the counter still counts but is exported nowhere. */
+  constructor(logger: Logger, registry?: Registry) {
     this.#logger = logger;
-    this.#metrics = metrics;
+    this.#errors = new Counter({
+      name: 'gw_redis_errors_total',
+      help: 'Failed or timed-out Redis calls of the rate-limit engine.',
+      registers: registry ? [registry] : [],
+    });
   }
 
-  get failing(): boolean {
-    return this.#failing;
+  /** The failure mode in force, named in the outage's log line. */
+  configure(settings: GatewaySettings): void {
+    this.#failureMode = settings.redis_failure_mode;
   }
 
-  failed(error: unknown, failureMode: string): void {
-    this.#metrics.redisErrors.inc();
+  failed(error: unknown): void {
+    this.#errors.inc();
     if (this.#failing) return;
     this.#failing = true;
-    this.#logger.error({ err: error, failureMode }, 'rate-limit store unreachable');
+    this.#logger.error({ err: error, failureMode: this.#failureMode }, 'rate-limit store unreachable');
   }
 
   succeeded(): void {

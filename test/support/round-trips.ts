@@ -41,13 +41,13 @@ const micros = (time: string): number => {
 };
 
 /**
- * EVALSHA sha numkeys key... then per decision: member refused resets count (kind a b c d e f)×count.
+ * EVALSHA sha numkeys key... clock, then per decision: member refused resets count (kind and six fields)×count.
  * A call that carries several decisions counts once for each of them.
  */
 function parseCalls(time: string, args: string[]): ScriptCall[] {
   if (args[0]?.toLowerCase() !== 'evalsha') return [];
   const calls: ScriptCall[] = [];
-  for (let at = 3 + Number(args[2]); at < args.length; ) {
+  for (let at = 4 + Number(args[2]); at < args.length; ) {
     const count = Number(args[at + 3]);
     const kinds: string[] = [];
     for (let op = 0; op < count; op++) kinds.push(args[at + 4 + op * 7]!);

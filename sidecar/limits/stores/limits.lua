@@ -2,9 +2,9 @@
 -- Gateways send the decisions that are due together in one call, so Redis pays the script's
 -- fixed cost (and TIME) once for all of them; they run one after another, in the order sent,
 -- exactly as separate calls back to back would.
--- KEYS: two per op, the ops of every request in order. ARGV, per request: member, refused,
--- resets, op count, then seven per op:
---   kind, a, b, c, d, e, f   (see redis-store.ts encodeOp / encodeUndo)
+-- KEYS: two per op, the ops of every request in order. ARGV: the clock (below), then per
+-- request: member, refused, resets, op count, then seven per op: the kind and six fields,
+-- named by `fields` below (redis-store.ts encodeOp / encodeUndo write them in that order).
 -- `member` names the decision; an op's log entry is member:<ordinal of the op in its request>.
 -- `refused` is '1' when a limit outside Redis (the DRL) already refused the request.
 -- `resets` is '1' when a response header shows the limits' reset times; otherwise the sliding
@@ -17,15 +17,39 @@
 -- Lower-case kinds undo an admission made by an earlier call (a Redis Cluster runs each
 -- limit as its own call, so a refusal in one slot is undone in the others afterwards).
 --
--- Time is Redis's own (TIME), so every gateway reads one clock whatever its own says.
+-- Time is Redis's own (TIME), so every gateway reads one clock whatever its own says. A
+-- non-empty clock argument replaces it: only the store conformance suite sets one, so that
+-- the in-memory store and this script run one table of cases on one manual clock.
 -- Reply, flat: now_ms, then per request the number of rows and six integers per row
 --   allowed, limit, remaining, reset_ms, old, new   (old/new: the smoothed allowance before
 --   and after, equal when unchanged), one row per upper-case op run;
 -- or, for a request whose commands failed, -1 and the error, the other requests unaffected.
 
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = tonumber(ARGV[1])
+if not now then
+  local time = redis.call('TIME')
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
 local resets = false
+
+-- The six fields after an op's kind, by kind. Upper case runs a limit; lower case undoes
+-- an admission an earlier call made (`ordinal`: the op's place in that call's request).
+local fields = {
+  L = {'rate', 'per', 'threshold', 'step', 'trigger', 'delay'},
+  S = {'rate', 'per'},
+  F = {'rate', 'per'},
+  Q = {'max', 'renewal', 'init_remaining', 'init_renews'},
+  l = {'ordinal'},
+  s = {'ordinal', 'flagged'},
+  f = {'window_start'},
+}
+
+local function op_at(i)
+  local kind = ARGV[i]
+  local op = {kind = kind}
+  for f, name in ipairs(fields[kind]) do op[name] = tonumber(ARGV[i + f]) end
+  return op
+end
 
 -- When the oldest entry still in the window leaves it. `trimmed`: entries older than the
 -- window are gone already, so the log's first entry is that one.
@@ -41,7 +65,7 @@ local function oldest_reset(log, per, trimmed)
   return now + per
 end
 
--- Same rule as smoothing.ts (SPEC 1.6); the allowance is shared by every gateway.
+-- Same rule as smoothing.ts (docs/behaviour.md#smoothing); the allowance is shared by every gateway.
 -- `requests` is the window's count before this request, so an idle window reads 0.
 local function smooth(key, requests, rate, per, threshold, step, trigger, delay)
   local state = redis.call('HMGET', key, 'a', 't')
@@ -98,19 +122,21 @@ local function sliding(log, smooth_key, rate, per, threshold, step, trigger, del
 end
 
 -- Sentinel: once the limit is reached a flag blocks for `per` without touching the log.
--- Trimming and expiry of the log are the background writes (redis-store.ts).
+-- The flag holds the time it blocks until (its expiry is housekeeping), so the block
+-- follows the script's clock. Trimming and expiry of the log are the background writes
+-- (redis-store.ts).
 local function sentinel(log, flag, rate, per, m)
-  local blocked = redis.call('PTTL', flag)
-  if blocked > 0 then return {0, rate, 0, now + blocked, 0, 0} end
+  local blocked_until = tonumber(redis.call('GET', flag))
+  if blocked_until and blocked_until > now then return {0, rate, 0, blocked_until, 0, 0} end
   local count = redis.call('ZCOUNT', log, '(' .. (now - per), '+inf')
   if count >= rate then
-    redis.call('SET', flag, '1', 'PX', per)
+    redis.call('SET', flag, now + per, 'PX', per)
     return {0, rate, 0, now + per, 0, 0}
   end
   redis.call('ZADD', log, now, m)
-  -- The flag was absent (PTTL above), so a flag set here is this request's own.
+  -- The flag was not blocking (checked above), so a flag set here is this request's own.
   local flagged = count + 1 >= rate
-  if flagged then redis.call('SET', flag, '1', 'PX', per) end
+  if flagged then redis.call('SET', flag, now + per, 'PX', per) end
   return {1, rate, rate - count - 1, oldest_reset(log, per, false), 0, 0}, function() unflag(log, flag, m, flagged) end
 end
 
@@ -147,26 +173,24 @@ local function decide(k, a, member, refused, nops)
   local rows = {}
   local undo = {}
   for j = 1, nops do
-    local i = a + (j - 1) * 7
-    local kind = ARGV[i]
-    local x, b, c, d, e, f = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3]),
-      tonumber(ARGV[i + 4]), tonumber(ARGV[i + 5]), tonumber(ARGV[i + 6])
+    local op = op_at(a + (j - 1) * 7)
+    local kind = op.kind
     local m = member .. ':' .. j
     local r, u
     if kind == 'L' then
-      r, u = sliding(KEYS[k], KEYS[k + 1], x, b, c, d, e, f, m)
+      r, u = sliding(KEYS[k], KEYS[k + 1], op.rate, op.per, op.threshold, op.step, op.trigger, op.delay, m)
     elseif kind == 'S' then
-      r, u = sentinel(KEYS[k], KEYS[k + 1], x, b, m)
+      r, u = sentinel(KEYS[k], KEYS[k + 1], op.rate, op.per, m)
     elseif kind == 'F' then
-      r, u = fixed(KEYS[k], x, b)
+      r, u = fixed(KEYS[k], op.rate, op.per)
     elseif kind == 'Q' then
-      r = quota(KEYS[k], x, b, c, d)
+      r = quota(KEYS[k], op.max, op.renewal, op.init_remaining, op.init_renews)
     elseif kind == 'l' then
-      unlog(KEYS[k], member .. ':' .. ARGV[i + 1])
+      unlog(KEYS[k], member .. ':' .. op.ordinal)
     elseif kind == 's' then
-      unflag(KEYS[k], KEYS[k + 1], member .. ':' .. ARGV[i + 1], b == 1)
+      unflag(KEYS[k], KEYS[k + 1], member .. ':' .. op.ordinal, op.flagged == 1)
     else
-      uncount(KEYS[k] .. ':' .. ARGV[i + 1])
+      uncount(KEYS[k] .. ':' .. string.format('%d', op.window_start))
     end
     k = k + 2
     if r then
@@ -185,7 +209,7 @@ local function decide(k, a, member, refused, nops)
 end
 
 local reply = {now}
-local k, a = 1, 1
+local k, a = 1, 2
 while a <= #ARGV do
   local member, refused, nops = ARGV[a], ARGV[a + 1] == '1', tonumber(ARGV[a + 3])
   resets = ARGV[a + 2] == '1'

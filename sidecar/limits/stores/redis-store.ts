@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
 import { defaultGatewaySettings, type GatewaySettings } from '../../../crds/settings.ts';
 import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
+import type { StoreReporter } from '../store-health.ts';
 import { clampSmoothing, type LimitStore, type StoreOp, type StoreResult } from './store.ts';
 import { withTimeout } from './with-timeout.ts';
 
@@ -59,7 +60,7 @@ function encodeOnce(op: StoreOp): Encoded {
   return encoded;
 }
 
-/** Seven ARGV per op, matching the loop in limits.lua. */
+/** Seven ARGV per op: the kind, then its fields in the order limits.lua's `fields` names them. */
 function encodeOp(op: StoreOp): Encoded {
   switch (op.kind) {
     case 'sliding_log': {
@@ -125,9 +126,9 @@ function toResult(reply: Reply, at: number): StoreResult {
 }
 
 /** KEYS and ARGV of one script call carrying `calls`, in limits.lua's layout. */
-function scriptArguments(calls: readonly Call[], resets: boolean): { keys: string[]; args: (string | number)[] } {
+function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: number | ''): { keys: string[]; args: (string | number)[] } {
   const keys: string[] = [];
-  const args: (string | number)[] = [];
+  const args: (string | number)[] = [clockMs];
   for (const { encoded, member, refused } of calls) {
     args.push(member, refused ? 1 : 0, resets ? 1 : 0, encoded.length);
     for (const e of encoded) {
@@ -165,10 +166,23 @@ function splitReply(reply: Reply, count: number): (Ran | Error)[] {
  * order inside it, and Redis and the gateway pay a call's fixed cost once for all of them.
  * Every time a limiter reads is Redis's own clock.
  */
+export interface RedisLimitStoreOptions {
+  /** Names this gateway's log entries, so that its refunds remove only its own. */
+  instanceId: string;
+  /** Failures of the writes no request waits for (sentinel trims, a Cluster's refunds). */
+  reporter: StoreReporter;
+  /**
+   * Replaces Redis's clock. Only the store conformance suite sets it, to run the same
+   * cases on both stores with one manual clock; gateways must share Redis's.
+   */
+  clock?: () => number;
+}
+
 export class RedisLimitStore implements LimitStore {
   readonly #redis: Redis | Cluster;
   readonly #client: ScriptClient;
   readonly #instanceId: string;
+  readonly #clock: (() => number) | undefined;
   readonly #onBackgroundError: (error: unknown) => void;
   #settings: GatewaySettings = defaultGatewaySettings;
   #sequence = 0;
@@ -178,10 +192,11 @@ export class RedisLimitStore implements LimitStore {
   readonly #pendingTrims = new Map<string, { perMs: number; nowMs: number }>();
   #trimTimer: NodeJS.Timeout | undefined;
 
-  constructor(redis: Redis | Cluster, instanceId: string, onBackgroundError: (error: unknown) => void) {
+  constructor(redis: Redis | Cluster, options: RedisLimitStoreOptions) {
     this.#redis = redis;
-    this.#instanceId = instanceId;
-    this.#onBackgroundError = onBackgroundError;
+    this.#instanceId = options.instanceId;
+    this.#clock = options.clock;
+    this.#onBackgroundError = (error) => options.reporter.failed(error);
     // ioredis auto-pipelining routes a script call on a Cluster by its first argument:
     // the key count, unless the command declares a fixed one. So on a Cluster (one op,
     // two keys per call) it is declared, and the first argument is the op's first key.
@@ -228,7 +243,7 @@ export class RedisLimitStore implements LimitStore {
 
   /** One script call carrying `calls`; each gets its results or its own error. */
   async #call(calls: readonly Call[]): Promise<(Ran | Error)[]> {
-    const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits');
+    const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits', this.#clock?.() ?? '');
     const reply = this.#redis.isCluster ? this.#client[command](...keys, ...args) : this.#client[command](keys.length, ...keys, ...args);
     return splitReply(await withTimeout(reply, this.#settings.redis_timeout_ms), calls.length);
   }

@@ -10,6 +10,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { createLogger } from '../../../common/logger.ts';
 import type { GatewaySettings } from '../../../crds/settings.ts';
+import { createLimitBackends } from '../../../sidecar/limits/backends.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
 import { api, config, policy, session } from '../../support/compiled-fixtures.ts';
 import { request } from '../../support/limits-fixtures.ts';
@@ -63,12 +64,12 @@ async function measure(
   const observer = new Redis(url);
   const a = api(`bench-${name.replace(/\W/g, '-')}`, { api_limit: { rate: 10_000_000, per: 1 } });
   const p = policy('bench', { rate: { rate: 10_000_000, per: 1 }, quota_max: quota ? 1_000_000_000 : -1, quota_renewal_rate: 3600 });
+  const logger = createLogger('bench', 'silent');
   const engine = createLimitEngine({
     config: config({ settings, apis: [a], policies: [p] }),
-    redis,
-    instanceId: 'bench',
+    backends: createLimitBackends({ redis, instanceId: 'bench', logger }),
     events: { emit: () => undefined },
-    logger: createLogger('bench', 'silent'),
+    logger,
   });
   const requests = Array.from({ length: KEYS }, (_, i) =>
     request(a, { session: session({ apply_policies: ['bench'] }), raw: `bench-key-${i}` }),

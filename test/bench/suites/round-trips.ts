@@ -9,6 +9,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../../common/logger.ts';
 import { createRedisClient } from '../../../common/redis-url.ts';
+import { createLimitBackends } from '../../../sidecar/limits/backends.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
 import { startRedisCluster, startRedisSentinel } from '../../harness/index.ts';
 import { api, config, policy, session } from '../../support/compiled-fixtures.ts';
@@ -45,12 +46,12 @@ async function measure(ctx: BenchContext, { name: topology, url, nodes }: Topolo
   const instanceId = `bench-rtt-${Date.now()}`;
   const a = api(`bench-rtt-${name.replace(/\W/g, '-')}-${Date.now()}`, { api_limit: { rate: 10_000_000, per: 60 } });
   const p = policy('bench', { rate: { rate: keyRate, per: 60 }, quota_max: quota ? 1_000_000_000 : -1, quota_renewal_rate: 3600 });
+  const logger = createLogger('bench', 'silent');
   const engine = createLimitEngine({
     config: config({ settings: { enable_redis_rolling_limiter: true, redis_timeout_ms: 3000 }, apis: [a], policies: [p] }),
-    redis,
-    instanceId,
+    backends: createLimitBackends({ redis, instanceId, logger }),
     events: { emit: () => undefined },
-    logger: createLogger('bench', 'silent'),
+    logger,
   });
   try {
     await ready(redis);

@@ -12,10 +12,8 @@ describe('live gateways over several APIs (a global allowance shared by them)', 
       redis,
       instanceId,
       intervalMs: 60_000,
-      timeoutMs: () => 2000,
       now: Date.now,
-      onError: (error) => errors.push(error),
-      onSuccess: () => undefined,
+      reporter: { failed: (error) => errors.push(error), succeeded: () => undefined },
     });
 
   afterAll(() => redis.disconnect());

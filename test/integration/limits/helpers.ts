@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import type { CompiledConfig } from '../../../crds/compiled.ts';
+import { createLimitBackends } from '../../../sidecar/limits/backends.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
 import { collectingSink } from '../../support/limits-fixtures.ts';
 import type { LimitEngine, LimitRequest, SmoothingEvent } from '../../../sidecar/limits/types.ts';
@@ -42,15 +43,22 @@ export function startGateway(
   const registry = new Registry();
   const logs: string[] = [];
   let last = 0;
+  const logger = collectingLogger(logs);
+  const now = (): number => (last = Date.now() + offset);
   const engine = createLimitEngine({
     config,
-    redis,
-    instanceId: options.instanceId ?? uniqueId('gw'),
+    backends: createLimitBackends({
+      redis,
+      instanceId: options.instanceId ?? uniqueId('gw'),
+      logger,
+      registry,
+      now,
+      heartbeatIntervalMs: options.heartbeatIntervalMs ?? 200,
+    }),
     events: sink,
-    logger: collectingLogger(logs),
+    logger,
     registry,
-    now: () => (last = Date.now() + offset),
-    heartbeatIntervalMs: options.heartbeatIntervalMs ?? 200,
+    now,
   });
   const gateway = { engine, redis, events: sink.events, registry, logs, lastNow: () => last };
   open.push(gateway);

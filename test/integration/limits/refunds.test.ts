@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import type { CompiledConfig } from '../../../crds/compiled.ts';
 import type { GatewaySettings } from '../../../crds/settings.ts';
+import { createLimitBackends } from '../../../sidecar/limits/backends.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
 import type { LimitEngine, LimitRequest } from '../../../sidecar/limits/types.ts';
 import { api, config, session } from '../../support/compiled-fixtures.ts';
@@ -36,7 +37,12 @@ function engineOn(store: 'memory' | 'redis', cfg: CompiledConfig): { engine: Lim
     const gateway = startGateway(cfg, testEnv().redisUrl);
     return { engine: gateway.engine, redis: gateway.redis };
   }
-  const engine = createLimitEngine({ config: cfg, instanceId: uniqueId('memory'), events: collectingSink(), logger: silentLogger });
+  const engine = createLimitEngine({
+    config: cfg,
+    backends: createLimitBackends({ instanceId: uniqueId('memory'), logger: silentLogger }),
+    events: collectingSink(),
+    logger: silentLogger,
+  });
   memoryEngines.push(engine);
   return { engine, redis: null };
 }

@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { CompiledConfig } from '../../../crds/compiled.ts';
+import { createLimitBackends } from '../../../sidecar/limits/backends.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
 import { collectingLogger } from '../../support/collecting-logger.ts';
 import { collectingSink } from '../../support/limits-fixtures.ts';
@@ -32,12 +33,16 @@ export function startGateway(
   const redis = createRedis(url, options.commandTimeoutMs ?? 2000, logger, metrics);
   const engine = createLimitEngine({
     config,
-    redis,
-    instanceId: options.instanceId ?? uniqueId('gw'),
+    backends: createLimitBackends({
+      redis,
+      instanceId: options.instanceId ?? uniqueId('gw'),
+      logger,
+      registry: metrics.registry,
+      heartbeatIntervalMs: options.heartbeatIntervalMs ?? 200,
+    }),
     events: collectingSink(),
     logger,
     registry: metrics.registry,
-    heartbeatIntervalMs: options.heartbeatIntervalMs ?? 200,
   });
   const gateway = { engine, redis, metrics, logs };
   open.push(gateway);

@@ -1,0 +1,50 @@
+import type { Cluster, Redis } from 'ioredis';
+import type { Registry } from 'prom-client';
+import type { Logger } from '../../common/logger.ts';
+import { GatewayHeartbeat } from './heartbeat.ts';
+import { StoreHealth } from './store-health.ts';
+import { MemoryLimitStore } from './stores/memory-store.ts';
+import { RedisLimitStore } from './stores/redis-store.ts';
+import type { LimitStore } from './stores/store.ts';
+
+/**
+ * What the engine counts with, built by whoever runs it (sidecar/app.ts, tests, benchmarks)
+ * and handed to it: the store of the shared limits, the live gateways that split each DRL
+ * limit (none without Redis), and the health both report to.
+ */
+export interface LimitBackends {
+  store: LimitStore;
+  peers: GatewayHeartbeat | null;
+  health: StoreHealth;
+}
+
+export interface LimitBackendOptions {
+  /** Absent: the in-memory store, one process (standalone mode). */
+  redis?: Redis | Cluster;
+  instanceId: string;
+  logger: Logger;
+  registry?: Registry;
+  /** This gateway's clock, the engine's too: the in-memory store and the heartbeats read it. */
+  now?: () => number;
+  /** DRL heartbeat period (about 2 s). */
+  heartbeatIntervalMs?: number;
+  /**
+   * Whether this gateway takes proxied traffic and so a share of every DRL limit (default
+   * true). An admin-only gateway is no peer: counting it would shrink every other share.
+   */
+  drlPeer?: boolean;
+}
+
+export function createLimitBackends(options: LimitBackendOptions): LimitBackends {
+  const health = new StoreHealth(options.logger, options.registry);
+  const now = options.now ?? Date.now;
+  const { redis, instanceId } = options;
+  if (!redis) return { store: new MemoryLimitStore(now), peers: null, health };
+  return {
+    store: new RedisLimitStore(redis, { instanceId, reporter: health }),
+    peers: options.drlPeer === false
+      ? null
+      : new GatewayHeartbeat({ redis, instanceId, intervalMs: options.heartbeatIntervalMs ?? 2000, now, reporter: health }),
+    health,
+  };
+}

@@ -1,0 +1,224 @@
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
+import type { CompiledSmoothing } from '../../../crds/compiled.ts';
+import { defaultGatewaySettings } from '../../../crds/settings.ts';
+import { MemoryLimitStore } from '../../../sidecar/limits/stores/memory-store.ts';
+import { RedisLimitStore } from '../../../sidecar/limits/stores/redis-store.ts';
+import type { LimitStore, StoreOp, StoreResult } from '../../../sidecar/limits/stores/store.ts';
+import { testEnv } from '../../harness/index.ts';
+import { manualClock } from '../../support/limits-fixtures.ts';
+import { uniqueId } from './helpers.ts';
+
+/**
+ * One store contract, proved on both stores: the in-memory store (standalone) and the Lua
+ * script on a real Redis run one table of op sequences on one manual clock, and each must
+ * give exactly the results the table writes out. Windows are a minute long so that Redis's
+ * key expiry, which runs on real time, never ends a window the manual clock still holds.
+ */
+
+const P = 60_000;
+
+/** The case's ops are built with its own limiter names and its start time. */
+interface Scope {
+  id(name: string): string;
+  start: number;
+}
+
+interface Step {
+  /** Milliseconds after the case's start. */
+  at: number;
+  ops: (scope: Scope) => StoreOp[];
+  /** A limit outside the store (the DRL) already refused the request. */
+  refused?: boolean;
+  /** The results, with reset times relative to the case's start (0 stays 0: never). */
+  expect: StoreResult[];
+}
+
+const ok = (limit: number, remaining: number, resetAt: number, smoothing: StoreResult['smoothing'] = null): StoreResult => ({
+  allowed: true,
+  limit,
+  remaining,
+  resetMs: resetAt,
+  smoothing,
+});
+const no = (limit: number, resetAt: number): StoreResult => ({ allowed: false, limit, remaining: 0, resetMs: resetAt, smoothing: null });
+
+const sliding = (limiterId: string, rate: number, smoothing: CompiledSmoothing | null = null): StoreOp => ({
+  kind: 'sliding_log',
+  limiterId,
+  rate,
+  perMs: P,
+  smoothing,
+});
+const sentinel = (limiterId: string, rate: number): StoreOp => ({ kind: 'sentinel', limiterId, rate, perMs: P });
+const fixed = (limiterId: string, rate: number): StoreOp => ({ kind: 'fixed_window', limiterId, rate, perMs: P });
+const quota = (quotaId: string, max: number, renewalMs: number, initRemaining: number, initRenewsMs: number): StoreOp => ({
+  kind: 'quota',
+  quotaId,
+  max,
+  renewalMs,
+  initRemaining,
+  initRenewsMs,
+});
+const smoothing = (delay: number): CompiledSmoothing => ({ enabled: true, threshold: 2, step: 2, trigger: 0.5, delay });
+
+const cases: [string, Step[]][] = [
+  [
+    'sliding log: every request is logged, refused ones too (spike arrest)',
+    [
+      { at: 0, ops: (s) => [sliding(s.id('l'), 2)], expect: [ok(2, 1, P)] },
+      { at: 1000, ops: (s) => [sliding(s.id('l'), 2)], expect: [ok(2, 0, P)] },
+      { at: 2000, ops: (s) => [sliding(s.id('l'), 2)], expect: [no(2, P)] },
+      // The first entry has left the window, but the refused one still counts.
+      { at: P + 1, ops: (s) => [sliding(s.id('l'), 2)], expect: [no(2, 1000 + P)] },
+      { at: P + 2001, ops: (s) => [sliding(s.id('l'), 2)], expect: [ok(2, 0, P + 1 + P)] },
+    ],
+  ],
+  [
+    'sentinel: the request that reaches the limit sets a flag that refuses for a whole window',
+    [
+      { at: 0, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 1, P)] },
+      { at: 1000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 0, P)] },
+      { at: 2000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [no(2, 1000 + P)] },
+      { at: P + 500, ops: (s) => [sentinel(s.id('s'), 2)], expect: [no(2, 1000 + P)] },
+      // Refusals under the flag were not logged: the window is empty once the flag is gone.
+      { at: P + 1000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 1, 2 * P + 1000)] },
+    ],
+  ],
+  [
+    'fixed window: one counter per window aligned to its length',
+    [
+      { at: 0, ops: (s) => [fixed(s.id('f'), 2)], expect: [ok(2, 1, P)] },
+      { at: 30_000, ops: (s) => [fixed(s.id('f'), 2)], expect: [ok(2, 0, P)] },
+      { at: P - 1, ops: (s) => [fixed(s.id('f'), 2)], expect: [no(2, P)] },
+      { at: P, ops: (s) => [fixed(s.id('f'), 2)], expect: [ok(2, 1, 2 * P)] },
+    ],
+  ],
+  [
+    'quota: counts down, refuses at zero, and renews whole',
+    [
+      { at: 0, ops: (s) => [quota(s.id('q'), 3, P, 3, s.start + P)], expect: [ok(3, 2, P)] },
+      { at: 1, ops: (s) => [quota(s.id('q'), 3, P, 3, s.start + P)], expect: [ok(3, 1, P)] },
+      { at: 2, ops: (s) => [quota(s.id('q'), 3, P, 3, s.start + P)], expect: [ok(3, 0, P)] },
+      { at: 3, ops: (s) => [quota(s.id('q'), 3, P, 3, s.start + P)], expect: [no(3, P)] },
+      { at: P, ops: (s) => [quota(s.id('q'), 3, P, 3, s.start + P)], expect: [ok(3, 2, 2 * P)] },
+    ],
+  ],
+  [
+    'quota: starts from the session\'s remaining count, and one without renewal never resets',
+    [
+      { at: 0, ops: (s) => [quota(s.id('q'), 5, 0, 1, 0)], expect: [ok(5, 0, 0)] },
+      { at: 10 * P, ops: (s) => [quota(s.id('q'), 5, 0, 1, 0)], expect: [no(5, 0)] },
+    ],
+  ],
+  [
+    'smoothing: the allowance rises by step with the rate and falls back when it drops',
+    [
+      { at: 0, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 1, P)] },
+      { at: 1, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 0, P)] },
+      { at: 2, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 1, P, { oldAllowance: 2, newAllowance: 4 })] },
+      { at: 3, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 0, P)] },
+      { at: 4, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(6, 1, P, { oldAllowance: 4, newAllowance: 6 })] },
+      { at: 2 * P, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 3, 3 * P, { oldAllowance: 6, newAllowance: 4 })] },
+      { at: 2 * P + 1, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 2, 3 * P)] },
+    ],
+  ],
+  [
+    'smoothing: no second change within delay of the last, so the lower allowance refuses',
+    [
+      { at: 0, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [ok(2, 1, P)] },
+      { at: 1, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [ok(2, 0, P)] },
+      { at: 2, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [ok(4, 1, P, { oldAllowance: 2, newAllowance: 4 })] },
+      { at: 3, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [ok(4, 0, P)] },
+      { at: 4, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [no(4, P)] },
+      { at: 1002, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [ok(6, 0, P, { oldAllowance: 4, newAllowance: 6 })] },
+    ],
+  ],
+  [
+    'the first refusal stops the request: later ops do not run, earlier admissions are given back',
+    [
+      { at: 0, ops: (s) => [fixed(s.id('b'), 1)], expect: [ok(1, 0, P)] },
+      {
+        at: 1,
+        ops: (s) => [fixed(s.id('a'), 5), fixed(s.id('b'), 1), sliding(s.id('c'), 5)],
+        expect: [ok(5, 4, P), no(1, P)],
+      },
+      { at: 2, ops: (s) => [fixed(s.id('a'), 5), sliding(s.id('c'), 5)], expect: [ok(5, 4, P), ok(5, 4, 2 + P)] },
+    ],
+  ],
+  [
+    'a request refused outside the store (the DRL) consumes nothing in it',
+    [
+      {
+        at: 0,
+        refused: true,
+        ops: (s) => [fixed(s.id('a'), 5), sentinel(s.id('b'), 1), sliding(s.id('c'), 5)],
+        expect: [ok(5, 4, P), ok(1, 0, P), ok(5, 4, P)],
+      },
+      {
+        at: 1,
+        ops: (s) => [fixed(s.id('a'), 5), sentinel(s.id('b'), 1), sliding(s.id('c'), 5)],
+        expect: [ok(5, 4, P), ok(1, 0, 1 + P), ok(5, 4, 1 + P)],
+      },
+      { at: 2, ops: (s) => [sentinel(s.id('b'), 1)], expect: [no(1, 1 + P)] },
+    ],
+  ],
+  [
+    'a quota refusal gives back the limits before it',
+    [
+      { at: 0, ops: (s) => [fixed(s.id('a'), 5), quota(s.id('q'), 1, P, 0, s.start + P)], expect: [ok(5, 4, P), no(1, P)] },
+      { at: 1, ops: (s) => [fixed(s.id('a'), 5)], expect: [ok(5, 4, P)] },
+    ],
+  ],
+];
+
+const redis = new Redis(testEnv().redisUrl, { maxRetriesPerRequest: 1 });
+const backgroundErrors: unknown[] = [];
+const settings = { ...defaultGatewaySettings, rate_limit_response_headers: 'rate_limits' as const };
+/** Every key a case may leave in Redis (a quota without renewal never expires). */
+const used: string[] = [];
+
+afterAll(async () => {
+  await redis.del(...used);
+  redis.disconnect();
+});
+
+const stores: [string, (now: () => number) => LimitStore][] = [
+  ['in-memory store', (now) => new MemoryLimitStore(now)],
+  [
+    'Redis store',
+    (now) => new RedisLimitStore(redis, { instanceId: uniqueId('conformance'), reporter: { failed: (e) => backgroundErrors.push(e), succeeded: () => undefined }, clock: now }),
+  ],
+];
+
+describe.each(stores)('store contract: %s', (_name, createStore) => {
+  it.each(cases)('%s', async (_case, steps) => {
+    // A whole hour ahead of now: fixed windows start on it, and absolute expiries set in
+    // Redis (a quota's) lie in the future.
+    const start = (Math.floor(Date.now() / 3_600_000) + 1) * 3_600_000;
+    const clock = manualClock(start);
+    const prefix = uniqueId('conformance');
+    const scope: Scope = {
+      id: (name) => {
+        const id = `${prefix}-${name}`;
+        used.push(limiterKey(id, 'log'), limiterKey(id, 'smooth'), limiterKey(id, 'sentinel'), quotaKey(id));
+        return id;
+      },
+      start,
+    };
+    const store = createStore(clock.now);
+    store.configure(settings);
+    try {
+      for (const step of steps) {
+        clock.set(start + step.at);
+        const results = await store.run(step.ops(scope), step.refused ?? false);
+        const relative = results.map((r) => ({ ...r, resetMs: r.resetMs === 0 ? 0 : r.resetMs - start }));
+        expect(relative, `at +${step.at} ms`).toEqual(step.expect);
+      }
+    } finally {
+      await store.close();
+    }
+    expect(backgroundErrors).toEqual([]);
+  });
+});
