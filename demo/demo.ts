@@ -154,6 +154,7 @@ async function start(addresses: DemoAddresses, adminSecret: string, dir: string)
         instanceId: 'gw-demo',
         adminSecret,
         portalSecret: randomBytes(12).toString('hex'),
+        bearerTokens: [],
         kubeconfig: undefined,
       },
       {

@@ -4,7 +4,8 @@ import { createLogger } from '../common/logger.ts';
 import { loadLocalSettings, resolveSettings, SettingsError } from '../common/settings-loader.ts';
 import { stopOnSignals } from '../common/stop-on-signals.ts';
 import { Operator } from './operator.ts';
-import { helpText, OptionsError, parseOptions } from './options.ts';
+import { OptionsError } from '../common/cli.ts';
+import { helpText, parseOptions } from './options.ts';
 
 /** `gw-operator`: flags/env → options (invalid ones stop the process with a message naming them), then run until SIGTERM/SIGINT. */
 async function main(): Promise<number | 'running'> {

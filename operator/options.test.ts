@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { helpText, OptionsError, parseOptions } from './options.ts';
+import { OptionsError } from '../common/cli.ts';
+import { helpText, parseOptions } from './options.ts';
 
 const base = { GW_REDIS_URL: 'redis://127.0.0.1:6379', GW_WEBHOOK_SERVICE: 'gw-webhook' };
 

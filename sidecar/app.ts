@@ -9,7 +9,7 @@ import { loadLocalSettings, resolveSettings } from '../common/settings-loader.ts
 import type { GatewaySettings } from '../crds/settings.ts';
 import { SessionCache } from './auth/session-cache.ts';
 import { PROXY_OFF, type SidecarOptions } from './cli.ts';
-import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator, staticTokensSchema } from './admin/index.ts';
+import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator } from './admin/index.ts';
 import { FolderConfigSource } from './config/folder-source.ts';
 import { KubeConfigSource } from './config/kube-source.ts';
 import { ConfigRuntime } from './config/runtime.ts';
@@ -116,21 +116,6 @@ function selectSource(options: SidecarOptions, overrides: SidecarOverrides, part
   });
 }
 
-/** Static bearer tokens for the category reads when no cluster checks them: GW_BEARER_TOKENS, a JSON array. */
-function staticTokens(env: NodeJS.ProcessEnv): StaticBearerAuthenticator {
-  const raw = env.GW_BEARER_TOKENS;
-  if (!raw) return new StaticBearerAuthenticator([]);
-  let value: unknown;
-  try {
-    value = JSON.parse(raw);
-  } catch (err) {
-    throw new Error(`invalid GW_BEARER_TOKENS: ${(err as Error).message}`, { cause: err });
-  }
-  const parsed = staticTokensSchema.safeParse(value);
-  if (!parsed.success) throw new Error(`invalid GW_BEARER_TOKENS: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  return new StaticBearerAuthenticator(parsed.data);
-}
-
 function adminHandler(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, runtime: ConfigRuntime): RequestListener {
   const { kubeConfig, logger, metrics, sessions, resources } = parts;
   const inCluster = options.configDir === undefined && kubeConfig !== undefined;
@@ -141,7 +126,7 @@ function adminHandler(options: SidecarOptions, overrides: SidecarOverrides, part
     auth: {
       adminSecret: options.adminSecret ?? '',
       portalSecret: options.portalSecret ?? '',
-      bearer: inCluster && kubeConfig ? new KubernetesBearerAuthenticator(kubeConfig) : staticTokens(overrides.env ?? process.env),
+      bearer: inCluster && kubeConfig ? new KubernetesBearerAuthenticator(kubeConfig) : new StaticBearerAuthenticator(options.bearerTokens),
     },
     logger,
     namespace: options.namespace,

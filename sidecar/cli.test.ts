@@ -6,8 +6,8 @@ describe('sidecar flags', () => {
   it('flag > env > default', () => {
     const options = parseSidecarArgs(['--listen', '127.0.0.1:9999'], { GW_LISTEN: '0.0.0.0:1', GW_ADMIN_LISTEN: '0.0.0.0:2', GW_APIS: 'a, b' });
     expect(options).toMatchObject({ listen: '127.0.0.1:9999', adminListen: '0.0.0.0:2', healthListen: '0.0.0.0:8082', namespace: 'default' });
-    expect(options?.apis).toEqual(new Set(['a', 'b']));
-    expect(parseSidecarArgs([], { GW_APIS: '*' })?.apis).toBe('*');
+    expect(options).toMatchObject({ apis: new Set(['a', 'b']) });
+    expect(parseSidecarArgs([], { GW_APIS: '*' })).toMatchObject({ apis: '*' });
   });
 
   it('listens on loopback by default standalone (--config or GW_CONFIG_DIR), on every interface in a cluster', () => {
@@ -19,8 +19,17 @@ describe('sidecar flags', () => {
     expect(helpText()).toContain('Default: 127.0.0.1:8081 with --config, else 0.0.0.0:8081.');
   });
 
-  it('--help gives null; unknown flags throw', () => {
-    expect(parseSidecarArgs(['--help'], {})).toBeNull();
+  it('reads the standalone bearer tokens as JSON, and refuses a bad list naming GW_BEARER_TOKENS', () => {
+    const tokens = [{ name: 'ci', token: 'ci-token-0123456789', permissions: ['list:categories'] }];
+    expect(parseSidecarArgs([], { GW_BEARER_TOKENS: JSON.stringify(tokens) })).toMatchObject({ bearerTokens: tokens });
+    expect(parseSidecarArgs([], {})).toMatchObject({ bearerTokens: [] });
+    expect(() => parseSidecarArgs([], { GW_BEARER_TOKENS: '[{"name":"ci"}]' })).toThrow(/^GW_BEARER_TOKENS: 0\.token: /);
+    expect(() => parseSidecarArgs([], { GW_LISTEN: 'nope' })).toThrow('--listen (GW_LISTEN): must be HOST:PORT');
+    expect(parseSidecarArgs([], { GW_LISTEN: 'off' })).toMatchObject({ listen: 'off' });
+  });
+
+  it('--help asks for help; unknown flags throw', () => {
+    expect(parseSidecarArgs(['--help'], {})).toBe('help');
     expect(() => parseSidecarArgs(['--nope'], {})).toThrow();
   });
 

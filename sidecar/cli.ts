@@ -1,34 +1,12 @@
 import { hostname } from 'node:os';
-import { parseArgs } from 'node:util';
-import { defaultGatewaySettings, gatewaySettingsSchema } from '../crds/settings.ts';
+import { z } from 'zod';
+import { cliHelpRows, jsonOption, listenOption, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
 import { envVarOf } from '../common/settings-loader.ts';
+import { defaultGatewaySettings, gatewaySettingsSchema } from '../crds/settings.ts';
+import { staticTokensSchema } from './admin/index.ts';
 
-/** Everything the sidecar process is told at start, from flags and their environment variables. */
-export interface SidecarOptions {
-  configDir: string | undefined;
-  listen: string;
-  adminListen: string;
-  healthListen: string;
-  redisUrl: string | undefined;
-  settingsFile: string | undefined;
-  /** `'*'` or the api_ids served. */
-  apis: '*' | ReadonlySet<string>;
-  namespace: string;
-  instanceId: string;
-  adminSecret: string | undefined;
-  portalSecret: string | undefined;
-  kubeconfig: string | undefined;
-}
-
-interface FlagSpec {
-  flag: string;
-  env: string;
-  value: string;
-  help: string;
-  fallback?: string;
-  /** Listeners: the port of the default address, whose host depends on the mode (defaultHost). */
-  port?: number;
-}
+/** The proxy listener address of a gateway that serves only the admin operations. */
+export const PROXY_OFF = 'off';
 
 /**
  * Where listeners bind when given no address: loopback standalone, so a gateway started on
@@ -37,36 +15,55 @@ interface FlagSpec {
  * the chart's admin gateway set their addresses explicitly anyway).
  */
 const defaultHost = (standalone: boolean): string => (standalone ? '127.0.0.1' : '0.0.0.0');
+const listenerPorts = { listen: 8080, adminListen: 8081, healthListen: 8082 } as const;
+type Listener = keyof typeof listenerPorts;
+const defaultAddress = (listener: Listener): string =>
+  ` Default: ${defaultHost(true)}:${listenerPorts[listener]} with --config, else ${defaultHost(false)}:${listenerPorts[listener]}.`;
 
-const flags: Record<string, FlagSpec> = {
-  config: { flag: 'config', env: 'GW_CONFIG_DIR', value: 'DIR', help: 'Folder of resource YAML (standalone mode); without it, config comes from Kubernetes.' },
-  listen: { flag: 'listen', env: 'GW_LISTEN', value: 'HOST:PORT', help: 'Proxy listener; "off" for a gateway that serves only the admin operations (no proxy, no share of a DRL limit).', port: 8080 },
-  'admin-listen': { flag: 'admin-listen', env: 'GW_ADMIN_LISTEN', value: 'HOST:PORT', help: 'Admin listener (the admin operations).', port: 8081 },
-  'health-listen': { flag: 'health-listen', env: 'GW_HEALTH_LISTEN', value: 'HOST:PORT', help: '/healthz, /readyz and /metrics.', port: 8082 },
-  'redis-url': { flag: 'redis-url', env: 'GW_REDIS_URL', value: 'URL', help: 'Redis for counters and sessions; without it, an in-memory store (one process).' },
-  settings: { flag: 'settings', env: 'GW_SETTINGS', value: 'FILE', help: 'Gateway settings file (YAML or JSON).' },
-  apis: { flag: 'apis', env: 'GW_APIS', value: 'IDS', help: 'Comma list of api_ids this sidecar serves; * for all in its namespace.', fallback: '*' },
-};
+function parseApis(value: string): '*' | ReadonlySet<string> {
+  const ids = value.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  return ids.length === 0 || ids.includes('*') ? '*' : new Set(ids);
+}
 
-const envOnly: [string, string][] = [
-  ['GW_NAMESPACE', 'Namespace whose compiled ConfigMaps are watched (the pod namespace). Default: default.'],
-  ['GW_INSTANCE_ID', 'This gateway instance (the pod name). Default: hostname-pid.'],
-  ['GW_ADMIN_SECRET', 'Admin key for Admin-Auth and X-GW-Authorization.'],
-  ['GW_PORTAL_SECRET', 'API key for the portal Authorization header.'],
-  ['GW_BEARER_TOKENS', 'Standalone only: JSON array of {name, token, permissions} for the category reads (in a cluster: TokenReview).'],
-  ['KUBECONFIG', 'Kubeconfig file outside a cluster (in a pod, the service account is used).'],
-  ['GW_LOG_LEVEL', 'pino log level. Default: info.'],
-];
+/** The sidecar's options: one table drives parsing, validation, their type and `--help` (common/cli.ts). */
+const table = {
+  configDir: { flag: 'config', value: 'DIR', env: 'GW_CONFIG_DIR', help: 'Folder of resource YAML (standalone mode); without it, config comes from Kubernetes.', schema: z.string().optional() },
+  listen: {
+    flag: 'listen',
+    value: 'HOST:PORT',
+    env: 'GW_LISTEN',
+    help: `Proxy listener HOST:PORT; "off" for a gateway that serves only the admin operations (no proxy, no share of a DRL limit).${defaultAddress('listen')}`,
+    schema: z.union([z.literal(PROXY_OFF), listenOption]).optional(),
+  },
+  adminListen: { flag: 'admin-listen', value: 'HOST:PORT', env: 'GW_ADMIN_LISTEN', help: `Admin listener HOST:PORT (the admin operations).${defaultAddress('adminListen')}`, schema: listenOption.optional() },
+  healthListen: { flag: 'health-listen', value: 'HOST:PORT', env: 'GW_HEALTH_LISTEN', help: `HOST:PORT of /healthz, /readyz and /metrics.${defaultAddress('healthListen')}`, schema: listenOption.optional() },
+  redisUrl: { flag: 'redis-url', value: 'URL', env: 'GW_REDIS_URL', help: 'Redis for counters and sessions; without it, an in-memory store (one process).', schema: redisUrlOption.optional() },
+  settingsFile: { flag: 'settings', value: 'FILE', env: 'GW_SETTINGS', help: 'Gateway settings file (YAML or JSON).', schema: z.string().optional() },
+  apis: {
+    flag: 'apis',
+    value: 'IDS',
+    env: 'GW_APIS',
+    help: 'Comma list of api_ids this sidecar serves; * for all in its namespace. Default: *.',
+    schema: z.string().default('*').transform(parseApis),
+  },
+  namespace: { env: 'GW_NAMESPACE', help: 'Namespace whose compiled ConfigMaps are watched (the pod namespace). Default: default.', schema: z.string().min(1).default('default') },
+  instanceId: { env: 'GW_INSTANCE_ID', help: 'This gateway instance (the pod name). Default: hostname-pid.', schema: z.string().min(1).default(`${hostname()}-${process.pid}`) },
+  adminSecret: { env: 'GW_ADMIN_SECRET', help: 'Admin key for Admin-Auth and X-GW-Authorization.', schema: z.string().optional() },
+  portalSecret: { env: 'GW_PORTAL_SECRET', help: 'API key for the portal Authorization header.', schema: z.string().optional() },
+  bearerTokens: {
+    env: 'GW_BEARER_TOKENS',
+    help: 'Standalone only: JSON array of {name, token, permissions} for the category reads (in a cluster: TokenReview).',
+    schema: jsonOption(staticTokensSchema, '[{"name":"ci","token":"…","permissions":["list:categories"]}]').default([]),
+  },
+  kubeconfig: { env: 'KUBECONFIG', help: 'Kubeconfig file outside a cluster (in a pod, the service account is used).', schema: z.string().optional() },
+} satisfies CliTable;
+
+/** Everything the sidecar process is told at start: the table's values, every listener resolved to an address. */
+export type SidecarOptions = Omit<CliValues<typeof table>, Listener> & Record<Listener, string>;
 
 export function helpText(): string {
-  const lines = ['Usage: gw-sidecar [flags]', '', 'Flags (each also settable by its environment variable; the flag wins):'];
-  for (const spec of Object.values(flags)) {
-    const address = spec.port ? ` Default: ${defaultHost(true)}:${spec.port} with --config, else ${defaultHost(false)}:${spec.port}.` : '';
-    const fallback = spec.fallback ? ` Default: ${spec.fallback}.` : address;
-    lines.push(`  --${spec.flag} ${spec.value}`.padEnd(32) + `${spec.env.padEnd(20)} ${spec.help}${fallback}`);
-  }
-  lines.push('  --help'.padEnd(32) + ''.padEnd(20) + ' Show this text.', '', 'Environment:');
-  for (const [name, help] of envOnly) lines.push(`  ${name.padEnd(50)} ${help}`);
+  const lines = ['Usage: gw-sidecar [flags]', '', 'Flags and environment variables (a flag wins over its variable):', ...cliHelpRows(table)];
+  lines.push('  --help'.padEnd(33) + 'Show this text.', `  ${''.padEnd(30)} ${'GW_LOG_LEVEL'.padEnd(30)} pino log level. Default: info.`);
   lines.push('', 'Gateway settings (settings file keys; each also GW_<OPTION>, which wins over the file):');
   for (const [option, schema] of Object.entries(gatewaySettingsSchema.shape)) {
     const fallback = JSON.stringify(defaultGatewaySettings[option as keyof typeof defaultGatewaySettings]);
@@ -75,40 +72,10 @@ export function helpText(): string {
   return lines.join('\n');
 }
 
-function parseApis(value: string): '*' | ReadonlySet<string> {
-  const ids = value.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
-  return ids.length === 0 || ids.includes('*') ? '*' : new Set(ids);
+/** Flags win over environment variables, which win over defaults. 'help': --help was given. */
+export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): SidecarOptions | 'help' {
+  const values = parseCli(table, argv, env);
+  if (values === 'help') return values;
+  const address = (listener: Listener): string => values[listener] ?? `${defaultHost(values.configDir !== undefined)}:${listenerPorts[listener]}`;
+  return { ...values, listen: address('listen'), adminListen: address('adminListen'), healthListen: address('healthListen') };
 }
-
-/** Flags win over environment variables, which win over defaults. `null`: --help was asked for. */
-/** The proxy listener address of a gateway that serves only the admin operations. */
-export const PROXY_OFF = 'off';
-
-export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): SidecarOptions | null {
-  const options = Object.fromEntries(Object.keys(flags).map((name) => [name, { type: 'string' as const }]));
-  const { values } = parseArgs({ args: argv, options: { ...options, help: { type: 'boolean' } }, strict: true });
-  if (values.help === true) return null;
-  const pick = (name: string): string | undefined => {
-    const spec = flags[name];
-    const fromFlag = (values as Record<string, string | boolean | undefined>)[name];
-    if (typeof fromFlag === 'string') return fromFlag;
-    return (spec ? env[spec.env] : undefined) || spec?.fallback;
-  };
-  const configDir = pick('config');
-  const address = (name: string): string => pick(name) ?? `${defaultHost(configDir !== undefined)}:${flags[name]!.port!}`;
-  return {
-    configDir,
-    listen: address('listen'),
-    adminListen: address('admin-listen'),
-    healthListen: address('health-listen'),
-    redisUrl: pick('redis-url'),
-    settingsFile: pick('settings'),
-    apis: parseApis(pick('apis') ?? '*'),
-    namespace: env.GW_NAMESPACE || 'default',
-    instanceId: env.GW_INSTANCE_ID || `${hostname()}-${process.pid}`,
-    adminSecret: env.GW_ADMIN_SECRET || undefined,
-    portalSecret: env.GW_PORTAL_SECRET || undefined,
-    kubeconfig: env.KUBECONFIG || undefined,
-  };
-}
-

@@ -14,7 +14,7 @@ async function main(): Promise<void> {
     process.stderr.write(`gw-sidecar: ${(err as Error).message}\n\n${helpText()}\n`);
     process.exit(2);
   }
-  if (options === null) {
+  if (options === 'help') {
     process.stdout.write(`${helpText()}\n`);
     return;
   }
@@ -30,6 +30,8 @@ async function main(): Promise<void> {
   }
   const running = sidecar;
   stopOnSignals(logger, 'stopping: draining in-flight requests', () => running.close());
+  // A promise nobody awaited must not end the gateway in front of production traffic.
+  process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
   process.on('SIGHUP', () => {
     running.runtime.reload().catch((err: unknown) => logger.error({ err }, 'reload on SIGHUP failed'));
   });

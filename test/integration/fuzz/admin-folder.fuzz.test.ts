@@ -80,8 +80,8 @@ describe('admin operations on a folder, fuzzed', () => {
         instanceId: uniqueId('fuzz-admin'),
         adminSecret: secrets.admin,
         portalSecret: secrets.portal,
+        bearerTokens: [{ name: 'reader', token: secrets.bearer, permissions: ['get:apidefinitions', 'list:apidefinitions', 'list:categories'] }],
       },
-      { env: { GW_BEARER_TOKENS: JSON.stringify([{ name: 'reader', token: secrets.bearer, permissions: ['get:apidefinitions', 'list:apidefinitions', 'list:categories'] }]) } },
     );
   });
 

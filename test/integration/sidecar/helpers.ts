@@ -56,6 +56,7 @@ export function sidecarOptions(namespace: string, redisUrl: string | undefined =
     instanceId: uniqueId('sidecar'),
     adminSecret: 'test-admin-secret',
     portalSecret: 'test-portal-secret',
+    bearerTokens: [],
     kubeconfig: testEnv().kubeconfig,
   };
 }
