@@ -1,5 +1,6 @@
 import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
+import { RestartingInformer } from '../../common/restarting-informer.ts';
 import type { Source, Verb, WatchEvent } from '../kit/watch.ts';
 import type { ResourceType } from './resources.ts';
 
@@ -8,17 +9,16 @@ const RESTART_MAX_MS = 10_000;
 
 /**
  * The informer cache of one kind over the watched namespaces (one informer per
- * namespace, or one cluster-wide). A failed list or watch stops a client-node informer,
- * so each one is restarted with backoff: an API-server outage delays reconciles, it
- * never ends them. Each change is handed on with the version seen before it.
+ * namespace, or one cluster-wide), each kept running through API-server outages
+ * (common/restarting-informer.ts). Each change is handed on with the version seen before it.
  */
 export class InformerSet<T extends KubernetesObject> implements Source<T> {
   readonly #informers: Array<Informer<T> & ObjectCache<T>> = [];
+  readonly #running: RestartingInformer<T>[] = [];
   readonly #log: Logger;
   readonly #handlers: Array<(event: WatchEvent<T>) => void> = [];
   /** The version of each object last handed on: the cache holds these very objects, so this costs one map entry each. */
   readonly #lastSeen = new Map<string, T>();
-  #stopped = false;
 
   constructor(kc: KubeConfig, type: ResourceType, namespaces: string[], log: Logger, labelSelector?: string) {
     this.#log = log.child({ informer: type.kind });
@@ -29,6 +29,7 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
       const informer = makeInformer<T>(kc, type.path(namespace), listFn as never, labelSelector);
       this.#wire(informer);
       this.#informers.push(informer);
+      this.#running.push(new RestartingInformer(informer, { log: this.#log, what: type.kind, baseMs: RESTART_BASE_MS, maxMs: RESTART_MAX_MS }));
     }
   }
 
@@ -38,13 +39,11 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
 
   /** Resolves once every informer has listed (its cache is filled). */
   async start(): Promise<void> {
-    this.#stopped = false;
-    await Promise.all(this.#informers.map((informer) => informer.start()));
+    await Promise.all(this.#running.map((informer) => informer.start()));
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    await Promise.all(this.#informers.map((informer) => informer.stop()));
+    await Promise.all(this.#running.map((informer) => informer.stop()));
   }
 
   get(namespace: string, name: string): T | undefined {
@@ -60,22 +59,9 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
   }
 
   #wire(informer: Informer<T> & ObjectCache<T>): void {
-    let failures = 0;
     informer.on('add', (obj) => this.#emit(obj, 'add'));
     informer.on('update', (obj) => this.#emit(obj, 'update'));
     informer.on('delete', (obj) => this.#emit(obj, 'delete'));
-    informer.on('connect', () => {
-      failures = 0;
-    });
-    informer.on('error', (error: unknown) => {
-      if (this.#stopped) return;
-      failures += 1;
-      const delay = Math.min(RESTART_MAX_MS, RESTART_BASE_MS * 2 ** failures);
-      this.#log.warn({ err: error, delayMs: delay }, 'watch failed; restarting');
-      setTimeout(() => {
-        if (!this.#stopped) void informer.start();
-      }, delay).unref();
-    });
   }
 
   #emit(object: T, verb: Verb): void {

@@ -1,4 +1,5 @@
 import { CoreV1Api, makeInformer, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { RestartingInformer } from '../../common/restarting-informer.ts';
 import { API_ID_LABEL, apiIdLabelValue, compiledApiId, CONFIG_KEY, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import type { Logger } from '../../common/logger.ts';
 import { compiledConfigSchema, type CompiledConfig } from '../../crds/compiled.ts';
@@ -40,55 +41,37 @@ export class KubeConfigSource implements ConfigSource {
   readonly #problems = new Map<string, string>();
   /** Served api ids by the label value their ConfigMaps carry (a hash for ids that are no valid label value). */
   readonly #servedByLabel: ReadonlyMap<string, string> | '*';
-  readonly #informer;
+  readonly #informer: RestartingInformer<V1ConfigMap>;
   #publish: (config: CompiledConfig) => void = () => undefined;
   #publishScheduled = false;
-  #stopped = false;
-  #failed = false;
-  #restartDelayMs = 1000;
-  #restartTimer: NodeJS.Timeout | undefined;
 
   constructor(options: KubeSourceOptions) {
     this.#options = options;
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.#servedByLabel = options.apis === '*' ? '*' : new Map([...options.apis].map((apiId) => [apiIdLabelValue(apiId), apiId]));
     const { namespace } = options;
-    this.#informer = makeInformer<V1ConfigMap>(
+    const informer = makeInformer<V1ConfigMap>(
       options.kubeConfig,
       `/api/v1/namespaces/${namespace}/configmaps`,
       () => this.#core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_BY_SELECTOR }),
       MANAGED_BY_SELECTOR,
     );
-    this.#informer.on('add', (cm) => this.#upsert(cm));
-    this.#informer.on('update', (cm) => this.#upsert(cm));
-    this.#informer.on('delete', (cm) => this.#remove(cm));
-    this.#informer.on('error', (err: unknown) => this.#restartLater(err));
+    informer.on('add', (cm) => this.#upsert(cm));
+    informer.on('update', (cm) => this.#upsert(cm));
+    informer.on('delete', (cm) => this.#remove(cm));
+    // After a good list even an empty namespace is a loaded (empty) config.
+    this.#informer = new RestartingInformer(informer, {
+      log: options.logger,
+      what: 'ConfigMap',
+      baseMs: 1000,
+      maxMs: maxRestartDelayMs,
+      onListed: () => this.#schedulePublish(),
+    });
   }
 
   async start(publish: (config: CompiledConfig) => void): Promise<void> {
     this.#publish = publish;
-    this.#stopped = false;
-    await this.#startInformer();
-  }
-
-  /** The informer lists before it watches; after a good list even an empty namespace is a loaded (empty) config. */
-  async #startInformer(): Promise<void> {
-    this.#failed = false;
     await this.#informer.start();
-    if (this.#failed) return;
-    this.#restartDelayMs = 1000;
-    this.#schedulePublish();
-  }
-
-  #restartLater(err: unknown): void {
-    this.#failed = true;
-    this.#options.logger.warn({ err }, 'ConfigMap watch failed; restarting');
-    if (this.#stopped) return;
-    clearTimeout(this.#restartTimer);
-    this.#restartTimer = setTimeout(() => {
-      if (!this.#stopped) void this.#startInformer();
-    }, this.#restartDelayMs);
-    this.#restartDelayMs = Math.min(this.#restartDelayMs * 2, maxRestartDelayMs);
   }
 
   #serves(cm: V1ConfigMap): string | null {
@@ -197,8 +180,6 @@ export class KubeConfigSource implements ConfigSource {
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#restartTimer);
     await this.#informer.stop();
   }
 }

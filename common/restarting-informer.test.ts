@@ -1,0 +1,49 @@
+import type { Informer, KubernetesObject } from '@kubernetes/client-node';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createLogger } from './logger.ts';
+import { RestartingInformer } from './restarting-informer.ts';
+
+/**
+ * The restart policy alone, on an informer whose lists fail on cue (a real API server's
+ * restarts are in test/integration/operator/api-server-restart and sidecar/kube-reconnect).
+ */
+function failingInformer(failures: number) {
+  let onError: (error: unknown) => void = () => undefined;
+  const starts: number[] = [];
+  let left = failures;
+  const informer = {
+    on: (verb: string, cb: (error: unknown) => void) => {
+      if (verb === 'error') onError = cb;
+    },
+    start: async () => {
+      starts.push(Date.now());
+      if (left-- > 0) onError(new Error('connect ECONNREFUSED'));
+    },
+    stop: async () => undefined,
+  };
+  return { informer: informer as unknown as Informer<KubernetesObject>, starts, failWatch: () => onError(new Error('watch closed')) };
+}
+
+afterEach(() => vi.useRealTimers());
+
+describe('an informer kept running through API-server outages', () => {
+  it('restarts after each failure, doubling the delay up to the cap, and calls onListed after each good list', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const { informer, starts, failWatch } = failingInformer(4);
+    let listed = 0;
+    const running = new RestartingInformer(informer, { log: createLogger('test', 'silent'), what: 'Thing', baseMs: 100, maxMs: 500, onListed: () => listed++ });
+    await running.start();
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(starts).toEqual([0, 100, 300, 700, 1200]);
+    expect(listed).toBe(1);
+    // A good list resets the backoff: the next failure waits the first delay again.
+    failWatch();
+    await vi.advanceTimersByTimeAsync(100);
+    expect(starts.at(-1)).toBe(2100);
+    expect(listed).toBe(2);
+    await running.stop();
+    failWatch();
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(starts).toHaveLength(6);
+  });
+});
