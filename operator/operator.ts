@@ -68,6 +68,7 @@ export class Operator {
   #resync: NodeJS.Timeout | undefined;
   #leading = false;
   #started = false;
+  readonly #events: KubeEventRecorder;
 
   constructor(options: OperatorOptions, deps: OperatorDeps) {
     this.options = options;
@@ -75,12 +76,13 @@ export class Operator {
     const kc = shareConnections(deps.kc);
     this.#redis = createRedis(options.redisUrl, this.#log);
     this.#informers = this.#makeInformers(kc);
+    this.#events = new KubeEventRecorder(kc, options.instanceId, this.#log);
     this.metrics = new OperatorMetrics(() => Object.fromEntries(Object.values(this.#controllers).map((c) => [c.kind, c.depth()])), deps.processMetrics ?? true);
     const ctx: ControllerContext = {
       log: this.#log,
       caches: this.#informers,
       status: new KubeStatusWriter(kc),
-      events: new KubeEventRecorder(kc, options.instanceId, this.#log),
+      events: this.#events,
       finalizers: new KubeFinalizerWriter(kc),
       configMaps: new KubeConfigMapWriter(kc),
       keySecrets: new KubeKeySecrets(kc),
@@ -150,6 +152,7 @@ export class Operator {
     await this.#stopLeading();
     await this.#webhook?.stop();
     await Promise.all(Object.values(this.#informers).map((informers) => informers.stop()));
+    await this.#events.close();
     if (this.#health) await drain(this.#health, 0);
     this.#redis.disconnect();
     this.#log.info('operator stopped');

@@ -89,7 +89,7 @@ export class ApiDefinitionController implements KindController {
     const action = await this.#ctx.configMaps.apply(desired, current);
     this.#ctx.metrics.configMapWrites.inc({ action });
     this.#ctx.log.info({ api: `${api.metadata.namespace}/${api.metadata.name}`, action }, 'compiled config written');
-    await this.#ctx.events.record(api, 'Normal', 'ConfigWritten', `compiled config ${action} in ConfigMap ${desired.metadata?.name} (${policyCount} granting policies)`);
+    this.#ctx.events.record(api, 'Normal', 'ConfigWritten', `compiled config ${action} in ConfigMap ${desired.metadata?.name} (${policyCount} granting policies)`);
   }
 
   /**

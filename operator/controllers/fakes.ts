@@ -83,7 +83,7 @@ export class RecordingStatusWriter implements StatusWriter {
 export class RecordingEvents implements EventRecorder {
   readonly events: Array<{ name: string; type: EventType; reason: string; message: string }> = [];
 
-  async record(obj: KubernetesObject, type: EventType, reason: string, message: string): Promise<void> {
+  record(obj: KubernetesObject, type: EventType, reason: string, message: string): void {
     this.events.push({ name: obj.metadata?.name ?? '', type, reason, message });
   }
 }

@@ -114,7 +114,7 @@ export class KeyController implements KindController {
     if (existing && JSON.stringify(existing) === JSON.stringify(outcome.session)) return { ok: true };
     await this.#ctx.sessions.put(hash, outcome.session);
     const where = key.spec.key_hash ? '' : ` (raw key in Secret ${keySecretName(key.metadata.name)})`;
-    await this.#ctx.events.record(key, 'Normal', existing ? 'SessionUpdated' : 'SessionCreated', `session ${existing ? 'updated' : 'stored'} in Redis${where}`);
+    this.#ctx.events.record(key, 'Normal', existing ? 'SessionUpdated' : 'SessionCreated', `session ${existing ? 'updated' : 'stored'} in Redis${where}`);
     return { ok: true };
   }
 

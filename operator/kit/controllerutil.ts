@@ -23,7 +23,7 @@ export async function setStatus<K extends KindName>(
   const status = nextStatus(obj, desired);
   if (!status) return;
   await writers.status.write(kind, obj, status);
-  if (!desired.ready) await writers.events.record(obj, 'Warning', desired.reason, desired.message);
+  if (!desired.ready) writers.events.record(obj, 'Warning', desired.reason, desired.message);
 }
 
 /** Sets an object's finalizer list (with the resourceVersion read, so a concurrent change conflicts instead of being overwritten). */

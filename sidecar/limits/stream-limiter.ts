@@ -26,6 +26,11 @@ export class StreamLimiter {
   /** Start of the latest interval a slot was given in, and how many it has given. */
   #windowStart = Number.NEGATIVE_INFINITY;
   #given = 0;
+  /**
+   * The callers of one slot wait on one timer, so they go on in arrival order: timers of
+   * different lengths set at different times may fire in either order at the same moment.
+   */
+  #pending: { start: number; ready: Promise<void> } | undefined;
 
   constructor(limit: CompiledStreamLimit, now: () => number = Date.now) {
     this.label = limit.label;
@@ -57,9 +62,9 @@ export class StreamLimiter {
     if (waitMs > maxWaitMs) throw new StreamRateLimitWaitError(this.label, maxWaitMs, waitMs);
     this.#windowStart = start;
     this.#given = given + 1;
+    if (waitMs === 0) return;
     try {
-      // Timers may fire a little early: wait until the slot's time has really come.
-      for (let left = waitMs; left > 0; left = start - this.#now()) await sleep(left, undefined, { signal });
+      await abortable(this.#readyAt(start), signal);
     } catch (error) {
       if (this.#windowStart === start) this.#given -= 1;
       // Surface the caller's own reason rather than a generic AbortError.
@@ -67,6 +72,29 @@ export class StreamLimiter {
       throw error;
     }
   }
+
+  #readyAt(start: number): Promise<void> {
+    if (this.#pending?.start !== start) this.#pending = { start, ready: this.#sleepUntil(start) };
+    return this.#pending.ready;
+  }
+
+  async #sleepUntil(start: number): Promise<void> {
+    // Timers may fire a little early: wait until the slot's time has really come.
+    for (let left = start - this.#now(); left > 0; left = start - this.#now()) await sleep(left);
+  }
+}
+
+/** `ready`, or the signal's reason as soon as the caller leaves. */
+function abortable(ready: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return ready;
+  return new Promise((resolve, reject) => {
+    const leave = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', leave, { once: true });
+    ready.then(() => {
+      signal.removeEventListener('abort', leave);
+      resolve();
+    }, reject);
+  });
 }
 
 /** One limiter per API and label, shared in process by every caller that names it. */

@@ -144,8 +144,9 @@ describe('helm install', () => {
       [{ verb: 'create', resource: 'configmaps', namespace: 'app' }, true],
       [{ verb: 'delete', resource: 'configmaps', namespace: 'app' }, true],
       [{ verb: 'create', resource: 'secrets', namespace: 'app' }, true],
-      [{ verb: 'create', resource: 'events', namespace: 'app' }, true],
       [{ verb: 'create', resource: 'events', group: 'events.k8s.io', namespace: 'app' }, true],
+      // Events are written as events.k8s.io/v1 only; the core/v1 path stays closed.
+      [{ verb: 'create', resource: 'events', namespace: 'app' }, false],
       [{ verb: 'create', resource: 'leases', group: 'coordination.k8s.io', namespace: 'release' }, true],
       [{ verb: 'update', resource: 'leases', group: 'coordination.k8s.io', name: 'gw-operator-leader', namespace: 'release' }, true],
       [{ verb: 'update', resource: 'leases', group: 'coordination.k8s.io', name: 'kube-scheduler', namespace: 'release' }, false],
@@ -184,6 +185,7 @@ describe('helm install', () => {
       [{ verb: 'delete', resource: 'configmaps', namespace: 'release' }, true],
       [{ verb: 'create', resource: 'events', group: 'events.k8s.io', namespace: 'release' }, true],
       // Forbidden samples.
+      [{ verb: 'create', resource: 'events', namespace: 'release' }, false],
       [{ verb: 'get', resource: 'secrets', namespace: 'release' }, false],
       [{ verb: 'create', resource: 'configmaps', namespace: 'release' }, false],
       [{ verb: 'create', resource: 'keys', group: 'gw.dev', namespace: 'app' }, false],

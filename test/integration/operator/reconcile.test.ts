@@ -116,8 +116,8 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect((await c.get('Category', ns, 'payments'))?.status?.apis).toBe(1);
     expect((await c.get('PortalProduct', ns, 'starter'))?.status?.tags).toBe(1);
     const events = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'involvedObject.name=keyless-api', '-o', 'json']);
-    const written = (JSON.parse(events.stdout) as { items: Array<{ reason: string; source: { component: string } }> }).items;
-    expect(written.map((e) => `${e.source.component}/${e.reason}`)).toContain('gw-operator/ConfigWritten');
+    const written = (JSON.parse(events.stdout) as { items: Array<{ reason: string; reportingComponent: string; action: string }> }).items;
+    expect(written.map((e) => `${e.reportingComponent}/${e.action}/${e.reason}`)).toContain('gw.dev/operator/Reconcile/ConfigWritten');
   });
 
   it('an edited policy changes the config of every API it grants, and of the ones it stopped granting', async () => {
