@@ -1,4 +1,5 @@
 import { Cluster, Redis, type RedisOptions } from 'ioredis';
+import type { Logger } from './logger.ts';
 
 /**
  * GW_REDIS_URL in its three topologies, the ones the Helm chart renders:
@@ -82,4 +83,19 @@ export function createRedisClient(url: string, options: RedisOptions): Redis | C
         redisOptions: { ...options, ...tls(target.tls), password: target.password },
       });
   }
+}
+
+/**
+ * Connection errors logged once per `everyMs` while Redis stays away (not once per
+ * reconnect attempt), counted by `onError`, and never thrown into the process: ioredis
+ * keeps reconnecting, and the caller's own timeouts decide what a command does meanwhile.
+ */
+export function reportConnectionErrors(redis: Redis | Cluster, log: Logger, everyMs: number, onError?: () => void): void {
+  let lastLogged = Number.NEGATIVE_INFINITY;
+  redis.on('error', (err: Error) => {
+    onError?.();
+    if (Date.now() - lastLogged < everyMs) return;
+    lastLogged = Date.now();
+    log.warn({ err }, 'redis unavailable');
+  });
 }

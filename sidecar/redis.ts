@@ -1,5 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
-import { createRedisClient } from '../common/redis-url.ts';
+import { createRedisClient, reportConnectionErrors } from '../common/redis-url.ts';
 import type { Logger } from '../common/logger.ts';
 import type { SidecarMetrics } from './metrics.ts';
 
@@ -17,15 +17,7 @@ export function createRedis(url: string, commandTimeoutMs: number, logger: Logge
     maxRetriesPerRequest: 1,
     retryStrategy: (attempt) => Math.min(100 * 2 ** Math.min(attempt, 5), 3000),
   });
-  let lastLogged = 0;
-  redis.on('error', (err: Error) => {
-    metrics.redisErrors.inc();
-    // One line per few seconds while Redis is away, not one per reconnect attempt.
-    if (Date.now() - lastLogged > 5000) {
-      lastLogged = Date.now();
-      logger.warn({ err }, 'redis error');
-    }
-  });
+  reportConnectionErrors(redis, logger, 5_000, () => metrics.redisErrors.inc());
   redis.on('ready', () => logger.info('redis connected'));
   return redis;
 }
