@@ -191,6 +191,11 @@ export class Gateway {
     if (admission.error !== null || match === null) {
       req.resume();
       const error = admission.error ?? gatewayErrors.notFound;
+      // Why a request was refused, for whoever runs at debug level. Never the URL: a
+      // client may have put its key in the query string.
+      if (this.#deps.logger.isLevelEnabled('debug')) {
+        this.#log(requestId).debug({ api, method: req.method, status: error.status, code: error.code }, 'request refused');
+      }
       sendError(res, error, admission.rateHeaders);
       this.#deps.metrics.requests.inc({ api, code_class: statusClass(res.statusCode) });
       this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });

@@ -23,6 +23,8 @@ export interface GwStackOptions {
   /** Folder for the settings file and the process logs (a fresh temporary one by default). */
   dir?: string;
   readyTimeoutMs?: number;
+  /** GW_LOG_LEVEL of both processes (default info). */
+  logLevel?: string;
 }
 
 export interface GwStack {
@@ -72,6 +74,7 @@ export async function startGwStack(o: GwStackOptions): Promise<GwStack> {
       // No kubelet runs pods here, so there is nothing to inject into; the webhook has its own tests.
       GW_WEBHOOK: 'false',
       GW_LEADER_ELECTION: 'true',
+      GW_LOG_LEVEL: o.logLevel ?? 'info',
     },
   });
   let sidecar: GwProcess | undefined;
@@ -95,6 +98,7 @@ export async function startGwStack(o: GwStackOptions): Promise<GwStack> {
         GW_LISTEN: proxy,
         GW_ADMIN_LISTEN: admin,
         GW_HEALTH_LISTEN: health,
+        GW_LOG_LEVEL: o.logLevel ?? 'info',
       },
     });
     await Promise.all([waitReady(operator, `http://${operatorHealth}/readyz`, timeoutMs), waitReady(sidecar, `http://${health}/readyz`, timeoutMs)]);

@@ -21,6 +21,8 @@ export interface InjectedSidecarOptions {
   kubectl: Kubectl;
   dir: string;
   readyTimeoutMs?: number;
+  /** GW_LOG_LEVEL of the process (default: the injected container's, info). */
+  logLevel?: string;
 }
 
 export interface InjectedSidecar {
@@ -96,7 +98,7 @@ export async function startInjectedSidecar(o: InjectedSidecarOptions): Promise<I
     name: 'gw-injected-sidecar',
     script: 'sidecar/main.ts',
     logPath: join(o.dir, 'injected-sidecar.log'),
-    env: { ...env, KUBECONFIG: o.kubeconfig },
+    env: { ...env, KUBECONFIG: o.kubeconfig, ...(o.logLevel ? { GW_LOG_LEVEL: o.logLevel } : {}) },
   });
   const url = (name: string): string => `http://${env[name]}`;
   try {
