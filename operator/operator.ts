@@ -30,6 +30,7 @@ import { drain, listen } from '../common/listen.ts';
 import { OperatorMetrics } from './runtime/metrics.ts';
 import { createRedis } from './runtime/redis-client.ts';
 import { releaseOwner } from './runtime/release-owner.ts';
+import { keepOnlyKeyHash } from './keys/key-secrets.ts';
 import { configMapType, customResourceType, secretType } from './runtime/resources.ts';
 import { KubeStatusWriter } from './runtime/status.ts';
 import { WebhookRunner } from './webhook/webhook-runner.ts';
@@ -185,8 +186,8 @@ export class Operator {
       keys: gw('Key'),
       categories: gw('Category'),
       products: gw('PortalProduct'),
-      configMaps: new InformerSet(kc, configMapType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
-      secrets: new InformerSet(kc, secretType(kc), namespaces, this.#log, MANAGED_BY_SELECTOR),
+      configMaps: new InformerSet(kc, configMapType(kc), namespaces, this.#log, { labelSelector: MANAGED_BY_SELECTOR }),
+      secrets: new InformerSet(kc, secretType(kc), namespaces, this.#log, { labelSelector: MANAGED_BY_SELECTOR, prune: keepOnlyKeyHash }),
     };
   }
 }

@@ -7,7 +7,7 @@ import type { ConfigMapWriter } from '../config/config-map-writer.ts';
 import type { FinalizerWriter } from '../kit/controllerutil.ts';
 import type { Request } from '../kit/reconciler.ts';
 import type { Source, WatchEvent } from '../kit/watch.ts';
-import { keySecret, type KeySecretStore } from '../keys/key-secrets.ts';
+import { hashOfSecret, keySecret, keySecretName, type KeySecretStore } from '../keys/key-secrets.ts';
 import type { EventRecorder, EventType } from '../runtime/event-recorder.ts';
 import type { GwObject, GwStatus } from '../runtime/gw-object.ts';
 import { OperatorMetrics } from '../runtime/metrics.ts';
@@ -114,11 +114,9 @@ export class MemoryKeySecrets implements KeySecretStore {
     this.#secrets = secrets;
   }
 
-  async read(namespace: string, name: string): Promise<V1Secret | undefined> {
-    return this.#secrets.get(namespace, name);
-  }
-
   async create(key: GwObject<'Key'>): Promise<string> {
+    const existing = hashOfSecret(this.#secrets.get(key.metadata.namespace, keySecretName(key.metadata.name)));
+    if (existing) return existing;
     this.#generated += 1;
     const { secret, hash } = keySecret(key, `raw-${this.#generated}`);
     this.#secrets.put(secret);

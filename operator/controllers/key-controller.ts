@@ -94,9 +94,10 @@ export class KeyController implements KindController {
     if (specHash) identity = { hash: specHash, secretName: undefined };
     else {
       const secretName = keySecretName(key.metadata.name);
-      const secret = this.#ctx.caches.secrets.get(key.metadata.namespace, secretName) ?? (await this.#ctx.keySecrets.read(key.metadata.namespace, secretName));
-      let hash = hashOfSecret(secret);
-      if (!secret) hash = await this.#ctx.keySecrets.create(key);
+      const secret = this.#ctx.caches.secrets.get(key.metadata.namespace, secretName);
+      // Not in the cache: almost always a new Key, so create at once; a Secret the cache has
+      // not seen yet makes the create conflict, and then it is read (KeySecretStore.create).
+      const hash = secret ? hashOfSecret(secret) : await this.#ctx.keySecrets.create(key);
       // Retrying cannot fill the Secret: a change to it enqueues the Key again.
       if (!hash) throw new TerminalError(`Secret ${secretName} holds no key`);
       identity = { hash, secretName };

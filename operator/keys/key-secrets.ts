@@ -12,12 +12,28 @@ export const KEY_LABEL = 'gw.dev/key';
 /** A new raw key: 32 random bytes, hex. It leaves this process only inside the Secret. */
 export const generateRawKey = (): string => randomBytes(32).toString('hex');
 
+/** Hashes of the raw keys of cached Secrets whose data the cache dropped (keepOnlyKeyHash). */
+const cachedHashes = new WeakMap<V1Secret, string | undefined>();
+
 /** The hash of the raw key a Secret holds, or undefined when it holds none. */
 export function hashOfSecret(secret: V1Secret | undefined): string | undefined {
-  const encoded = secret?.data?.[KEY_DATA];
+  if (secret === undefined) return undefined;
+  if (cachedHashes.has(secret)) return cachedHashes.get(secret);
+  const encoded = secret.data?.[KEY_DATA];
   if (!encoded) return undefined;
   const raw = Buffer.from(encoded, 'base64').toString('utf8');
   return raw === '' ? undefined : keyHash(raw);
+}
+
+/**
+ * The informer cache keeps a Key's Secret without its data, remembering only the key's
+ * hash: the raw keys of 10,000 Keys then never sit in the operator's memory, and the cache
+ * is that much smaller. Secrets of other kinds are left as they are.
+ */
+export function keepOnlyKeyHash(secret: V1Secret): void {
+  if (!secret.metadata?.labels?.[KEY_LABEL]) return;
+  cachedHashes.set(secret, hashOfSecret(secret));
+  delete secret.data;
 }
 
 /** The Secret holding a Key's raw key (owned by the Key, so it goes with it), and that key's hash. */
@@ -35,9 +51,8 @@ export function keySecret(key: GwObject<'Key'>, raw: string): { secret: V1Secret
   return { secret, hash: keyHash(raw) };
 }
 
-/** Secrets of kubectl-made Keys: read past a lagging cache, created once, deleted with the Key. */
+/** Secrets of kubectl-made Keys: created once, deleted with the Key. */
 export interface KeySecretStore {
-  read(namespace: string, name: string): Promise<V1Secret | undefined>;
   /** Creates the Secret with a fresh raw key; if one appeared meanwhile, that one wins. Returns the key's hash. */
   create(key: GwObject<'Key'>): Promise<string>;
   /** Deletes it; one already gone counts as deleted. */
@@ -51,7 +66,7 @@ export class KubeKeySecrets implements KeySecretStore {
     this.#api = kc.makeApiClient(CoreV1Api);
   }
 
-  async read(namespace: string, name: string): Promise<V1Secret | undefined> {
+  async #read(namespace: string, name: string): Promise<V1Secret | undefined> {
     try {
       return await this.#api.readNamespacedSecret({ name, namespace });
     } catch (error) {
@@ -67,7 +82,7 @@ export class KubeKeySecrets implements KeySecretStore {
       return hash;
     } catch (error) {
       if (!isConflict(error)) throw error;
-      const existing = await this.read(key.metadata.namespace, keySecretName(key.metadata.name));
+      const existing = await this.#read(key.metadata.namespace, keySecretName(key.metadata.name));
       const existingHash = hashOfSecret(existing);
       if (!existingHash) throw new Error(`Secret ${keySecretName(key.metadata.name)} exists without a "${KEY_DATA}" entry`, { cause: error });
       return existingHash;

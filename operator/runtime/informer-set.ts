@@ -20,7 +20,12 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
   /** The version of each object last handed on: the cache holds these very objects, so this costs one map entry each. */
   readonly #lastSeen = new Map<string, T>();
 
-  constructor(kc: KubeConfig, type: ResourceType, namespaces: string[], log: Logger, labelSelector?: string) {
+  readonly #prune: ((object: T) => void) | undefined;
+
+  /** `prune` trims each object before the cache keeps it (what the controllers never read). */
+  constructor(kc: KubeConfig, type: ResourceType, namespaces: string[], log: Logger, options: { labelSelector?: string; prune?: (object: T) => void } = {}) {
+    const { labelSelector } = options;
+    this.#prune = options.prune;
     this.#log = log.child({ informer: type.kind });
     const scopes = namespaces.length > 0 ? namespaces : [undefined];
     for (const namespace of scopes) {
@@ -68,6 +73,7 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
     // The cache holds this very object: dropping managedFields (never read here) saves
     // roughly a third of the cache's memory with 10,000 Keys and their Secrets.
     if (object.metadata) delete object.metadata.managedFields;
+    this.#prune?.(object);
     const id = `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
     const old = this.#lastSeen.get(id);
     if (verb === 'delete') this.#lastSeen.delete(id);
