@@ -29,10 +29,18 @@ export interface Watch {
 
 export const requestFor = (obj: KubernetesObject): Request => ({ namespace: obj.metadata?.namespace ?? '', name: obj.metadata?.name ?? '' });
 
-/** The controller's own kind: every change enqueues the object itself. */
+/**
+ * The controller's own kind: a change enqueues the object itself, except an update that
+ * touched only its status (the controller's own write, most of the time): reconciling
+ * again would only find it up to date, and with 10,000 Keys that is 10,000 reconciles.
+ * A status edited by hand is put right by the periodic resync.
+ */
 export function forObjects<T extends KubernetesObject>(source: Source<T>): Watch {
   return {
-    subscribe: (enqueue) => source.on((event) => enqueue(requestFor(event.object))),
+    subscribe: (enqueue) =>
+      source.on((event) => {
+        if (!statusOnlyUpdate(event)) enqueue(requestFor(event.object));
+      }),
     resyncRequests: () => source.list().map(requestFor),
   };
 }
@@ -64,3 +72,20 @@ export function watches<T extends KubernetesObject>(source: Source<T>, map: (eve
  */
 export const specChanged = (event: WatchEvent<KubernetesObject>): boolean =>
   event.verb !== 'update' || event.old === undefined || event.old.metadata?.generation !== event.object.metadata?.generation;
+
+const sameJson = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/** An update that changed neither the spec (generation) nor the metadata a reconcile reads. */
+export function statusOnlyUpdate(event: WatchEvent<KubernetesObject>): boolean {
+  if (event.verb !== 'update' || event.old === undefined) return false;
+  const before = event.old.metadata ?? {};
+  const after = event.object.metadata ?? {};
+  return (
+    before.generation === after.generation &&
+    sameJson(before.deletionTimestamp, after.deletionTimestamp) &&
+    sameJson(before.finalizers, after.finalizers) &&
+    sameJson(before.labels, after.labels) &&
+    sameJson(before.annotations, after.annotations) &&
+    sameJson(before.ownerReferences, after.ownerReferences)
+  );
+}
