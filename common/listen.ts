@@ -26,8 +26,8 @@ export function listen(server: Listener, address: string): Promise<AddressInfo> 
   });
 }
 
-export const urlOf = (info: AddressInfo): string =>
-  `http://${info.family === 'IPv6' ? `[${info.address}]` : info.address}:${info.port}`;
+export const urlOf = (info: AddressInfo, scheme: 'http' | 'https' = 'http'): string =>
+  `${scheme}://${info.family === 'IPv6' ? `[${info.address}]` : info.address}:${info.port}`;
 
 /** Stop accepting, let in-flight requests finish within `drainMs`, then cut what is left. */
 export function drain(server: Listener, drainMs: number): Promise<void> {

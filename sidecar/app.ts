@@ -8,7 +8,7 @@ import { MemorySessionStore, RedisSessionStore, type SessionStore } from '../com
 import { loadLocalSettings, resolveSettings } from '../common/settings-loader.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { SessionCache } from './auth/session-cache.ts';
-import { PROXY_OFF, type SidecarOptions } from './cli.ts';
+import { PROXY_OFF, TLS_LISTENERS, type SidecarOptions, type TlsListener } from './cli.ts';
 import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator } from './admin/index.ts';
 import { FolderConfigSource } from './config/folder-source.ts';
 import { KubeConfigSource } from './config/kube-source.ts';
@@ -28,6 +28,7 @@ import { createSidecarMetrics, type SidecarMetrics } from './metrics.ts';
 import { HttpProxyForwarder } from './proxy/http-proxy-forwarder.ts';
 import { UndiciForwarder } from './proxy/undici-forwarder.ts';
 import { createRedis } from './redis.ts';
+import { ReloadingTlsFiles } from '../common/tls-files.ts';
 import { FolderResourceStore } from './resources/folder-store.ts';
 import { KubernetesResourceStore } from './resources/kubernetes-store.ts';
 
@@ -134,15 +135,28 @@ function adminHandler(options: SidecarOptions, overrides: SidecarOverrides, part
   }) as RequestListener;
 }
 
+const TLS_LISTENERS_ALL: ReadonlySet<TlsListener> = new Set(TLS_LISTENERS);
+
+/** How often the TLS files are checked for a renewed certificate (the kubelet refreshes a Secret volume within about a minute). */
+const TLS_POLL_MS = 2000;
+
+function openTls(options: SidecarOptions, logger: Logger): Promise<ReloadingTlsFiles | undefined> {
+  if (options.tlsCertFile === undefined || options.tlsKeyFile === undefined) return Promise.resolve(undefined);
+  return ReloadingTlsFiles.open(options.tlsCertFile, options.tlsKeyFile, logger);
+}
+
 /**
  * One gateway process: proxy, admin and health listeners over one config runtime, one
- * limit engine and one store. Invalid local settings throw (SettingsError) before
- * anything listens.
+ * limit engine and one store. Invalid local settings (SettingsError) and a TLS pair that
+ * cannot serve (TlsFilesError) throw before anything listens.
  */
 export async function startSidecar(options: SidecarOptions, overrides: SidecarOverrides = {}): Promise<RunningSidecar> {
   const local = loadLocalSettings(options.settingsFile, overrides.env ?? process.env);
   const settings = resolveSettings(undefined, local);
-  const parts = buildParts(options, overrides, settings);
+  const startLogger = overrides.logger ?? createLogger('gw-sidecar');
+  // Opened before anything starts: a pair that cannot serve stops the start here.
+  const tls = await openTls(options, startLogger);
+  const parts = buildParts(options, { ...overrides, logger: startLogger }, settings);
   const { logger, metrics, engine, redis } = parts;
   const forwarderOptions = {
     timeoutMs: () => runtime.state().settings.upstream_timeout_ms,
@@ -182,15 +196,18 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     }
     return { ready: reasons.length === 0, reasons, problems };
   };
-  const proxyServer = boundedServer(gateway.handle, overrides);
+  const tlsOf = (listener: TlsListener): ReloadingTlsFiles | undefined => (options.tlsListeners ?? TLS_LISTENERS_ALL).has(listener) ? tls : undefined;
+  const proxyServer = boundedServer(gateway.handle, overrides, tlsOf('proxy'));
   proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));
   const healthServer = boundedServer(createHealthHandler(metrics.registry, { readiness }), overrides);
-  const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides);
+  const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'));
+  tls?.watch(TLS_POLL_MS);
   const drainMs = overrides.drainMs ?? 10_000;
   const close = async (): Promise<void> => {
     await Promise.all([drain(proxyServer, drainMs), drain(adminServer, drainMs)]);
     await drain(healthServer, 1000);
     await runtime.stop();
+    tls?.close();
     await Promise.all([engine.close(), undici.close(), httpProxy.close(), parts.events.close?.()]);
     if (redis) await redis.quit().catch(() => redis.disconnect());
     logger.info('gw-sidecar stopped');
@@ -202,11 +219,13 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
       listen(healthServer, options.healthListen),
     ]);
     await runtime.start();
-    const proxyUrl = proxyInfo ? urlOf(proxyInfo) : PROXY_OFF;
-    logger.info({ proxy: proxyUrl, admin: urlOf(adminInfo), health: urlOf(healthInfo) }, 'gw-sidecar listening');
+    const schemeOf = (listener: TlsListener): 'http' | 'https' => (tlsOf(listener) ? 'https' : 'http');
+    const proxyUrl = proxyInfo ? urlOf(proxyInfo, schemeOf('proxy')) : PROXY_OFF;
+    const adminUrl = urlOf(adminInfo, schemeOf('admin'));
+    logger.info({ proxy: proxyUrl, admin: adminUrl, health: urlOf(healthInfo) }, 'gw-sidecar listening');
     return {
       proxyUrl,
-      adminUrl: urlOf(adminInfo),
+      adminUrl,
       healthUrl: urlOf(healthInfo),
       runtime,
       metrics,

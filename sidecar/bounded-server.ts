@@ -1,4 +1,6 @@
 import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
+import type { ReloadingTlsFiles } from '../common/tls-files.ts';
 import type { Duplex } from 'node:stream';
 import { gatewayErrors } from './http/errors.ts';
 import { answerClientError, sendError, sendErrorOnSocket } from './http/respond.ts';
@@ -21,19 +23,20 @@ export interface BoundOverrides {
 }
 
 /**
- * An HTTP server for one of the sidecar's listeners, with the bounds above. Each refusal is
+ * An HTTP server for one of the sidecar's listeners (HTTPS when given `tls`), with the bounds above. Each refusal is
  * answered in the gateway's JSON shape with its code (431, 408, 400) before the connection
  * is closed, and the process goes on serving everyone else.
  */
-export function boundedServer(handler: RequestListener, overrides: BoundOverrides = {}): Server {
+export function boundedServer(handler: RequestListener, overrides: BoundOverrides = {}, tls?: ReloadingTlsFiles): Server {
   const headersTimeout = overrides.headersTimeoutMs ?? LISTENER_BOUNDS.headersTimeoutMs;
-  const server = createServer({
+  const options = {
     maxHeaderSize: LISTENER_BOUNDS.maxHeaderBytes,
     headersTimeout,
     // Node checks its timeouts at this interval; its 30 s default would let a slow client
     // keep its connection far past the headers timeout.
     connectionsCheckingInterval: Math.min(1000, headersTimeout),
-  }, (req, res) => {
+  };
+  const bounded: RequestListener = (req, res) => {
     if (tooManyHeaders(req)) {
       req.resume();
       res.shouldKeepAlive = false;
@@ -41,7 +44,14 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
       return;
     }
     handler(req, res);
-  });
+  };
+  // An https.Server is an http.Server on TLS: everything below applies to both.
+  let server: Server;
+  if (tls) {
+    const secure = createTlsServer({ ...options, ...tls.serverOptions() }, bounded);
+    tls.attach(secure);
+    server = secure;
+  } else server = createServer(options, bounded);
   // Every field is kept, so the count above sees them all (Node would silently drop past 2000).
   server.maxHeadersCount = 0;
   server.on('clientError', answerClientError);

@@ -28,6 +28,16 @@ describe('sidecar flags', () => {
     expect(parseSidecarArgs([], { GW_LISTEN: 'off' })).toMatchObject({ listen: 'off' });
   });
 
+  it('takes a TLS pair only whole, and the TLS listeners only from admin and proxy', () => {
+    expect(parseSidecarArgs(['--tls-cert', 'c.pem', '--tls-key', 'k.pem'], {})).toMatchObject({ tlsCertFile: 'c.pem', tlsKeyFile: 'k.pem' });
+    expect(() => parseSidecarArgs(['--tls-cert', 'c.pem'], {})).toThrow('--tls-cert (GW_TLS_CERT_FILE) and --tls-key (GW_TLS_KEY_FILE) go together');
+    expect(() => parseSidecarArgs([], { GW_TLS_KEY_FILE: 'k.pem' })).toThrow('go together');
+    expect(parseSidecarArgs([], { GW_TLS_LISTENERS: ' admin ' })).toMatchObject({ tlsListeners: new Set(['admin']) });
+    expect(parseSidecarArgs(['--tls-listeners', 'proxy,admin'], {})).toMatchObject({ tlsListeners: new Set(['admin', 'proxy']) });
+    expect(() => parseSidecarArgs(['--tls-listeners', 'admin,health'], {})).toThrow('--tls-listeners (GW_TLS_LISTENERS): must be a comma list of admin, proxy (got "admin,health")');
+    expect(() => parseSidecarArgs(['--tls-listeners', ','], {})).toThrow('must be a comma list');
+  });
+
   it('--help asks for help; unknown flags throw', () => {
     expect(parseSidecarArgs(['--help'], {})).toBe('help');
     expect(() => parseSidecarArgs(['--nope'], {})).toThrow();
@@ -35,7 +45,7 @@ describe('sidecar flags', () => {
 
   it('help lists every flag, env var and setting', () => {
     const text = helpText();
-    for (const word of ['--config', '--listen', '--admin-listen', '--health-listen', '--redis-url', '--settings', '--apis', 'GW_NAMESPACE', 'GW_ADMIN_SECRET', 'GW_DRL_THRESHOLD', 'GW_FORWARDER']) {
+    for (const word of ['--config', '--listen', '--admin-listen', '--health-listen', '--redis-url', '--settings', '--apis', 'GW_NAMESPACE', 'GW_ADMIN_SECRET', 'GW_DRL_THRESHOLD', 'GW_FORWARDER', '--tls-cert', '--tls-key', 'GW_TLS_LISTENERS']) {
       expect(text).toContain(word);
     }
   });

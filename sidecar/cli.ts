@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { cliHelpRows, jsonOption, listenOption, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
+import { cliHelpRows, jsonOption, listenOption, OptionsError, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
 import { envVarOf } from '../common/settings-loader.ts';
 import { defaultGatewaySettings, gatewaySettingsSchema } from '../crds/settings.ts';
 import { staticTokensSchema } from './admin/index.ts';
@@ -20,6 +20,21 @@ type Listener = keyof typeof listenerPorts;
 const defaultAddress = (listener: Listener): string =>
   ` Default: ${defaultHost(true)}:${listenerPorts[listener]} with --config, else ${defaultHost(false)}:${listenerPorts[listener]}.`;
 
+/** The listeners that can serve TLS; the health listener stays plain HTTP for the kubelet's probes. */
+export const TLS_LISTENERS = ['admin', 'proxy'] as const;
+export type TlsListener = (typeof TLS_LISTENERS)[number];
+
+const isTlsListener = (name: string): name is TlsListener => (TLS_LISTENERS as readonly string[]).includes(name);
+
+const tlsListenersOption = z.string().transform((value, ctx) => {
+  const names = value.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  if (names.length === 0 || !names.every(isTlsListener)) {
+    ctx.addIssue({ code: 'custom', message: `must be a comma list of admin, proxy (got "${value}")` });
+    return z.NEVER;
+  }
+  return new Set(names) as ReadonlySet<TlsListener>;
+});
+
 function parseApis(value: string): '*' | ReadonlySet<string> {
   const ids = value.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
   return ids.length === 0 || ids.includes('*') ? '*' : new Set(ids);
@@ -37,6 +52,15 @@ const table = {
   },
   adminListen: { flag: 'admin-listen', value: 'HOST:PORT', env: 'GW_ADMIN_LISTEN', help: `Admin listener HOST:PORT (the admin operations).${defaultAddress('adminListen')}`, schema: listenOption.optional() },
   healthListen: { flag: 'health-listen', value: 'HOST:PORT', env: 'GW_HEALTH_LISTEN', help: `HOST:PORT of /healthz, /readyz and /metrics.${defaultAddress('healthListen')}`, schema: listenOption.optional() },
+  tlsCertFile: { flag: 'tls-cert', value: 'FILE', env: 'GW_TLS_CERT_FILE', help: 'PEM certificate (chain) of the TLS listeners; with --tls-key. Re-read when the file changes.', schema: z.string().min(1).optional() },
+  tlsKeyFile: { flag: 'tls-key', value: 'FILE', env: 'GW_TLS_KEY_FILE', help: 'PEM private key of --tls-cert. Re-read when the file changes.', schema: z.string().min(1).optional() },
+  tlsListeners: {
+    flag: 'tls-listeners',
+    value: 'LIST',
+    env: 'GW_TLS_LISTENERS',
+    help: 'Listeners that serve TLS when a certificate is given: admin, proxy, or both. Default: admin,proxy.',
+    schema: tlsListenersOption.optional(),
+  },
   redisUrl: { flag: 'redis-url', value: 'URL', env: 'GW_REDIS_URL', help: 'Redis for counters and sessions; without it, an in-memory store (one process).', schema: redisUrlOption.optional() },
   settingsFile: { flag: 'settings', value: 'FILE', env: 'GW_SETTINGS', help: 'Gateway settings file (YAML or JSON).', schema: z.string().optional() },
   apis: {
@@ -76,6 +100,9 @@ export function helpText(): string {
 export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): SidecarOptions | 'help' {
   const values = parseCli(table, argv, env);
   if (values === 'help') return values;
+  if ((values.tlsCertFile === undefined) !== (values.tlsKeyFile === undefined)) {
+    throw new OptionsError('--tls-cert (GW_TLS_CERT_FILE) and --tls-key (GW_TLS_KEY_FILE) go together: give both or neither');
+  }
   const address = (listener: Listener): string => values[listener] ?? `${defaultHost(values.configDir !== undefined)}:${listenerPorts[listener]}`;
   return { ...values, listen: address('listen'), adminListen: address('adminListen'), healthListen: address('healthListen') };
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { createLogger } from '../common/logger.ts';
 import { SettingsError } from '../common/settings-loader.ts';
+import { TlsFilesError } from '../common/tls-files.ts';
 import { stopOnSignals } from '../common/stop-on-signals.ts';
 import { startSidecar } from './app.ts';
 import { helpText, parseSidecarArgs } from './cli.ts';
@@ -23,7 +24,7 @@ async function main(): Promise<void> {
   try {
     sidecar = await startSidecar(options, { logger });
   } catch (err) {
-    const message = err instanceof SettingsError ? err.message : String(err);
+    const message = err instanceof SettingsError || err instanceof TlsFilesError ? err.message : String(err);
     logger.fatal({ err }, `gw-sidecar cannot start: ${message}`);
     process.stderr.write(`gw-sidecar: cannot start: ${message}\n`);
     process.exit(1);

@@ -405,6 +405,25 @@ describe('helm template with non-default values', () => {
     await serverValidate(objects);
   });
 
+  it('serves the admin listener over HTTPS from a TLS Secret when told, leaving health plain for the probes', async () => {
+    const objects = await renderChart(ns, { 'admin.tls.secretName': 'gw-admin-tls' });
+    const admin = findObject(objects, 'Deployment', 'gw-admin');
+    const env = containerEnv(admin);
+    expect(envValue(env, 'GW_TLS_CERT_FILE').value).toBe('/etc/gw-tls/tls.crt');
+    expect(envValue(env, 'GW_TLS_KEY_FILE').value).toBe('/etc/gw-tls/tls.key');
+    expect(envValue(env, 'GW_TLS_LISTENERS').value).toBe('admin');
+    const pod = admin.spec.template.spec;
+    expect(pod.volumes).toContainEqual({ name: 'tls', secret: { secretName: 'gw-admin-tls' } });
+    expect(pod.containers[0].volumeMounts).toContainEqual({ name: 'tls', mountPath: '/etc/gw-tls', readOnly: true });
+    expect(pod.containers[0].readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'health' });
+    expect(findObject(objects, 'Service', 'gw-admin').spec.ports).toEqual([{ name: 'https-admin', port: 8081, targetPort: 'admin', protocol: 'TCP' }]);
+    await serverValidate(objects);
+    // Without the value, nothing of it: no env, no volume.
+    const plain = findObject(await renderChart(ns, {}), 'Deployment', 'gw-admin');
+    expect(containerEnv(plain).some((e) => e.name.startsWith('GW_TLS_'))).toBe(false);
+    expect(plain.spec.template.spec.volumes.some((v: { name: string }) => v.name === 'tls')).toBe(false);
+  });
+
   it('uses given secrets and an existing auth Secret as told', async () => {
     const given = await renderChart(ns, { 'auth.adminSecret': 'admin-given', 'auth.portalSecret': 'portal-given', 'redis.auth.password': 'redis-given' });
     const auth = findObject(given, 'Secret', 'gw-auth');
