@@ -54,4 +54,4 @@ export async function startControlPlane(): Promise<ControlPlaneHandle> {
   }
   return plane;
 }
-export { startRedisCluster, startRedisSentinel, startRedisWithPassword, type RedisClusterHandle, type RedisSentinelHandle, type PasswordRedisHandle } from './redis-topologies.ts';
+export { startRedisCluster, startRedisSentinel, startRedisTls, startRedisWithPassword, type RedisClusterHandle, type RedisSentinelHandle, type PasswordRedisHandle, type TlsRedisHandle } from './redis-topologies.ts';

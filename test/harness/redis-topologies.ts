@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
@@ -257,4 +257,77 @@ export async function startRedisWithPassword(password: string): Promise<Password
   await startEach(nodes, dir, [() => launch(dir, 'redis-auth', (port) => baseArgs(dir, port, password), probe(password))]);
   const port = nodes[0]!.port;
   return { url: `redis://${auth(password)}127.0.0.1:${port}`, port, password, dispose: () => stopAll(nodes, dir) };
+}
+
+export interface TlsRedisHandle {
+  /** `rediss://<user>:<password>@127.0.0.1:<port>`: the ACL user gw runs as, over TLS. */
+  url: string;
+  /** `redis://<user>:<password>@127.0.0.1:<plainPort>`: the same user on the plain port, for clients in the test's own process (which cannot be told a CA through GW_REDIS_URL). */
+  plainUrl: string;
+  port: number;
+  /** PEM of the CA that signed the server's certificate (clients must trust it). */
+  ca: string;
+  /** The default user, which may do anything: for the test's own reads (ACL LOG, keys). */
+  admin(): Redis;
+  dispose(): Promise<void>;
+}
+
+export interface TlsRedisOptions {
+  /** Folder holding `ca.crt` and `<serverCert>.crt`/`.key` (test/harness/certs.ts CertIssuer). */
+  certDir: string;
+  serverCert: string;
+  user: string;
+  password: string;
+  /** ACL rules of `user` after `on >password`, e.g. `~gw:* -@all +get`. */
+  rules: string[];
+}
+
+/**
+ * One server with a TLS port and a plain one, that knows an ACL user besides the default
+ * one, whose password only the harness holds.
+ */
+export async function startRedisTls(opts: TlsRedisOptions): Promise<TlsRedisHandle> {
+  const dir = serverDir('redis-tls');
+  const nodes: Node[] = [];
+  const ca = readFileSync(join(opts.certDir, 'ca.crt'), 'utf8');
+  const adminPassword = `admin-${Date.now().toString(36)}`;
+  const connectAdmin = (port: number, retry: boolean): Redis =>
+    new Redis({ host: '127.0.0.1', port, password: adminPassword, tls: { ca }, lazyConnect: true, maxRetriesPerRequest: retry ? 1 : 0, ...(retry ? {} : { retryStrategy: () => null }) });
+  const ready = async (port: number): Promise<boolean> => {
+    const redis = connectAdmin(port, false);
+    try {
+      await redis.connect();
+      return (await redis.ping()) === 'PONG';
+    } catch {
+      return false;
+    } finally {
+      redis.disconnect();
+    }
+  };
+  let plainPort = 0;
+  const args = async (port: number): Promise<string[]> => [
+    '--port', String((plainPort = await freePort())), '--tls-port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', dir,
+    '--tls-cert-file', join(opts.certDir, `${opts.serverCert}.crt`), '--tls-key-file', join(opts.certDir, `${opts.serverCert}.key`),
+    '--tls-ca-cert-file', join(opts.certDir, 'ca.crt'), '--tls-auth-clients', 'no',
+    '--requirepass', adminPassword,
+    '--user', opts.user, 'on', `>${opts.password}`, ...opts.rules,
+  ];
+  await startEach(nodes, dir, [() => launch(dir, 'redis-tls', args, ready)]);
+  const port = nodes[0]!.port;
+  const admins: Redis[] = [];
+  return {
+    url: `rediss://${encodeURIComponent(opts.user)}:${encodeURIComponent(opts.password)}@127.0.0.1:${port}`,
+    plainUrl: `redis://${encodeURIComponent(opts.user)}:${encodeURIComponent(opts.password)}@127.0.0.1:${plainPort}`,
+    port,
+    ca,
+    admin: () => {
+      const redis = connectAdmin(port, true);
+      admins.push(redis);
+      return redis;
+    },
+    dispose: async () => {
+      for (const redis of admins) redis.disconnect();
+      await stopAll(nodes, dir);
+    },
+  };
 }
