@@ -28,7 +28,7 @@ describe('admissionResponse', () => {
     const answer = body as Answer;
     expect(answer.response).toMatchObject({ uid: 'uid-1', allowed: true, patchType: 'JSONPatch' });
     const patch = JSON.parse(Buffer.from(answer.response.patch!, 'base64').toString('utf8')) as Array<{ path: string }>;
-    expect(patch.map((op) => op.path)).toEqual(['/spec/initContainers', '/metadata/annotations/gw.dev~1injected']);
+    expect(patch.map((op) => op.path)).toEqual(['/spec/initContainers', '/metadata/annotations/gw.dev~1injected', '/metadata/labels']);
   });
 
   it('allows other pods and other kinds without a patch', () => {

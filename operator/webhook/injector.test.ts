@@ -38,6 +38,12 @@ describe('injectionPatch', () => {
     expect(container.resources?.requests).toEqual({ cpu: '50m', memory: '64Mi' });
     expect(container.securityContext).toMatchObject({ runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
     expect(patch[1]).toEqual({ op: 'add', path: '/metadata/annotations/gw.dev~1injected', value: 'true' });
+    expect(patch[2]).toEqual({ op: 'add', path: '/metadata/labels', value: { 'gw.dev/gateway': 'true' } });
+  });
+
+  it('labels the pod as a gateway, keeping the labels it has', () => {
+    const labelled = { ...pod({ 'gw.dev/inject': 'true' }), metadata: { name: 'app', labels: { app: 'shop' }, annotations: { 'gw.dev/inject': 'true' } } };
+    expect(patchOf(injectionPatch(labelled, options))[2]).toEqual({ op: 'add', path: '/metadata/labels/gw.dev~1gateway', value: 'true' });
   });
 
   it('puts the sidecar first among existing init containers', () => {

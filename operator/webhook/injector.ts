@@ -4,6 +4,11 @@ import { sidecarResourcesFor, type SidecarResources } from './sidecar-resources.
 export const INJECT_ANNOTATION = 'gw.dev/inject';
 export const APIS_ANNOTATION = 'gw.dev/apis';
 export const INJECTED_ANNOTATION = 'gw.dev/injected';
+/**
+ * The same mark as a label, so that a selector can find the pods that run a gateway: the
+ * chart's NetworkPolicy lets them, and no other app pod, reach Redis.
+ */
+export const GATEWAY_POD_LABEL = 'gw.dev/gateway';
 export const SIDECAR_NAME = 'gw-sidecar';
 
 export const SIDECAR_PORTS = { proxy: 8080, admin: 8081, health: 8082 } as const;
@@ -52,9 +57,19 @@ export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionRe
   const patch: JsonPatchOp[] = pod.spec?.initContainers
     ? [{ op: 'add', path: '/spec/initContainers/0', value: container }]
     : [{ op: 'add', path: '/spec/initContainers', value: [container] }];
-  patch.push({ op: 'add', path: `/metadata/annotations/${INJECTED_ANNOTATION.replace('/', '~1')}`, value: 'true' });
+  patch.push({ op: 'add', path: `/metadata/annotations/${pointerToken(INJECTED_ANNOTATION)}`, value: 'true' }, gatewayLabel(pod));
   return { patch };
 }
+
+/** Adds GATEWAY_POD_LABEL, creating the labels map when the pod has none. */
+function gatewayLabel(pod: V1Pod): JsonPatchOp {
+  return pod.metadata?.labels
+    ? { op: 'add', path: `/metadata/labels/${pointerToken(GATEWAY_POD_LABEL)}`, value: 'true' }
+    : { op: 'add', path: '/metadata/labels', value: { [GATEWAY_POD_LABEL]: 'true' } };
+}
+
+/** A map key as one JSON Pointer token (RFC 6901: `~` and `/` escaped). */
+const pointerToken = (key: string): string => key.replaceAll('~', '~0').replaceAll('/', '~1');
 
 export function sidecarContainer(apis: string, options: SidecarOptions): V1Container {
   const env: NonNullable<V1Container['env']> = [

@@ -5,6 +5,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { defaultGatewaySettings, gatewaySettingsSchema } from '../../../crds/settings.ts';
 import { parseOptions } from '../../../operator/options.ts';
+import { GATEWAY_POD_LABEL } from '../../../operator/webhook/injector.ts';
 import { createNamespace, kubectl } from '../../harness/index.ts';
 import { CHART_DIR, containerEnv, envValue, findObject, helm, podSpecs, renderChart, setArgs, type K8sObject } from './helm.ts';
 
@@ -422,6 +423,47 @@ describe('helm template with non-default values', () => {
     const plain = findObject(await renderChart(ns, {}), 'Deployment', 'gw-admin');
     expect(containerEnv(plain).some((e) => e.name.startsWith('GW_TLS_'))).toBe(false);
     expect(plain.spec.template.spec.volumes.some((v: { name: string }) => v.name === 'tls')).toBe(false);
+  });
+
+  it('ships NetworkPolicies when told: labelled clients to the admin port, gw pods to Redis', async () => {
+    expect((await renderChart(ns, {})).some((o) => o.kind === 'NetworkPolicy')).toBe(false);
+    const objects = await renderChart(ns, { 'networkPolicy.enabled': true });
+    const ports = (workload: K8sObject): string[] => workload.spec.template.spec.containers[0].ports.map((p: { name: string }) => p.name);
+
+    const admin = findObject(objects, 'Deployment', 'gw-admin');
+    const adminPolicy = findObject(objects, 'NetworkPolicy', 'gw-admin');
+    expect(adminPolicy.spec.podSelector.matchLabels).toEqual(admin.spec.selector.matchLabels);
+    expect(adminPolicy.spec.policyTypes).toEqual(['Ingress']);
+    expect(adminPolicy.spec.ingress).toEqual([
+      { from: [{ podSelector: { matchLabels: { 'gw.dev/admin-client': 'true' } }, namespaceSelector: {} }], ports: [{ port: 'admin', protocol: 'TCP' }] },
+      { ports: [{ port: 'health', protocol: 'TCP' }] },
+    ]);
+    expect(ports(admin)).toEqual(expect.arrayContaining(['admin', 'health']));
+
+    const redis = findObject(objects, 'StatefulSet', 'gw-redis');
+    const redisPolicy = findObject(objects, 'NetworkPolicy', 'gw-redis');
+    expect(redisPolicy.spec.podSelector.matchLabels).toEqual(redis.spec.selector.matchLabels);
+    expect(redisPolicy.spec.ingress).toEqual([
+      {
+        from: [
+          { podSelector: { matchLabels: findObject(objects, 'Deployment', 'gw-operator').spec.selector.matchLabels } },
+          { podSelector: { matchLabels: admin.spec.selector.matchLabels } },
+          // The label the webhook puts on every pod it injects a gateway into, in any namespace.
+          { podSelector: { matchLabels: { [GATEWAY_POD_LABEL]: 'true' } }, namespaceSelector: {} },
+        ],
+        ports: [{ port: 'redis', protocol: 'TCP' }],
+      },
+    ]);
+    expect(ports(redis)).toContain('redis');
+    await serverValidate(objects);
+
+    const scoped = await renderChart(ns, { 'networkPolicy.enabled': true, 'networkPolicy.adminClients.namespaceLabels': { team: 'ops' }, 'redis.enabled': false, 'redis.external.url': 'redis://r:6379' });
+    expect(findObject(scoped, 'NetworkPolicy', 'gw-admin').spec.ingress[0].from[0].namespaceSelector).toEqual({ matchLabels: { team: 'ops' } });
+    expect(scoped.filter((o) => o.kind === 'NetworkPolicy').map((o) => o.metadata.name)).toEqual(['gw-admin']);
+    // No labels at all would let every pod in: the schema refuses it (null removes the default label).
+    const empty = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'networkPolicy.enabled': true, 'networkPolicy.adminClients.podLabels.gw\\.dev/admin-client': null })], { allowFail: true });
+    expect(empty.code).not.toBe(0);
+    expect(empty.stderr).toContain("at '/networkPolicy/adminClients/podLabels': minProperties: got 0, want 1");
   });
 
   it('uses given secrets and an existing auth Secret as told', async () => {

@@ -78,6 +78,7 @@ describe('operator: sidecar injection webhook', () => {
     });
     expectSidecar(injected.spec?.initContainers?.[0]);
     expect(injected.metadata?.annotations?.['gw.dev/injected']).toBe('true');
+    expect(injected.metadata?.labels).toEqual({ 'gw.dev/gateway': 'true' });
     expect(injected.spec?.containers.map((c) => c.name)).toEqual(['app']);
     const stored = await core.readNamespacedPod({ namespace: appNs, name: 'with-gateway' });
     expect(stored.spec?.initContainers?.map((c) => c.name)).toEqual(['gw-sidecar']);
@@ -85,6 +86,7 @@ describe('operator: sidecar injection webhook', () => {
     const plain = await core.createNamespacedPod({ namespace: appNs, body: pod('without-gateway') });
     expect(plain.spec?.initContainers ?? []).toEqual([]);
     expect(plain.metadata?.annotations?.['gw.dev/injected']).toBeUndefined();
+    expect(plain.metadata?.labels).toBeUndefined();
     expect(plain.spec?.containers.map((c) => c.name)).toEqual(['app']);
   });
 
