@@ -1,7 +1,7 @@
 /**
  * Faults on the real node, each under a steady load from inside the cluster's network: the
  * Redis pod deleted, a sidecar's process killed, the webhook gone while pods are created, the
- * API server restarted. For each: requests answered as they should be, answered wrongly, lost,
+ * API server restarted, a sidecar OOM-killed at its memory limit. For each: requests answered as they should be, answered wrongly, lost,
  * and the time to recover. The figures go to the README's Reliability section.
  */
 import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
@@ -254,4 +254,82 @@ describe('faults on the real node, under steady load', () => {
     expect(r.wrong).toBe(0);
     expectNoneLostByGw(report);
   }, 300_000);
+
+  it('a sidecar OOM-killed at its memory limit under load: the app keeps running, the sidecar restarts, limits still hold', async () => {
+    // A pod of its own, whose app reads each body and answers 300 ms later, so requests pile up
+    // in the gateway; its sidecar's memory limit is set a little above what it uses idle.
+    const MiB = 1024 * 1024;
+    const api = (name: string, limit: Record<string, number> | undefined) => ({
+      apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name, namespace: NS },
+      spec: { api_id: name, name, use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000', strip_listen_path: true },
+        ...(limit ? { global_rate_limit: limit } : {}) },
+    });
+    const slowApp = (memoryLimit: string) => {
+      const app = demoApp(NS, `gw-sidecar:${VERSION}`, 'oom-big,oom-low', 'oomy');
+      const pod = app.spec.template;
+      return { ...app, spec: { ...app.spec, replicas: 1, template: {
+        metadata: { ...pod.metadata, annotations: { ...pod.metadata.annotations, 'gw.dev/sidecar-memory-limit': memoryLimit, 'gw.dev/sidecar-memory-request': memoryLimit } },
+        spec: { ...pod.spec, containers: [{ ...pod.spec.containers[0], command: ['node', '-e',
+          "require('node:http').createServer((q, s) => { q.resume(); q.on('end', () => setTimeout(() => s.end('{}'), 300)); }).listen(9000, '127.0.0.1')"] }] },
+      } } };
+    };
+    type Pod = { metadata: { name: string }; status: {
+      containerStatuses?: Array<{ name: string; restartCount: number }>;
+      initContainerStatuses?: Array<{ name: string; restartCount: number; ready: boolean; lastState?: { terminated?: { reason?: string } } }> } };
+    const onlyPod = async (): Promise<Pod> => {
+      const pods = (JSON.parse(await kubectl(['-n', NS, 'get', 'pods', '-l', 'app=oomy', '-o', 'json'])) as { items: Pod[] }).items;
+      if (pods.length !== 1) throw new Error(`expected one oomy pod, found ${pods.length}`);
+      return pods[0] as Pod;
+    };
+    const sidecarOf = (pod: Pod) => pod.status.initContainerStatuses?.find((c) => c.name === 'gw-sidecar');
+    const rollout = async (memoryLimit: string): Promise<Pod> => {
+      await kubectl(['apply', '-f', '-'], JSON.stringify(slowApp(memoryLimit)));
+      await kubectl(['-n', NS, 'rollout', 'status', 'deployment/oomy', '--timeout=180s']);
+      await waitFor('one oomy pod, ready', 60_000, async () => sidecarOf(await onlyPod())?.ready === true);
+      return onlyPod();
+    };
+    await kubectl(['apply', '-f', '-'], [api('oom-big', undefined), api('oom-low', { rate: 3, per: 60 }), demoService(NS, 'oomy')].map((o) => JSON.stringify(o)).join('\n'));
+    const roomy = await rollout('256Mi');
+    const idleBytes = Number((await kubectl(['-n', NS, 'exec', roomy.metadata.name, '-c', 'gw-sidecar', '--', 'node', '-p', "require('node:fs').readFileSync('/sys/fs/cgroup/memory/memory.usage_in_bytes', 'utf8')"])).trim());
+    expect(idleBytes).toBeGreaterThan(0);
+    const limitMiB = Math.ceil(idleBytes / MiB) + 24;
+    const pod = await rollout(`${limitMiB}Mi`);
+    const name = pod.metadata.name;
+    const appRestarts = pod.status.containerStatuses?.find((c) => c.name === 'app')?.restartCount;
+    const oomyUrl = `http://${(await kubectl(['-n', NS, 'get', 'service', 'oomy', '-o', 'jsonpath={.spec.clusterIP}'])).trim()}`;
+    await waitFor('oom-low served', 60_000, async () => (await node.run(process.execPath, ['-e', `fetch('${oomyUrl}/oom-big/warm').then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))`], { allowFail: true })).code === 0);
+
+    // 200 callers each POST 256 KB bodies for 25 s; meanwhile oom-low (3 per 60 s) is asked twice a second.
+    const heavy = `const {request}=require('node:http');let answered=0,lost=0;const end=Date.now()+25000;const body=Buffer.alloc(262144,97);
+      const one=()=>new Promise((done)=>{const q=request('${oomyUrl}/oom-big/x',{method:'POST',agent:false,timeout:5000,headers:{'content-length':body.length}},(s)=>{s.resume();s.on('end',()=>{answered++;done()})});q.on('timeout',()=>q.destroy());q.on('error',()=>{lost++;setTimeout(done,50)});q.end(body)});
+      const caller=async()=>{while(Date.now()<end)await one()};
+      Promise.all(Array.from({length:200},caller)).then(()=>console.log(JSON.stringify({answered,lost})))`;
+    const probe = `let s={};(async()=>{for(let i=0;i<50;i++){try{const r=await fetch('${oomyUrl}/oom-low/x',{signal:AbortSignal.timeout(2000)});s[r.status]=(s[r.status]??0)+1}catch{s.lost=(s.lost??0)+1}await new Promise((r)=>setTimeout(r,500))}console.log(JSON.stringify(s))})()`;
+    const started = Date.now();
+    let killedAt = 0;
+    const [heavyOut, probeOut, recovery] = await Promise.all([
+      node.run(process.execPath, ['-e', heavy], { timeoutMs: 90_000 }).then((r) => JSON.parse(r.stdout.trim()) as { answered: number; lost: number }),
+      node.run(process.execPath, ['-e', probe], { timeoutMs: 90_000 }).then((r) => JSON.parse(r.stdout.trim()) as Record<string, number>),
+      (async () => {
+        await waitFor('the sidecar OOM-killed', 60_000, async () => sidecarOf(await onlyPod())?.lastState?.terminated?.reason === 'OOMKilled');
+        killedAt = Date.now();
+        await waitFor('the sidecar restarted and ready', 120_000, async () => sidecarOf(await onlyPod())?.ready === true);
+        return (Date.now() - killedAt) / 1000;
+      })(),
+    ]);
+    const after = await onlyPod();
+    const restarts = sidecarOf(after)?.restartCount ?? 0;
+    rows.push({ fault: `sidecar OOM-killed (limit ${limitMiB}Mi, 200 callers of 256 KB POSTs)`, sent: heavyOut.answered + heavyOut.lost, right: heavyOut.answered, wrong: 0,
+      lost: heavyOut.lost, lostReasons: '', recoverySeconds: recovery });
+    process.stdout.write(`OOM: killed ${((killedAt - started) / 1000).toFixed(1)} s into the load, ${restarts} restart(s); oom-low answers ${JSON.stringify(probeOut)}\n`);
+    expect(after.metadata.name).toBe(name);
+    expect(after.status.containerStatuses?.find((c) => c.name === 'app')?.restartCount).toBe(appRestarts);
+    expect(restarts).toBeGreaterThanOrEqual(1);
+    // Restarts back off (10 s, then 20 s) while the load goes on; then the startup probe's budget.
+    expect(recovery).toBeLessThanOrEqual(120);
+    // The limit is a DRL share kept in the gateway's memory: a restarted gateway starts with a
+    // full share, and never more.
+    expect(probeOut['200'] ?? 0).toBeLessThanOrEqual(3 * (restarts + 1));
+    expect(probeOut['429'] ?? 0).toBeGreaterThan(0);
+  }, 400_000);
 });
