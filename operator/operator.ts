@@ -116,7 +116,7 @@ export class Operator {
           this.#log,
         )
       : undefined;
-    this.#webhook = options.webhook ? new WebhookRunner(kc, options, this.#log) : undefined;
+    this.#webhook = options.webhook ? new WebhookRunner(kc, options, this.#log, (result) => this.metrics.webhookReviews.inc({ result })) : undefined;
   }
 
   isLeader(): boolean {

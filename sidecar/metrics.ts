@@ -6,6 +6,7 @@ export interface SidecarMetrics {
   requests: Counter<'api' | 'code_class'>;
   gatewayErrors: Counter<'api' | 'code'>;
   upstreamSeconds: Histogram<'api'>;
+  admissionSeconds: Histogram<'api'>;
   configReloads: Counter<'source' | 'result'>;
   configReloadErrors: Counter<'api_id'>;
   configProblems: Gauge<'kind' | 'reason'>;
@@ -35,6 +36,13 @@ export function createSidecarMetrics(registry = new Registry()): SidecarMetrics 
       help: 'Time from sending a request upstream to its response headers.',
       labelNames: ['api'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers,
+    }),
+    admissionSeconds: new Histogram({
+      name: 'gw_admission_duration_seconds',
+      help: 'Time the gateway takes to route, authenticate and rate-limit a request before it is forwarded or refused: the latency the gateway adds.',
+      labelNames: ['api'],
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers,
     }),
     configReloads: new Counter({

@@ -8,6 +8,7 @@ export class OperatorMetrics {
   readonly queueDepth: Gauge<'kind'>;
   readonly leader: Gauge;
   readonly configMapWrites: Counter<'action'>;
+  readonly webhookReviews: Counter<'result'>;
 
   constructor(queueDepths: () => Record<string, number>, withDefaults = true) {
     if (withDefaults) collectDefaultMetrics({ register: this.registry, prefix: 'gw_operator_' });
@@ -42,6 +43,12 @@ export class OperatorMetrics {
       name: 'gw_operator_configmap_writes_total',
       help: 'Compiled ConfigMaps created, updated or deleted.',
       labelNames: ['action'],
+      registers: [this.registry],
+    });
+    this.webhookReviews = new Counter({
+      name: 'gw_operator_webhook_reviews_total',
+      help: 'Admission reviews the injection webhook answered, by result: injected, unchanged (nothing to inject), denied (unusable annotations), malformed (not a review).',
+      labelNames: ['result'],
       registers: [this.registry],
     });
   }

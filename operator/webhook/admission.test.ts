@@ -19,12 +19,13 @@ interface Answer {
 
 describe('admissionResponse', () => {
   it('answers an annotated pod with a base64 JSONPatch that adds the sidecar', () => {
-    const { status, body } = admissionResponse(
+    const { status, body, result } = admissionResponse(
       review({ metadata: { annotations: { 'gw.dev/inject': 'true', 'gw.dev/apis': 'a1' } }, spec: { containers: [{ name: 'app' }] } }),
       options,
       log,
     );
     expect(status).toBe(200);
+    expect(result).toBe('injected');
     const answer = body as Answer;
     expect(answer.response).toMatchObject({ uid: 'uid-1', allowed: true, patchType: 'JSONPatch' });
     const patch = JSON.parse(Buffer.from(answer.response.patch!, 'base64').toString('utf8')) as Array<{ path: string }>;
@@ -33,14 +34,16 @@ describe('admissionResponse', () => {
 
   it('allows other pods and other kinds without a patch', () => {
     for (const text of [review({ metadata: {}, spec: { containers: [] } }), review({ metadata: {} }, { group: 'apps', version: 'v1', kind: 'Deployment' })]) {
-      const answer = admissionResponse(text, options, log).body as Answer;
-      expect(answer.response).toEqual({ uid: 'uid-1', allowed: true });
+      const { body, result } = admissionResponse(text, options, log);
+      expect((body as Answer).response).toEqual({ uid: 'uid-1', allowed: true });
+      expect(result).toBe('unchanged');
     }
   });
 
   it('denies a pod with an invalid api list, saying why', () => {
-    const answer = admissionResponse(review({ metadata: { annotations: { 'gw.dev/inject': 'true', 'gw.dev/apis': 'a;b' } }, spec: { containers: [] } }), options, log)
-      .body as Answer;
+    const { body, result } = admissionResponse(review({ metadata: { annotations: { 'gw.dev/inject': 'true', 'gw.dev/apis': 'a;b' } }, spec: { containers: [] } }), options, log);
+    const answer = body as Answer;
+    expect(result).toBe('denied');
     expect(answer.response.allowed).toBe(false);
     expect(answer.response.status?.code).toBe(400);
     expect(answer.response.status?.message).toContain('gw.dev/apis');
@@ -48,8 +51,9 @@ describe('admissionResponse', () => {
 
   it('rejects bodies that are not AdmissionReviews with 400 and a JSON error', () => {
     for (const text of ['not json', '{}', JSON.stringify({ apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: {} }), '[]']) {
-      const { status, body } = admissionResponse(text, options, log);
+      const { status, body, result } = admissionResponse(text, options, log);
       expect(status).toBe(400);
+      expect(result).toBe('malformed');
       expect((body as { error: string }).error).toMatch(/JSON|AdmissionReview/);
     }
   });

@@ -8,6 +8,7 @@ import { caBundle, CertStore } from './cert-store.ts';
 import { servingNames } from './certs.ts';
 import { applyWebhookConfiguration, webhookConfiguration, type WebhookTarget } from './webhook-configuration.ts';
 import { createWebhookServer, type WebhookServer } from './webhook-server.ts';
+import type { ReviewResult } from './admission.ts';
 
 /** How often every replica re-reads the certificate Secret (and rotates it when due). */
 const CERT_CHECK_MS = 10 * 60 * 1000;
@@ -22,13 +23,15 @@ export class WebhookRunner {
   readonly #options: OperatorOptions;
   readonly #log: Logger;
   readonly #certs: CertStore;
+  readonly #count: (result: ReviewResult) => void;
   #server: WebhookServer | undefined;
   #timer: NodeJS.Timeout | undefined;
   #retry: NodeJS.Timeout | undefined;
   #stopped = false;
 
-  constructor(kc: KubeConfig, options: OperatorOptions, log: Logger) {
+  constructor(kc: KubeConfig, options: OperatorOptions, log: Logger, count: (result: ReviewResult) => void) {
     this.#kc = kc;
+    this.#count = count;
     this.#options = options;
     this.#log = log.child({ component: 'webhook' });
     this.#certs = new CertStore(kc, options.namespace, servingNames(options.webhookService, options.namespace), this.#log,
@@ -73,7 +76,7 @@ export class WebhookRunner {
       redisUrl: this.#options.sidecarRedisUrl ?? this.#options.redisUrl,
       envSecretName: this.#options.sidecarEnvSecret,
     };
-    const server = this.#server ?? createWebhookServer(pki, sidecar, this.#log);
+    const server = this.#server ?? createWebhookServer(pki, sidecar, this.#log, this.#count);
     this.#server = server;
     server.rotate(pki);
     if (!server.server.listening) await listen(server.server, this.#options.webhookListen);

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:https';
 import type { Logger } from '../../common/logger.ts';
-import { admissionHandler } from './admission.ts';
+import { admissionHandler, type ReviewResult } from './admission.ts';
 import type { SidecarOptions } from './injector.ts';
 import type { WebhookPki } from './certs.ts';
 
@@ -10,8 +10,8 @@ export interface WebhookServer {
   rotate(pki: WebhookPki): void;
 }
 
-export function createWebhookServer(pki: WebhookPki, options: SidecarOptions, log: Logger): WebhookServer {
-  const server = createServer({ cert: pki.tlsCert, key: pki.tlsKey, minVersion: 'TLSv1.2' }, admissionHandler(options, log));
+export function createWebhookServer(pki: WebhookPki, options: SidecarOptions, log: Logger, count: (result: ReviewResult) => void): WebhookServer {
+  const server = createServer({ cert: pki.tlsCert, key: pki.tlsKey, minVersion: 'TLSv1.2' }, admissionHandler(options, log, count));
   let current = pki.tlsCert;
   return {
     server,

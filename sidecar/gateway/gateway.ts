@@ -178,10 +178,12 @@ export class Gateway {
     const abort = new AbortController();
     const onClose = (): void => abort.abort();
     res.once('close', onClose);
+    const started = performance.now();
     const admission = await this.#admitCurrent(req, { requestId, signal: abort.signal });
     res.off('close', onClose);
     const { state, match } = admission;
     const api = match?.route.api.api_id ?? '';
+    this.#deps.metrics.admissionSeconds.observe({ api }, (performance.now() - started) / 1000);
     if (abort.signal.aborted) {
       // The client left during admission: nobody would read the upstream's answer, so it is never asked.
       req.destroy();

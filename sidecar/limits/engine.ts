@@ -197,6 +197,7 @@ class Engine implements LimitEngine {
    * mode is `open`, so the request goes on with the limits that did not need the store.
    */
   async #runStore(ops: StoreOp[], refused: boolean): Promise<StoreResult[] | null | undefined> {
+    const started = performance.now();
     try {
       const stored = await this.#store.run(ops, refused);
       this.#health.succeeded();
@@ -204,6 +205,8 @@ class Engine implements LimitEngine {
     } catch (error) {
       this.#health.failed(error);
       return this.#config.settings.redis_failure_mode === 'closed' ? null : undefined;
+    } finally {
+      this.#metrics.storeSeconds.observe((performance.now() - started) / 1000);
     }
   }
 
@@ -221,6 +224,7 @@ class Engine implements LimitEngine {
       const { oldAllowance, newAllowance } = result.smoothing;
       const reason = newAllowance > oldAllowance ? 'RateLimitSmoothingUp' : 'RateLimitSmoothingDown';
       this.#metrics.smoothingEvents.inc({ reason });
+      this.#metrics.smoothingAllowance.set({ kind: smoothing.source.kind, namespace: smoothing.source.namespace, name: smoothing.source.name }, newAllowance);
       try {
         this.#options.events.emit({
           reason,

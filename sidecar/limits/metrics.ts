@@ -1,8 +1,10 @@
-import { Counter, type Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 
 export interface LimitMetrics {
   decisions: Counter<'algorithm' | 'outcome'>;
   smoothingEvents: Counter<'reason'>;
+  smoothingAllowance: Gauge<'kind' | 'namespace' | 'name'>;
+  storeSeconds: Histogram;
 }
 
 /** Without a registry the counters still count (tests read them) but are exported nowhere. */
@@ -19,6 +21,18 @@ export function createLimitMetrics(registry?: Registry): LimitMetrics {
       name: 'gw_smoothing_events_total',
       help: 'Rate-limit smoothing allowance changes.',
       labelNames: ['reason'],
+      registers,
+    }),
+    smoothingAllowance: new Gauge({
+      name: 'gw_smoothing_allowance',
+      help: 'The allowance a smoothed limit moved to last, by the resource whose smoothing it is (kind, namespace, name).',
+      labelNames: ['kind', 'namespace', 'name'],
+      registers,
+    }),
+    storeSeconds: new Histogram({
+      name: 'gw_limit_store_duration_seconds',
+      help: 'Time of one call to the limit store (for Redis: the round trip of one EVALSHA, queueing in the client included).',
+      buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers,
     }),
   };

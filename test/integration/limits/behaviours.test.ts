@@ -3,7 +3,7 @@ import { api, config, policy, session } from '../../support/compiled-fixtures.ts
 import { request } from '../../support/limits-fixtures.ts';
 import type { LimitRequest } from '../../../sidecar/limits/types.ts';
 import { testEnv } from '../../harness/index.ts';
-import { alignTo, sleep, startGateway, stopAllGateways, uniqueId, type Gateway } from './helpers.ts';
+import { alignTo, metricValues, sleep, startGateway, stopAllGateways, uniqueId, type Gateway } from './helpers.ts';
 
 afterEach(stopAllGateways);
 
@@ -108,6 +108,12 @@ describe('smoothing on Redis', () => {
     ]);
     const state = await one.redis.hget(`gw:rl:{a:${a.api_id}}:smooth`, 'a');
     expect(state).toBe('2');
+    // Each gateway's gauge holds the allowance it moved to last, labelled by the smoothing's resource.
+    const label = `${a.source.kind}/${a.source.namespace}/${a.source.name}`;
+    expect(await metricValues(one.registry, 'gw_smoothing_allowance')).toEqual({ [label]: 2 });
+    expect(await metricValues(two.registry, 'gw_smoothing_allowance')).toEqual({ [label]: 4 });
+    // Every decision that met the limit made one timed call to the store.
+    expect(await one.registry.metrics()).toMatch(/^gw_limit_store_duration_seconds_count 4$/m);
   });
 });
 

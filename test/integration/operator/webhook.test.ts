@@ -72,6 +72,9 @@ describe('operator: sidecar injection webhook', () => {
   });
 
   it('injects the gateway into an annotated pod created through the API, and leaves other pods unchanged', async () => {
+    const reviews = async (): Promise<Record<string, number>> =>
+      Object.fromEntries(((await operator.metrics.webhookReviews.get()).values).map((v) => [String(v.labels.result), v.value]));
+    const before = await reviews();
     const injected = await core.createNamespacedPod({
       namespace: appNs,
       body: pod('with-gateway', { 'gw.dev/inject': 'true', 'gw.dev/apis': 'orders,users' }),
@@ -88,6 +91,10 @@ describe('operator: sidecar injection webhook', () => {
     expect(plain.metadata?.annotations?.['gw.dev/injected']).toBeUndefined();
     expect(plain.metadata?.labels).toBeUndefined();
     expect(plain.spec?.containers.map((c) => c.name)).toEqual(['app']);
+    // Counted for gw_operator_webhook_reviews_total: one of each.
+    const after = await reviews();
+    expect((after.injected ?? 0) - (before.injected ?? 0)).toBe(1);
+    expect((after.unchanged ?? 0) - (before.unchanged ?? 0)).toBe(1);
   });
 
   it('sizes the sidecar by the operator\'s default and the pod\'s annotations, with the configured pull policy', async () => {

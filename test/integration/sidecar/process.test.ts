@@ -101,6 +101,8 @@ spec: { key_hash: ${keyHash(rawKey)}, access_rights: { folder-auth: { api_id: fo
       const metrics = await call(`http://127.0.0.1:${health}/metrics`);
       expect(metrics.text).toMatch(/gw_requests_total\{api="folder-auth",code_class="2xx"\} 1/);
       expect(metrics.text).toContain('gw_upstream_duration_seconds_bucket');
+      // Both requests to folder-auth were admitted or refused by the gateway, and timed.
+      expect(metrics.text).toMatch(/^gw_admission_duration_seconds_count\{api="folder-auth"\} 2$/m);
       expect(metrics.text).toContain(`gw_config_reloads_total{source="folder",result="ok"} ${loadsBeforeHup + 1}`);
 
       const adminAuth = { 'x-gw-authorization': 'process-admin-secret' };
