@@ -259,13 +259,13 @@ describe('faults on the real node, under steady load', () => {
     // A pod of its own, whose app reads each body and answers 300 ms later, so requests pile up
     // in the gateway; its sidecar's memory limit is set a little above what it uses idle.
     const MiB = 1024 * 1024;
-    const api = (name: string, limit: Record<string, number> | undefined) => ({
+    const api = (name: string, limit: Record<string, number> | undefined, keyless = true) => ({
       apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name, namespace: NS },
-      spec: { api_id: name, name, use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000', strip_listen_path: true },
+      spec: { api_id: name, name, use_keyless: keyless, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000', strip_listen_path: true },
         ...(limit ? { global_rate_limit: limit } : {}) },
     });
     const slowApp = (memoryLimit: string) => {
-      const app = demoApp(NS, `gw-sidecar:${VERSION}`, 'oom-big,oom-low', 'oomy');
+      const app = demoApp(NS, `gw-sidecar:${VERSION}`, 'oom-big,oom-low,oom-keyed', 'oomy');
       const pod = app.spec.template;
       return { ...app, spec: { ...app.spec, replicas: 1, template: {
         metadata: { ...pod.metadata, annotations: { ...pod.metadata.annotations, 'gw.dev/sidecar-memory-limit': memoryLimit, 'gw.dev/sidecar-memory-request': memoryLimit } },
@@ -288,7 +288,7 @@ describe('faults on the real node, under steady load', () => {
       await waitFor('one oomy pod, ready', 60_000, async () => sidecarOf(await onlyPod())?.ready === true);
       return onlyPod();
     };
-    await kubectl(['apply', '-f', '-'], [api('oom-big', undefined), api('oom-low', { rate: 3, per: 60 }), demoService(NS, 'oomy')].map((o) => JSON.stringify(o)).join('\n'));
+    await kubectl(['apply', '-f', '-'], [api('oom-big', undefined), api('oom-low', { rate: 3, per: 60 }), api('oom-keyed', undefined, false), demoService(NS, 'oomy')].map((o) => JSON.stringify(o)).join('\n'));
     const roomy = await rollout('256Mi');
     const idleBytes = Number((await kubectl(['-n', NS, 'exec', roomy.metadata.name, '-c', 'gw-sidecar', '--', 'node', '-p', "require('node:fs').readFileSync('/sys/fs/cgroup/memory/memory.usage_in_bytes', 'utf8')"])).trim());
     expect(idleBytes).toBeGreaterThan(0);
@@ -297,19 +297,36 @@ describe('faults on the real node, under steady load', () => {
     const name = pod.metadata.name;
     const appRestarts = pod.status.containerStatuses?.find((c) => c.name === 'app')?.restartCount;
     const oomyUrl = `http://${(await kubectl(['-n', NS, 'get', 'service', 'oomy', '-o', 'jsonpath={.spec.clusterIP}'])).trim()}`;
-    await waitFor('oom-low served', 60_000, async () => (await node.run(process.execPath, ['-e', `fetch('${oomyUrl}/oom-big/warm').then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))`], { allowFail: true })).code === 0);
+    const answers = (path: string, headers: Record<string, string> = {}) => async () => (await node.run(process.execPath,
+      ['-e', `fetch('${oomyUrl}${path}',{headers:${JSON.stringify(headers)}}).then((r) => process.exit(r.status === 200 ? 0 : 1), () => process.exit(1))`], { allowFail: true })).code === 0;
+    await waitFor('oom-big served', 60_000, answers('/oom-big/warm'));
+    // A key with a quota of 3 per hour, created through the admin gateway: a quota lives in Redis.
+    const adminSecret = Buffer.from((await kubectl(['-n', 'gw-system', 'get', 'secret', 'gw-auth', '-o', 'jsonpath={.data.admin-secret}'])).trim(), 'base64').toString();
+    const adminUrl = `http://${(await kubectl(['-n', 'gw-system', 'get', 'service', 'gw-admin', '-o', 'jsonpath={.spec.clusterIP}'])).trim()}:8081`;
+    const keyBody = JSON.stringify({ alias: 'oom-quota', quota_max: 3, quota_renewal_rate: 3600, access_rights: { 'oom-keyed': { api_id: 'oom-keyed', api_name: 'oom-keyed' } } });
+    const created = await node.run(process.execPath, ['-e', `fetch('${adminUrl}/admin/org/keys',{method:'POST',headers:{'admin-auth':process.env.GW_ADMIN_SECRET,'content-type':'application/json'},body:${JSON.stringify(keyBody)}})
+      .then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.json() })))`], { env: { ...process.env, GW_ADMIN_SECRET: adminSecret } });
+    const { status: createdStatus, body: createdBody } = JSON.parse(created.stdout.trim()) as { status: number; body: { key_id: string } };
+    expect(createdStatus).toBe(200);
+    const key = createdBody.key_id;
+    // The first answer of the key uses one of its three.
+    await waitFor('the new key served', 60_000, answers('/oom-keyed/warm', { authorization: key }));
 
     // 200 callers each POST 256 KB bodies for 25 s; meanwhile oom-low (3 per 60 s) is asked twice a second.
     const heavy = `const {request}=require('node:http');let answered=0,lost=0;const end=Date.now()+25000;const body=Buffer.alloc(262144,97);
       const one=()=>new Promise((done)=>{const q=request('${oomyUrl}/oom-big/x',{method:'POST',agent:false,timeout:5000,headers:{'content-length':body.length}},(s)=>{s.resume();s.on('end',()=>{answered++;done()})});q.on('timeout',()=>q.destroy());q.on('error',()=>{lost++;setTimeout(done,50)});q.end(body)});
       const caller=async()=>{while(Date.now()<end)await one()};
       Promise.all(Array.from({length:200},caller)).then(()=>console.log(JSON.stringify({answered,lost})))`;
-    const probe = `let s={};(async()=>{for(let i=0;i<50;i++){try{const r=await fetch('${oomyUrl}/oom-low/x',{signal:AbortSignal.timeout(2000)});s[r.status]=(s[r.status]??0)+1}catch{s.lost=(s.lost??0)+1}await new Promise((r)=>setTimeout(r,500))}console.log(JSON.stringify(s))})()`;
+    const probe = `const s={low:{},keyed:{}};const ask=async(path,into,headers)=>{try{const r=await fetch('${oomyUrl}'+path,{headers,signal:AbortSignal.timeout(2000)});into[r.status]=(into[r.status]??0)+1}catch{into.lost=(into.lost??0)+1}};
+      (async()=>{for(let i=0;i<Number(process.env.ROUNDS);i++){await Promise.all([ask('/oom-low/x',s.low,{}),ask('/oom-keyed/x',s.keyed,{authorization:process.env.GW_KEY})]);await new Promise((r)=>setTimeout(r,500))}console.log(JSON.stringify(s))})()`;
+    type Tally = Record<string, number>;
+    const probeLimits = async (rounds: number): Promise<{ low: Tally; keyed: Tally }> =>
+      JSON.parse((await node.run(process.execPath, ['-e', probe], { timeoutMs: 90_000, env: { ...process.env, GW_KEY: key, ROUNDS: String(rounds) } })).stdout.trim()) as { low: Tally; keyed: Tally };
     const started = Date.now();
     let killedAt = 0;
     const [heavyOut, probeOut, recovery] = await Promise.all([
       node.run(process.execPath, ['-e', heavy], { timeoutMs: 90_000 }).then((r) => JSON.parse(r.stdout.trim()) as { answered: number; lost: number }),
-      node.run(process.execPath, ['-e', probe], { timeoutMs: 90_000 }).then((r) => JSON.parse(r.stdout.trim()) as Record<string, number>),
+      probeLimits(50),
       (async () => {
         await waitFor('the sidecar OOM-killed', 60_000, async () => sidecarOf(await onlyPod())?.lastState?.terminated?.reason === 'OOMKilled');
         killedAt = Date.now();
@@ -317,19 +334,27 @@ describe('faults on the real node, under steady load', () => {
         return (Date.now() - killedAt) / 1000;
       })(),
     ]);
+    // Once the load is over and the sidecar is up for good, the limits are asked again.
+    await waitFor('the sidecar ready after the load', 120_000, async () => sidecarOf(await onlyPod())?.ready === true);
+    const afterLoad = await probeLimits(6);
     const after = await onlyPod();
     const restarts = sidecarOf(after)?.restartCount ?? 0;
+    const total = (status: string, which: 'low' | 'keyed'): number => (probeOut[which][status] ?? 0) + (afterLoad[which][status] ?? 0);
     rows.push({ fault: `sidecar OOM-killed (limit ${limitMiB}Mi, 200 callers of 256 KB POSTs)`, sent: heavyOut.answered + heavyOut.lost, right: heavyOut.answered, wrong: 0,
       lost: heavyOut.lost, lostReasons: '', recoverySeconds: recovery });
-    process.stdout.write(`OOM: killed ${((killedAt - started) / 1000).toFixed(1)} s into the load, ${restarts} restart(s); oom-low answers ${JSON.stringify(probeOut)}\n`);
+    process.stdout.write(`OOM: killed ${((killedAt - started) / 1000).toFixed(1)} s into the load, ${restarts} restart(s); answers during ${JSON.stringify(probeOut)}, after ${JSON.stringify(afterLoad)}\n`);
     expect(after.metadata.name).toBe(name);
     expect(after.status.containerStatuses?.find((c) => c.name === 'app')?.restartCount).toBe(appRestarts);
     expect(restarts).toBeGreaterThanOrEqual(1);
     // Restarts back off (10 s, then 20 s) while the load goes on; then the startup probe's budget.
     expect(recovery).toBeLessThanOrEqual(120);
-    // The limit is a DRL share kept in the gateway's memory: a restarted gateway starts with a
-    // full share, and never more.
-    expect(probeOut['200'] ?? 0).toBeLessThanOrEqual(3 * (restarts + 1));
-    expect(probeOut['429'] ?? 0).toBeGreaterThan(0);
+    // The quota lives in Redis: across every restart, the key got at most the two it had left
+    // (one admitted as its gateway died may have gone unanswered), then only 403s.
+    expect(total('200', 'keyed')).toBeLessThanOrEqual(2);
+    expect(afterLoad.keyed['403'] ?? 0).toBeGreaterThanOrEqual(4);
+    // The rate limit is a DRL share kept in the gateway's memory: a restarted gateway starts
+    // with a full share, and never more.
+    expect(total('200', 'low')).toBeLessThanOrEqual(3 * (restarts + 1));
+    expect(afterLoad.low['429'] ?? 0).toBeGreaterThanOrEqual(3);
   }, 400_000);
 });
