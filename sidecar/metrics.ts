@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { TIMING_SAMPLE_EVERY } from '../common/sampler.ts';
 
 /** The sidecar's own Prometheus metrics; the limit engine registers its own on the same registry. */
 export interface SidecarMetrics {
@@ -40,7 +41,7 @@ export function createSidecarMetrics(registry = new Registry()): SidecarMetrics 
     }),
     admissionSeconds: new Histogram({
       name: 'gw_admission_duration_seconds',
-      help: 'Time the gateway takes to route, authenticate and rate-limit a request before it is forwarded or refused: the latency the gateway adds.',
+      help: `Time the gateway takes to route, authenticate and rate-limit a request before it is forwarded or refused: the latency the gateway adds. One request in ${TIMING_SAMPLE_EVERY} is timed.`,
       labelNames: ['api'],
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers,

@@ -15,6 +15,7 @@ import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { rateHeadersFor } from './rate-headers.ts';
 import { sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { isIgnored, type RouteMatch, type RouteTable } from './routes.ts';
+import { Sampler, TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
 
 /** What the request path reads, swapped whole on every config change. */
 export interface GatewayState {
@@ -85,6 +86,7 @@ function requestIdOf(req: IncomingMessage, res: ServerResponse | null): string {
 /** The proxy listener's request pipeline: route, authenticate, limit, forward (docs/behaviour.md#gateway-answers, docs/architecture.md#performance). */
 export class Gateway {
   readonly #deps: GatewayDeps;
+  readonly #timingSampler = new Sampler(TIMING_SAMPLE_EVERY);
 
   constructor(deps: GatewayDeps) {
     this.#deps = deps;
@@ -178,12 +180,13 @@ export class Gateway {
     const abort = new AbortController();
     const onClose = (): void => abort.abort();
     res.once('close', onClose);
-    const started = performance.now();
+    const timed = this.#timingSampler.next();
+    const started = timed ? performance.now() : 0;
     const admission = await this.#admitCurrent(req, { requestId, signal: abort.signal });
     res.off('close', onClose);
     const { state, match } = admission;
     const api = match?.route.api.api_id ?? '';
-    this.#deps.metrics.admissionSeconds.observe({ api }, (performance.now() - started) / 1000);
+    if (timed) this.#deps.metrics.admissionSeconds.observe({ api }, (performance.now() - started) / 1000);
     if (abort.signal.aborted) {
       // The client left during admission: nobody would read the upstream's answer, so it is never asked.
       req.destroy();

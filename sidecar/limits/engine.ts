@@ -13,6 +13,7 @@ import { Planner } from './plan.ts';
 import type { StoreHealth } from './store-health.ts';
 import type { LimitStore, StoreOp, StoreResult } from './stores/store.ts';
 import type { LimitDecision, LimitEngine, LimitRequest, SmoothingEventSink } from './types.ts';
+import { Sampler, TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
 
 export interface LimitEngineOptions {
   config: CompiledConfig;
@@ -75,6 +76,7 @@ class Engine implements LimitEngine {
   readonly #buckets = new DrlBuckets();
   readonly #heartbeat: GatewayHeartbeat | null;
   readonly #metrics: LimitMetrics;
+  readonly #timingSampler = new Sampler(TIMING_SAMPLE_EVERY);
   readonly #health: StoreHealth;
   readonly #sweeper: NodeJS.Timeout;
   #config: CompiledConfig;
@@ -197,7 +199,8 @@ class Engine implements LimitEngine {
    * mode is `open`, so the request goes on with the limits that did not need the store.
    */
   async #runStore(ops: StoreOp[], refused: boolean): Promise<StoreResult[] | null | undefined> {
-    const started = performance.now();
+    const timed = this.#timingSampler.next();
+    const started = timed ? performance.now() : 0;
     try {
       const stored = await this.#store.run(ops, refused);
       this.#health.succeeded();
@@ -206,7 +209,7 @@ class Engine implements LimitEngine {
       this.#health.failed(error);
       return this.#config.settings.redis_failure_mode === 'closed' ? null : undefined;
     } finally {
-      this.#metrics.storeSeconds.observe((performance.now() - started) / 1000);
+      if (timed) this.#metrics.storeSeconds.observe((performance.now() - started) / 1000);
     }
   }
 

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
 
 export interface LimitMetrics {
   decisions: Counter<'algorithm' | 'outcome'>;
@@ -31,7 +32,7 @@ export function createLimitMetrics(registry?: Registry): LimitMetrics {
     }),
     storeSeconds: new Histogram({
       name: 'gw_limit_store_duration_seconds',
-      help: 'Time of one call to the limit store (for Redis: the round trip of one EVALSHA, queueing in the client included).',
+      help: `Time of one call to the limit store (for Redis: the round trip of one EVALSHA, queueing in the client included). One call in ${TIMING_SAMPLE_EVERY} is timed.`,
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers,
     }),
