@@ -22,7 +22,7 @@ function json(res: ServerResponse, status: number, body: unknown): void {
 export interface HealthChecks {
   /** The process's loops run; false makes /healthz answer 503 (default: always live). */
   live?: () => boolean;
-  readiness: () => Readiness;
+  readiness: () => Readiness | Promise<Readiness>;
 }
 
 /**
@@ -30,7 +30,7 @@ export interface HealthChecks {
  * config loaded, Redis connected when used; the operator: caches synced, webhook serving) and
  * Prometheus metrics.
  */
-export function createHealthHandler(registry: Registry, checks: HealthChecks): (req: IncomingMessage, res: ServerResponse) => void {
+export function createHealthHandler(registry: Pick<Registry, 'metrics' | 'contentType'>, checks: HealthChecks): (req: IncomingMessage, res: ServerResponse) => void {
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -41,7 +41,7 @@ export function createHealthHandler(registry: Registry, checks: HealthChecks): (
       const live = checks.live?.() ?? true;
       json(res, live ? 200 : 503, { status: live ? 'ok' : 'not live' });
     } else if (path === '/readyz') {
-      const state = checks.readiness();
+      const state = await checks.readiness();
       json(res, state.ready ? 200 : 503, { status: state.ready ? 'ready' : 'not ready', reasons: state.reasons, problems: state.problems });
     } else if (path === '/metrics') {
       const body = await registry.metrics();

@@ -14,12 +14,22 @@ export function splitHostPort(address: string): { host: string; port: number } {
   return { host: match[1] ?? '', port: Number(match[2]) };
 }
 
+/**
+ * How a listener of one worker of several binds (docs/architecture.md#workers): `exclusive`,
+ * its own socket rather than one node:cluster shares through the primary; `reusePort`, one
+ * of several sockets on the same port that the kernel spreads connections over.
+ */
+export interface ListenOptions {
+  exclusive?: boolean;
+  reusePort?: boolean;
+}
+
 /** Listen on `host:port` (port 0: any free port) and report where. */
-export function listen(server: Listener, address: string): Promise<AddressInfo> {
+export function listen(server: Listener, address: string, options: ListenOptions = {}): Promise<AddressInfo> {
   const { host, port } = splitHostPort(address);
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    server.listen({ port, host, ...options }, () => {
       server.off('error', reject);
       resolve(server.address() as AddressInfo);
     });

@@ -148,6 +148,7 @@ async function start(addresses: DemoAddresses, adminSecret: string, dir: string)
         adminListen: addresses.adminListen,
         healthListen: addresses.healthListen,
         redisUrl: undefined,
+        workers: 1,
         settingsFile: undefined,
         apis: '*',
         namespace: 'default',

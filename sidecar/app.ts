@@ -1,4 +1,5 @@
 import type { RequestListener, Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster, Redis } from 'ioredis';
 import { loadKubeConfig } from '../common/kube.ts';
@@ -22,7 +23,7 @@ import { createHealthHandler, type Readiness } from '../common/health.ts';
 import { createLimitBackends } from './limits/backends.ts';
 import { createLimitEngine } from './limits/engine.ts';
 import { StreamLimiters } from './limits/stream-limiter.ts';
-import type { LimitEngine, SmoothingEventSink } from './limits/types.ts';
+import type { LimitEngine, SmoothingEvent, SmoothingEventSink } from './limits/types.ts';
 import { drain, listen, urlOf } from '../common/listen.ts';
 import { createSidecarMetrics, type SidecarMetrics } from './metrics.ts';
 import { HttpProxyForwarder } from './proxy/http-proxy-forwarder.ts';
@@ -43,8 +44,26 @@ export interface SidecarOverrides {
   drainMs?: number;
   /** Time a client has to send its request headers (default LISTENER_BOUNDS.headersTimeoutMs). */
   headersTimeoutMs?: number;
+  /** Set when this process is one worker of several (sidecar/workers/worker.ts). */
+  worker?: WorkerRole;
 }
 
+/**
+ * One worker of a gateway run as several processes (docs/architecture.md#workers). The
+ * primary serves health and metrics; worker 0 alone serves the admin listener, so admin
+ * writes to a folder stay serialized in one process; every worker serves the proxy.
+ */
+export interface WorkerRole {
+  index: number;
+  /** What one worker does that every other worker must do too, run on them through the primary. */
+  others: {
+    reload(release: boolean): Promise<void>;
+    retain(apiId: string): Promise<void>;
+    allowance(event: SmoothingEvent): void;
+  };
+}
+
+/** Each URL is 'off' where this process does not listen (a worker: health always, admin but in worker 0). */
 export interface RunningSidecar {
   proxyUrl: string;
   adminUrl: string;
@@ -52,6 +71,8 @@ export interface RunningSidecar {
   runtime: ConfigRuntime;
   metrics: SidecarMetrics;
   readiness(): Readiness;
+  /** Where the admin operations write; a worker keeps its folder's retained APIs in step with worker 0's. */
+  resources: KubernetesResourceStore | FolderResourceStore;
   close(): Promise<void>;
 }
 
@@ -75,9 +96,14 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
   const loaded = options.configDir ? overrides.kubeConfig : (overrides.kubeConfig ?? loadKubeConfig(options.kubeconfig));
   // Every Kubernetes client of the sidecar is made from this one KubeConfig: one agent, reused connections.
   const kubeConfig = loaded && shareConnections(loaded);
-  const events = kubeConfig
+  const sink: Parts['events'] = kubeConfig
     ? new KubeEventSink({ kubeConfig, instanceId: options.instanceId, logger, metrics })
     : new LogEventSink(logger, metrics);
+  const worker = overrides.worker;
+  // The primary keeps the allowance gauge of a gateway of several workers (docs/architecture.md#workers).
+  const events: Parts['events'] = worker
+    ? { emit: (event) => (sink.emit(event), worker.others.allowance(event)), close: () => sink.close?.() ?? Promise.resolve() }
+    : sink;
   const engine = createLimitEngine({
     config: { version: 1, settings, apis: [], policies: {} },
     backends: createLimitBackends({
@@ -94,7 +120,7 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
   });
   const inCluster = options.configDir === undefined && kubeConfig !== undefined;
   const resources =
-    inCluster && kubeConfig ? new KubernetesResourceStore(kubeConfig, [options.namespace]) : new FolderResourceStore(options.configDir ?? '.', options.namespace);
+    inCluster && kubeConfig ? new KubernetesResourceStore(kubeConfig, [options.namespace]) : new FolderResourceStore(options.configDir ?? '.', options.namespace, overrides.worker && ((apiId) => overrides.worker!.others.retain(apiId)));
   return { logger, metrics, redis, sessions, kubeConfig, events, engine, resources };
 }
 
@@ -120,10 +146,16 @@ function selectSource(options: SidecarOptions, overrides: SidecarOverrides, part
 function adminHandler(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, runtime: ConfigRuntime): RequestListener {
   const { kubeConfig, logger, metrics, sessions, resources } = parts;
   const inCluster = options.configDir === undefined && kubeConfig !== undefined;
+  const others = overrides.worker?.others;
   return createAdminHandler({
     resources,
     sessions,
-    runtime,
+    runtime: {
+      reload: async () => {
+        await runtime.reload();
+        await others?.reload(true);
+      },
+    },
     auth: {
       adminSecret: options.adminSecret ?? '',
       portalSecret: options.portalSecret ?? '',
@@ -143,6 +175,19 @@ const TLS_POLL_MS = 2000;
 function openTls(options: SidecarOptions, logger: Logger): Promise<ReloadingTlsFiles | undefined> {
   if (options.tlsCertFile === undefined || options.tlsKeyFile === undefined) return Promise.resolve(undefined);
   return ReloadingTlsFiles.open(options.tlsCertFile, options.tlsKeyFile, logger);
+}
+
+/**
+ * The listeners this process serves. Workers bind their own sockets: the kernel spreads
+ * connections over the proxy's (SO_REUSEPORT), and a worker that dies takes only its own
+ * queue down instead of stalling connections the primary was handing it.
+ */
+function listenAll(options: SidecarOptions, worker: WorkerRole | undefined, servers: Record<'proxy' | 'admin' | 'health', Server>): Promise<(AddressInfo | undefined)[]> {
+  return Promise.all([
+    options.listen === PROXY_OFF ? undefined : listen(servers.proxy, options.listen, worker && { exclusive: true, reusePort: true }),
+    worker && worker.index > 0 ? undefined : listen(servers.admin, options.adminListen, worker && { exclusive: true }),
+    worker ? undefined : listen(servers.health, options.healthListen),
+  ]);
 }
 
 /**
@@ -213,25 +258,14 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     logger.info('gw-sidecar stopped');
   };
   try {
-    const [proxyInfo, adminInfo, healthInfo] = await Promise.all([
-      options.listen === PROXY_OFF ? undefined : listen(proxyServer, options.listen),
-      listen(adminServer, options.adminListen),
-      listen(healthServer, options.healthListen),
-    ]);
+    const [proxyInfo, adminInfo, healthInfo] = await listenAll(options, overrides.worker, { proxy: proxyServer, admin: adminServer, health: healthServer });
     await runtime.start();
     const schemeOf = (listener: TlsListener): 'http' | 'https' => (tlsOf(listener) ? 'https' : 'http');
     const proxyUrl = proxyInfo ? urlOf(proxyInfo, schemeOf('proxy')) : PROXY_OFF;
-    const adminUrl = urlOf(adminInfo, schemeOf('admin'));
-    logger.info({ proxy: proxyUrl, admin: adminUrl, health: urlOf(healthInfo) }, 'gw-sidecar listening');
-    return {
-      proxyUrl,
-      adminUrl,
-      healthUrl: urlOf(healthInfo),
-      runtime,
-      metrics,
-      readiness,
-      close,
-    };
+    const adminUrl = adminInfo ? urlOf(adminInfo, schemeOf('admin')) : PROXY_OFF;
+    const healthUrl = healthInfo ? urlOf(healthInfo) : PROXY_OFF;
+    logger.info({ proxy: proxyUrl, admin: adminUrl, health: healthUrl }, 'gw-sidecar listening');
+    return { proxyUrl, adminUrl, healthUrl, runtime, metrics, readiness, resources: parts.resources, close };
   } catch (err) {
     // Whatever did start (listeners, Redis, timers) is stopped so a failed start leaves nothing running.
     await close().catch(() => undefined);

@@ -38,6 +38,19 @@ describe('sidecar flags', () => {
     expect(() => parseSidecarArgs(['--tls-listeners', ','], {})).toThrow('must be a comma list');
   });
 
+  it('takes --workers as a number or auto (the default), and refuses more than one where they cannot serve', () => {
+    expect(parseSidecarArgs([], {})).toMatchObject({ workers: 'auto' });
+    const redis = ['--redis-url', 'redis://127.0.0.1:6379'];
+    expect(parseSidecarArgs(['--workers', '4', ...redis], {})).toMatchObject({ workers: 4 });
+    expect(parseSidecarArgs(redis, { GW_WORKERS: '2' })).toMatchObject({ workers: 2 });
+    expect(parseSidecarArgs(['--workers', '1'], {})).toMatchObject({ workers: 1 });
+    expect(() => parseSidecarArgs(['--workers', 'many'], {})).toThrow(/^--workers \(GW_WORKERS\): /);
+    expect(() => parseSidecarArgs(['--workers', '0'], {})).toThrow(/^--workers \(GW_WORKERS\): /);
+    expect(() => parseSidecarArgs(['--workers', '2'], {})).toThrow('--workers (GW_WORKERS) 2 needs --redis-url (GW_REDIS_URL)');
+    expect(() => parseSidecarArgs(['--workers', '2', '--listen', 'off', ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs the proxy listener');
+    expect(() => parseSidecarArgs(['--workers', '2', '--listen', '127.0.0.1:0', ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs a fixed proxy port');
+  });
+
   it('--help asks for help; unknown flags throw', () => {
     expect(parseSidecarArgs(['--help'], {})).toBe('help');
     expect(() => parseSidecarArgs(['--nope'], {})).toThrow();

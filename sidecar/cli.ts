@@ -3,7 +3,9 @@ import { z } from 'zod';
 import { cliHelpRows, jsonOption, listenOption, OptionsError, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
 import { envVarOf } from '../common/settings-loader.ts';
 import { defaultGatewaySettings, gatewaySettingsSchema } from '../crds/settings.ts';
-import { staticTokensSchema } from './admin/index.ts';
+import { staticTokensSchema } from './admin/bearer.ts';
+import { splitHostPort } from '../common/listen.ts';
+import { workersOption, type WorkerNeeds } from './workers/count.ts';
 
 /** The proxy listener address of a gateway that serves only the admin operations. */
 export const PROXY_OFF = 'off';
@@ -62,6 +64,13 @@ const table = {
     schema: tlsListenersOption.optional(),
   },
   redisUrl: { flag: 'redis-url', value: 'URL', env: 'GW_REDIS_URL', help: 'Redis for counters and sessions; without it, an in-memory store (one process).', schema: redisUrlOption.optional() },
+  workers: {
+    flag: 'workers',
+    value: 'N|auto',
+    env: 'GW_WORKERS',
+    help: 'Gateway processes sharing the listeners, each counted as a gateway by DRL. auto: one per CPU this process may use (its cgroup CPU limit included), no more than one per 128 MiB of its memory limit beyond the first, and 1 without Redis. More than one needs --redis-url. Default: auto (the injected sidecar is given 1).',
+    schema: workersOption.default('auto'),
+  },
   settingsFile: { flag: 'settings', value: 'FILE', env: 'GW_SETTINGS', help: 'Gateway settings file (YAML or JSON).', schema: z.string().optional() },
   apis: {
     flag: 'apis',
@@ -104,5 +113,23 @@ export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): Sideca
     throw new OptionsError('--tls-cert (GW_TLS_CERT_FILE) and --tls-key (GW_TLS_KEY_FILE) go together: give both or neither');
   }
   const address = (listener: Listener): string => values[listener] ?? `${defaultHost(values.configDir !== undefined)}:${listenerPorts[listener]}`;
-  return { ...values, listen: address('listen'), adminListen: address('adminListen'), healthListen: address('healthListen') };
+  const options = { ...values, listen: address('listen'), adminListen: address('adminListen'), healthListen: address('healthListen') };
+  if (values.workers !== 'auto' && values.workers > 1) {
+    const needs = workerNeeds(options);
+    const refusal = !needs.redis
+      ? 'needs --redis-url (GW_REDIS_URL): without Redis each process would count limits on its own'
+      : needs.proxy === 'off'
+        ? 'needs the proxy listener: with --listen off only one process serves (the admin operations)'
+        : needs.proxy === 'any-port'
+          ? 'needs a fixed proxy port: the workers share it through SO_REUSEPORT, so port 0 cannot be chosen by each'
+          : undefined;
+    if (refusal) throw new OptionsError(`--workers (GW_WORKERS) ${values.workers} ${refusal}`);
+  }
+  return options;
+}
+
+/** What decides whether several workers can serve (sidecar/workers/count.ts). */
+export function workerNeeds(options: Pick<SidecarOptions, 'redisUrl' | 'listen'>): WorkerNeeds {
+  const proxy = options.listen === PROXY_OFF ? 'off' : splitHostPort(options.listen).port === 0 ? 'any-port' : 'fixed-port';
+  return { redis: options.redisUrl !== undefined, proxy };
 }

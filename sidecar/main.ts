@@ -1,12 +1,60 @@
 #!/usr/bin/env node
-import { createLogger } from '../common/logger.ts';
+import cluster from 'node:cluster';
+import { createLogger, type Logger } from '../common/logger.ts';
 import { SettingsError } from '../common/settings-loader.ts';
 import { TlsFilesError } from '../common/tls-files.ts';
 import { stopOnSignals } from '../common/stop-on-signals.ts';
-import { startSidecar } from './app.ts';
-import { helpText, parseSidecarArgs } from './cli.ts';
+import { helpText, parseSidecarArgs, workerNeeds, type SidecarOptions } from './cli.ts';
+import { workerCount } from './workers/count.ts';
+import { WORKER_INDEX_ENV } from './workers/ipc.ts';
 
-/** gw-sidecar: the gateway process (flags and environment variables: `gw-sidecar --help`). */
+function cannotStart(logger: Logger, err: unknown): never {
+  const message = err instanceof SettingsError || err instanceof TlsFilesError ? err.message : err instanceof Error ? err.message : String(err);
+  logger.fatal({ err }, `gw-sidecar cannot start: ${message}`);
+  process.stderr.write(`gw-sidecar: cannot start: ${message}\n`);
+  process.exit(1);
+}
+
+/** The primary of several workers (docs/architecture.md#workers): it serves health and metrics and keeps the workers running. */
+async function runPrimary(options: SidecarOptions, count: number, logger: Logger): Promise<void> {
+  // The settings are checked here too, so a bad one stops the start before any worker is forked.
+  const { loadLocalSettings } = await import('../common/settings-loader.ts');
+  const { startPrimary } = await import('./workers/primary.ts');
+  let primary;
+  try {
+    loadLocalSettings(options.settingsFile, process.env);
+    primary = await startPrimary(options, count, logger);
+  } catch (err) {
+    cannotStart(logger, err);
+  }
+  const running = primary;
+  stopOnSignals(logger, 'stopping: draining the workers', () => running.close());
+  process.on('SIGHUP', () => running.reload());
+}
+
+/** One gateway process: the only one, or worker `index` of several. */
+async function runGateway(options: SidecarOptions, logger: Logger, index: number | undefined): Promise<void> {
+  const { startSidecar } = await import('./app.ts');
+  const { linkToPrimary } = await import('./workers/worker.ts');
+  const link = index === undefined ? undefined : linkToPrimary(index, logger);
+  // Each worker is a gateway of its own to DRL and in Events.
+  const instanceId = index === undefined ? options.instanceId : `${options.instanceId}-w${index}`;
+  let sidecar;
+  try {
+    sidecar = await startSidecar({ ...options, instanceId }, { logger, worker: link?.role });
+  } catch (err) {
+    cannotStart(logger, err);
+  }
+  const running = sidecar;
+  stopOnSignals(logger, 'stopping: draining in-flight requests', () => running.close());
+  link?.onStop(() => process.kill(process.pid, 'SIGTERM'));
+  link?.attach(running);
+  process.on('SIGHUP', () => {
+    running.runtime.reload().catch((err: unknown) => logger.error({ err }, 'reload on SIGHUP failed'));
+  });
+}
+
+/** gw-sidecar: the gateway (flags and environment variables: `gw-sidecar --help`). */
 async function main(): Promise<void> {
   let options;
   try {
@@ -20,22 +68,20 @@ async function main(): Promise<void> {
     return;
   }
   const logger = createLogger('gw-sidecar');
-  let sidecar;
-  try {
-    sidecar = await startSidecar(options, { logger });
-  } catch (err) {
-    const message = err instanceof SettingsError || err instanceof TlsFilesError ? err.message : String(err);
-    logger.fatal({ err }, `gw-sidecar cannot start: ${message}`);
-    process.stderr.write(`gw-sidecar: cannot start: ${message}\n`);
-    process.exit(1);
-  }
-  const running = sidecar;
-  stopOnSignals(logger, 'stopping: draining in-flight requests', () => running.close());
   // A promise nobody awaited must not end the gateway in front of production traffic.
   process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
-  process.on('SIGHUP', () => {
-    running.runtime.reload().catch((err: unknown) => logger.error({ err }, 'reload on SIGHUP failed'));
-  });
+  if (cluster.isWorker) {
+    const index = Number(process.env[WORKER_INDEX_ENV]);
+    await runGateway(options, logger.child({ worker: index }), index);
+    return;
+  }
+  const count = workerCount(options.workers, workerNeeds(options));
+  if (count.count > 1) {
+    logger.info({ workers: count.count }, `starting ${count.count} workers (${count.reason})`);
+    await runPrimary(options, count.count, logger);
+  } else {
+    await runGateway(options, logger, undefined);
+  }
 }
 
 await main();

@@ -62,6 +62,8 @@ export function createSidecarMetrics(registry = new Registry()): SidecarMetrics 
       name: 'gw_config_problems',
       help: 'What the config as last loaded could not take as written, by kind (resource kind, File, ConfigMap) and reason; what had a last good version keeps it.',
       labelNames: ['kind', 'reason'],
+      // Workers load the same config: their counts are one count, not a sum (docs/architecture.md#workers).
+      aggregator: 'max',
       registers,
     }),
     events: new Counter({

@@ -29,6 +29,7 @@ describe('injectionPatch', () => {
       GW_APIS: 'orders,users',
       GW_NAMESPACE: 'metadata.namespace',
       GW_INSTANCE_ID: 'metadata.name',
+      GW_WORKERS: '1',
     });
     expect(container.envFrom).toEqual([{ secretRef: { name: 'gw-sidecar-env', optional: true } }]);
     expect(container.ports?.map((p) => p.containerPort)).toEqual([8080, 8081, 8082]);

@@ -79,6 +79,9 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
     { name: 'GW_LISTEN', value: `0.0.0.0:${SIDECAR_PORTS.proxy}` },
     { name: 'GW_ADMIN_LISTEN', value: `0.0.0.0:${SIDECAR_PORTS.admin}` },
     { name: 'GW_HEALTH_LISTEN', value: `0.0.0.0:${SIDECAR_PORTS.health}` },
+    // One process per pod: the app's replicas are how a sidecar fleet scales, and the sidecar's
+    // resources are sized for one (docs/architecture.md#workers).
+    { name: 'GW_WORKERS', value: '1' },
   ];
   // With an env Secret, GW_REDIS_URL (password included) comes from it: a literal here would
   // win over envFrom and put the password in every pod spec.

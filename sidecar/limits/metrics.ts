@@ -8,6 +8,21 @@ export interface LimitMetrics {
   storeSeconds: Histogram;
 }
 
+/**
+ * gw_smoothing_allowance. Of several workers, the primary keeps the one value
+ * (docs/architecture.md#workers) and the workers' gauges are omitted from its aggregate:
+ * each holds only the last move that worker saw.
+ */
+export function smoothingAllowanceGauge(registers: Registry[], aggregator: 'omit' | 'sum'): Gauge<'kind' | 'namespace' | 'name'> {
+  return new Gauge({
+    name: 'gw_smoothing_allowance',
+    help: 'The allowance a smoothed limit moved to last, by the resource whose smoothing it is (kind, namespace, name).',
+    labelNames: ['kind', 'namespace', 'name'],
+    aggregator,
+    registers,
+  });
+}
+
 /** Without a registry the counters still count (tests read them) but are exported nowhere. */
 export function createLimitMetrics(registry?: Registry): LimitMetrics {
   const registers = registry ? [registry] : [];
@@ -24,12 +39,7 @@ export function createLimitMetrics(registry?: Registry): LimitMetrics {
       labelNames: ['reason'],
       registers,
     }),
-    smoothingAllowance: new Gauge({
-      name: 'gw_smoothing_allowance',
-      help: 'The allowance a smoothed limit moved to last, by the resource whose smoothing it is (kind, namespace, name).',
-      labelNames: ['kind', 'namespace', 'name'],
-      registers,
-    }),
+    smoothingAllowance: smoothingAllowanceGauge(registers, 'omit'),
     storeSeconds: new Histogram({
       name: 'gw_limit_store_duration_seconds',
       help: `Time of one call to the limit store (for Redis: the round trip of one EVALSHA, queueing in the client included). One call in ${TIMING_SAMPLE_EVERY} is timed.`,

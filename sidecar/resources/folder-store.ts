@@ -19,10 +19,17 @@ export class FolderResourceStore implements ResourceStore {
   #queue: Promise<unknown> = Promise.resolve();
   /** api_ids deleted here and not yet released by a reload: the gateway keeps serving them. */
   readonly #deleted = new Set<string>();
+  readonly #retainElsewhere: ((apiId: string) => Promise<void>) | undefined;
 
-  constructor(dir: string, defaultNamespace: string) {
+  /**
+   * `retainElsewhere`: other processes that serve this folder (the workers of one gateway)
+   * keep serving an API deleted here; it runs before the document goes, so none of them
+   * re-reads the folder without it first.
+   */
+  constructor(dir: string, defaultNamespace: string, retainElsewhere?: (apiId: string) => Promise<void>) {
     this.#dir = dir;
     this.#defaultNamespace = defaultNamespace;
+    this.#retainElsewhere = retainElsewhere;
   }
 
   #exclusive<T>(work: () => Promise<T>): Promise<T> {
@@ -82,6 +89,7 @@ export class FolderResourceStore implements ResourceStore {
         (d) => apiEntryOf(d.object, this.#defaultNamespace)?.apiId === apiId,
       );
       if (!found) return false;
+      await this.#retainElsewhere?.(apiId);
       await saveFile(
         found.file,
         found.file.docs.filter((_, index) => index !== found.index),
@@ -89,6 +97,11 @@ export class FolderResourceStore implements ResourceStore {
       this.#deleted.add(apiId);
       return true;
     });
+  }
+
+  /** Another process deletes `apiId` from the folder: it is served on here until the next reload too. */
+  retain(apiId: string): void {
+    this.#deleted.add(apiId);
   }
 
   /** The APIs deleted through this store since the last reload (the folder source keeps serving them). */

@@ -61,7 +61,8 @@ export async function startSidecarProcess(
   const args = ['sidecar/main.ts', '--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`];
   args.push('--health-listen', `127.0.0.1:${health}`);
   if (options.redisUrl !== undefined) args.push('--redis-url', options.redisUrl);
-  const child = spawnNode(args, options.env);
+  // One process unless a suite asks for more: the rows compare one core's work.
+  const child = spawnNode(args, { GW_WORKERS: '1', ...options.env });
   try {
     await waitFor(`http://127.0.0.1:${health}/readyz`, options.readyTimeoutMs);
   } catch (err) {

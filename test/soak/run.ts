@@ -105,7 +105,7 @@ async function startSidecar(dir: string, redisUrl: string): Promise<Sidecar> {
   const child = spawn(
     process.execPath,
     ['sidecar/main.ts', '--config', dir, '--redis-url', redisUrl, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`],
-    { cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, GW_ADMIN_SECRET: ADMIN_SECRET, GW_LOG_LEVEL: 'warn', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' }, stdio: ['ignore', 'ignore', 'inherit'] },
+    { cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, GW_ADMIN_SECRET: ADMIN_SECRET, GW_LOG_LEVEL: 'warn', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits', GW_WORKERS: '1' }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const sidecar: Sidecar = {
     child,

@@ -1,10 +1,10 @@
 /**
  * Proxy throughput and latency (issue 5 benchmark): the same echo upstream called
- * directly, through a bare undici forwarder with no gateway logic, and through the
- * sidecar (keyless API; auth-token API with the sliding log in Redis) with each
- * forwarder. Each server runs in its own process; autocannon drives them one after
- * another in this run (three interleaved rounds, or BENCH_ROUNDS; medians kept), so the
- * ratios compare like with like.
+ * directly, through a bare undici forwarder with no gateway logic, through nginx with a
+ * limit_req (a C peer), and through the sidecar (keyless API; auth-token API with the
+ * sliding log in Redis) with each forwarder. Each server runs in its own process;
+ * autocannon drives them one after another in this run (three interleaved rounds, or
+ * BENCH_ROUNDS; medians kept), so the ratios compare like with like.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { keyHash } from '../../../crds/key-hash.ts';
 import { freePort } from '../../harness/ports.ts';
+import { startNginx, type RunningNginx } from '../nginx.ts';
 import { measureRounds, medianRatio, REPO_ROOT, roundCount, rowsOf, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
 import type { BenchSuite } from '../types.ts';
 
@@ -21,7 +22,8 @@ import { UndiciForwarder } from '${REPO_ROOT}sidecar/proxy/undici-forwarder.ts';
 const f = new UndiciForwarder({ timeoutMs: () => 30000, maxBodyBytes: () => 1e7 });
 createServer((req, res) => void f.forward({ req, res, origin: '${upstream}', path: req.url, rateHeaders: null })).listen(${port}, '127.0.0.1');`;
 
-function resources(upstream: string, hash: string): string {
+/** A keyless API and an auth-token API on `upstream`, and a Key for the latter whose limit is never reached. */
+export function benchResources(upstream: string, hash: string): string {
   return `apiVersion: gw.dev/v1alpha1
 kind: ApiDefinition
 metadata: { name: bench-keyless }
@@ -49,13 +51,16 @@ const proxySuite: BenchSuite = async (ctx) => {
   const children = [spawnEchoUpstream(upstreamPort), spawnNode(['--input-type=module', '-e', bareScript(barePort, upstreamUrl)])];
   const dir = await mkdtemp(join(tmpdir(), 'gw-bench-'));
   const rawKey = randomBytes(16).toString('hex');
+  let nginx: RunningNginx | undefined;
   try {
-    await writeFile(join(dir, 'bench.yaml'), resources(upstreamUrl, keyHash(rawKey)));
+    await writeFile(join(dir, 'bench.yaml'), benchResources(upstreamUrl, keyHash(rawKey)));
     await Promise.all([waitFor(`${upstreamUrl}/`), waitFor(`http://127.0.0.1:${barePort}/`)]);
     const targets: Target[] = [
       { name: 'upstream direct', url: `${upstreamUrl}/bench` },
       { name: 'bare undici forwarder', url: `http://127.0.0.1:${barePort}/bench`, baseline: 'upstream direct' },
     ];
+    nginx = await startNginx(upstreamUrl, 1);
+    targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: 'bare undici forwarder' });
     for (const forwarder of ['undici', 'http-proxy']) {
       const sidecar = await startSidecarProcess(dir, { redisUrl: await ctx.redisUrl(), env: { GW_FORWARDER: forwarder, GW_ENABLE_REDIS_ROLLING_LIMITER: 'true' } });
       children.push(sidecar.child);
@@ -71,7 +76,7 @@ const proxySuite: BenchSuite = async (ctx) => {
     }
     return rows;
   } finally {
-    await Promise.all(children.map(stopChild));
+    await Promise.all([...children.map(stopChild), nginx?.stop()]);
     await rm(dir, { recursive: true, force: true });
   }
 };

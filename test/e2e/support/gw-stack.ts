@@ -98,6 +98,8 @@ export async function startGwStack(o: GwStackOptions): Promise<GwStack> {
         GW_LISTEN: proxy,
         GW_ADMIN_LISTEN: admin,
         GW_HEALTH_LISTEN: health,
+        // The tests count gateways (DRL shares): one process each, as an injected sidecar runs.
+        GW_WORKERS: '1',
         GW_LOG_LEVEL: o.logLevel ?? 'info',
       },
     });

@@ -155,7 +155,7 @@ spec: { api_id: ${id}, name: ${id}, use_keyless: ${keyless}, ${limit} proxy: { l
       ['sidecar/main.ts', '--config', config, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${adminPort}`, '--health-listen', `127.0.0.1:${health}`],
       {
         cwd: root,
-        env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'info', GW_REDIS_URL: redis.url, NODE_EXTRA_CA_CERTS: join(dir, 'ca.crt'), GW_ADMIN_SECRET: 'tls-admin-secret', GW_REDIS_FAILURE_MODE: 'closed' },
+        env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'info', GW_REDIS_URL: redis.url, NODE_EXTRA_CA_CERTS: join(dir, 'ca.crt'), GW_ADMIN_SECRET: 'tls-admin-secret', GW_REDIS_FAILURE_MODE: 'closed', GW_WORKERS: '1' },
         stdio: ['ignore', 'pipe', 'pipe'],
       },
     );

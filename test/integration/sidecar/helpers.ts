@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
@@ -50,6 +51,7 @@ export function sidecarOptions(namespace: string, redisUrl: string | undefined =
     adminListen: '127.0.0.1:0',
     healthListen: '127.0.0.1:0',
     redisUrl,
+    workers: 1,
     settingsFile: undefined,
     apis: '*',
     namespace,
@@ -135,4 +137,20 @@ export function call(url: string, options: CallOptions = {}): Promise<CallResult
       req.end(body);
     }
   });
+}
+
+export interface SidecarChild {
+  proc: ChildProcess;
+  stderr: () => string;
+  exited: Promise<number | null>;
+}
+
+/** The gw-sidecar binary as a child process, warnings and errors on its stderr. */
+export function spawnSidecar(args: string[], env: NodeJS.ProcessEnv = {}): SidecarChild {
+  const root = new URL('../../../', import.meta.url).pathname;
+  const proc = spawn(process.execPath, ['sidecar/main.ts', ...args], { cwd: root, env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+  return { proc, stderr: () => stderr, exited };
 }

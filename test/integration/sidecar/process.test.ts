@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -8,23 +7,7 @@ import { keyHash } from '../../../crds/key-hash.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { startRedis, type RedisHandle } from '../../harness/index.ts';
 import { freePort } from '../../harness/ports.ts';
-import { call, eventually } from './helpers.ts';
-
-const root = new URL('../../../', import.meta.url).pathname;
-
-interface Child {
-  proc: ChildProcess;
-  stderr: () => string;
-  exited: Promise<number | null>;
-}
-
-function runSidecar(args: string[], env: NodeJS.ProcessEnv = {}): Child {
-  const proc = spawn(process.execPath, ['sidecar/main.ts', ...args], { cwd: root, env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  proc.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
-  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  return { proc, stderr: () => stderr, exited };
-}
+import { call, eventually, spawnSidecar } from './helpers.ts';
 
 function apiYaml(id: string, listenPath: string, target: string, keyless: boolean): string {
   return `apiVersion: gw.dev/v1alpha1
@@ -62,14 +45,14 @@ spec: { key_hash: ${keyHash(rawKey)}, access_rights: { folder-auth: { api_id: fo
   });
 
   it('exits 1 at start naming an invalid setting', async () => {
-    const child = runSidecar(['--config', dir, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--health-listen', '127.0.0.1:0'], { GW_DRL_THRESHOLD: 'many' });
+    const child = spawnSidecar(['--config', dir, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--health-listen', '127.0.0.1:0'], { GW_DRL_THRESHOLD: 'many' });
     expect(await child.exited).toBe(1);
     expect(child.stderr()).toContain('invalid setting drl_threshold (from GW_DRL_THRESHOLD)');
   });
 
   it('serves Keys of the folder, applies edits on its own, reloads on SIGHUP and GET /gw/reload, survives Redis going away, drains on SIGTERM', async () => {
     const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
-    const child = runSidecar(['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--redis-url', redis.url], { GW_ADMIN_SECRET: 'process-admin-secret' });
+    const child = spawnSidecar(['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--redis-url', redis.url], { GW_ADMIN_SECRET: 'process-admin-secret', GW_WORKERS: '1' });
     try {
       const proxy = `http://127.0.0.1:${listen}`;
       await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`).catch(() => ({ status: 0 }))).status === 200, 20_000, 'ready');

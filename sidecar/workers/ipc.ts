@@ -1,0 +1,133 @@
+/**
+ * Calls between the primary and its workers over the IPC channel node:cluster opens
+ * (docs/architecture.md#workers). A call is answered by one reply carrying a result or an
+ * error message; a notice expects none. Messages are tagged `gw` so they never meet those
+ * prom-client sends on the same channel for metrics.
+ */
+import type { Readiness } from '../../common/health.ts';
+
+/** The environment variable the primary gives each worker its index in. */
+export const WORKER_INDEX_ENV = 'GW_WORKER_INDEX';
+
+/** What the primary asks of a worker. */
+export type WorkerMethods = {
+  readiness: { params: undefined; result: Readiness };
+  /** Reload this worker's config; `release`: first release what deletes retained (GET /gw/reload), else only re-read (SIGHUP). */
+  reload: { params: { release: boolean }; result: undefined };
+  /** Keep serving an API whose definition was deleted from the folder until the next reload. */
+  retain: { params: { apiId: string }; result: undefined };
+};
+
+/** What a worker asks of the primary: the same call made on every other worker. */
+export type PrimaryMethods = {
+  others: { params: OthersCall; result: undefined };
+};
+
+export type OthersCall = { [M in keyof WorkerMethods]: { method: M; params: WorkerMethods[M]['params'] } }[keyof WorkerMethods];
+
+/** One-way notices, either direction. */
+export interface Notices {
+  /** A smoothed limit moved to `value`: the primary's gauge gw_smoothing_allowance holds the last move of any worker. */
+  allowance: { labels: { kind: string; namespace: string; name: string }; value: number };
+  /** A worker started and serves. */
+  started: undefined;
+  /** Drain and exit. */
+  stop: undefined;
+}
+
+type Methods = Record<string, { params: unknown; result: unknown }>;
+type Handlers<M extends Methods> = { [K in keyof M]: (params: M[K]['params']) => Promise<M[K]['result']> | M[K]['result'] };
+type NoticeHandlers = { [K in keyof Notices]?: (payload: Notices[K]) => void };
+
+type Message =
+  | { gw: 'call'; id: number; method: string; params: unknown }
+  | { gw: 'reply'; id: number; result?: unknown; error?: string }
+  | { gw: 'notice'; name: string; payload: unknown };
+
+const isMessage = (value: unknown): value is Message => typeof value === 'object' && value !== null && typeof (value as { gw?: unknown }).gw === 'string';
+
+/** What a call failed with on the other side, or its timeout. */
+export class IpcCallError extends Error {
+  readonly code = 'ipc_call_failed';
+}
+
+/**
+ * One end of the channel: answers the calls `handlers` serve, makes calls of `Remote`
+ * methods, and sends and receives notices. `send` is process.send in a worker and
+ * worker.send in the primary.
+ */
+export class IpcPeer<Local extends Methods, Remote extends Methods> {
+  readonly #send: (message: Message) => void;
+  readonly #handlers: Handlers<Local>;
+  readonly #notices: NoticeHandlers;
+  readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  #nextId = 0;
+
+  constructor(send: (message: Message) => void, handlers: Handlers<Local>, notices: NoticeHandlers = {}) {
+    this.#send = send;
+    this.#handlers = handlers;
+    this.#notices = notices;
+  }
+
+  call<K extends keyof Remote & string>(method: K, params: Remote[K]['params'], timeoutMs: number): Promise<Remote[K]['result']> {
+    const id = this.#nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#pending.delete(id);
+        reject(new IpcCallError(`${method}: no answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject, timer });
+      try {
+        this.#send({ gw: 'call', id, method, params });
+      } catch (error) {
+        this.#settle(id, { error: `${method}: ${(error as Error).message}` });
+      }
+    });
+  }
+
+  notify<K extends keyof Notices>(name: K, payload: Notices[K]): void {
+    try {
+      this.#send({ gw: 'notice', name, payload });
+    } catch {
+      // The other end is gone; a notice is not worth more than the channel.
+    }
+  }
+
+  /** The channel closed: every call still waiting fails now instead of at its timeout. */
+  close(reason: string): void {
+    for (const id of [...this.#pending.keys()]) this.#settle(id, { error: reason });
+  }
+
+  /** Feed every message of the channel here; messages that are not gw's are ignored. */
+  receive(message: unknown): void {
+    if (!isMessage(message)) return;
+    if (message.gw === 'reply') this.#settle(message.id, message);
+    else if (message.gw === 'notice') (this.#notices[message.name as keyof Notices] as ((payload: unknown) => void) | undefined)?.(message.payload);
+    else void this.#answer(message.id, message.method, message.params);
+  }
+
+  async #answer(id: number, method: string, params: unknown): Promise<void> {
+    const handler = this.#handlers[method] as ((params: unknown) => unknown) | undefined;
+    let reply: Message;
+    try {
+      if (handler === undefined) throw new Error(`no method ${method}`);
+      reply = { gw: 'reply', id, result: await handler(params) };
+    } catch (error) {
+      reply = { gw: 'reply', id, error: error instanceof Error ? error.message : String(error) };
+    }
+    try {
+      this.#send(reply);
+    } catch {
+      // The caller is gone and will time out or be closed.
+    }
+  }
+
+  #settle(id: number, reply: { result?: unknown; error?: string }): void {
+    const pending = this.#pending.get(id);
+    if (pending === undefined) return;
+    this.#pending.delete(id);
+    clearTimeout(pending.timer);
+    if (reply.error !== undefined) pending.reject(new IpcCallError(reply.error));
+    else pending.resolve(reply.result);
+  }
+}

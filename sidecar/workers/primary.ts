@@ -1,0 +1,190 @@
+import cluster, { type Worker } from 'node:cluster';
+import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
+import { createHealthHandler, type Readiness } from '../../common/health.ts';
+import { drain, listen, urlOf } from '../../common/listen.ts';
+import type { Logger } from '../../common/logger.ts';
+import { boundedServer } from '../bounded-server.ts';
+import { smoothingAllowanceGauge } from '../limits/metrics.ts';
+import type { SidecarOptions } from '../cli.ts';
+import { IpcPeer, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+
+/** A worker that answers no readiness call within this counts as not ready. */
+const READINESS_TIMEOUT_MS = 2000;
+/** Time a worker has to drain after SIGTERM (its own drain is 10 s) before it is killed. */
+const STOP_GRACE_MS = 15_000;
+/** Restart delays of a worker that keeps exiting: doubling from the first, up to the last. */
+const RESTART_DELAY_MS = { first: 500, max: 30_000 } as const;
+/** A worker that ran this long before it exited restarts after the first delay again. */
+const STABLE_AFTER_MS = 60_000;
+
+interface Slot {
+  index: number;
+  worker: Worker | undefined;
+  peer: IpcPeer<PrimaryMethods, WorkerMethods> | undefined;
+  started: boolean;
+  startedAt: number;
+  restartDelayMs: number;
+}
+
+export interface RunningPrimary {
+  healthUrl: string;
+  /** SIGHUP: every worker re-reads its config. */
+  reload(): void;
+  close(): Promise<void>;
+}
+
+function primaryMetrics(): { registry: Registry; running: Gauge; exits: Counter<'code'>; allowance: Gauge<'kind' | 'namespace' | 'name'> } {
+  const registry = new Registry();
+  return {
+    registry,
+    allowance: smoothingAllowanceGauge([registry], 'sum'),
+    running: new Gauge({ name: 'gw_workers', help: 'Worker processes of this gateway that are running (--workers).', registers: [registry] }),
+    exits: new Counter({ name: 'gw_worker_exits_total', help: 'Worker processes that ended other than by a stop, by exit code or signal (each is restarted).', labelNames: ['code'], registers: [registry] }),
+  };
+}
+
+/**
+ * Ready while every running worker is ready and one at least runs. A worker that is down
+ * is a problem, not a reason: the others serve on while it restarts, and an unready pod
+ * would leave its Service.
+ */
+async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
+  const reasons: string[] = [];
+  const problems = new Map<string, Readiness['problems'][number]>();
+  const answers = await Promise.all(
+    slots.map(async (slot) => {
+      if (slot.peer === undefined || slot.worker?.isConnected() !== true) return undefined;
+      return slot.peer.call('readiness', undefined, READINESS_TIMEOUT_MS).catch((error: unknown) => ({ ready: false, reasons: [(error as Error).message], problems: [] }));
+    }),
+  );
+  let serving = 0;
+  answers.forEach((answer, index) => {
+    if (answer === undefined) {
+      problems.set(`worker ${index}`, { subject: `worker ${index}`, reason: 'not running; restarting' });
+      return;
+    }
+    if (answer.ready) serving += 1;
+    for (const reason of answer.reasons) reasons.push(`worker ${index}: ${reason}`);
+    // Every worker loads the same config and reports the same problems: each is listed once.
+    for (const problem of answer.problems) problems.set(`${problem.subject}\n${problem.reason}`, problem);
+  });
+  if (serving === 0 && reasons.length === 0) reasons.push('no worker running');
+  return { ready: reasons.length === 0 && serving > 0, reasons, problems: [...problems.values()] };
+}
+
+/**
+ * The primary of a gateway run as `count` processes (docs/architecture.md#workers). It
+ * forks the workers, which share the proxy and admin listeners through node:cluster;
+ * restarts one that ends, with a growing delay while it keeps ending; serves /healthz,
+ * /readyz (every worker's readiness) and /metrics (the workers' metrics summed, with
+ * prom-client's AggregatorRegistry); runs on every other worker what one worker asks; and
+ * stops them all on SIGTERM. A worker that ends before all have started fails the start.
+ */
+export async function startPrimary(options: SidecarOptions, count: number, logger: Logger): Promise<RunningPrimary> {
+  const metrics = primaryMetrics();
+  const aggregator = new AggregatorRegistry();
+  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first }));
+  let stopping = false;
+  let startFailed: ((error: Error) => void) | undefined;
+  let allStarted: (() => void) | undefined;
+  const started = new Promise<void>((resolve, reject) => {
+    allStarted = resolve;
+    startFailed = reject;
+  });
+  const restartTimers = new Set<NodeJS.Timeout>();
+
+  const live = (): Slot[] => slots.filter((s) => s.worker?.isConnected() === true);
+
+  /** Runs `call` on every running worker but `from`, and fails with the first failure. */
+  const onOthers = async (from: number, call: OthersCall): Promise<undefined> => {
+    const others = live().filter((s) => s.index !== from);
+    await Promise.all(others.map((s) => s.peer!.call(call.method, call.params as never, 30_000)));
+    return undefined;
+  };
+
+  const fork = (slot: Slot): void => {
+    const worker = cluster.fork({ [WORKER_INDEX_ENV]: String(slot.index) });
+    const peer = new IpcPeer<PrimaryMethods, WorkerMethods>(
+      (message) => worker.send(message),
+      { others: (call) => onOthers(slot.index, call) },
+      {
+        allowance: ({ labels, value }) => metrics.allowance.set(labels, value),
+        started: () => {
+          slot.started = true;
+          slot.startedAt = Date.now();
+          metrics.running.set(live().length);
+          if (slots.every((s) => s.started)) allStarted?.();
+        },
+      },
+    );
+    Object.assign(slot, { worker, peer, started: false });
+    worker.on('message', (message: unknown) => peer.receive(message));
+    worker.on('exit', (code, signal) => {
+      peer.close(`worker ${slot.index} ended`);
+      slot.worker = undefined;
+      metrics.running.set(live().length);
+      if (stopping) return;
+      const how = signal ?? `exit code ${code}`;
+      metrics.exits.inc({ code: String(signal ?? code) });
+      if (startFailed) {
+        // A start that fails fails the process, as it does with one process.
+        startFailed(new Error(`worker ${slot.index} ended before the gateway started (${how})`));
+        return;
+      }
+      if (Date.now() - slot.startedAt > STABLE_AFTER_MS) slot.restartDelayMs = RESTART_DELAY_MS.first;
+      logger.error({ worker: slot.index, code, signal }, `worker ${slot.index} ended (${how}); restarting in ${slot.restartDelayMs} ms`);
+      const timer = setTimeout(() => {
+        restartTimers.delete(timer);
+        if (!stopping) fork(slot);
+      }, slot.restartDelayMs);
+      restartTimers.add(timer);
+      slot.restartDelayMs = Math.min(slot.restartDelayMs * 2, RESTART_DELAY_MS.max);
+    });
+  };
+
+  const healthServer = boundedServer(
+    createHealthHandler(
+      {
+        contentType: metrics.registry.contentType,
+        metrics: async () => `${await aggregator.clusterMetrics()}\n${await metrics.registry.metrics()}`,
+      },
+      { readiness: () => readinessOf(slots) },
+    ),
+    {},
+  );
+
+  const close = async (): Promise<void> => {
+    stopping = true;
+    for (const timer of restartTimers) clearTimeout(timer);
+    const exits = slots.map((slot) => {
+      const worker = slot.worker;
+      if (worker === undefined || worker.isDead()) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const kill = setTimeout(() => worker.process.kill('SIGKILL'), STOP_GRACE_MS);
+        worker.once('exit', () => {
+          clearTimeout(kill);
+          resolve();
+        });
+        worker.process.kill('SIGTERM');
+      });
+    });
+    await Promise.all(exits);
+    await drain(healthServer, 1000);
+    logger.info('gw-sidecar stopped');
+  };
+
+  try {
+    const healthInfo = await listen(healthServer, options.healthListen);
+    for (const slot of slots) fork(slot);
+    await started;
+    startFailed = undefined;
+    logger.info({ workers: count, health: urlOf(healthInfo) }, 'gw-sidecar workers started');
+    const reload = (): void => {
+      for (const slot of live()) slot.worker!.process.kill('SIGHUP');
+    };
+    return { healthUrl: urlOf(healthInfo), reload, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}

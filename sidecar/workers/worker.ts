@@ -1,0 +1,74 @@
+import { AggregatorRegistry } from 'prom-client';
+import type { Readiness } from '../../common/health.ts';
+import type { Logger } from '../../common/logger.ts';
+import type { RunningSidecar, WorkerRole } from '../app.ts';
+import { FolderResourceStore } from '../resources/folder-store.ts';
+import { IpcPeer, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+
+/** A reload on every worker re-reads config (in a cluster: lists ConfigMaps), which may take a while on a large one. */
+const OTHERS_TIMEOUT_MS = 30_000;
+
+const STARTING: Readiness = { ready: false, reasons: ['starting'], problems: [] };
+
+export interface PrimaryLink {
+  /** What app.ts needs to act as one worker of several. */
+  role: WorkerRole;
+  /** The sidecar this worker started: from now on the primary's calls reach it. */
+  attach(running: RunningSidecar): void;
+  /** The primary's notice to stop, or its end (the channel closed): `stop` runs once. */
+  onStop(stop: () => void): void;
+}
+
+/**
+ * This process as worker `index` of a gateway (docs/architecture.md#workers): answers the
+ * primary's calls (readiness, reload, retain), asks it to run on every other worker what
+ * this one did that they must do too, and hands its metrics to the primary's aggregate.
+ */
+export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
+  let running: RunningSidecar | undefined;
+  let stop: (() => void) | undefined;
+  const primary = new IpcPeer<WorkerMethods, PrimaryMethods>(
+    (message) => process.send?.(message),
+    {
+      readiness: () => running?.readiness() ?? STARTING,
+      reload: async ({ release }) => {
+        if (running === undefined) return undefined; // it loads a fresh config as it starts
+        if (release) await running.resources.releaseDeleted();
+        await running.runtime.reload();
+        return undefined;
+      },
+      retain: ({ apiId }) => {
+        if (running?.resources instanceof FolderResourceStore) running.resources.retain(apiId);
+        return undefined;
+      },
+    },
+    { stop: () => stop?.() },
+  );
+  process.on('message', (message) => primary.receive(message));
+  process.on('disconnect', () => {
+    primary.close('the primary is gone');
+    logger.warn('the primary process is gone: stopping');
+    stop?.();
+  });
+  const role: WorkerRole = {
+    index,
+    others: {
+      reload: (release) => primary.call('others', { method: 'reload', params: { release } }, OTHERS_TIMEOUT_MS),
+      retain: (apiId) => primary.call('others', { method: 'retain', params: { apiId } }, OTHERS_TIMEOUT_MS),
+      allowance: (event) => primary.notify('allowance', { labels: { kind: event.source.kind, namespace: event.source.namespace, name: event.source.name }, value: event.newAllowance }),
+    },
+  };
+  return {
+    role,
+    attach: (sidecar) => {
+      running = sidecar;
+      AggregatorRegistry.setRegistries([sidecar.metrics.registry]);
+      // Constructing one is what makes prom-client answer the primary's requests for metrics in a worker.
+      new AggregatorRegistry();
+      primary.notify('started', undefined);
+    },
+    onStop: (fn) => {
+      stop = fn;
+    },
+  };
+}

@@ -1,0 +1,184 @@
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { keyHash } from '../../../crds/key-hash.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { gatewayHeartbeatKey } from '../../../common/redis-keys.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
+import { startRedis, type RedisHandle } from '../../harness/index.ts';
+import { freePort } from '../../harness/ports.ts';
+import { call, eventually, spawnSidecar, type SidecarChild } from './helpers.ts';
+
+const ADMIN = { 'x-gw-authorization': 'workers-admin-secret' };
+
+function apiYaml(id: string, limit: string): string {
+  return `apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: ${id} }
+spec: { api_id: ${id}, name: ${id}, use_keyless: true, ${limit} proxy: { listen_path: /${id}/, target_url: '{{upstream}}', strip_listen_path: true } }
+`;
+}
+
+interface Gateway {
+  child: SidecarChild;
+  proxy: string;
+  admin: string;
+  health: string;
+}
+
+async function startGateway(dir: string, redisUrl: string | undefined, workers: string, env: NodeJS.ProcessEnv = {}): Promise<Gateway> {
+  const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
+  const args = ['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', workers];
+  if (redisUrl !== undefined) args.push('--redis-url', redisUrl);
+  const child = spawnSidecar(args, { GW_ADMIN_SECRET: 'workers-admin-secret', GW_INSTANCE_ID: 'workers-test', ...env });
+  const gateway = { child, proxy: `http://127.0.0.1:${listen}`, admin: `http://127.0.0.1:${admin}`, health: `http://127.0.0.1:${health}` };
+  await eventually(async () => (await call(`${gateway.health}/readyz`).catch(() => ({ status: 0 }))).status === 200 || child.proc.exitCode !== null, 30_000, 'ready');
+  expect(child.proc.exitCode, child.stderr()).toBeNull();
+  return gateway;
+}
+
+/** Every request on a new connection, so node:cluster hands them to the workers in turn. */
+async function statuses(url: string, n: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) out.push((await call(url)).status);
+  return out;
+}
+
+const sumOf = (metrics: string, name: string): number =>
+  [...metrics.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\d+)$`, 'gm'))].reduce((sum, m) => sum + Number(m[1]), 0);
+
+describe('gw-sidecar --workers (folder mode, Redis)', () => {
+  let upstream: EchoUpstream;
+  let redis: RedisHandle;
+  let client: Redis;
+  let dir: string;
+  const rawKey = randomBytes(16).toString('hex');
+
+  beforeAll(async () => {
+    upstream = await startEchoUpstream();
+    redis = await startRedis();
+    client = new Redis(redis.url);
+    dir = await mkdtemp(join(tmpdir(), 'gw-workers-'));
+    const smoothedKey = `apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: smoothed-key }
+spec:
+  key_hash: ${keyHash(rawKey)}
+  rate: 20
+  per: 3600
+  smoothing: { enabled: true, threshold: 2, step: 2, trigger: 0.5, delay: 0 }
+  access_rights: { auth: { api_id: auth, api_name: auth } }
+`;
+    const yaml = [apiYaml('open', ''), apiYaml('kept', ''), apiYaml('limited', 'global_rate_limit: { rate: 20, per: 3600 },'), apiYaml('auth', ''), smoothedKey]
+      .join('---\n')
+      .replace('{ api_id: auth, name: auth, use_keyless: true,', '{ api_id: auth, name: auth, use_keyless: false,');
+    await writeFile(join(dir, 'apis.yaml'), yaml.replaceAll('{{upstream}}', upstream.url));
+  });
+
+  afterAll(async () => {
+    client?.disconnect();
+    await upstream?.close();
+    await redis?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('refuses more than one worker without Redis, and a bad setting before forking any', async () => {
+    const noRedis = spawnSidecar(['--config', dir, '--workers', '2']);
+    expect(await noRedis.exited).toBe(2);
+    expect(noRedis.stderr()).toContain('--workers (GW_WORKERS) 2 needs --redis-url (GW_REDIS_URL)');
+    const badSetting = spawnSidecar(['--config', dir, '--workers', '2', '--redis-url', redis.url, '--health-listen', '127.0.0.1:0'], { GW_DRL_THRESHOLD: 'many' });
+    expect(await badSetting.exited).toBe(1);
+    expect(badSetting.stderr()).toContain('invalid setting drl_threshold (from GW_DRL_THRESHOLD)');
+    expect(badSetting.stderr()).not.toContain('worker');
+  });
+
+  it('serves on two workers that DRL counts as two gateways, with one /metrics and /readyz, one admin, reloads on all, restarts a killed worker, stops on SIGTERM', async () => {
+    const gw = await startGateway(dir, redis.url, '2');
+    try {
+      // Each worker joins the API's live gateways under its own instance id.
+      await eventually(async () => (await client.zrange(gatewayHeartbeatKey('limited'), '0', '-1')).length === 2, 10_000, 'two heartbeats');
+      expect((await client.zrange(gatewayHeartbeatKey('limited'), '0', '-1')).sort()).toEqual(['workers-test-w0', 'workers-test-w1']);
+      // Two beats (2 s each) and both workers have read the other's heartbeat.
+      await new Promise((r) => setTimeout(r, 4500));
+
+      // The API limit is 20 an hour: each worker holds a DRL share of 10. The kernel spreads new
+      // connections over the workers' sockets at random; of 100, each worker meets more than 10
+      // (all but certainly), so exactly 20 pass. One worker alone would pass 10; workers not
+      // counted as gateways, 40.
+      const limited = await statuses(`${gw.proxy}/limited/x`, 100);
+      expect(limited.filter((s) => s === 200)).toHaveLength(20);
+      expect(limited.filter((s) => s === 429)).toHaveLength(80);
+
+      expect(await statuses(`${gw.proxy}/open/x`, 10)).toEqual(Array(10).fill(200));
+      const metrics = (await call(`${gw.health}/metrics`)).text;
+      // The primary's /metrics sums the workers': every request is counted once.
+      expect(sumOf(metrics, 'gw_requests_total')).toBe(110);
+      expect(metrics).toMatch(/^gw_requests_total\{api="limited",code_class="4xx"\} 80$/m);
+      expect(metrics).toMatch(/^gw_workers 2$/m);
+      expect(metrics).toMatch(/^gw_config_reloads_total\{source="folder",result="ok"\} 2$/m);
+
+      // SIGHUP to the primary reloads every worker.
+      gw.child.proc.kill('SIGHUP');
+      await eventually(async () => /^gw_config_reloads_total\{source="folder",result="ok"\} 4$/m.test((await call(`${gw.health}/metrics`)).text), 10_000, 'both reloaded');
+
+      // A deleted API stays served by every worker until GET /gw/reload, then by none.
+      const deleted = await call(`${gw.admin}/gw/apis/open`, { method: 'DELETE', headers: ADMIN });
+      expect(deleted.json()).toEqual({ key: 'open', status: 'ok', action: 'deleted' });
+      await new Promise((r) => setTimeout(r, 1000)); // the folder watch has re-read the folder in each worker
+      expect(await statuses(`${gw.proxy}/open/x`, 6)).toEqual(Array(6).fill(200));
+      expect((await call(`${gw.admin}/gw/reload`, { headers: ADMIN })).status).toBe(200);
+      expect(await statuses(`${gw.proxy}/open/x`, 6)).toEqual(Array(6).fill(404));
+
+      // A killed worker: the other serves every request meanwhile, and the primary starts a new one.
+      const ready = (await call(`${gw.health}/readyz`)).json();
+      expect(ready).toEqual({ status: 'ready', reasons: [], problems: [] });
+      const pids = await childPids(gw.child.proc.pid!);
+      expect(pids).toHaveLength(2);
+      process.kill(pids[1]!, 'SIGKILL');
+      await eventually(async () => /^gw_worker_exits_total\{code="SIGKILL"\} 1$/m.test((await call(`${gw.health}/metrics`)).text), 10_000, 'exit counted');
+      // The primary waits half a second before the new worker: meanwhile the other serves all.
+      expect(await statuses(`${gw.proxy}/kept/x`, 6)).toEqual(Array(6).fill(200));
+      await eventually(async () => (await childPids(gw.child.proc.pid!)).length === 2 && (await call(`${gw.health}/readyz`)).status === 200, 20_000, 'worker restarted');
+      expect((await childPids(gw.child.proc.pid!)).filter((pid) => !pids.includes(pid))).toHaveLength(1);
+      expect((await call(`${gw.health}/readyz`)).json()).toEqual({ status: 'ready', reasons: [], problems: [] });
+
+      const slow = call(`${gw.proxy}/kept/x?delay_ms=500`);
+      await new Promise((r) => setTimeout(r, 100));
+      gw.child.proc.kill('SIGTERM');
+      expect((await slow).status).toBe(200);
+      expect(await gw.child.exited).toBe(0);
+      expect(await childPids(gw.child.proc.pid!)).toEqual([]);
+    } finally {
+      if (gw.child.proc.exitCode === null) gw.child.proc.kill('SIGKILL');
+    }
+  });
+
+  it('shows the last smoothing move of any worker as the one gw_smoothing_allowance', async () => {
+    const gw = await startGateway(dir, redis.url, '2', { GW_ENABLE_REDIS_ROLLING_LIMITER: 'true' });
+    try {
+      for (let i = 0; i < 8; i++) await call(`${gw.proxy}/auth/x`, { headers: { authorization: rawKey } });
+      const metrics = (await call(`${gw.health}/metrics`)).text;
+      const ups = sumOf(metrics, 'gw_smoothing_events_total');
+      expect(ups).toBeGreaterThanOrEqual(2);
+      expect(metrics).toMatch(/^gw_smoothing_events_total\{reason="RateLimitSmoothingUp"\} \d+$/m);
+      // Only rises so far, each by step from threshold; the workers' own gauges are left out, so one series.
+      const series = [...metrics.matchAll(/^gw_smoothing_allowance\{(.*)\} (\d+)$/gm)];
+      expect(series.map((m) => [m[1], Number(m[2])])).toEqual([['kind="Key",namespace="default",name="smoothed-key"', 2 + 2 * ups]]);
+    } finally {
+      gw.child.proc.kill('SIGTERM');
+      expect(await gw.child.exited).toBe(0);
+    }
+  });
+});
+
+/** The pids of `parent`'s children, from /proc. */
+async function childPids(parent: number): Promise<number[]> {
+  try {
+    const text = await readFile(`/proc/${parent}/task/${parent}/children`, 'utf8');
+    return text.trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
