@@ -9,6 +9,13 @@ import type { Readiness } from '../../common/health.ts';
 /** The environment variable the primary gives each worker its index in. */
 export const WORKER_INDEX_ENV = 'GW_WORKER_INDEX';
 
+/**
+ * How long a call run on every other worker may take, both where the primary waits for each
+ * worker and where the asking worker waits for the primary: a reload re-reads config (in a
+ * cluster, lists ConfigMaps), which takes a while on a large one.
+ */
+export const OTHERS_TIMEOUT_MS = 30_000;
+
 /** What the primary asks of a worker. */
 export type WorkerMethods = {
   readiness: { params: undefined; result: Readiness };

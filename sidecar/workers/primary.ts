@@ -6,7 +6,7 @@ import type { Logger } from '../../common/logger.ts';
 import { boundedServer } from '../bounded-server.ts';
 import { smoothingAllowanceGauge } from '../limits/metrics.ts';
 import type { SidecarOptions } from '../cli.ts';
-import { IpcPeer, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+import { IpcPeer, OTHERS_TIMEOUT_MS, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 
 /** A worker that answers no readiness call within this counts as not ready. */
 const READINESS_TIMEOUT_MS = 2000;
@@ -98,7 +98,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
   /** Runs `call` on every running worker but `from`, and fails with the first failure. */
   const onOthers = async (from: number, call: OthersCall): Promise<undefined> => {
     const others = live().filter((s) => s.index !== from);
-    await Promise.all(others.map((s) => s.peer!.call(call.method, call.params as never, 30_000)));
+    await Promise.all(others.map((s) => s.peer!.call(call.method, call.params as never, OTHERS_TIMEOUT_MS)));
     return undefined;
   };
 

@@ -3,10 +3,7 @@ import type { Readiness } from '../../common/health.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { RunningSidecar, WorkerRole } from '../app.ts';
 import { FolderResourceStore } from '../resources/folder-store.ts';
-import { IpcPeer, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
-
-/** A reload on every worker re-reads config (in a cluster: lists ConfigMaps), which may take a while on a large one. */
-const OTHERS_TIMEOUT_MS = 30_000;
+import { IpcPeer, OTHERS_TIMEOUT_MS, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 
 const STARTING: Readiness = { ready: false, reasons: ['starting'], problems: [] };
 
