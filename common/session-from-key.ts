@@ -1,3 +1,4 @@
+import { sameData } from './same-data.ts';
 import { sessionSchema, type Session } from '../crds/session.ts';
 import { keySpecSchema, type KeySpec } from '../crds/schemas/key.ts';
 
@@ -27,7 +28,7 @@ export function sessionFromKey(spec: unknown, keyName: string, namespace: string
   const candidate = sessionSchema.safeParse({ ...merged, last_updated: existing?.last_updated ?? now.toISOString() });
   if (!candidate.success) return { ok: false, message: firstIssue('', candidate.error) };
   const session = candidate.data;
-  if (existing && JSON.stringify(session) !== JSON.stringify(existing)) session.last_updated = now.toISOString();
+  if (existing && !sameData(session, existing)) session.last_updated = now.toISOString();
   return { ok: true, session };
 }
 

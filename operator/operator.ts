@@ -21,6 +21,7 @@ import { KubeKeySecrets } from './keys/key-secrets.ts';
 import type { OperatorOptions } from './options.ts';
 import { KubeEventRecorder } from './runtime/event-recorder.ts';
 import { KubeFinalizerWriter } from './runtime/finalizer-writer.ts';
+import { OwnWrites } from './kit/own-writes.ts';
 import type { GwObject } from './runtime/gw-object.ts';
 import { createServer } from 'node:http';
 import { createHealthHandler, type Readiness } from '../common/health.ts';
@@ -76,22 +77,23 @@ export class Operator {
     this.#log = deps.log.child({ instance: options.instanceId });
     const kc = shareConnections(deps.kc);
     this.#redis = createRedis(options.redisUrl, this.#log);
-    this.#informers = this.#makeInformers(kc);
+    const ownWrites = new OwnWrites();
+    this.#informers = this.#makeInformers(kc, ownWrites);
     this.#events = new KubeEventRecorder(kc, options.instanceId, this.#log);
     this.metrics = new OperatorMetrics(() => Object.fromEntries(Object.values(this.#controllers).map((c) => [c.kind, c.depth()])), deps.processMetrics ?? true);
     const ctx: ControllerContext = {
       log: this.#log,
       caches: this.#informers,
-      status: new KubeStatusWriter(kc),
+      status: new KubeStatusWriter(kc, ownWrites),
       events: this.#events,
-      finalizers: new KubeFinalizerWriter(kc),
-      configMaps: new KubeConfigMapWriter(kc),
-      keySecrets: new KubeKeySecrets(kc),
+      finalizers: new KubeFinalizerWriter(kc, ownWrites),
+      configMaps: new KubeConfigMapWriter(kc, ownWrites),
+      keySecrets: new KubeKeySecrets(kc, ownWrites),
       sessions: new RedisSessionStore(this.#redis),
       settings: deps.settings,
       metrics: this.metrics,
     };
-    const controllerOptions: ControllerOptions = { concurrency: options.concurrency, baseDelayMs: 200, maxDelayMs: 30_000, timeoutMs: RECONCILE_TIMEOUT_MS };
+    const controllerOptions: ControllerOptions = { concurrency: options.concurrency, baseDelayMs: 200, maxDelayMs: 30_000, timeoutMs: RECONCILE_TIMEOUT_MS, ownWrites };
     const controller = (reconciler: KindController) => new Controller(reconciler, controllerOptions, this.metrics, this.#log);
     this.#controllers = {
       ApiDefinition: controller(new ApiDefinitionController(ctx)),
@@ -177,17 +179,17 @@ export class Operator {
     await Promise.all(Object.values(this.#controllers).map((controller) => controller.stop()));
   }
 
-  #makeInformers(kc: KubeConfig): Informers {
+  #makeInformers(kc: KubeConfig, ownWrites: OwnWrites): Informers {
     const namespaces = this.options.watchNamespaces;
-    const gw = <K extends KindName>(kind: K) => new InformerSet<GwObject<K>>(kc, customResourceType(kc, kinds[kind]), namespaces, this.#log);
+    const gw = <K extends KindName>(kind: K) => new InformerSet<GwObject<K>>(kc, customResourceType(kc, kinds[kind]), namespaces, this.#log, { ownWrites });
     return {
       apis: gw('ApiDefinition'),
       policies: gw('Policy'),
       keys: gw('Key'),
       categories: gw('Category'),
       products: gw('PortalProduct'),
-      configMaps: new InformerSet(kc, configMapType(kc), namespaces, this.#log, { labelSelector: MANAGED_BY_SELECTOR }),
-      secrets: new InformerSet(kc, secretType(kc), namespaces, this.#log, { labelSelector: MANAGED_BY_SELECTOR, prune: keepOnlyKeyHash }),
+      configMaps: new InformerSet(kc, configMapType(kc), namespaces, this.#log, { labelSelector: MANAGED_BY_SELECTOR, ownWrites }),
+      secrets: new InformerSet(kc, secretType(kc), namespaces, this.#log, { labelSelector: MANAGED_BY_SELECTOR, prune: keepOnlyKeyHash, ownWrites }),
     };
   }
 }

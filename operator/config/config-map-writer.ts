@@ -1,5 +1,6 @@
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { isConflict, isNotFound } from '../kit/controllerutil.ts';
+import type { OwnWrites } from '../kit/own-writes.ts';
 
 /** Writes and deletes compiled ConfigMaps. */
 export interface ConfigMapWriter {
@@ -12,9 +13,11 @@ export interface ConfigMapWriter {
 /** Create-or-replace and delete through the API server; 404/409 races resolve as "someone got there first". */
 export class KubeConfigMapWriter implements ConfigMapWriter {
   readonly #api: CoreV1Api;
+  readonly #ownWrites: OwnWrites;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: KubeConfig, ownWrites: OwnWrites) {
     this.#api = kc.makeApiClient(CoreV1Api);
+    this.#ownWrites = ownWrites;
   }
 
   async apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated'> {
@@ -24,18 +27,18 @@ export class KubeConfigMapWriter implements ConfigMapWriter {
       // The cache may lag: write over the latest stored version rather than fail on a stale one.
       const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: undefined } };
       try {
-        await this.#api.replaceNamespacedConfigMap({ name, namespace, body });
+        this.#ownWrites.record('ConfigMap', await this.#api.replaceNamespacedConfigMap({ name, namespace, body }));
         return 'updated';
       } catch (error) {
         if (!isNotFound(error)) throw error;
       }
     }
     try {
-      await this.#api.createNamespacedConfigMap({ namespace, body: desired });
+      this.#ownWrites.record('ConfigMap', await this.#api.createNamespacedConfigMap({ namespace, body: desired }));
       return 'created';
     } catch (error) {
       if (!isConflict(error)) throw error;
-      await this.#api.replaceNamespacedConfigMap({ name, namespace, body: desired });
+      this.#ownWrites.record('ConfigMap', await this.#api.replaceNamespacedConfigMap({ name, namespace, body: desired }));
       return 'updated';
     }
   }

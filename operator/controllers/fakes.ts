@@ -26,6 +26,11 @@ const keyOf = (obj: KubernetesObject): string => `${obj.metadata?.namespace ?? '
 export class MemorySource<T extends KubernetesObject> implements Source<T> {
   readonly #objects = new Map<string, T>();
   readonly #handlers: Array<(event: WatchEvent<T>) => void> = [];
+  readonly #kind: string;
+
+  constructor(kind = 'Thing') {
+    this.#kind = kind;
+  }
 
   get(namespace: string, name: string): T | undefined {
     return this.#objects.get(`${namespace}/${name}`);
@@ -42,14 +47,14 @@ export class MemorySource<T extends KubernetesObject> implements Source<T> {
   put(object: T): void {
     const old = this.#objects.get(keyOf(object));
     this.#objects.set(keyOf(object), object);
-    for (const handler of this.#handlers) handler({ verb: old ? 'update' : 'add', object, old });
+    for (const handler of this.#handlers) handler({ kind: this.#kind, verb: old ? 'update' : 'add', object, old });
   }
 
   remove(namespace: string, name: string): void {
     const old = this.#objects.get(`${namespace}/${name}`);
     if (!old) return;
     this.#objects.delete(`${namespace}/${name}`);
-    for (const handler of this.#handlers) handler({ verb: 'delete', object: old, old });
+    for (const handler of this.#handlers) handler({ kind: this.#kind, verb: 'delete', object: old, old });
   }
 }
 

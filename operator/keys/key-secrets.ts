@@ -3,6 +3,7 @@ import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-no
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../../common/compiled-config-map.ts';
 import { keyHash } from '../../crds/key-hash.ts';
 import { controllerReference, isConflict, isNotFound } from '../kit/controllerutil.ts';
+import type { OwnWrites } from '../kit/own-writes.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
 export const keySecretName = (keyName: string): string => `gw-key-${keyName}`;
@@ -61,9 +62,11 @@ export interface KeySecretStore {
 
 export class KubeKeySecrets implements KeySecretStore {
   readonly #api: CoreV1Api;
+  readonly #ownWrites: OwnWrites;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: KubeConfig, ownWrites: OwnWrites) {
     this.#api = kc.makeApiClient(CoreV1Api);
+    this.#ownWrites = ownWrites;
   }
 
   async #read(namespace: string, name: string): Promise<V1Secret | undefined> {
@@ -78,7 +81,7 @@ export class KubeKeySecrets implements KeySecretStore {
   async create(key: GwObject<'Key'>): Promise<string> {
     const { secret, hash } = keySecret(key, generateRawKey());
     try {
-      await this.#api.createNamespacedSecret({ namespace: key.metadata.namespace, body: secret });
+      this.#ownWrites.record('Secret', await this.#api.createNamespacedSecret({ namespace: key.metadata.namespace, body: secret }));
       return hash;
     } catch (error) {
       if (!isConflict(error)) throw error;

@@ -52,6 +52,32 @@ describe('Controller', () => {
     await controller.stop();
   });
 
+  it('postpones its resync while items wait for a worker', async () => {
+    const runs: string[] = [];
+    let release = (): void => undefined;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const { source, controller } = harness(async ({ name }) => {
+      runs.push(name);
+      if (name.startsWith('slow')) await gate;
+    });
+    source.put(thing('done'));
+    controller.start();
+    await until(() => runs.includes('done'));
+    // Two slow items hold both workers; a third waits behind them.
+    ['slow-1', 'slow-2', 'waiting'].forEach((name) => source.put(thing(name)));
+    await until(() => runs.length === 3);
+    controller.resync(0);
+    release();
+    await until(() => runs.length === 4);
+    await settle();
+    expect(runs.sort()).toEqual(['done', 'slow-1', 'slow-2', 'waiting']);
+
+    // Nothing waits now: the same resync queues everything again.
+    controller.resync(0);
+    await until(() => runs.length === 8);
+    await controller.stop();
+  });
+
   it('enqueues watched changes only while started', async () => {
     const runs: string[] = [];
     const { source, controller } = harness(async ({ name }) => void runs.push(name));

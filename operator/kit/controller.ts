@@ -3,7 +3,8 @@ import type { KindName } from '../../crds/kinds.ts';
 import type { OperatorMetrics } from '../runtime/metrics.ts';
 import { WorkQueue } from '../runtime/work-queue.ts';
 import { requestKey, requestOf, TerminalError, type Reconciler, type Result } from './reconciler.ts';
-import type { Watch } from './watch.ts';
+import type { OwnWrites } from './own-writes.ts';
+import type { Cause, Watch } from './watch.ts';
 
 /** A kind's reconciler and what it watches. */
 export interface KindController extends Reconciler {
@@ -17,6 +18,8 @@ export interface ControllerOptions {
   maxDelayMs: number;
   /** A reconcile running longer is abandoned and retried, so stopping (leadership lost) never waits longer. */
   timeoutMs: number;
+  /** The operator's own writes: a change that is one of them does not bring an object back. */
+  ownWrites?: OwnWrites;
 }
 
 export class ReconcileTimeoutError extends Error {
@@ -32,7 +35,7 @@ export class ReconcileTimeoutError extends Error {
 export class Controller {
   readonly kind: KindName;
   readonly #reconciler: KindController;
-  readonly #queue: WorkQueue;
+  readonly #queue: WorkQueue<Cause>;
   readonly #timeoutMs: number;
   readonly #metrics: OperatorMetrics;
   readonly #log: Logger;
@@ -46,8 +49,12 @@ export class Controller {
     this.#timeoutMs = options.timeoutMs;
     this.#metrics = metrics;
     this.#log = log.child({ controller: reconciler.kind });
-    this.#queue = new WorkQueue((key) => this.#run(key), options);
-    for (const watch of reconciler.watches) watch.subscribe((request) => this.#running && this.#queue.add(requestKey(request)));
+    const { ownWrites } = options;
+    this.#queue = new WorkQueue<Cause>((key) => this.#run(key), {
+      ...options,
+      ownChange: ownWrites ? (cause) => ownWrites.take(cause.kind, cause.object) : undefined,
+    });
+    for (const watch of reconciler.watches) watch.subscribe((request, cause) => this.#running && this.#queue.add(requestKey(request), cause));
   }
 
   /** Starts reconciling: everything the watches cover is queued once. */
@@ -70,10 +77,15 @@ export class Controller {
 
   /**
    * Resync: queue the items not reconciled within `maxAgeMs`. Re-running what just ran
-   * corrects nothing, and under a backlog (a cold start with thousands of objects) it
-   * would multiply the work. Items no longer listed are forgotten.
+   * corrects nothing. While items wait for a worker (a cold start with thousands of
+   * objects) the resync waits for a later tick: it would put objects reconciled a moment
+   * ago in the way of objects never reconciled yet. Items no longer listed are forgotten.
    */
   resync(maxAgeMs: number): void {
+    if (this.#queue.waiting() > 0) {
+      this.#log.debug({ waiting: this.#queue.waiting() }, 'resync postponed: the queue has a backlog');
+      return;
+    }
     const now = Date.now();
     const listed = new Set(this.#reconciler.watches.flatMap((watch) => watch.resyncRequests().map(requestKey)));
     for (const key of this.#lastSuccess.keys()) if (!listed.has(key)) this.#lastSuccess.delete(key);

@@ -1,17 +1,27 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { sameData } from '../../common/same-data.ts';
 import type { Request } from './reconciler.ts';
 
 export type Verb = 'add' | 'update' | 'delete';
 
 /**
- * One change seen by an informer: the object as it is now (as it was last, for a
- * delete) and, for an update or a delete, the version seen before it.
+ * One change seen by an informer: the object's kind, the object as it is now (as it was
+ * last, for a delete) and, for an update or a delete, the version seen before it.
  */
 export interface WatchEvent<T> {
+  kind: string;
   verb: Verb;
   object: T;
   old: T | undefined;
 }
+
+/** The version of an object whose change asked for a request, so an operator's own write can be told apart (operator/kit/own-writes.ts). */
+export interface Cause {
+  kind: string;
+  object: KubernetesObject;
+}
+
+const causeOf = (event: WatchEvent<KubernetesObject>): Cause | undefined => (event.verb === 'delete' ? undefined : { kind: event.kind, object: event.object });
 
 /** A cache of one kind that controllers read and watch (an informer, or an in-memory one in unit tests). */
 export interface Source<T extends KubernetesObject> {
@@ -22,7 +32,7 @@ export interface Source<T extends KubernetesObject> {
 
 /** What a controller watches, and which of its requests each change of it asks for. */
 export interface Watch {
-  subscribe(enqueue: (request: Request) => void): void;
+  subscribe(enqueue: (request: Request, cause?: Cause) => void): void;
   /** The requests the periodic resync revisits (none for a dependency's watch). */
   resyncRequests(): Request[];
 }
@@ -39,7 +49,7 @@ export function forObjects<T extends KubernetesObject>(source: Source<T>): Watch
   return {
     subscribe: (enqueue) =>
       source.on((event) => {
-        if (!statusOnlyUpdate(event)) enqueue(requestFor(event.object));
+        if (!statusOnlyUpdate(event)) enqueue(requestFor(event.object), causeOf(event));
       }),
     resyncRequests: () => source.list().map(requestFor),
   };
@@ -49,7 +59,10 @@ export function forObjects<T extends KubernetesObject>(source: Source<T>): Watch
 export function owns<T extends KubernetesObject>(source: Source<T>, ownerOf: (obj: T) => Request | undefined): Watch {
   const owners = (objects: T[]): Request[] => objects.flatMap((obj) => ownerOf(obj) ?? []);
   return {
-    subscribe: (enqueue) => source.on((event) => owners([event.object]).forEach(enqueue)),
+    subscribe: (enqueue) =>
+      source.on((event) => {
+        for (const owner of owners([event.object])) enqueue(owner, causeOf(event));
+      }),
     resyncRequests: () => owners(source.list()),
   };
 }
@@ -73,8 +86,6 @@ export function watches<T extends KubernetesObject>(source: Source<T>, map: (eve
 export const specChanged = (event: WatchEvent<KubernetesObject>): boolean =>
   event.verb !== 'update' || event.old === undefined || event.old.metadata?.generation !== event.object.metadata?.generation;
 
-const sameJson = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
-
 /** An update that changed neither the spec (generation) nor the metadata a reconcile reads. */
 export function statusOnlyUpdate(event: WatchEvent<KubernetesObject>): boolean {
   if (event.verb !== 'update' || event.old === undefined) return false;
@@ -82,10 +93,10 @@ export function statusOnlyUpdate(event: WatchEvent<KubernetesObject>): boolean {
   const after = event.object.metadata ?? {};
   return (
     before.generation === after.generation &&
-    sameJson(before.deletionTimestamp, after.deletionTimestamp) &&
-    sameJson(before.finalizers, after.finalizers) &&
-    sameJson(before.labels, after.labels) &&
-    sameJson(before.annotations, after.annotations) &&
-    sameJson(before.ownerReferences, after.ownerReferences)
+    sameData(before.deletionTimestamp, after.deletionTimestamp) &&
+    sameData(before.finalizers, after.finalizers) &&
+    sameData(before.labels, after.labels) &&
+    sameData(before.annotations, after.annotations) &&
+    sameData(before.ownerReferences, after.ownerReferences)
   );
 }

@@ -1,6 +1,7 @@
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
 import { kinds, type KindName } from '../../crds/kinds.ts';
 import type { FinalizerWriter } from '../kit/controllerutil.ts';
+import type { OwnWrites } from '../kit/own-writes.ts';
 import type { GwObject } from './gw-object.ts';
 
 /**
@@ -10,9 +11,11 @@ import type { GwObject } from './gw-object.ts';
  */
 export class KubeFinalizerWriter implements FinalizerWriter {
   readonly #api: CustomObjectsApi;
+  readonly #ownWrites: OwnWrites;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: KubeConfig, ownWrites: OwnWrites) {
     this.#api = kc.makeApiClient(CustomObjectsApi);
+    this.#ownWrites = ownWrites;
   }
 
   async set<K extends KindName>(kind: K, obj: GwObject<K>, finalizers: string[]): Promise<GwObject<K>> {
@@ -22,6 +25,7 @@ export class KubeFinalizerWriter implements FinalizerWriter {
       { group, version, plural, namespace, name, body: { metadata: { resourceVersion, finalizers } } },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
+    this.#ownWrites.record(kind, patched);
     return patched;
   }
 }

@@ -1,6 +1,7 @@
 import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
 import { RestartingInformer } from '../../common/restarting-informer.ts';
+import type { OwnWrites } from '../kit/own-writes.ts';
 import type { Source, Verb, WatchEvent } from '../kit/watch.ts';
 import type { ResourceType } from './resources.ts';
 
@@ -21,11 +22,24 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
   readonly #lastSeen = new Map<string, T>();
 
   readonly #prune: ((object: T) => void) | undefined;
+  readonly #ownWrites: OwnWrites | undefined;
+  readonly #kind: string;
 
-  /** `prune` trims each object before the cache keeps it (what the controllers never read). */
-  constructor(kc: KubeConfig, type: ResourceType, namespaces: string[], log: Logger, options: { labelSelector?: string; prune?: (object: T) => void } = {}) {
+  /**
+   * `prune` trims each object before the cache keeps it (what the controllers never read);
+   * the versions in `ownWrites` are cached but not handed on (operator/kit/own-writes.ts).
+   */
+  constructor(
+    kc: KubeConfig,
+    type: ResourceType,
+    namespaces: string[],
+    log: Logger,
+    options: { labelSelector?: string; prune?: (object: T) => void; ownWrites?: OwnWrites } = {},
+  ) {
     const { labelSelector } = options;
     this.#prune = options.prune;
+    this.#ownWrites = options.ownWrites;
+    this.#kind = type.kind;
     this.#log = log.child({ informer: type.kind });
     const scopes = namespaces.length > 0 ? namespaces : [undefined];
     for (const namespace of scopes) {
@@ -76,9 +90,14 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
     this.#prune?.(object);
     const id = `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
     const old = this.#lastSeen.get(id);
-    if (verb === 'delete') this.#lastSeen.delete(id);
-    else this.#lastSeen.set(id, object);
-    const event: WatchEvent<T> = { verb, object, old: verb === 'add' ? undefined : old };
+    if (verb === 'delete') {
+      this.#lastSeen.delete(id);
+      this.#ownWrites?.forget(this.#kind, object);
+    } else {
+      this.#lastSeen.set(id, object);
+      if (this.#ownWrites?.take(this.#kind, object)) return;
+    }
+    const event: WatchEvent<T> = { kind: this.#kind, verb, object, old: verb === 'add' ? undefined : old };
     for (const handler of this.#handlers) handler(event);
   }
 }

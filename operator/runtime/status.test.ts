@@ -32,6 +32,20 @@ describe('nextStatus', () => {
     expect(nextStatus(obj(first), { ready: true, reason: 'Valid', message: 'ok', fields: { keys: 2 } }, t1)).toBeNull();
   });
 
+  it('returns null for the same status as the API server returns it: keys sorted, undefined fields absent', () => {
+    const first = nextStatus(obj(), { ready: true, reason: 'Valid', message: 'ok', fields: { apis: ['a'], keys: 2 } }, t0)!;
+    const sortedKeys = (value: unknown): unknown =>
+      Array.isArray(value)
+        ? value.map(sortedKeys)
+        : value !== null && typeof value === 'object'
+          ? Object.fromEntries(Object.entries(value).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => [k, sortedKeys(v)]))
+          : value;
+    const asServed = JSON.parse(JSON.stringify(sortedKeys(first))) as PolicyStatus;
+    expect(JSON.stringify(asServed.conditions)).not.toBe(JSON.stringify(first.conditions));
+    expect(nextStatus(obj(asServed), { ready: true, reason: 'Valid', message: 'ok', fields: { apis: ['a'], keys: 2 } }, t1)).toBeNull();
+    expect(nextStatus(obj(asServed), { ready: true, reason: 'Valid', message: 'ok', fields: { apis: ['a'], keys: 3 } }, t1)).toMatchObject({ keys: 3 });
+  });
+
   it('keeps lastTransitionTime while the status stays, moves it when the status flips', () => {
     const first = nextStatus(obj(), { ready: true, reason: 'Valid', message: 'ok', fields: {} }, t0)!;
     const sameStatus = nextStatus(obj(first), { ready: true, reason: 'Valid', message: 'other message', fields: {} }, t1)!;

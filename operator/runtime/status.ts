@@ -1,5 +1,7 @@
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
+import { sameData } from '../../common/same-data.ts';
 import { group, kinds, version, type KindName } from '../../crds/kinds.ts';
+import type { OwnWrites } from '../kit/own-writes.ts';
 import type { Condition } from '../../crds/schemas/common.ts';
 import type { GwObject, GwStatus } from './gw-object.ts';
 
@@ -47,7 +49,7 @@ export function nextStatus<S extends StatusBase>(
   };
   const next: StatusPatch<S> = { ...desired.fields, observedGeneration: generation, conditions: [condition] };
   const stored = new Map(Object.entries(obj.status ?? {}));
-  const unchanged = Object.entries(next).every(([key, value]) => JSON.stringify(stored.get(key)) === JSON.stringify(value));
+  const unchanged = Object.entries(next).every(([key, value]) => sameData(stored.get(key), value));
   return unchanged ? null : next;
 }
 
@@ -58,14 +60,16 @@ export interface StatusWriter {
 
 export class KubeStatusWriter implements StatusWriter {
   readonly #api: CustomObjectsApi;
+  readonly #ownWrites: OwnWrites;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: KubeConfig, ownWrites: OwnWrites) {
     this.#api = kc.makeApiClient(CustomObjectsApi);
+    this.#ownWrites = ownWrites;
   }
 
   /** Merge-patches the status subresource; fields set to null in `status` are removed. */
   async write<K extends KindName>(kind: K, obj: GwObject<K>, status: StatusPatch<GwStatus<K>>): Promise<void> {
-    await this.#api.patchNamespacedCustomObjectStatus(
+    const written: GwObject<K> = await this.#api.patchNamespacedCustomObjectStatus(
       {
         group,
         version,
@@ -76,5 +80,6 @@ export class KubeStatusWriter implements StatusWriter {
       },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );
+    this.#ownWrites.record(kind, written);
   }
 }

@@ -56,6 +56,35 @@ describe('WorkQueue', () => {
     await queue.stop();
   });
 
+  it('skips the re-run of an item re-added while running only when every change that re-added it was its own', async () => {
+    const own = new Set(['own-1', 'own-2']);
+    const runs: string[] = [];
+    let release: () => void = () => {};
+    const queue = new WorkQueue<string>(
+      async (key) => {
+        runs.push(key);
+        await new Promise<void>((resolve) => (release = resolve));
+      },
+      { concurrency: 1, baseDelayMs: 10, maxDelayMs: 100, ownChange: (cause) => own.has(cause) },
+    );
+    queue.start();
+    const runWhileReAdded = async (...causes: Array<string | undefined>): Promise<number> => {
+      runs.length = 0;
+      queue.add('x');
+      await until(() => runs.length === 1);
+      for (const cause of causes) queue.add('x', cause);
+      release();
+      await tick(20);
+      if (runs.length === 2) release();
+      await tick(10);
+      return runs.length;
+    };
+    expect(await runWhileReAdded('own-1', 'own-2')).toBe(1);
+    expect(await runWhileReAdded('own-1', 'someone-else')).toBe(2);
+    expect(await runWhileReAdded('own-1', undefined)).toBe(2);
+    await queue.stop();
+  });
+
   it('retries a failing item with growing delays until it succeeds', async () => {
     const times: number[] = [];
     const results: string[] = [];

@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { kinds } from '../../../crds/kinds.ts';
+import { apiRequests, requestsBetween } from '../../harness/api-requests.ts';
 import { freePort } from '../../harness/ports.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
@@ -20,6 +21,7 @@ const APPLIES = quick ? 20 : 100;
 const SCRATCH_APIS = quick ? 100 : 1_000;
 const SCRATCH_KEYS = quick ? 1_000 : 10_000;
 const POLICIES = 20;
+const STEADY_WAIT_MS = 15_000;
 const SUITE = 'operator';
 
 
@@ -35,12 +37,14 @@ interface OperatorProcess {
 
 /** BENCH_CPU_PROF=DIR writes a CPU profile of each operator run there (open it in Chrome DevTools). */
 const profileArgs = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+/** BENCH_OPERATOR_NODE_FLAGS adds V8/Node flags to the operator's command line (to try heap settings). */
+const extraNodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? '').split(' ').filter(Boolean);
 
 async function spawnOperator(kubeconfig: string, redisUrl: string, namespace: string): Promise<OperatorProcess> {
   const healthPort = await freePort();
   const child = spawn(
     process.execPath,
-    [...profileArgs, 'operator/main.ts', '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
+    [...profileArgs, ...extraNodeFlags, 'operator/main.ts', '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
     { cwd: root, env: { ...process.env, GW_LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const deadline = Date.now() + 30_000;
@@ -119,12 +123,6 @@ async function inBatches<T>(items: T[], size: number, fn: (item: T) => Promise<u
   for (let i = 0; i < items.length; i += size) await Promise.all(items.slice(i, i + size).map(fn));
 }
 
-async function metricsIdle(healthPort: number): Promise<boolean> {
-  const text = await (await fetch(`http://127.0.0.1:${healthPort}/metrics`)).text();
-  const depths = [...text.matchAll(/^gw_operator_queue_depth\{[^}]*\} (\d+)/gm)].map((m) => Number(m[1]));
-  return depths.length === 5 && depths.every((d) => d === 0);
-}
-
 async function applyLatency(ctx: BenchContext, kc: KubeConfig, kubeconfig: string, redisUrl: string): Promise<BenchRow[]> {
   const core = kc.makeApiClient(CoreV1Api);
   const custom = kc.makeApiClient(CustomObjectsApi);
@@ -178,13 +176,20 @@ async function fromScratch(ctx: BenchContext, kc: KubeConfig, kubeconfig: string
     create('Key', { metadata: { name: `key-${k}` }, spec: { alias: `key-${k}`, apply_policies: [`plan-${k % POLICIES}`] } }),
   );
   // The API server's write rate, as this bench just met it creating the Keys: the operator
-  // must make at least two writes per Key (its Secret, its status) and two per API (the
-  // ConfigMap, the status), so at this rate that many writes take `floorSeconds`.
+  // must make three writes per Key (its finalizer, its Secret, its status) and two per API
+  // (the ConfigMap, the status), so at this rate that many writes take `floorSeconds`.
   const writesPerSecond = SCRATCH_KEYS / ((performance.now() - keysStarted) / 1000);
-  const floorSeconds = (2 * SCRATCH_KEYS + 2 * SCRATCH_APIS + POLICIES) / writesPerSecond;
-  ctx.log(`API server: ${writesPerSecond.toFixed(0)} creates/s at 64 in flight; the operator's ${2 * SCRATCH_KEYS + 2 * SCRATCH_APIS + POLICIES} writes need ${floorSeconds.toFixed(1)} s at that rate`);
+  const neededWrites = 3 * SCRATCH_KEYS + 2 * SCRATCH_APIS + POLICIES;
+  const floorSeconds = neededWrites / writesPerSecond;
+  ctx.log(`API server: ${writesPerSecond.toFixed(0)} creates/s at 64 in flight; the operator's ${neededWrites} writes need ${floorSeconds.toFixed(1)} s at that rate`);
+  const readyCount = async (kind: 'ApiDefinition' | 'Key'): Promise<number> => {
+    const { group, version, plural } = kinds[kind];
+    const list = (await custom.listNamespacedCustomObject({ group, version, namespace, plural })) as { items: Array<{ status?: { conditions?: Array<{ type: string; status: string }> } }> };
+    return list.items.filter((item) => item.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')).length;
+  };
   const redis = new Redis(redisUrl);
   await redis.flushdb();
+  const requestsBefore = await apiRequests(kubeconfig);
   const started = performance.now();
   const operator = await spawnOperator(kubeconfig, redisUrl, namespace);
   try {
@@ -194,7 +199,8 @@ async function fromScratch(ctx: BenchContext, kc: KubeConfig, kubeconfig: string
         core.listNamespacedConfigMap({ namespace, labelSelector: 'app.kubernetes.io/managed-by=gw-operator' }).then((l) => l.items.length),
         redis.dbsize(),
       ]);
-      if (configMaps === SCRATCH_APIS && sessions === SCRATCH_KEYS && (await metricsIdle(operator.healthPort))) break;
+      // Done when every object shows Ready: a resync pass that starts later is steady-state work, not this.
+      if (configMaps === SCRATCH_APIS && sessions === SCRATCH_KEYS && (await readyCount('ApiDefinition')) === SCRATCH_APIS && (await readyCount('Key')) === SCRATCH_KEYS) break;
       if (Date.now() > deadline) throw new Error(`not reconciled in time: ${configMaps} ConfigMaps, ${sessions} sessions`);
       await new Promise((r) => setTimeout(r, 250));
     }
@@ -204,11 +210,20 @@ async function fromScratch(ctx: BenchContext, kc: KubeConfig, kubeconfig: string
     const series = (name: string) => [...metrics.matchAll(new RegExp(`^${name}\\{kind="(\\w+)"[^}]*\\} ([\\d.]+)`, 'gm'))].map((m) => `${m[1]} ${Number(m[2]).toFixed(0)}`);
     ctx.log(`reconciles: ${series('gw_operator_reconciles_total').join(', ')}; seconds spent: ${series('gw_operator_reconcile_duration_seconds_sum').join(', ')}`);
     ctx.log(`from scratch: ${seconds.toFixed(1)} s, peak RSS ${peak.toFixed(0)} MiB`);
-    const floorName = `API server floor: the ${2 * SCRATCH_KEYS + 2 * SCRATCH_APIS + POLICIES} writes of that reconcile at the measured create rate`;
+    const gauge = (name: string) => Number(new RegExp(`^${name} ([\\d.e+]+)`, 'm').exec(metrics)?.[1] ?? 0) / (1024 * 1024);
+    ctx.log(`V8 heap used ${gauge('gw_operator_nodejs_heap_size_used_bytes').toFixed(0)} of ${gauge('gw_operator_nodejs_heap_size_total_bytes').toFixed(0)} MiB, external ${gauge('gw_operator_nodejs_external_memory_bytes').toFixed(0)} MiB`);
+    const requests = requestsBetween(requestsBefore, await apiRequests(kubeconfig));
+    // Steady state: the backlog is done; what stays is the caches and what the heap kept.
+    await new Promise((r) => setTimeout(r, STEADY_WAIT_MS));
+    const steady = operator.rssBytes() / (1024 * 1024);
+    ctx.log(`API requests during it (${requests.writes} writes): ${requests.lines.join(', ')}`);
+    const floorName = `API server floor: the ${neededWrites} writes of that reconcile at the measured create rate`;
     return [
       { suite: SUITE, name: floorName, value: floorSeconds, unit: 's' },
       { suite: SUITE, name: `reconcile ${SCRATCH_APIS} ApiDefinitions + ${SCRATCH_KEYS} Keys from scratch`, value: seconds, unit: 's', baseline: floorName },
       { suite: SUITE, name: 'peak RSS of the operator during it', value: peak, unit: 'MiB', baseline: 'RSS of an idle operator (no objects)' },
+      { suite: SUITE, name: `RSS ${STEADY_WAIT_MS / 1000} s after it (steady state)`, value: steady, unit: 'MiB', baseline: 'RSS of an idle operator (no objects)' },
+      { suite: SUITE, name: 'API writes per Key during it (all writes / Keys)', value: requests.writes / SCRATCH_KEYS, unit: 'writes' },
     ];
   } finally {
     await operator.stop();
