@@ -46,7 +46,7 @@ const table = {
   leaderElection: { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)', schema: booleanOption.default(true) },
   leaseDurationSeconds: { flag: 'lease-duration-seconds', env: 'GW_LEASE_DURATION_SECONDS', help: 'leader Lease duration (default 15)', schema: positiveIntOption.default(15) },
   resyncSeconds: { flag: 'resync-seconds', env: 'GW_RESYNC_SECONDS', help: 'period of the full re-reconcile that corrects drift (default 30)', schema: z.coerce.number().positive().default(30) },
-  concurrency: { flag: 'concurrency', env: 'GW_RECONCILE_CONCURRENCY', help: 'reconciles running at once per kind (default 8)', schema: positiveIntOption.default(8) },
+  concurrency: { flag: 'concurrency', env: 'GW_RECONCILE_CONCURRENCY', help: 'reconciles running at once per kind (default 32)', schema: positiveIntOption.default(32) },
 } satisfies CliTable;
 
 /** For callers that build options without flags (tests); `parseOptions` adds the checks between options. */
