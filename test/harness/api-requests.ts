@@ -3,7 +3,8 @@ import { runKubectl } from './kubectl.ts';
 /** Requests the API server served, by `VERB resource[/subresource]`, from its `apiserver_request_total`. */
 export type RequestCounts = Map<string, number>;
 
-const WRITE_VERBS = /^(POST|PUT|PATCH|DELETE|APPLY) /;
+/** Whether a `VERB resource` line of these counts is a write. */
+export const isWrite = (what: string): boolean => /^(POST|PUT|PATCH|DELETE|APPLY) /.test(what);
 
 /** Reads the counter now; leases (leader election) are left out, they tick on their own. */
 export async function apiRequests(kubeconfig: string): Promise<RequestCounts> {
@@ -22,6 +23,6 @@ export async function apiRequests(kubeconfig: string): Promise<RequestCounts> {
 export function requestsBetween(before: RequestCounts, after: RequestCounts): { counts: RequestCounts; lines: string[]; writes: number } {
   const diff = [...after].map(([what, n]) => [what, n - (before.get(what) ?? 0)] as const).filter(([, n]) => n > 0);
   diff.sort((a, b) => b[1] - a[1]);
-  const writes = diff.filter(([what]) => WRITE_VERBS.test(what)).reduce((sum, [, n]) => sum + n, 0);
+  const writes = diff.filter(([what]) => isWrite(what)).reduce((sum, [, n]) => sum + n, 0);
   return { counts: new Map(diff), lines: diff.map(([what, n]) => `${what} ${n}`), writes };
 }
