@@ -29,7 +29,7 @@ import { InformerSet } from './runtime/informer-set.ts';
 import { LeaderElector } from './runtime/leader-election.ts';
 import { drain, listen } from '../common/listen.ts';
 import { OperatorMetrics } from './runtime/metrics.ts';
-import { createRedis } from './runtime/redis-client.ts';
+import { createRedis, whenReady } from './runtime/redis-client.ts';
 import { releaseOwner } from './runtime/release-owner.ts';
 import { keepOnlyKeyHash } from './keys/key-secrets.ts';
 import { configMapType, customResourceType, secretType } from './runtime/resources.ts';
@@ -39,6 +39,8 @@ import { WebhookRunner } from './webhook/webhook-runner.ts';
 const LEASE_NAME = 'gw-operator-leader';
 /** Longest a reconcile may run: a deposed leader stops writing within this, however stuck a call is. */
 const RECONCILE_TIMEOUT_MS = 30_000;
+/** How long a starting operator waits for Redis before reconciling (operator/runtime/redis-client.ts#whenReady). */
+const REDIS_START_WAIT_MS = 5_000;
 
 export interface OperatorDeps {
   kc: KubeConfig;
@@ -142,6 +144,9 @@ export class Operator {
     await listen(this.#health, this.options.healthListen);
     await Promise.all(Object.values(this.#informers).map((informers) => informers.start()));
     await this.#webhook?.start();
+    if (!(await whenReady(this.#redis, REDIS_START_WAIT_MS))) {
+      this.#log.warn({ waitedMs: REDIS_START_WAIT_MS }, 'Redis not reachable yet; reconciling anyway: Keys report SessionStoreUnavailable until it is');
+    }
     this.#started = true;
     if (this.#elector) this.#elector.start();
     else this.#startLeading();

@@ -24,3 +24,22 @@ export function createRedis(url: string, log: Logger): Redis | Cluster {
   });
   return redis;
 }
+
+/**
+ * Resolves true once `redis` can take commands, false after `timeoutMs`. Commands sent
+ * earlier fail at once (no offline queue), so reconciling before this would mark every
+ * Key SessionStoreUnavailable on each operator start and flip it back a moment later.
+ */
+export function whenReady(redis: Redis | Cluster, timeoutMs: number): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const settle = (ready: boolean): void => {
+      clearTimeout(timer);
+      redis.off('ready', onReady);
+      resolve(ready);
+    };
+    const onReady = (): void => settle(true);
+    const timer = setTimeout(() => settle(false), timeoutMs);
+    redis.once('ready', onReady);
+  });
+}

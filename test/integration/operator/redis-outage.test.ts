@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { connect, createServer, type AddressInfo, type Server } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionKey } from '../../../common/redis-keys.ts';
 import type { Operator } from '../../../operator/operator.ts';
@@ -12,6 +13,7 @@ describe('operator: Redis outage', () => {
   let redisServer: RedisHandle;
   let redis: Redis;
   let operator: Operator;
+  let slowProxy: Server | undefined;
 
   beforeAll(async () => {
     ns = await createNamespace('operator-redis');
@@ -23,6 +25,7 @@ describe('operator: Redis outage', () => {
 
   afterAll(async () => {
     await operator?.stop();
+    slowProxy?.close();
     redis?.disconnect();
     await redisServer?.dispose();
   });
@@ -62,4 +65,44 @@ describe('operator: Redis outage', () => {
     await waitFor('redis reconnected', async () => (await redis.ping()) === 'PONG');
     expect(await redis.exists(sessionKey(hash))).toBe(0);
   });
+
+  it('a starting operator waits for its Redis connection instead of turning every Key not Ready', async () => {
+    await c.create('Key', ns, { metadata: { name: 'steady' }, spec: { rate: 1, per: 1 } });
+    const before = await waitFor('Key Ready', async () => {
+      const key = await c.get('Key', ns, 'steady');
+      return ready(key)?.status === 'True' ? key : undefined;
+    });
+    await operator.stop();
+    // Redis answers a new connection only after a second, as on a busy node.
+    slowProxy = await slowRedisProxy(redisServer.url, 1_000);
+    operator = await startOperator(kc, { redisUrl: `redis://127.0.0.1:${(slowProxy.address() as AddressInfo).port}`, watchNamespaces: ns });
+    await waitFor('Key reconciled by the new operator', async () => (await reconciles(operator)).success >= 1);
+    expect((await reconciles(operator)).error).toBe(0);
+    const after = await c.get('Key', ns, 'steady');
+    expect(ready(after)).toEqual(ready(before));
+    expect(after?.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+  });
 });
+
+async function reconciles(operator: Operator): Promise<{ success: number; error: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${operator.healthPort()}/metrics`)).text();
+  const count = (result: string): number => Number(new RegExp(`^gw_operator_reconciles_total\\{kind="Key",result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { success: count('success'), error: count('error') };
+}
+
+/** A loopback TCP proxy to `url`'s Redis that holds each new connection `delayMs` before passing bytes. */
+async function slowRedisProxy(url: string, delayMs: number): Promise<Server> {
+  const target = new URL(url);
+  const server = createServer((socket) => {
+    socket.pause();
+    setTimeout(() => {
+      const upstream = connect(Number(target.port), target.hostname);
+      upstream.on('error', () => socket.destroy());
+      socket.on('error', () => upstream.destroy());
+      socket.pipe(upstream).pipe(socket);
+      socket.resume();
+    }, delayMs);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return server;
+}

@@ -2,13 +2,33 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Operator } from '../../../operator/operator.ts';
 import { apiRequests, isWrite, requestsBetween } from '../../harness/api-requests.ts';
 import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
+import { waitFor as pollUntil } from '../../support/wait-for.ts';
 import { client, ready, startOperator, waitFor } from './support.ts';
 
 const KEYS = 4;
 
+const metricsText = async (operator: Operator): Promise<string> => (await fetch(`http://127.0.0.1:${operator.healthPort()}/metrics`)).text();
+
 async function reconciles(operator: Operator): Promise<Record<string, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${operator.healthPort()}/metrics`)).text();
+  const text = await metricsText(operator);
   return Object.fromEntries([...text.matchAll(/^gw_operator_reconciles_total\{kind="(\w+)",result="success"\} (\d+)/gm)].map((m) => [m[1]!, Number(m[2])]));
+}
+
+/**
+ * Until no queue holds work and no reconcile ran for half a second: an object shows Ready
+ * after its first reconcile, while a change seen during it (the Policy created next to the
+ * API) may still have a second one queued.
+ */
+async function settled(operator: Operator): Promise<void> {
+  let last = '';
+  const idle = async (): Promise<boolean> => {
+    const busy = [...(await metricsText(operator)).matchAll(/^gw_operator_queue_depth\{kind="\w+"\} (\d+)/gm)].some((m) => m[1] !== '0');
+    const counts = JSON.stringify(await reconciles(operator));
+    const still = !busy && counts === last;
+    last = counts;
+    return still;
+  };
+  await pollUntil('operator idle', idle, 30_000, 500);
 }
 
 /**
@@ -34,6 +54,7 @@ describe('operator: the API requests a reconcile makes', () => {
     });
     await c.create('Policy', ns, { metadata: { name: 'plan' }, spec: { rate: 10, per: 60, access_rights: { orders: {} } } });
     await waitFor('policy and API Ready', async () => ready(await c.get('Policy', ns, 'plan'))?.status === 'True' && ready(await c.get('ApiDefinition', ns, 'orders'))?.status === 'True');
+    await settled(operator);
     const apiReconciles = (await reconciles(operator)).ApiDefinition;
 
     const before = await apiRequests(kubeconfig);
