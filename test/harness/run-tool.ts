@@ -33,6 +33,8 @@ export function runTool(binary: string, args: string[], opts: ToolOptions & { ti
         resolve(result);
       }
     });
+    // A tool may exit without reading its input (EPIPE here); its exit code says how it went.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(opts.input ?? '');
   });
 }
