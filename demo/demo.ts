@@ -59,6 +59,8 @@ function steps(proxy: string, admin: string, adminSecret: string): DemoStep[] {
   const keyless = `${proxy}/keyless/get`;
   const keyBody = JSON.stringify({ alias: 'demo-key', apply_policies: ['policy-limits'] });
   let createdKey = '';
+  let createdHash = '';
+  const limitsOf = (hash: string): string => `${admin}/gw/keys/${hash}/limits?api_id=auth-token-api&path=/auth/anything/hello`;
   return [
     {
       title: 'A proxied request (keyless API → demo upstream): 200 and the echoed request',
@@ -92,8 +94,9 @@ function steps(proxy: string, admin: string, adminSecret: string): DemoStep[] {
       curl: `curl -s -X POST ${admin}/admin/org/keys -H 'Admin-Auth: ${adminSecret}' -H 'Content-Type: application/json' -d '${keyBody}'`,
       run: async () => {
         const init = { method: 'POST', headers: { 'admin-auth': adminSecret, 'content-type': 'application/json' }, body: keyBody };
-        const created = (await (await expectStatus(`${admin}/admin/org/keys`, init, 200)).json()) as { key_id: string };
+        const created = (await (await expectStatus(`${admin}/admin/org/keys`, init, 200)).json()) as { key_id: string; key_hash: string };
         createdKey = created.key_id;
+        createdHash = created.key_hash;
         return `key_id ${created.key_id.slice(0, 6)}…`;
       },
     },
@@ -101,6 +104,16 @@ function steps(proxy: string, admin: string, adminSecret: string): DemoStep[] {
       title: 'Then call the auth-token API with that key (Authorization: <key_id from the answer above>)',
       curl: `curl -i ${proxy}/auth/anything/hello -H 'Authorization: <key_id>'`,
       run: async () => (await expectStatus(`${proxy}/auth/anything/hello`, { headers: { authorization: createdKey } }, 200)).status.toString(),
+    },
+    {
+      title: "Why was I limited? The limits that key meets there, each level's source and count (key_hash from the create answer)",
+      curl: `curl -s '${limitsOf('<key_hash>')}' -H 'X-GW-Authorization: ${adminSecret}'`,
+      run: async () => {
+        const res = await expectStatus(limitsOf(createdHash), { headers: { 'x-gw-authorization': adminSecret } }, 200);
+        const body = (await res.json()) as { outcome: string; limits: { level: string; count: number; limit: number }[] };
+        if (body.limits.length === 0) throw new Error('no limits in the answer');
+        return `${body.outcome}: ${body.limits.map((l) => `${l.level} ${l.count}/${l.limit}`).join(', ')}`;
+      },
     },
   ];
 }

@@ -156,6 +156,7 @@ function adminHandler(options: SidecarOptions, overrides: SidecarOverrides, part
         await others?.reload(true);
       },
     },
+    limits: { apis: () => runtime.apis(), state: runtime.state, engine: parts.engine },
     auth: {
       adminSecret: options.adminSecret ?? '',
       portalSecret: options.portalSecret ?? '',

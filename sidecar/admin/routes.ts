@@ -2,6 +2,7 @@ import { allCategories, apiCategories } from './categories.ts';
 import { createKey } from './create-key.ts';
 import { adminErrors } from './errors.ts';
 import { deleteApi, reload } from './gateway-apis.ts';
+import { keyLimits } from './key-limits.ts';
 import { addProductTag } from './portal-tags.ts';
 import { splitPath as segments } from './router.ts';
 import type { Route } from './types.ts';
@@ -47,6 +48,14 @@ export const adminRoutes: readonly Route[] = [
     shape: 'gateway',
     failure: adminErrors.deleteFailed,
     handle: deleteApi,
+  },
+  {
+    method: 'GET',
+    segments: segments('/gw/keys/:keyHash/limits'),
+    operation: 'key_limits',
+    shape: 'gateway',
+    failure: adminErrors.limitsUnavailable,
+    handle: keyLimits,
   },
   {
     method: 'GET',

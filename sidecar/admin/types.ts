@@ -2,6 +2,9 @@ import type { IncomingMessage } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../common/logger.ts';
 import type { SessionStore } from '../../common/session-store.ts';
+import type { CompiledApi } from '../../crds/compiled.ts';
+import type { GatewayState } from '../gateway/gateway.ts';
+import type { LimitEngine } from '../limits/types.ts';
 import type { ResourceStore } from '../resources/types.ts';
 import type { BearerAuthenticator } from './bearer.ts';
 import type { ErrorDef } from './errors.ts';
@@ -15,6 +18,8 @@ export interface AdminDeps {
   sessions: SessionStore;
   /** The gateway's loaded config: `reload()` re-reads it and unloads deleted APIs. */
   runtime: { reload(): Promise<void> };
+  /** What the effective-limits read goes through: the loaded APIs, the request path's state and the limit engine. */
+  limits: { apis(): readonly CompiledApi[]; state(): GatewayState; engine: Pick<LimitEngine, 'explain'> };
   auth: {
     /** GW_ADMIN_SECRET: `Admin-Auth` and `X-GW-Authorization`. Empty refuses every call. */
     adminSecret: string;

@@ -3,7 +3,7 @@ import { MemorySessionStore } from '../../common/session-store.ts';
 import { keyHash } from '../../crds/key-hash.ts';
 import { sessionSchema } from '../../crds/session.ts';
 import { gatewayErrors } from '../http/errors.ts';
-import { authenticate, extractKey, sessionAllows } from './authenticator.ts';
+import { authenticate, extractKey, accessRefusal } from './authenticator.ts';
 import { SessionCache } from './session-cache.ts';
 
 const grant = { api1: { api_id: 'api1' } };
@@ -18,24 +18,24 @@ describe('extractKey', () => {
   });
 });
 
-describe('sessionAllows', () => {
+describe('accessRefusal', () => {
   const policies = {
     'team/gold': { access_rights: { api2: {} } },
-  } as unknown as Parameters<typeof sessionAllows>[2];
+  } as unknown as Parameters<typeof accessRefusal>[2];
   const now = 1_800_000_000;
 
   it('grants by access rights or by an applied policy of the key namespace', () => {
-    expect(sessionAllows(sessionSchema.parse({ access_rights: grant }), 'api1', {}, now)).toBe(true);
-    expect(sessionAllows(sessionSchema.parse({ apply_policies: ['gold'], namespace: 'team' }), 'api2', policies, now)).toBe(true);
-    expect(sessionAllows(sessionSchema.parse({ apply_policies: ['gold'], namespace: 'other' }), 'api2', policies, now)).toBe(false);
-    expect(sessionAllows(sessionSchema.parse({}), 'api1', {}, now)).toBe(false);
+    expect(accessRefusal(sessionSchema.parse({ access_rights: grant }), 'api1', {}, now)).toBeNull();
+    expect(accessRefusal(sessionSchema.parse({ apply_policies: ['gold'], namespace: 'team' }), 'api2', policies, now)).toBeNull();
+    expect(accessRefusal(sessionSchema.parse({ apply_policies: ['gold'], namespace: 'other' }), 'api2', policies, now)).toBe('not_granted');
+    expect(accessRefusal(sessionSchema.parse({}), 'api1', {}, now)).toBe('not_granted');
   });
 
   it('refuses inactive and expired keys; expires 0 never expires', () => {
-    expect(sessionAllows(sessionSchema.parse({ access_rights: grant, is_inactive: true }), 'api1', {}, now)).toBe(false);
-    expect(sessionAllows(sessionSchema.parse({ access_rights: grant, expires: now - 1 }), 'api1', {}, now)).toBe(false);
-    expect(sessionAllows(sessionSchema.parse({ access_rights: grant, expires: now + 60 }), 'api1', {}, now)).toBe(true);
-    expect(sessionAllows(sessionSchema.parse({ access_rights: grant, expires: 0 }), 'api1', {}, now)).toBe(true);
+    expect(accessRefusal(sessionSchema.parse({ access_rights: grant, is_inactive: true }), 'api1', {}, now)).toBe('inactive');
+    expect(accessRefusal(sessionSchema.parse({ access_rights: grant, expires: now - 1 }), 'api1', {}, now)).toBe('expired');
+    expect(accessRefusal(sessionSchema.parse({ access_rights: grant, expires: now + 60 }), 'api1', {}, now)).toBeNull();
+    expect(accessRefusal(sessionSchema.parse({ access_rights: grant, expires: 0 }), 'api1', {}, now)).toBeNull();
   });
 });
 

@@ -26,16 +26,19 @@ function policyGrants(session: Session, apiId: string, policies: Readonly<Record
   return false;
 }
 
-/** Why a found session may still not call this API: inactive, expired, or not granted it. */
-export function sessionAllows(
+/** Why a found session may still not call an API. */
+export type AccessRefusal = 'inactive' | 'expired' | 'not_granted';
+
+/** Why a found session may not call this API (inactive, expired, or not granted it); null when it may. */
+export function accessRefusal(
   session: Session,
   apiId: string,
   policies: Readonly<Record<string, CompiledPolicy>>,
   nowSeconds: number,
-): boolean {
-  if (session.is_inactive) return false;
-  if (session.expires > 0 && session.expires < nowSeconds) return false;
-  return session.access_rights[apiId] !== undefined || policyGrants(session, apiId, policies);
+): AccessRefusal | null {
+  if (session.is_inactive) return 'inactive';
+  if (session.expires > 0 && session.expires < nowSeconds) return 'expired';
+  return session.access_rights[apiId] !== undefined || policyGrants(session, apiId, policies) ? null : 'not_granted';
 }
 
 /** Auth-token authentication (docs/behaviour.md#gateway-answers): 401 without a key, 403 for any key that may not call the API. */
@@ -55,7 +58,7 @@ export async function authenticate(
   } catch {
     return { ok: false, error: gatewayErrors.sessionStoreUnavailable };
   }
-  if (session === null || !sessionAllows(session, apiId, policies, Date.now() / 1000)) {
+  if (session === null || accessRefusal(session, apiId, policies, Date.now() / 1000) !== null) {
     return { ok: false, error: gatewayErrors.accessDenied };
   }
   return { ok: true, session, keyHash };

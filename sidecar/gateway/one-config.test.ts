@@ -12,7 +12,7 @@ import { HandSource } from '../../test/support/hand-source.ts';
 import { SessionCache } from '../auth/session-cache.ts';
 import { ConfigRuntime } from '../config/runtime.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
-import type { LimitDecision, LimitEngine } from '../limits/types.ts';
+import type { LimitDecision, LimitEngine, LimitExplanation } from '../limits/types.ts';
 import { createSidecarMetrics } from '../metrics.ts';
 import type { Forwarder } from '../proxy/forwarder.ts';
 import { HttpProxyForwarder } from '../proxy/http-proxy-forwarder.ts';
@@ -26,6 +26,10 @@ class RecordingEngine implements LimitEngine {
   decide(): Promise<LimitDecision> {
     this.seen.push(this.#policies);
     return Promise.resolve({ outcome: 'key_rate_limited', rate: null, quota: null });
+  }
+
+  explain(): Promise<LimitExplanation> {
+    return Promise.reject(new Error('the gateway never explains'));
   }
 
   updateConfig(config: CompiledConfig): void {

@@ -15,6 +15,8 @@ import type { LimitStore } from './stores/store.ts';
 export interface LimitBackends {
   store: LimitStore;
   peers: GatewayHeartbeat | null;
+  /** Whether this gateway takes proxied traffic, and so holds DRL buckets worth reading (an admin-only gateway does not). */
+  drlPeer: boolean;
   health: StoreHealth;
 }
 
@@ -39,12 +41,14 @@ export function createLimitBackends(options: LimitBackendOptions): LimitBackends
   const health = new StoreHealth(options.logger, options.registry);
   const now = options.now ?? Date.now;
   const { redis, instanceId } = options;
-  if (!redis) return { store: new MemoryLimitStore(now), peers: null, health };
+  const drlPeer = options.drlPeer !== false;
+  if (!redis) return { store: new MemoryLimitStore(now), peers: null, health, drlPeer };
   return {
     store: new RedisLimitStore(redis, { instanceId, reporter: health }),
     peers: options.drlPeer === false
       ? null
       : new GatewayHeartbeat({ redis, instanceId, intervalMs: options.heartbeatIntervalMs ?? 2000, now, reporter: health }),
     health,
+    drlPeer,
   };
 }

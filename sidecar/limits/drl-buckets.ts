@@ -1,3 +1,5 @@
+import type { PeekResult } from './stores/store.ts';
+
 export interface BucketResult {
   allowed: boolean;
   limit: number;
@@ -11,6 +13,13 @@ interface Bucket {
   updatedAt: number;
   perMs: number;
 }
+
+/** Tokens after refilling at share per `perMs` since the last update; a changed share (gateways joined or left) caps the bucket at once. */
+const refilledTokens = (bucket: Bucket, share: number, perMs: number, nowMs: number): number =>
+  Math.min(share, bucket.tokens + (Math.max(0, nowMs - bucket.updatedAt) * share) / perMs);
+
+/** Unix ms when a bucket holding `tokens` is full again. */
+const fullAt = (tokens: number, share: number, perMs: number, nowMs: number): number => nowMs + Math.ceil(((share - tokens) / share) * perMs);
 
 /**
  * The Distributed Rate Limiter's in-process token buckets, one per limiter: capacity is
@@ -27,8 +36,16 @@ export class DrlBuckets {
       allowed,
       limit: share,
       remaining: Math.floor(bucket.tokens),
-      resetMs: nowMs + Math.ceil(((share - bucket.tokens) / share) * perMs),
+      resetMs: fullAt(bucket.tokens, share, perMs, nowMs),
     };
+  }
+
+  /** The bucket as a request now would find it, in a store's peek terms; nothing is taken and the bucket is left as it is. */
+  peek(limiterId: string, share: number, perMs: number, nowMs: number): PeekResult {
+    const bucket = this.#buckets.get(limiterId);
+    const tokens = bucket ? refilledTokens(bucket, share, perMs, nowMs) : share;
+    const remaining = Math.floor(tokens);
+    return { count: share - remaining, limit: share, remaining, resetMs: fullAt(tokens, share, perMs, nowMs) };
   }
 
   /** Gives back a token taken for a request that a later limit refused. */
@@ -53,9 +70,7 @@ export class DrlBuckets {
       this.#buckets.set(limiterId, bucket);
       return bucket;
     }
-    const elapsed = Math.max(0, nowMs - bucket.updatedAt);
-    // A changed share (gateways joined or left) caps the bucket at once.
-    bucket.tokens = Math.min(share, bucket.tokens + (elapsed * share) / perMs);
+    bucket.tokens = refilledTokens(bucket, share, perMs, nowMs);
     bucket.updatedAt = nowMs;
     bucket.perMs = perMs;
     return bucket;

@@ -114,7 +114,7 @@ describe('effectiveLimits: a key without policies', () => {
       'a',
       {},
     );
-    expect(limits.quota).toEqual({ max: 9, renewalSeconds: 60, scopeId: 'session' });
+    expect(limits.quota).toEqual({ max: 9, renewalSeconds: 60, scopeId: 'session', source: { kind: 'Key', namespace: 'default', name: 'k1' } });
     expect(limits.throttle).toEqual({ intervalMs: 1000, retries: 3 });
     expect(limits.rate?.smoothing).toEqual({ settings: smoothing, source: { kind: 'Key', namespace: 'default', name: 'k1' } });
   });

@@ -6,7 +6,7 @@ import type {
 } from '../../crds/compiled.ts';
 import { appliedPolicyIds, type Session } from '../../crds/session.ts';
 import { compileEndpoints, type EndpointMatcher } from './endpoint-match.ts';
-import type { SmoothingPlan, ThrottlePlan } from './plan-types.ts';
+import type { LimitScope, LimitSource, SmoothingPlan, ThrottlePlan } from './plan-types.ts';
 
 /**
  * The key-level limits a session has on one API once its policies are applied
@@ -24,12 +24,24 @@ export interface KeyRateLimit {
   scopeId: string;
   coverApis: readonly string[];
   smoothing: SmoothingPlan | null;
+  scope: Extract<LimitScope, `key_${string}`>;
+  source: LimitSource;
 }
 
 export interface KeyQuota {
   max: number;
   renewalSeconds: number;
   scopeId: string;
+  source: ResourceRef;
+}
+
+/** A policy's (or the key's own) per-API or global rate, one of those the highest effective rate is chosen from. */
+export interface RateCandidate {
+  rate: CompiledRate;
+  scope: 'key_per_api' | 'key_global';
+  source: LimitSource;
+  /** The one that became `rate`. */
+  chosen: boolean;
 }
 
 export interface EffectiveLimits {
@@ -37,6 +49,8 @@ export interface EffectiveLimits {
   endpointGroups: EndpointMatcher<KeyRateLimit>[][];
   /** The key-level per-API or global limit; null when none is configured. */
   rate: KeyRateLimit | null;
+  /** Every per-API or global rate `rate` was chosen from, in `apply_policies` order (for explanations). */
+  rateCandidates: RateCandidate[];
   /** null: unlimited. */
   quota: KeyQuota | null;
   throttle: ThrottlePlan | null;
@@ -47,6 +61,7 @@ export interface EffectiveLimits {
 interface Candidate {
   limit: CompiledKeyLimit;
   scopeId: string;
+  scope: 'key_per_api' | 'key_global';
   coverApis: readonly string[];
   source: ResourceRef;
 }
@@ -56,10 +71,10 @@ const perSecond = (rate: CompiledRate): number => rate.rate / rate.per;
 function policyCandidate(policy: CompiledPolicy, apiId: string): Candidate {
   const right = policy.access_rights[apiId];
   if (right?.limit) {
-    return { limit: right.limit, scopeId: `${policy.id}#${apiId}`, coverApis: [apiId], source: policy.source };
+    return { limit: right.limit, scopeId: `${policy.id}#${apiId}`, scope: 'key_per_api', coverApis: [apiId], source: policy.source };
   }
   const granted = Object.keys(policy.access_rights);
-  return { limit: policy, scopeId: policy.id, coverApis: granted.length > 0 ? granted : [apiId], source: policy.source };
+  return { limit: policy, scopeId: policy.id, scope: 'key_global', coverApis: granted.length > 0 ? granted : [apiId], source: policy.source };
 }
 
 /** A session's `key_id` is its Key resource's name (a public id, never the credential). */
@@ -72,7 +87,7 @@ function sessionCandidate(session: Session, apiId: string): Candidate {
   const own = session.access_rights[apiId]?.limit;
   if (own) {
     const rate = own.rate > 0 && own.per > 0 ? { rate: own.rate, per: own.per } : null;
-    return { limit: { ...own, rate }, scopeId: `session#${apiId}`, coverApis: [apiId], source };
+    return { limit: { ...own, rate }, scopeId: `session#${apiId}`, scope: 'key_per_api', coverApis: [apiId], source };
   }
   const allowance = session.rate > 0 ? session.rate : session.allowance;
   const granted = Object.keys(session.access_rights);
@@ -86,6 +101,7 @@ function sessionCandidate(session: Session, apiId: string): Candidate {
       smoothing: session.smoothing,
     },
     scopeId: 'session',
+    scope: 'key_global',
     coverApis: granted.length > 0 ? granted : [apiId],
     source,
   };
@@ -109,7 +125,7 @@ function bestQuota(candidates: readonly Candidate[]): KeyQuota | null {
     if (!best || candidate.limit.quota_max > best.limit.quota_max) best = candidate;
   }
   return best
-    ? { max: best.limit.quota_max, renewalSeconds: best.limit.quota_renewal_rate, scopeId: best.scopeId }
+    ? { max: best.limit.quota_max, renewalSeconds: best.limit.quota_renewal_rate, scopeId: best.scopeId, source: best.source }
     : null;
 }
 
@@ -153,6 +169,8 @@ function compileEndpointGroup(policy: CompiledPolicy, apiId: string): EndpointMa
       scopeId: `${policy.id}#${apiId}#${matcher.method} ${matcher.value.path}`,
       coverApis: [apiId],
       smoothing: null,
+      scope: 'key_endpoint' as const,
+      source: { resource: policy.source, rule: `${matcher.method} ${matcher.value.path}` },
     },
   }));
 }
@@ -180,8 +198,19 @@ export function effectiveLimits(
   return {
     endpointGroups: granting.map((policy) => endpointGroup(policy, apiId)).filter((group) => group.length > 0),
     rate: winner?.limit.rate
-      ? { rate: winner.limit.rate, scopeId: winner.scopeId, coverApis: winner.coverApis, smoothing: smoothingOf(winner) }
+      ? {
+          rate: winner.limit.rate,
+          scopeId: winner.scopeId,
+          coverApis: winner.coverApis,
+          smoothing: smoothingOf(winner),
+          scope: winner.scope,
+          source: { resource: winner.source, rule: null },
+        }
       : null,
+    rateCandidates: candidates.flatMap((candidate) => {
+      const { limit, scope, source } = candidate;
+      return limit.rate ? [{ rate: limit.rate, scope, source: { resource: source, rule: null }, chosen: candidate === winner }] : [];
+    }),
     quota: candidates.length > 0 ? bestQuota(candidates) : null,
     throttle: throttleOf(winner),
     pattern,

@@ -447,3 +447,95 @@ describe('keyless requests', () => {
     expect(await engine.decide(request(a, null))).toEqual({ outcome: 'allowed', rate: null, quota: null });
   });
 });
+
+describe('explain: the limits a request meets, read without counting', () => {
+  const settings = { enable_redis_rolling_limiter: true, rate_limit_response_headers: 'rate_limits' as const };
+  const keyLimit = (rate: number) => ({ rate: { rate, per: 60 }, quota_max: -1, quota_renewal_rate: 0, throttle_interval: 0, throttle_retry_limit: 0, smoothing: null });
+  const apiEndpoint = { path: '/orders/{id}', pattern: '^/orders/([^/]+)$', method: 'GET', rate: 50, per: 60 };
+  const keyEndpoint = (rate: number) => ({ path: '/orders/{id}', pattern: '^/orders/([^/]+)$', method: 'GET', rate, per: 60 });
+  const right = (endpoints: ReturnType<typeof keyEndpoint>[], limit: ReturnType<typeof keyLimit> | null = null) => ({ api_id: 'a', api_name: 'a', limit, endpoints });
+
+  it('names each level that applies, what it replaced and the policies it was chosen over', async () => {
+    const a = api('a', { api_limit: { rate: 100, per: 60 }, endpoint_limits: [apiEndpoint] });
+    const gold = policy('gold', { rate: { rate: 30, per: 60 }, access_rights: { a: right([keyEndpoint(3)]) }, quota_max: 10, quota_renewal_rate: 3600 });
+    const silver = policy('silver', { rate: { rate: 10, per: 60 }, access_rights: { a: right([keyEndpoint(2)]) }, quota_max: 5, quota_renewal_rate: 3600 });
+    const { engine, clock } = setup(config({ settings, apis: [a], policies: [silver, gold] }));
+    const caller = { session: session({ apply_policies: ['silver', 'gold'] }), raw: 'k' };
+    const req = request(a, caller, 'GET', '/orders/7');
+    await engine.decide(req);
+    clock.advance(1000);
+    const explained = await engine.explain(req);
+    expect(explained.limits.map(({ scope, source, rate, algorithm, held }) => ({ scope, source, rate, algorithm, count: held?.count, limit: held?.limit, remaining: held?.remaining }))).toEqual([
+      { scope: 'api_endpoint', source: { resource: a.source, rule: 'GET /orders/{id}' }, rate: 50, algorithm: 'sliding_log', count: 1, limit: 50, remaining: 49 },
+      { scope: 'key_endpoint', source: { resource: gold.source, rule: 'GET /orders/{id}' }, rate: 3, algorithm: 'sliding_log', count: 1, limit: 3, remaining: 2 },
+    ]);
+    expect(explained.limits[0]!.held?.resetMs).toBe(Date.UTC(2030, 0, 1) + 60_000);
+    expect(explained.passedOver).toEqual([
+      { scope: 'api', source: { resource: a.source, rule: null }, rate: 100, per: 60 },
+      { scope: 'key_global', source: { resource: gold.source, rule: null }, rate: 30, per: 60 },
+    ]);
+    expect(explained.outranked).toEqual([{ scope: 'key_endpoint', source: { resource: silver.source, rule: 'GET /orders/{id}' }, rate: 2, per: 60 }]);
+    expect(explained.quota).toMatchObject({ source: gold.source, max: 10, renewal: 3600, used: 1, remaining: 9 });
+    expect([explained.outcome, explained.refusedBy]).toEqual(['allowed', null]);
+  });
+
+  it('takes nothing: the requests after it meet the same allowance', async () => {
+    const a = api('a', { api_limit: { rate: 2, per: 60 } });
+    const { engine, outcomes } = setup(config({ settings, apis: [a] }));
+    for (let i = 0; i < 5; i++) await engine.explain(request(a, null));
+    expect(await outcomes(request(a, null), 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+  });
+
+  it.each([
+    ['sliding log', { enable_redis_rolling_limiter: true }],
+    ['sentinel', { enable_sentinel_rate_limiter: true }],
+    ['fixed window', { enable_fixed_window_rate_limiter: true }],
+  ])('%s: after a refusal it names the refusing level with the figures of the refusal', async (_name, algorithm) => {
+    const a = api('a');
+    const p = policy('p', { rate: { rate: 10, per: 60 }, access_rights: { a: right([], keyLimit(2)) } });
+    const { engine } = setup(config({ settings: { ...algorithm, rate_limit_response_headers: 'rate_limits' }, apis: [a], policies: [p] }));
+    const req = request(a, { session: session({ apply_policies: ['p'] }), raw: 'k' });
+    await engine.decide(req);
+    await engine.decide(req);
+    const refused = await engine.decide(req);
+    expect(refused.outcome).toBe('key_rate_limited');
+    const explained = await engine.explain(req);
+    expect([explained.outcome, explained.refusedBy]).toEqual(['key_rate_limited', 'key_per_api']);
+    const held = explained.limits[0]!.held!;
+    expect({ limit: held.limit, remaining: held.remaining, reset: Math.ceil(held.resetMs / 1000) }).toEqual(refused.rate);
+  });
+
+  it('a quota used up is the refusing level once every rate limit passes', async () => {
+    const a = api('a');
+    const caller = { session: session({ rate: 100, per: 60, quota_max: 2, quota_renewal_rate: 3600 }), raw: 'k' };
+    const { engine, outcomes } = setup(config({ settings, apis: [a] }));
+    expect(await outcomes(request(a, caller), 3)).toEqual(['allowed', 'allowed', 'quota_exceeded']);
+    const explained = await engine.explain(request(a, caller));
+    expect([explained.outcome, explained.refusedBy]).toEqual(['quota_exceeded', 'quota']);
+    expect(explained.quota).toMatchObject({ max: 2, used: 2, remaining: 0 });
+    // The refused request was given back to the rate limit.
+    expect(explained.limits[0]).toMatchObject({ scope: 'key_global', source: { resource: { kind: 'Key' } }, held: { count: 2, remaining: 98 } });
+  });
+
+  it('under the DRL reads this gateway\'s bucket and its share', async () => {
+    const a = api('a', { api_limit: { rate: 3, per: 60 } });
+    const { engine, outcomes } = setup(config({ apis: [a] }));
+    await outcomes(request(a, null), 2);
+    const [reading] = (await engine.explain(request(a, null))).limits;
+    expect(reading).toMatchObject({ algorithm: 'drl', drl: { gateways: 1, share: 3 }, held: { limit: 3, remaining: 1, count: 2 } });
+  });
+
+  it('under the DRL on a gateway that proxies nothing, says the count is not held there', async () => {
+    const a = api('a', { api_limit: { rate: 3, per: 60 } });
+    const engine = createLimitEngine({
+      config: config({ apis: [a] }),
+      backends: createLimitBackends({ instanceId: 'admin-only', logger: silentLogger, drlPeer: false }),
+      events: collectingSink(),
+      logger: silentLogger,
+    });
+    engines.push(engine);
+    const explained = await engine.explain(request(a, null));
+    expect(explained.limits).toMatchObject([{ scope: 'api', algorithm: 'drl', drl: null, held: null }]);
+    expect([explained.outcome, explained.refusedBy]).toEqual(['allowed', null]);
+  });
+});

@@ -8,11 +8,12 @@ import { DrlBuckets } from './drl-buckets.ts';
 import type { GatewayHeartbeat } from './heartbeat.ts';
 import { createLimitMetrics, type LimitMetrics } from './metrics.ts';
 import { isRateLimited, toDecision, type Evaluated, type Step, type StepResult } from './outcome.ts';
+import { isApiScope } from './plan-types.ts';
 import type { PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
 import { Planner } from './plan.ts';
 import type { StoreHealth } from './store-health.ts';
 import type { LimitStore, StoreOp, StoreResult } from './stores/store.ts';
-import type { LimitDecision, LimitEngine, LimitRequest, SmoothingEventSink } from './types.ts';
+import type { LimitDecision, LimitEngine, LimitExplanation, LimitReading, LimitRequest, SmoothingEventSink } from './types.ts';
 import { Sampler, TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
 
 export interface LimitEngineOptions {
@@ -56,7 +57,8 @@ function opOf(step: Step): StoreOp {
 
 const noLimits = (): Evaluated => ({ decision: { outcome: 'allowed', rate: null, quota: null }, algorithm: 'none' });
 
-const quotaOp = (quota: QuotaPlan): StoreOp => ({ kind: 'quota', ...quota });
+/** The store counts; which resource set the quota is the explanation's business, not the store's. */
+const quotaOp = ({ source: _source, ...counted }: QuotaPlan): StoreOp => ({ kind: 'quota', ...counted });
 
 /** APIs a policy's global allowance shares with a served API: their gateways split it too. */
 function sharedApis(config: CompiledConfig, served: readonly string[]): string[] {
@@ -75,6 +77,7 @@ class Engine implements LimitEngine {
   readonly #store: LimitStore;
   readonly #buckets = new DrlBuckets();
   readonly #heartbeat: GatewayHeartbeat | null;
+  readonly #drlPeer: boolean;
   readonly #metrics: LimitMetrics;
   readonly #timingSampler = new Sampler(TIMING_SAMPLE_EVERY);
   readonly #health: StoreHealth;
@@ -91,6 +94,7 @@ class Engine implements LimitEngine {
     this.#planner = new Planner(options.config);
     this.#store = options.backends.store;
     this.#heartbeat = options.backends.peers;
+    this.#drlPeer = options.backends.drlPeer;
     this.#health = options.backends.health;
     this.#sweeper = setInterval(() => this.#buckets.sweep(this.#now()), bucketSweepMs).unref();
     this.updateConfig(options.config);
@@ -131,6 +135,56 @@ class Engine implements LimitEngine {
     }
     this.#metrics.decisions.inc({ algorithm: evaluated.algorithm, outcome: evaluated.decision.outcome });
     return evaluated.decision;
+  }
+
+  async explain(request: LimitRequest): Promise<LimitExplanation> {
+    const nowMs = this.#now();
+    const plan = this.#planner.plan(request, nowMs);
+    const steps = plan.limits.map((limit) => this.#step(limit));
+    const ops = steps.flatMap((step) => (step.algorithm === 'drl' ? [] : [opOf(step)]));
+    if (plan.quota) ops.push(quotaOp(plan.quota));
+    const peeked = ops.length > 0 ? await this.#store.peek(ops) : [];
+    let next = 0;
+    const limits = steps.map((step): LimitReading => {
+      const { limit, algorithm, share } = step;
+      const drl = algorithm === 'drl';
+      const held = !drl ? peeked[next++]! : this.#drlPeer ? this.#buckets.peek(limit.limiterId, share, limit.perMs, nowMs) : null;
+      return {
+        scope: limit.scope,
+        source: limit.source,
+        rate: limit.rate,
+        per: limit.perMs / 1000,
+        algorithm,
+        drl: drl && this.#drlPeer ? { gateways: this.#heartbeat?.count(limit.coverApis) ?? 1, share } : null,
+        smoothing: algorithm === 'sliding_log' ? (limit.smoothing?.settings ?? null) : null,
+        held,
+      };
+    });
+    const quotaHeld = plan.quota ? peeked[next]! : null;
+    const quota =
+      plan.quota && quotaHeld
+        ? {
+            source: plan.quota.source,
+            max: plan.quota.max,
+            renewal: plan.quota.renewalMs / 1000,
+            used: quotaHeld.count,
+            remaining: quotaHeld.remaining,
+            resetMs: quotaHeld.resetMs,
+          }
+        : null;
+    // Evaluation stops at the first level with nothing left; the quota counts only after every rate limit passed.
+    const refusing = limits.find((reading) => reading.held?.remaining === 0);
+    const quotaRefuses = quota !== null && quota.remaining === 0;
+    const { passedOver, outranked } = this.#planner.choices(request);
+    return {
+      limits,
+      quota,
+      throttle: plan.throttle,
+      passedOver,
+      outranked,
+      outcome: refusing ? (isApiScope(refusing.scope) ? 'api_rate_limited' : 'key_rate_limited') : quotaRefuses ? 'quota_exceeded' : 'allowed',
+      refusedBy: refusing?.scope ?? (quotaRefuses ? 'quota' : null),
+    };
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Algorithm } from './algorithm.ts';
-import type { PlannedLimit } from './plan-types.ts';
+import { isApiScope, type PlannedLimit } from './plan-types.ts';
 import type { DecisionOutcome, LimitDecision, RateHeaderData } from './types.ts';
 
 export interface StepResult {
@@ -46,7 +46,7 @@ export function toDecision(
     }
   }
   let outcome: DecisionOutcome = 'allowed';
-  if (refusedAt >= 0) outcome = steps[refusedAt]!.limit.level === 'api' ? 'api_rate_limited' : 'key_rate_limited';
+  if (refusedAt >= 0) outcome = isApiScope(steps[refusedAt]!.limit.scope) ? 'api_rate_limited' : 'key_rate_limited';
   else if (quota && !quota.allowed) outcome = 'quota_exceeded';
   return {
     decision: { outcome, rate: applied >= 0 ? header(results[applied]!) : null, quota: quota ? header(quota) : null },

@@ -2,7 +2,17 @@ import type { CompiledSmoothing, ResourceRef } from '../../crds/compiled.ts';
 
 /** What the engine checks for one request, derived from config, session and identity. */
 
-export type LimitLevel = 'api' | 'key';
+/** The five levels of docs/behaviour.md#evaluation-order, in that order. */
+export const limitScopes = ['api_endpoint', 'api', 'key_endpoint', 'key_per_api', 'key_global'] as const;
+export type LimitScope = (typeof limitScopes)[number];
+
+export const isApiScope = (scope: LimitScope): boolean => scope === 'api_endpoint' || scope === 'api';
+
+/** What configured a limit: the resource, and the endpoint rule (`GET /items/{id}`) of an endpoint limit. */
+export interface LimitSource {
+  resource: ResourceRef;
+  rule: string | null;
+}
 
 export interface SmoothingPlan {
   settings: CompiledSmoothing;
@@ -11,7 +21,8 @@ export interface SmoothingPlan {
 }
 
 export interface PlannedLimit {
-  level: LimitLevel;
+  scope: LimitScope;
+  source: LimitSource;
   rate: number;
   perMs: number;
   /** Limiter identity and Redis hash tag; built from api ids and hashed identities only. */
@@ -23,6 +34,7 @@ export interface PlannedLimit {
 
 export interface QuotaPlan {
   quotaId: string;
+  source: ResourceRef;
   max: number;
   /** 0: the quota never renews. */
   renewalMs: number;

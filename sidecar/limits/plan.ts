@@ -2,9 +2,27 @@ import type { CompiledApi, CompiledConfig } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
 import { effectiveLimits, type EffectiveLimits, type KeyQuota, type KeyRateLimit } from './effective-session.ts';
 import { compileEndpoints, firstMatch, type EndpointMatcher } from './endpoint-match.ts';
-import type { PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
+import type { LimitScope, LimitSource, PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
 import { rateLimitIdentity } from './rate-limit-pattern.ts';
 import type { LimitRequest } from './types.ts';
+
+/** A configured limit the plan did not take (docs/behaviour.md#why-was-a-request-limited). */
+export interface Alternative {
+  scope: LimitScope;
+  source: LimitSource;
+  rate: number;
+  /** Seconds. */
+  per: number;
+}
+
+export interface PlanChoices {
+  /** Configured limits a more specific one replaced for this request (docs/behaviour.md#evaluation-order). */
+  passedOver: Alternative[];
+  /** Other policies' limits the key's limit was chosen over by effective rate (docs/behaviour.md#several-policies-on-one-key). */
+  outranked: Alternative[];
+}
+
+const alternative = ({ scope, source, rate }: KeyRateLimit): Alternative => ({ scope, source, rate: rate.rate, per: rate.per });
 
 interface SessionEntry {
   limits: EffectiveLimits;
@@ -40,7 +58,8 @@ function apiLimits(api: CompiledApi): ApiLimits {
     method,
     regex,
     value: {
-      level: 'api' as const,
+      scope: 'api_endpoint' as const,
+      source: { resource: api.source, rule: `${value.method} ${value.path}` },
       rate: value.rate,
       perMs: toMs(value.per),
       limiterId: `a:${api.api_id}|${value.method} ${value.path}`,
@@ -50,7 +69,8 @@ function apiLimits(api: CompiledApi): ApiLimits {
   }));
   const fallback: PlannedLimit | null = api.api_limit
     ? {
-        level: 'api',
+        scope: 'api',
+        source: { resource: api.source, rule: null },
         rate: api.api_limit.rate,
         perMs: toMs(api.api_limit.per),
         limiterId: `a:${api.api_id}`,
@@ -63,7 +83,8 @@ function apiLimits(api: CompiledApi): ApiLimits {
 
 function keyPlan(limit: KeyRateLimit, identity: string): PlannedLimit {
   return {
-    level: 'key',
+    scope: limit.scope,
+    source: limit.source,
     rate: limit.rate.rate,
     perMs: toMs(limit.rate.per),
     limiterId: `${identity}:${limit.scopeId}`,
@@ -80,6 +101,7 @@ function quotaPlan(quota: KeyQuota, identity: string, session: Session, nowMs: n
   const seeded = current && session.quota_remaining > 0 && session.quota_remaining <= quota.max;
   return {
     quotaId: `${identity}:${quota.scopeId}`,
+    source: quota.source,
     max: quota.max,
     renewalMs,
     initRemaining: seeded ? session.quota_remaining : quota.max,
@@ -129,12 +151,43 @@ export class Planner {
     return { limits, quota, throttle: entry.limits.throttle };
   }
 
-  #apiLevel(request: LimitRequest): PlannedLimit | null {
-    let limits = this.#apiLimits.get(request.api);
-    if (!limits) {
-      limits = apiLimits(request.api);
-      this.#apiLimits.set(request.api, limits);
+  /** What `plan` chose among for the same request: never on the request path, only for the effective-limits read. */
+  choices(request: LimitRequest): PlanChoices {
+    const passedOver: Alternative[] = [];
+    const outranked: Alternative[] = [];
+    const api = this.#apiLimitsOf(request.api);
+    if (api.fallback && firstMatch(api.endpoints, request.method, request.path)) {
+      const { scope, source, rate, perMs } = api.fallback;
+      passedOver.push({ scope, source, rate, per: perMs / 1000 });
     }
+    if (!request.session || !request.keyHash) return { passedOver, outranked };
+    const { limits } = this.#sessionEntry(request.session, request.keyHash, request.api.api_id);
+    const endpoint = keyEndpointLimit(limits.endpointGroups, request.method, request.path);
+    if (endpoint) {
+      for (const group of limits.endpointGroups) {
+        const match = firstMatch(group, request.method, request.path);
+        if (match && match !== endpoint) outranked.push(alternative(match));
+      }
+      if (limits.rate) passedOver.push(alternative(limits.rate));
+    } else {
+      for (const candidate of limits.rateCandidates) {
+        if (!candidate.chosen) outranked.push({ scope: candidate.scope, source: candidate.source, rate: candidate.rate.rate, per: candidate.rate.per });
+      }
+    }
+    return { passedOver, outranked };
+  }
+
+  #apiLimitsOf(api: CompiledApi): ApiLimits {
+    let limits = this.#apiLimits.get(api);
+    if (!limits) {
+      limits = apiLimits(api);
+      this.#apiLimits.set(api, limits);
+    }
+    return limits;
+  }
+
+  #apiLevel(request: LimitRequest): PlannedLimit | null {
+    const limits = this.#apiLimitsOf(request.api);
     return firstMatch(limits.endpoints, request.method, request.path) ?? limits.fallback;
   }
 

@@ -1,4 +1,8 @@
-import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
+import type { CompiledApi, CompiledConfig, CompiledSmoothing, ResourceRef } from '../../crds/compiled.ts';
+import type { Algorithm } from './algorithm.ts';
+import type { Alternative } from './plan.ts';
+import type { LimitScope, LimitSource, ThrottlePlan } from './plan-types.ts';
+import type { PeekResult } from './stores/store.ts';
 import type { Session } from '../../crds/session.ts';
 
 /**
@@ -61,8 +65,54 @@ export interface SmoothingEventSink {
   emit(event: SmoothingEvent): void;
 }
 
+/** One limit a request meets, and what its limiter holds now (docs/behaviour.md#why-was-a-request-limited). */
+export interface LimitReading {
+  scope: LimitScope;
+  source: LimitSource;
+  /** As configured; `per` in seconds. */
+  rate: number;
+  per: number;
+  algorithm: Algorithm;
+  /**
+   * Under the DRL: the live gateways sharing the limit and this gateway's share, counted in its
+   * own memory. Null figures on a gateway that takes no proxied traffic: it holds no count.
+   */
+  drl: { gateways: number; share: number } | null;
+  smoothing: CompiledSmoothing | null;
+  /** Requests in the window, the limit in force (smoothed allowance, DRL share), what is left and when it is next restored (Unix ms); null: not held here. */
+  held: PeekResult | null;
+}
+
+export interface QuotaReading {
+  source: ResourceRef;
+  max: number;
+  /** Seconds; 0: never renews. */
+  renewal: number;
+  used: number;
+  remaining: number;
+  /** Unix ms of the next renewal; 0: never. */
+  resetMs: number;
+}
+
+/**
+ * The limits a request would meet now, in evaluation order, with what each holds; read
+ * with the decision's own planning and store, and nothing counted.
+ */
+export interface LimitExplanation {
+  limits: LimitReading[];
+  quota: QuotaReading | null;
+  throttle: ThrottlePlan | null;
+  passedOver: Alternative[];
+  outranked: Alternative[];
+  /** What a request now would get (before any throttle retry), and the level that would refuse it. */
+  outcome: Exclude<DecisionOutcome, 'store_unavailable'>;
+  refusedBy: LimitScope | 'quota' | null;
+}
+
 export interface LimitEngine {
   decide(request: LimitRequest, signal?: AbortSignal): Promise<LimitDecision>;
+  /** Reads what `decide` would meet for the request; takes nothing. Throws when the store cannot be read. */
+  explain(request: LimitRequest): Promise<LimitExplanation>;
   /** Swap in a new compiled config (settings, APIs, policies); counters are kept. */
   updateConfig(config: CompiledConfig): void;
   close(): Promise<void>;

@@ -6,7 +6,9 @@
 -- request: member, refused, resets, op count, then seven per op: the kind and six fields,
 -- named by `fields` below (redis-store.ts encodeOp / encodeUndo write them in that order).
 -- `member` names the decision; an op's log entry is member:<ordinal of the op in its request>.
--- `refused` is '1' when a limit outside Redis (the DRL) already refused the request.
+-- `refused` is '1' when a limit outside Redis (the DRL) already refused the request, and 'p'
+-- for a peek: every op reports what its limiter holds now and nothing is written (the
+-- effective-limits read); a peek's row has the window's count where `old` stands.
 -- `resets` is '1' when a response header shows the limits' reset times; otherwise the sliding
 -- log and the sentinel leave them at 0 rather than look up their oldest entry.
 --
@@ -150,22 +152,81 @@ local function fixed(base, rate, per)
   return {0, rate, 0, window_start + per, 0, 0}
 end
 
--- Checked last: nothing after it can refuse, so a quota is never given back.
-local function quota(key, max, renewal, init_remaining, init_renews)
+-- The quota as a request now finds it: renewed if its period has ended.
+local function quota_state(key, max, renewal, init_remaining, init_renews)
   local state = redis.call('HMGET', key, 'r', 'n')
   local remaining = tonumber(state[1]) or init_remaining
   local renews = tonumber(state[2]) or init_renews
   if renewal > 0 and now >= renews then
-    remaining = max
-    renews = now + renewal
+    return max, now + renewal, state
   end
-  remaining = math.min(remaining, max)
+  return math.min(remaining, max), renews, state
+end
+
+-- Checked last: nothing after it can refuse, so a quota is never given back.
+local function quota(key, max, renewal, init_remaining, init_renews)
+  local remaining, renews, state = quota_state(key, max, renewal, init_remaining, init_renews)
   local allowed = remaining > 0
   if allowed then remaining = remaining - 1 end
   redis.call('HSET', key, 'r', remaining, 'n', renews)
   -- HSET keeps the key's expiry, which only moves when the renewal time does.
   if renewal > 0 and (renews ~= tonumber(state[2]) or not state[1]) then redis.call('PEXPIREAT', key, renews + renewal) end
   return {allowed and 1 or 0, max, remaining, renews, 0, 0}
+end
+
+-- Peeks: what a limiter holds now, as a request arriving now would find it; nothing is
+-- written. Rows: would-admit, limit, remaining, reset_ms, count, 0.
+local function peeked(count, limit, reset)
+  local remaining = math.max(0, limit - count)
+  return {remaining > 0 and 1 or 0, limit, remaining, reset, count, 0}
+end
+
+local function window_count(log, per)
+  return redis.call('ZCOUNT', log, '(' .. (now - per), '+inf')
+end
+
+local function peek_sliding(log, smooth_key, rate, per, threshold)
+  local count = window_count(log, per)
+  local allowance = rate
+  if threshold > 0 then allowance = tonumber(redis.call('HMGET', smooth_key, 'a')[1]) or threshold end
+  return peeked(count, allowance, oldest_reset(log, per, false))
+end
+
+local function peek_sentinel(log, flag, rate, per)
+  local count = window_count(log, per)
+  local blocked_until = tonumber(redis.call('GET', flag))
+  if blocked_until and blocked_until > now then return {0, rate, 0, blocked_until, count, 0} end
+  return peeked(count, rate, oldest_reset(log, per, false))
+end
+
+local function peek_fixed(base, rate, per)
+  local window_start = now - now % per
+  local count = tonumber(redis.call('GET', base .. ':' .. string.format('%d', window_start))) or 0
+  return peeked(count, rate, window_start + per)
+end
+
+local function peek_quota(key, max, renewal, init_remaining, init_renews)
+  local remaining, renews = quota_state(key, max, renewal, init_remaining, init_renews)
+  return {remaining > 0 and 1 or 0, max, remaining, renews, max - remaining, 0}
+end
+
+local function peek(k, a, nops)
+  local rows = {}
+  for j = 1, nops do
+    local op = op_at(a + (j - 1) * 7)
+    local kind = op.kind
+    if kind == 'L' then
+      rows[j] = peek_sliding(KEYS[k], KEYS[k + 1], op.rate, op.per, op.threshold)
+    elseif kind == 'S' then
+      rows[j] = peek_sentinel(KEYS[k], KEYS[k + 1], op.rate, op.per)
+    elseif kind == 'F' then
+      rows[j] = peek_fixed(KEYS[k], op.rate, op.per)
+    else
+      rows[j] = peek_quota(KEYS[k], op.max, op.renewal, op.init_remaining, op.init_renews)
+    end
+    k = k + 2
+  end
+  return rows
 end
 
 -- One request: `nops` ops from KEYS[k] and ARGV[a], rows appended to `reply`.
@@ -211,9 +272,14 @@ end
 local reply = {now}
 local k, a = 1, 2
 while a <= #ARGV do
-  local member, refused, nops = ARGV[a], ARGV[a + 1] == '1', tonumber(ARGV[a + 3])
-  resets = ARGV[a + 2] == '1'
-  local ok, rows = pcall(decide, k, a + 4, member, refused, nops)
+  local member, mode, nops = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 3])
+  resets = ARGV[a + 2] == '1' or mode == 'p'
+  local ok, rows
+  if mode == 'p' then
+    ok, rows = pcall(peek, k, a + 4, nops)
+  else
+    ok, rows = pcall(decide, k, a + 4, member, mode == '1', nops)
+  end
   if ok then
     reply[#reply + 1] = #rows
     for _, r in ipairs(rows) do

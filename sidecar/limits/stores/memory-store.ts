@@ -1,6 +1,6 @@
 import type { CompiledSmoothing } from '../../../crds/compiled.ts';
 import { smoothStep, type SmoothingState } from './smoothing.ts';
-import { clampSmoothing, type LimitStore, type StoreOp, type StoreResult } from './store.ts';
+import { clampSmoothing, type LimitStore, type PeekResult, type StoreOp, type StoreResult } from './store.ts';
 import { TtlMap } from './ttl-map.ts';
 
 type Op<K extends StoreOp['kind']> = Extract<StoreOp, { kind: K }>;
@@ -14,6 +14,9 @@ const result = (allowed: boolean, limit: number, remaining: number, resetMs: num
   resetMs,
   smoothing: null,
 });
+
+/** A limiter's count against its allowance: what is left, never below 0. */
+const peeked = (count: number, limit: number, resetMs: number): PeekResult => ({ count, limit, remaining: Math.max(0, limit - count), resetMs });
 
 /** An op's result and, when it admitted the request, how to give the admission back. */
 interface Ran {
@@ -63,6 +66,11 @@ export class MemoryLimitStore implements LimitStore {
     return results;
   }
 
+  async peek(ops: readonly StoreOp[]): Promise<PeekResult[]> {
+    const nowMs = this.#now();
+    return ops.map((op) => this.#peekOne(op, nowMs));
+  }
+
   async close(): Promise<void> {
     clearInterval(this.#sweeper);
     for (const map of [this.#logs, this.#flags, this.#smoothing, this.#counters, this.#quotas]) map.clear();
@@ -79,6 +87,32 @@ export class MemoryLimitStore implements LimitStore {
       case 'quota':
         // Checked last: nothing after it can refuse, so a quota is never given back.
         return { result: this.#quota(op, nowMs) };
+    }
+  }
+
+  /** limits.lua's peek_* functions, on this store's state. */
+  #peekOne(op: StoreOp, nowMs: number): PeekResult {
+    switch (op.kind) {
+      case 'sliding_log': {
+        const log = this.#window(op.limiterId, op.perMs, nowMs);
+        const smoothing = op.smoothing ? clampSmoothing(op.smoothing, op.rate) : null;
+        const allowance = smoothing ? (this.#smoothing.get(op.limiterId, nowMs)?.allowance ?? smoothing.threshold) : op.rate;
+        return peeked(log.length, allowance, (log[0] ?? nowMs) + op.perMs);
+      }
+      case 'sentinel': {
+        const log = this.#window(op.limiterId, op.perMs, nowMs);
+        const blockedUntil = this.#flags.get(op.limiterId, nowMs);
+        if (blockedUntil !== undefined) return { count: log.length, limit: op.rate, remaining: 0, resetMs: blockedUntil };
+        return peeked(log.length, op.rate, (log[0] ?? nowMs) + op.perMs);
+      }
+      case 'fixed_window': {
+        const windowStart = Math.floor(nowMs / op.perMs) * op.perMs;
+        return peeked(this.#counters.get(`${op.limiterId}:${windowStart}`, nowMs) ?? 0, op.rate, windowStart + op.perMs);
+      }
+      case 'quota': {
+        const { remaining, renews } = this.#quotaState(op, nowMs);
+        return { count: op.max - remaining, limit: op.max, remaining, resetMs: renews };
+      }
     }
   }
 
@@ -166,14 +200,17 @@ export class MemoryLimitStore implements LimitStore {
     return { result: result(true, op.rate, op.rate - n, windowEnd), undo };
   }
 
-  #quota(op: Op<'quota'>, nowMs: number): StoreResult {
+  /** The quota's state as a request now finds it: renewed if its period has ended. */
+  #quotaState(op: Op<'quota'>, nowMs: number): { remaining: number; renews: number } {
     const state = this.#quotas.get(op.quotaId, nowMs) ?? { remaining: op.initRemaining, renews: op.initRenewsMs };
-    let { remaining, renews } = state;
-    if (op.renewalMs > 0 && nowMs >= renews) {
-      remaining = op.max;
-      renews = nowMs + op.renewalMs;
-    }
-    remaining = Math.min(remaining, op.max);
+    if (op.renewalMs > 0 && nowMs >= state.renews) return { remaining: op.max, renews: nowMs + op.renewalMs };
+    return { remaining: Math.min(state.remaining, op.max), renews: state.renews };
+  }
+
+  #quota(op: Op<'quota'>, nowMs: number): StoreResult {
+    const state = this.#quotaState(op, nowMs);
+    const { renews } = state;
+    let { remaining } = state;
     const allowed = remaining > 0;
     if (allowed) remaining -= 1;
     this.#quotas.set(op.quotaId, { remaining, renews }, op.renewalMs > 0 ? renews + op.renewalMs : Infinity);

@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import { defaultGatewaySettings, type GatewaySettings } from '../../../crds/settings.ts';
 import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import type { StoreReporter } from '../store-health.ts';
-import { clampSmoothing, type LimitStore, type StoreOp, type StoreResult } from './store.ts';
+import { clampSmoothing, type LimitStore, type PeekResult, type StoreOp, type StoreResult } from './store.ts';
 import { withTimeout } from './with-timeout.ts';
 
 const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
@@ -28,17 +28,26 @@ interface Encoded {
   args: (string | number)[];
 }
 
+/**
+ * How limits.lua runs a request's ops: counting them (`admit`), counting them for a request
+ * a limit outside Redis already refused (`refused`), or reading them (`peek`).
+ */
+type Mode = 'admit' | 'refused' | 'peek';
+const modeArgument: Record<Mode, string> = { admit: '0', refused: '1', peek: 'p' };
+
 /** One request's part of a script call. */
 interface Call {
   encoded: readonly Encoded[];
   member: string;
-  refused: boolean;
+  mode: Mode;
 }
 
-/** What one request's ops did: Redis's time during the call and their results. */
+/** What one request's ops did: Redis's time during the call and their rows. */
 interface Ran {
   nowMs: number;
-  results: StoreResult[];
+  reply: Reply;
+  /** Where each row starts in `reply`. */
+  rows: number[];
 }
 
 interface Queued extends Call {
@@ -113,6 +122,14 @@ function encodeUndo(op: StoreOp, result: StoreResult): Encoded | null {
   }
 }
 
+/** A peek's row: would-admit, limit, remaining, reset, count. */
+const toPeekResult = (reply: Reply, at: number): PeekResult => ({
+  count: reply[at + 4] as number,
+  limit: reply[at + 1] as number,
+  remaining: reply[at + 2] as number,
+  resetMs: reply[at + 3] as number,
+});
+
 function toResult(reply: Reply, at: number): StoreResult {
   const oldAllowance = reply[at + 4] as number;
   const newAllowance = reply[at + 5] as number;
@@ -129,8 +146,8 @@ function toResult(reply: Reply, at: number): StoreResult {
 function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: number | ''): { keys: string[]; args: (string | number)[] } {
   const keys: string[] = [];
   const args: (string | number)[] = [clockMs];
-  for (const { encoded, member, refused } of calls) {
-    args.push(member, refused ? 1 : 0, resets ? 1 : 0, encoded.length);
+  for (const { encoded, member, mode } of calls) {
+    args.push(member, modeArgument[mode], resets ? 1 : 0, encoded.length);
     for (const e of encoded) {
       keys.push(e.keys[0], e.keys[1]);
       for (const arg of e.args) args.push(arg);
@@ -138,6 +155,8 @@ function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: numbe
   }
   return { keys, args };
 }
+
+const resultsOf = ({ reply, rows }: Ran): StoreResult[] => rows.map((at) => toResult(reply, at));
 
 /** Each call's part of the reply, in order: its results, or the error its commands raised. */
 function splitReply(reply: Reply, count: number): (Ran | Error)[] {
@@ -150,9 +169,9 @@ function splitReply(reply: Reply, count: number): (Ran | Error)[] {
       out.push(new Error(String(reply[at++])));
       continue;
     }
-    const results: StoreResult[] = [];
-    for (let r = 0; r < rows; r++, at += rowLength) results.push(toResult(reply, at));
-    out.push({ nowMs, results });
+    const starts: number[] = [];
+    for (let r = 0; r < rows; r++, at += rowLength) starts.push(at);
+    out.push({ nowMs, reply, rows: starts });
   }
   return out;
 }
@@ -211,15 +230,23 @@ export class RedisLimitStore implements LimitStore {
   async run(ops: readonly StoreOp[], refused: boolean): Promise<StoreResult[]> {
     const member = `${this.#instanceId}:${(this.#sequence = (this.#sequence + 1) % Number.MAX_SAFE_INTEGER)}`;
     if (this.#redis.isCluster) return this.#runOnCluster(ops, refused, member);
-    const { nowMs, results } = await new Promise<Ran>((resolve, reject) => {
-      this.#queue.push({ encoded: ops.map(encodeOnce), member, refused, resolve, reject });
+    const ran = await new Promise<Ran>((resolve, reject) => {
+      this.#queue.push({ encoded: ops.map(encodeOnce), member, mode: refused ? 'refused' : 'admit', resolve, reject });
       if (this.#flushScheduled) return;
       this.#flushScheduled = true;
       // After the I/O callbacks of this loop turn: every decision they started goes in one call.
       setImmediate(this.#flush);
     });
-    if (ops.some((op) => op.kind === 'sentinel')) this.#trimSentinelLogs(ops.slice(0, results.length), nowMs);
+    const results = resultsOf(ran);
+    if (ops.some((op) => op.kind === 'sentinel')) this.#trimSentinelLogs(ops.slice(0, results.length), ran.nowMs);
     return results;
+  }
+
+  /** One call, outside the batches: peeks are rare (an admin read), and on a Cluster each op is its own call. */
+  async peek(ops: readonly StoreOp[]): Promise<PeekResult[]> {
+    const calls = this.#redis.isCluster ? ops.map((op) => [op]) : [ops];
+    const ran = await Promise.all(calls.map((group) => this.#eval(group.map(encodeOnce), '', 'peek')));
+    return ran.flatMap(({ reply, rows }) => rows.map((at) => toPeekResult(reply, at)));
   }
 
   async close(): Promise<void> {
@@ -249,8 +276,8 @@ export class RedisLimitStore implements LimitStore {
   }
 
   /** One request's ops alone in one call (a Cluster's calls each stay in one slot). */
-  async #eval(encoded: readonly Encoded[], member: string, refused: boolean): Promise<Ran> {
-    const [ran] = await this.#call([{ encoded, member, refused }]);
+  async #eval(encoded: readonly Encoded[], member: string, mode: Mode): Promise<Ran> {
+    const [ran] = await this.#call([{ encoded, member, mode }]);
     if (ran instanceof Error) throw ran;
     return ran!;
   }
@@ -266,16 +293,16 @@ export class RedisLimitStore implements LimitStore {
   async #runOnCluster(ops: readonly StoreOp[], refused: boolean, member: string): Promise<StoreResult[]> {
     const rateOps = ops.filter((op) => op.kind !== 'quota');
     const quotaOps = ops.filter((op) => op.kind === 'quota');
-    const ran = await Promise.all(rateOps.map((op) => this.#eval([encodeOnce(op)], member, false)));
+    const ran = await Promise.all(rateOps.map((op) => this.#eval([encodeOnce(op)], member, 'admit')));
     rateOps.forEach((op, i) => this.#trimSentinelLogs([op], ran[i]!.nowMs));
-    const results = ran.map(({ results: [result] }) => result!);
+    const results = ran.map((one) => resultsOf(one)[0]!);
     const refusedAt = results.findIndex((r) => !r.allowed);
     if (refused || refusedAt >= 0) {
       await this.#undoOnCluster(rateOps, results, refusedAt, member);
       return refusedAt >= 0 ? results.slice(0, refusedAt + 1) : results;
     }
     if (quotaOps.length === 0) return results;
-    const quota = (await this.#eval(quotaOps.map(encodeOnce), member, false)).results;
+    const quota = resultsOf(await this.#eval(quotaOps.map(encodeOnce), member, 'admit'));
     if (quota.some((r) => !r.allowed)) await this.#undoOnCluster(rateOps, results, -1, member);
     return [...results, ...quota];
   }
@@ -287,7 +314,7 @@ export class RedisLimitStore implements LimitStore {
    */
   async #undoOnCluster(rateOps: readonly StoreOp[], results: readonly StoreResult[], keep: number, member: string): Promise<void> {
     const undos = rateOps.flatMap((op, i) => (i === keep ? [] : (encodeUndo(op, results[i]!) ?? [])));
-    await Promise.all(undos.map((undo) => this.#eval([undo], member, false))).catch(this.#onBackgroundError);
+    await Promise.all(undos.map((undo) => this.#eval([undo], member, 'admit'))).catch(this.#onBackgroundError);
   }
 
   /**

@@ -28,6 +28,20 @@ export interface StoreResult {
   smoothing: { oldAllowance: number; newAllowance: number } | null;
 }
 
+/**
+ * What one op's limiter holds at a moment, read without counting (the effective-limits
+ * read, docs/behaviour.md#why-was-a-request-limited). `limit`, `remaining` and `resetMs`
+ * are what a request's rate headers would show if it arrived now and found this; 0 remaining
+ * means that request would be refused here.
+ */
+export interface PeekResult {
+  /** Requests in the window (refused ones too where the algorithm logs them); a quota's: used this period. */
+  count: number;
+  limit: number;
+  remaining: number;
+  resetMs: number;
+}
+
 export interface LimitStore {
   /**
    * Results for the ops run: all of them, or up to and including the first refusal.
@@ -36,6 +50,8 @@ export interface LimitStore {
    * admission is undone.
    */
   run(ops: readonly StoreOp[], refused: boolean): Promise<StoreResult[]>;
+  /** What every op's limiter holds now, in order; nothing is counted, logged or expired. */
+  peek(ops: readonly StoreOp[]): Promise<PeekResult[]>;
   configure(settings: GatewaySettings): void;
   close(): Promise<void>;
 }

@@ -3,6 +3,8 @@ import { Redis } from 'ioredis';
 import { createLogger } from '../../../common/logger.ts';
 import { RedisSessionStore, type SessionStore } from '../../../common/session-store.ts';
 import { group, kinds, version } from '../../../crds/kinds.ts';
+import { defaultGatewaySettings } from '../../../crds/settings.ts';
+import { RouteTable } from '../../../sidecar/gateway/routes.ts';
 import type { AdminDeps } from '../../../sidecar/admin/index.ts';
 import { KubernetesBearerAuthenticator } from '../../../sidecar/admin/kube-bearer.ts';
 import { KubernetesResourceStore } from '../../../sidecar/resources/kubernetes-store.ts';
@@ -64,6 +66,8 @@ export function clusterDeps(namespace: string, redis: Redis, overrides: DepsOver
           reloads.count += 1;
         }),
     },
+    // No API loaded: a limits read answers 404 before it reaches the engine.
+    limits: { apis: () => [], state: () => ({ routes: new RouteTable([]), settings: defaultGatewaySettings, policies: {} }), engine: { explain: () => Promise.reject(new Error('no API is loaded')) } },
     auth: {
       adminSecret: ADMIN_SECRET,
       portalSecret: PORTAL_SECRET,

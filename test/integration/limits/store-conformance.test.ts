@@ -5,7 +5,7 @@ import type { CompiledSmoothing } from '../../../crds/compiled.ts';
 import { defaultGatewaySettings } from '../../../crds/settings.ts';
 import { MemoryLimitStore } from '../../../sidecar/limits/stores/memory-store.ts';
 import { RedisLimitStore } from '../../../sidecar/limits/stores/redis-store.ts';
-import type { LimitStore, StoreOp, StoreResult } from '../../../sidecar/limits/stores/store.ts';
+import type { LimitStore, PeekResult, StoreOp, StoreResult } from '../../../sidecar/limits/stores/store.ts';
 import { testEnv } from '../../harness/index.ts';
 import { manualClock } from '../../support/limits-fixtures.ts';
 import { uniqueId } from './helpers.ts';
@@ -31,8 +31,10 @@ interface Step {
   ops: (scope: Scope) => StoreOp[];
   /** A limit outside the store (the DRL) already refused the request. */
   refused?: boolean;
+  /** Read the limiters (the effective-limits read) instead of running the ops. */
+  peek?: boolean;
   /** The results, with reset times relative to the case's start (0 stays 0: never). */
-  expect: StoreResult[];
+  expect: StoreResult[] | PeekResult[];
 }
 
 const ok = (limit: number, remaining: number, resetAt: number, smoothing: StoreResult['smoothing'] = null): StoreResult => ({
@@ -61,9 +63,41 @@ const quota = (quotaId: string, max: number, renewalMs: number, initRemaining: n
   initRemaining,
   initRenewsMs,
 });
+const seen = (count: number, limit: number, remaining: number, resetAt: number): PeekResult => ({ count, limit, remaining, resetMs: resetAt });
 const smoothing = (delay: number): CompiledSmoothing => ({ enabled: true, threshold: 2, step: 2, trigger: 0.5, delay });
 
+/** One of each op, so a peek case reads all four kinds together. */
+const everyKind = (s: Scope): StoreOp[] => [sliding(s.id('l'), 2), fixed(s.id('f'), 3), sentinel(s.id('s'), 2), quota(s.id('q'), 5, P, 5, s.start + P)];
+
 const cases: [string, Step[]][] = [
+  [
+    'a peek reads each limiter as a request arriving then would find it, and counts nothing',
+    [
+      { at: 0, peek: true, ops: everyKind, expect: [seen(0, 2, 2, P), seen(0, 3, 3, P), seen(0, 2, 2, P), seen(0, 5, 5, P)] },
+      { at: 0, ops: everyKind, expect: [ok(2, 1, P), ok(3, 2, P), ok(2, 1, P), ok(5, 4, P)] },
+      { at: 1000, peek: true, ops: everyKind, expect: [seen(1, 2, 1, P), seen(1, 3, 2, P), seen(1, 2, 1, P), seen(1, 5, 4, P)] },
+      { at: 1001, peek: true, ops: everyKind, expect: [seen(1, 2, 1, P), seen(1, 3, 2, P), seen(1, 2, 1, P), seen(1, 5, 4, P)] },
+      { at: 2000, ops: everyKind, expect: [ok(2, 0, P), ok(3, 1, P), ok(2, 0, P), ok(5, 3, P)] },
+      // The sentinel's flag now blocks until a window after the request that set it.
+      { at: 3000, peek: true, ops: everyKind, expect: [seen(2, 2, 0, P), seen(2, 3, 1, P), seen(2, 2, 0, 2000 + P), seen(2, 5, 3, P)] },
+      { at: 3000, ops: everyKind, expect: [no(2, P)] },
+      // The refusal is in the sliding log (spike arrest); the ops after it never ran.
+      { at: 4000, peek: true, ops: everyKind, expect: [seen(3, 2, 0, P), seen(2, 3, 1, P), seen(2, 2, 0, 2000 + P), seen(2, 5, 3, P)] },
+      // A window on, the first entries have left the logs (the sentinel's flag still blocks),
+      // the fixed window has started afresh and the quota has renewed.
+      { at: P + 5, peek: true, ops: everyKind, expect: [seen(2, 2, 0, 2000 + P), seen(0, 3, 3, 2 * P), seen(1, 2, 0, 2000 + P), seen(0, 5, 5, P + 5 + P)] },
+    ],
+  ],
+  [
+    'a peek reads a smoothed allowance, the threshold before the first request',
+    [
+      { at: 0, peek: true, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [seen(0, 2, 2, P)] },
+      { at: 0, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [ok(2, 1, P)] },
+      { at: 1, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [ok(2, 0, P)] },
+      { at: 2, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [ok(4, 1, P, { oldAllowance: 2, newAllowance: 4 })] },
+      { at: 3, peek: true, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [seen(3, 4, 1, P)] },
+    ],
+  ],
   [
     'sliding log: every request is logged, refused ones too (spike arrest)',
     [
@@ -212,7 +246,7 @@ describe.each(stores)('store contract: %s', (_name, createStore) => {
     try {
       for (const step of steps) {
         clock.set(start + step.at);
-        const results = await store.run(step.ops(scope), step.refused ?? false);
+        const results = step.peek ? await store.peek(step.ops(scope)) : await store.run(step.ops(scope), step.refused ?? false);
         const relative = results.map((r) => ({ ...r, resetMs: r.resetMs === 0 ? 0 : r.resetMs - start }));
         expect(relative, `at +${step.at} ms`).toEqual(step.expect);
       }

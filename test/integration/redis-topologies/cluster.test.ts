@@ -213,5 +213,12 @@ describe('Redis Cluster: a refused request consumes nothing at the levels that a
     };
     const keyLimiter = (raw: string): string => `k:${keyHashOf(raw)}:session`;
     expect({ api: await count(`a:${target.api_id}`), greedy: await count(keyLimiter(greedy.raw)), polite: await count(keyLimiter(polite.raw)) }).toEqual(held);
+    // The effective-limits read peeks each limiter in its own slot and sees the same state.
+    const explained = await gateway.engine.explain(request(target, polite));
+    expect(explained.limits.map((l) => [l.scope, l.held?.count, l.held?.remaining])).toEqual([
+      ['api', held.api, 0],
+      ['key_global', held.polite, 100 - held.polite],
+    ]);
+    expect(explained.refusedBy).toBe('api');
   });
 });

@@ -96,6 +96,9 @@ describe('a least-privilege ACL user', () => {
     const outcomes = [];
     for (let i = 0; i < 5; i++) outcomes.push((await gateway.engine.decide(key)).outcome);
     expect(outcomes).toEqual(['allowed', 'allowed', 'allowed', 'quota_exceeded', 'quota_exceeded']);
+    // The effective-limits read peeks the same keys with the script's other mode.
+    const explained = await gateway.engine.explain(key);
+    expect([explained.refusedBy, explained.quota?.used]).toEqual(['quota', 3]);
 
     // The sentinel trims its logs in the background, the DRL beats: give both time to run.
     await new Promise((resolve) => setTimeout(resolve, 600));
