@@ -7,7 +7,7 @@ export default defineConfig({
       {
         test: {
           name: 'unit',
-          include: ['crds/**/*.test.ts', 'common/**/*.test.ts', 'operator/**/*.test.ts', 'sidecar/**/*.test.ts', 'scripts/**/*.test.ts', 'test/lint/**/*.test.ts', 'test/bench/**/*.test.ts', 'test/soak/**/*.test.ts'],
+          include: ['crds/**/*.test.ts', 'common/**/*.test.ts', 'operator/**/*.test.ts', 'sidecar/**/*.test.ts', 'plugin/**/*.test.ts', 'scripts/**/*.test.ts', 'test/lint/**/*.test.ts', 'test/bench/**/*.test.ts', 'test/soak/**/*.test.ts'],
           environment: 'node',
         },
       },

@@ -1,4 +1,5 @@
 import type { CompiledApi, ResourceRef } from '../../crds/compiled.ts';
+import type { KeyLimitsAnswer, LimitReadingAnswer } from '../../crds/key-limits-answer.ts';
 import type { Session } from '../../crds/session.ts';
 import { accessRefusal, type AccessRefusal } from '../auth/authenticator.ts';
 import { isIgnored } from '../gateway/routes.ts';
@@ -17,6 +18,9 @@ const MAX_PATH = 2048;
 
 type Outcome = LimitExplanation['outcome'] | 'access_denied';
 
+/** Who asks about what, and whether the key may call the API at all. */
+type AnswerHead = Pick<KeyLimitsAnswer, 'key_hash' | 'key_id' | 'api_id' | 'method' | 'path' | 'authentication' | 'access'>;
+
 const answers: Record<Outcome, GatewayError | null> = {
   allowed: null,
   api_rate_limited: gatewayErrors.apiRateLimited,
@@ -32,10 +36,10 @@ const sourceOf = ({ resource, rule }: LimitSource): { source: ResourceRef; rule:
   rule,
 });
 
-const alternativeOf = ({ scope, source, rate, per }: Alternative) => ({ level: scope, ...sourceOf(source), rate, per });
+const alternativeOf = ({ scope, source, rate, per }: Alternative): KeyLimitsAnswer['passed_over'][number] => ({ level: scope, ...sourceOf(source), rate, per });
 
 /** One level, with reset as a Unix time in seconds: the X-RateLimit-Reset of the same moment. */
-const levelOf = (reading: LimitReading) => ({
+const levelOf = (reading: LimitReading): LimitReadingAnswer => ({
   level: reading.scope,
   ...sourceOf(reading.source),
   rate: reading.rate,
@@ -109,8 +113,8 @@ export async function keyLimits(ctx: HandlerContext): Promise<Reply> {
   const keyed = !api.keyless && !isIgnored(route, method, relativePath);
   const session = await sessionOf(ctx, keyHash);
   const refusal: AccessRefusal | null = keyed ? accessRefusal(session, api.api_id, state.policies, Date.now() / 1000) : null;
-  const head = { key_hash: keyHash, key_id: session.key_id, api_id: api.api_id, method, path, authentication: api.keyless ? 'keyless' : keyed ? 'key' : 'ignored', access: refusal ?? 'granted' };
-  if (refusal) return { status: 200, body: { ...head, ...verdict('access_denied', null), limits: [], quota: null, throttle: null, passed_over: [], chosen_over: [] } };
+  const head: AnswerHead = { key_hash: keyHash, key_id: session.key_id, api_id: api.api_id, method, path, authentication: api.keyless ? 'keyless' : keyed ? 'key' : 'ignored', access: refusal ?? 'granted' };
+  if (refusal) return answer({ ...head, ...verdict('access_denied', null), limits: [], quota: null, throttle: null, passed_over: [], chosen_over: [] });
 
   let explained: LimitExplanation;
   try {
@@ -118,10 +122,12 @@ export async function keyLimits(ctx: HandlerContext): Promise<Reply> {
   } catch (error) {
     throw new AdminError(adminErrors.limitsUnavailable, undefined, { cause: error });
   }
-  return { status: 200, body: { ...head, ...explanationBody(explained) } };
+  return answer({ ...head, ...explanationBody(explained) });
 }
 
-function explanationBody({ outcome, refusedBy, limits, quota, throttle, passedOver, outranked }: LimitExplanation) {
+const answer = (body: KeyLimitsAnswer): Reply => ({ status: 200, body });
+
+function explanationBody({ outcome, refusedBy, limits, quota, throttle, passedOver, outranked }: LimitExplanation): Omit<KeyLimitsAnswer, keyof AnswerHead> {
   return {
     ...verdict(outcome, refusedBy),
     limits: limits.map(levelOf),
@@ -140,7 +146,7 @@ function explanationBody({ outcome, refusedBy, limits, quota, throttle, passedOv
 }
 
 /** What a request now would get: the outcome, the level that decides it, and the gateway's answer when it refuses. */
-function verdict(outcome: Outcome, refusedBy: LimitExplanation['refusedBy']) {
+function verdict(outcome: Outcome, refusedBy: LimitExplanation['refusedBy']): Pick<KeyLimitsAnswer, 'outcome' | 'refused_by' | 'answer'> {
   const answer = answers[outcome];
   return { outcome, refused_by: refusedBy, answer: answer && { status: answer.status, code: answer.code } };
 }

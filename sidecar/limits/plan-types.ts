@@ -1,10 +1,10 @@
 import type { CompiledSmoothing, ResourceRef } from '../../crds/compiled.ts';
+import type { limitLevels } from '../../crds/key-limits-answer.ts';
 
 /** What the engine checks for one request, derived from config, session and identity. */
 
-/** The five levels of docs/behaviour.md#evaluation-order, in that order. */
-export const limitScopes = ['api_endpoint', 'api', 'key_endpoint', 'key_per_api', 'key_global'] as const;
-export type LimitScope = (typeof limitScopes)[number];
+/** The five levels of docs/behaviour.md#evaluation-order. */
+export type LimitScope = (typeof limitLevels)[number];
 
 export const isApiScope = (scope: LimitScope): boolean => scope === 'api_endpoint' || scope === 'api';
 

@@ -24,6 +24,8 @@ describe('the lint step holds the folders to their layers', () => {
     ['sidecar/limits/extra.ts', "import { gatewayErrors } from '../http/errors.ts';", 'http/'],
     ['sidecar/limits/stores/extra.ts', "import { authenticate } from '../../auth/authenticator.ts';", 'auth/'],
     ['sidecar/http/extra.ts', "import { LimitEngine } from '../limits/engine.ts';", 'limits/'],
+    ['plugin/extra.ts', "import { keyLimits } from '../sidecar/admin/key-limits.ts';", 'sidecar/'],
+    ['sidecar/admin/extra.ts', "import { run } from '../../plugin/kubectl-gw.ts';", 'plugin/'],
   ])('%s may not import %s', async (path, code, folder) => {
     expect(await restrictedImports(path, `${code}\nexport const x = 1;\n`)).toEqual([expect.stringContaining(`${folder} is not below this folder`)]);
   });
@@ -32,6 +34,7 @@ describe('the lint step holds the folders to their layers', () => {
     ['sidecar/extra.ts', "import { createLogger } from '../common/logger.ts';\nimport { kinds } from '../crds/kinds.ts';"],
     ['operator/extra.ts', "import { createLogger } from '../common/logger.ts';"],
     ['common/extra.ts', "import { kinds } from '../crds/kinds.ts';"],
+    ['plugin/extra.ts', "import { keyLimitsAnswerSchema } from '../crds/key-limits-answer.ts';"],
     ['sidecar/proxy/extra.ts', "import { gatewayErrors } from '../http/errors.ts';"],
     ['sidecar/gateway/extra.ts', "import { authenticate } from '../auth/authenticator.ts';\nimport { sendError } from '../http/respond.ts';"],
     ['sidecar/extra.test.ts', "import { testEnv } from '../test/harness/index.ts';"],

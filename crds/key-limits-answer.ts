@@ -1,0 +1,58 @@
+import { z } from 'zod';
+
+/**
+ * The answer of the effective-limits read, `GET /gw/keys/{key_hash}/limits`
+ * (docs/behaviour.md#why-was-a-request-limited): built by the admin listener, read by
+ * `kubectl gw limits`. One schema for both sides, so a field the gateway renames breaks
+ * the plugin's tests, not a user's terminal.
+ */
+
+export const limitLevels = ['api_endpoint', 'api', 'key_endpoint', 'key_per_api', 'key_global'] as const;
+const level = z.enum(limitLevels);
+
+const resource = z.object({ kind: z.string(), namespace: z.string(), name: z.string() });
+
+/** A configured limit the request does not meet: replaced by a more specific one, or outranked by another policy's. */
+const alternative = z.object({ level, source: resource, rule: z.string().nullable(), rate: z.number(), per: z.number() });
+
+const reading = z.object({
+  level,
+  source: resource,
+  /** The endpoint rule (`GET /items/{id}`) of an endpoint limit. */
+  rule: z.string().nullable(),
+  rate: z.number(),
+  per: z.number(),
+  algorithm: z.enum(['drl', 'sliding_log', 'sentinel', 'fixed_window']),
+  drl: z.object({ gateways: z.number(), share: z.number() }).nullable(),
+  smoothing: z.object({ enabled: z.boolean(), threshold: z.number(), step: z.number(), trigger: z.number(), delay: z.number() }).nullable(),
+  /** Null: counted in other gateways' memory (the DRL, read on a gateway that proxies nothing). */
+  count: z.number().nullable(),
+  limit: z.number().nullable(),
+  remaining: z.number().nullable(),
+  /** Unix seconds, as X-RateLimit-Reset. */
+  reset: z.number().nullable(),
+});
+
+export const keyLimitsAnswerSchema = z.object({
+  key_hash: z.string(),
+  key_id: z.string(),
+  api_id: z.string(),
+  method: z.string(),
+  path: z.string(),
+  authentication: z.enum(['key', 'keyless', 'ignored']),
+  access: z.enum(['granted', 'inactive', 'expired', 'not_granted']),
+  outcome: z.enum(['allowed', 'api_rate_limited', 'key_rate_limited', 'quota_exceeded', 'access_denied']),
+  refused_by: z.enum([...limitLevels, 'quota']).nullable(),
+  /** The gateway's answer to a request now, when it refuses: status and X-GW-Error-Code. */
+  answer: z.object({ status: z.number(), code: z.string() }).nullable(),
+  limits: z.array(reading),
+  quota: z
+    .object({ source: resource, max: z.number(), renewal: z.number(), used: z.number(), remaining: z.number(), reset: z.number() })
+    .nullable(),
+  throttle: z.object({ interval: z.number(), retries: z.number() }).nullable(),
+  passed_over: z.array(alternative),
+  chosen_over: z.array(alternative),
+});
+
+export type KeyLimitsAnswer = z.infer<typeof keyLimitsAnswerSchema>;
+export type LimitReadingAnswer = KeyLimitsAnswer['limits'][number];

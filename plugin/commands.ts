@@ -1,0 +1,128 @@
+import type { EventsV1Event } from '@kubernetes/client-node';
+import { keyLimitsAnswerSchema, type KeyLimitsAnswer } from '../crds/key-limits-answer.ts';
+import { kindNames } from '../crds/kinds.ts';
+import { PluginError, type Cluster, type GwResource } from './cluster.ts';
+import { age, structured, table, type OutputFormat } from './output.ts';
+
+export interface LimitsRequest {
+  key: string;
+  api: string;
+  path: string | undefined;
+  method: string | undefined;
+  adminUrl: string | undefined;
+  /** GW_ADMIN_SECRET, else read from the admin gateway's Secret. */
+  adminSecret: string | undefined;
+}
+
+const sourceName = (source: { kind: string; name: string }): string => `${source.kind}/${source.name}`;
+const rate = (r: { rate: number; per: number }): string => `${r.rate}/${r.per}s`;
+const orDash = (value: number | string | null): string => (value === null ? '-' : String(value));
+const inSeconds = (reset: number | null, nowMs: number): string => (reset === null || reset === 0 ? '-' : `${Math.max(0, reset - Math.floor(nowMs / 1000))}s`);
+
+/** `kubectl gw limits KEY --api ID`: the effective-limits read of the Key's hash, as a table. */
+export async function limits(cluster: Cluster, req: LimitsRequest, format: OutputFormat): Promise<string> {
+  const key = await cluster.getResource('Key', cluster.namespace, req.key);
+  if (!key) throw new PluginError(`Key ${cluster.namespace}/${req.key} not found`);
+  const hash = key.status?.key_hash ?? (typeof key.spec?.key_hash === 'string' ? key.spec.key_hash : undefined);
+  if (!hash) throw new PluginError(`Key ${cluster.namespace}/${req.key} has no hash yet: the operator has not reconciled it (kubectl get gwkey ${req.key})`);
+  const query = new URLSearchParams({ api_id: req.api });
+  if (req.path) query.set('path', req.path);
+  if (req.method) query.set('method', req.method);
+  const secret = req.adminSecret || (await cluster.adminSecret());
+  const res = await cluster.adminGet(`/gw/keys/${hash}/limits?${query.toString()}`, secret, req.adminUrl);
+  if (res.status !== 200) throw new PluginError(`the admin gateway answered ${res.status}: ${messageOf(res.body)}`);
+  const answer = keyLimitsAnswerSchema.parse(JSON.parse(res.body));
+  if (format === 'json' || format === 'yaml') return structured(format, answer);
+  return limitsTable(`${cluster.namespace}/${req.key}`, answer, format === 'wide', Date.now());
+}
+
+function messageOf(body: string): string {
+  try {
+    const parsed = JSON.parse(body) as { message?: unknown };
+    return typeof parsed.message === 'string' ? parsed.message : body;
+  } catch {
+    return body;
+  }
+}
+
+export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean, nowMs: number): string {
+  const verdict = answer.answer
+    ? `refused by ${answer.refused_by ?? `access (${answer.access})`}: ${answer.answer.status} ${answer.answer.code}`
+    : 'allowed';
+  const lines = [`Key ${key} on API ${answer.api_id}, ${answer.method} ${answer.path}: a request now is ${verdict}`, ''];
+  const header = ['LEVEL', 'SOURCE', 'RULE', 'ALGORITHM', 'COUNT', 'LIMIT', 'REMAINING', 'RESET', ...(wide ? ['RATE', 'DRL SHARE', 'SMOOTHING'] : [])];
+  const rows = answer.limits.map((l) => [
+    l.level,
+    sourceName(l.source),
+    l.rule ?? '-',
+    l.algorithm,
+    orDash(l.count),
+    orDash(l.limit),
+    orDash(l.remaining),
+    inSeconds(l.reset, nowMs),
+    ...(wide ? [rate(l), l.drl ? `${l.drl.share} of ${l.drl.gateways} gateways` : '-', l.smoothing ? `threshold ${l.smoothing.threshold}, step ${l.smoothing.step}` : '-'] : []),
+  ]);
+  const q = answer.quota;
+  if (q) rows.push(['quota', sourceName(q.source), '-', '-', String(q.used), String(q.max), String(q.remaining), inSeconds(q.reset, nowMs), ...(wide ? [`${q.max}/${q.renewal}s`, '-', '-'] : [])]);
+  if (rows.length > 0) lines.push(table(header, rows).trimEnd());
+  else lines.push(answer.access === 'granted' ? 'No limit applies.' : `The key may not call this API (${answer.access}).`);
+  for (const [title, list] of [['passed over (a more specific limit applies)', answer.passed_over], ['chosen over (lower effective rate)', answer.chosen_over]] as const) {
+    if (list.length > 0) lines.push('', `${title}:`, ...list.map((a) => `  ${a.level}  ${sourceName(a.source)}${a.rule ? ` ${a.rule}` : ''}  ${rate(a)}`));
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+interface NotReady {
+  namespace: string;
+  kind: string;
+  name: string;
+  ready: string;
+  reason: string;
+  message: string;
+  since: string | undefined;
+}
+
+/** `kubectl gw status`: every gw resource whose Ready condition is not True. */
+export async function status(cluster: Cluster, allNamespaces: boolean, format: OutputFormat): Promise<string> {
+  const namespace = allNamespaces ? null : cluster.namespace;
+  const resources = (await Promise.all(kindNames.map((kind) => cluster.listResources(kind, namespace)))).flat();
+  const notReady = resources.flatMap((r): NotReady[] => {
+    const ready = r.status?.conditions?.find((c) => c.type === 'Ready');
+    if (ready?.status === 'True' || !hasReadyCondition(r)) return [];
+    return [{ namespace: r.metadata.namespace, kind: r.kind, name: r.metadata.name, ready: ready?.status ?? 'Unknown', reason: ready?.reason ?? 'NotReconciled', message: ready?.message ?? 'the operator has not reported on it yet', since: ready?.lastTransitionTime ?? r.metadata.creationTimestamp }];
+  });
+  if (format === 'json' || format === 'yaml') return structured(format, notReady);
+  if (notReady.length === 0) return `All ${resources.length} gw resources${namespace ? ` in namespace ${namespace}` : ''} are Ready.\n`;
+  const header = [...(allNamespaces ? ['NAMESPACE'] : []), 'KIND', 'NAME', 'READY', 'REASON', 'AGE', ...(format === 'wide' ? ['MESSAGE'] : [])];
+  const rows = notReady.map((r) => [...(allNamespaces ? [r.namespace] : []), r.kind, r.name, r.ready, r.reason, r.since ? age(new Date(r.since)) : '-', ...(format === 'wide' ? [r.message] : [])]);
+  return table(header, rows);
+}
+
+/** Categories and products carry no Ready condition: they are served as they are. */
+const hasReadyCondition = (r: GwResource): boolean => r.kind === 'ApiDefinition' || r.kind === 'Policy' || r.kind === 'Key';
+
+const whenOf = (e: EventsV1Event): Date =>
+  new Date(e.series?.lastObservedTime ?? e.eventTime ?? e.deprecatedLastTimestamp ?? e.metadata?.creationTimestamp ?? 0);
+
+/** gw's own Events (the operator's, the sidecars' smoothing) and any Event about a gw resource. */
+const isGwEvent = (e: EventsV1Event): boolean => (e.reportingController ?? '').startsWith('gw.dev/') || (e.regarding?.apiVersion ?? '').startsWith('gw.dev/');
+
+/** `kubectl gw events`: gw's Events, newest first. */
+export async function events(cluster: Cluster, allNamespaces: boolean, format: OutputFormat): Promise<string> {
+  const list = await cluster.events(allNamespaces ? null : cluster.namespace);
+  const found = list.items.filter(isGwEvent).sort((a, b) => whenOf(b).getTime() - whenOf(a).getTime());
+  if (format === 'json' || format === 'yaml') return structured(format, found);
+  if (found.length === 0) return `No gw Events${allNamespaces ? '' : ` in namespace ${cluster.namespace}`}.\n`;
+  const wide = format === 'wide';
+  const header = [...(allNamespaces ? ['NAMESPACE'] : []), 'LAST SEEN', 'TYPE', 'REASON', 'OBJECT', ...(wide ? ['COUNT', 'REPORTER'] : []), 'MESSAGE'];
+  const rows = found.map((e) => [
+    ...(allNamespaces ? [e.metadata?.namespace ?? ''] : []),
+    age(whenOf(e)),
+    e.type ?? '',
+    e.reason ?? '',
+    `${e.regarding?.kind ?? ''}/${e.regarding?.name ?? ''}`,
+    ...(wide ? [String(e.series?.count ?? 1), e.reportingController ?? ''] : []),
+    e.note ?? '',
+  ]);
+  return table(header, rows);
+}

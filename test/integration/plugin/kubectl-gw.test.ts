@@ -1,0 +1,154 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keyLimitsAnswerSchema } from '../../../crds/key-limits-answer.ts';
+import { KEY_DATA, keySecretName } from '../../../operator/keys/key-secrets.ts';
+import type { Operator } from '../../../operator/operator.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
+import type { RunningSidecar } from '../../../sidecar/app.ts';
+import { findKubectl } from '../../harness/bins.ts';
+import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
+import { runTool, type ToolResult } from '../../harness/run-tool.ts';
+import { client, ready, startOperator, waitFor } from '../operator/support.ts';
+import { call, sidecarOptions, startTestSidecar, type CallResult } from '../sidecar/helpers.ts';
+
+const ROOT = join(import.meta.dirname, '..', '..', '..');
+const ADMIN_SECRET = 'test-admin-secret';
+
+/**
+ * `kubectl gw`, installed as README.md#kubectl-gw says (`npm i -g` of the checkout) and run
+ * through kubectl itself, against the real API server, an operator and a gateway on Redis.
+ */
+describe('kubectl gw', () => {
+  const kc = kubeConfig();
+  const c = client(kc);
+  let prefix: string;
+  let ns: string;
+  let upstream: EchoUpstream;
+  let operator: Operator;
+  let sidecar: RunningSidecar;
+  let refused: CallResult;
+
+  const kubectlGw = (args: string[], env: NodeJS.ProcessEnv = {}): Promise<ToolResult> =>
+    runTool(findKubectl(), ['gw', ...args], {
+      timeoutMs: 30_000,
+      allowFail: true,
+      env: { ...process.env, PATH: `${join(prefix, 'bin')}:${dirname(findKubectl())}:${process.env.PATH ?? ''}`, KUBECONFIG: testEnv().kubeconfig, GW_ADMIN_SECRET: '', ...env },
+    });
+
+  beforeAll(async () => {
+    prefix = await mkdtemp(join(tmpdir(), 'gw-plugin-'));
+    await runTool('npm', ['install', '--global', '--prefix', prefix, ROOT, '--no-audit', '--no-fund'], { timeoutMs: 120_000 });
+    ns = await createNamespace('plugin');
+    upstream = await startEchoUpstream();
+    operator = await startOperator(kc, { redisUrl: testEnv().redisUrl, watchNamespaces: ns });
+    sidecar = await startTestSidecar(sidecarOptions(ns), { env: { GW_ENABLE_REDIS_ROLLING_LIMITER: 'true', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' } });
+    await c.create('ApiDefinition', ns, {
+      metadata: { name: 'orders' },
+      spec: { api_id: 'orders', use_keyless: false, proxy: { listen_path: '/orders/', target_url: upstream.url, strip_listen_path: true } },
+    });
+    await c.create('Policy', ns, { metadata: { name: 'plan' }, spec: { rate: 2, per: 60, access_rights: { orders: { api_id: 'orders' } } } });
+    await c.create('Key', ns, { metadata: { name: 'mobile' }, spec: { apply_policies: ['plan'] } });
+    await c.create('Key', ns, { metadata: { name: 'orphan' }, spec: { apply_policies: ['no-such-plan'] } });
+    await waitFor('the Key Ready', async () => ready(await c.get('Key', ns, 'mobile'))?.status === 'True');
+    await waitFor('the API served', async () => sidecar.runtime.apis().some((api) => api.api_id === 'orders'));
+    const secret = await kc.makeApiClient(CoreV1Api).readNamespacedSecret({ namespace: ns, name: keySecretName('mobile') });
+    const raw = Buffer.from(secret.data![KEY_DATA]!, 'base64').toString('utf8');
+    for (let i = 0; i < 3; i++) refused = await call(`${sidecar.proxyUrl}/orders/`, { headers: { authorization: raw } });
+    expect(refused.status).toBe(429);
+  }, 180_000);
+
+  afterAll(async () => {
+    await sidecar?.close();
+    await operator?.stop();
+    await upstream?.close();
+    if (prefix) await rm(prefix, { recursive: true, force: true });
+  });
+
+  it('limits: names the level that refused, with the 429\'s own figures', async () => {
+    const args = ['limits', 'mobile', '-n', ns, '--api', 'orders', '--path', '/orders/', '--admin-url', sidecar.adminUrl];
+    const json = await kubectlGw([...args, '-o', 'json'], { GW_ADMIN_SECRET: ADMIN_SECRET });
+    expect(json.stderr).toBe('');
+    const answer = keyLimitsAnswerSchema.parse(JSON.parse(json.stdout));
+    expect([answer.outcome, answer.refused_by]).toEqual(['key_rate_limited', 'key_global']);
+    const [level] = answer.limits;
+    expect({ limit: String(level!.limit), remaining: String(level!.remaining), reset: String(level!.reset) }).toEqual({
+      limit: refused.headers['x-ratelimit-limit'],
+      remaining: refused.headers['x-ratelimit-remaining'],
+      reset: refused.headers['x-ratelimit-reset'],
+    });
+
+    const shown = await kubectlGw(args, { GW_ADMIN_SECRET: ADMIN_SECRET });
+    expect(shown.code).toBe(0);
+    const lines = shown.stdout.split('\n');
+    expect(lines[0]).toBe(`Key ${ns}/mobile on API orders, GET /orders/: a request now is refused by key_global: 429 key_rate_limited`);
+    expect(lines[2]).toMatch(/^LEVEL\s+SOURCE\s+RULE\s+ALGORITHM\s+COUNT\s+LIMIT\s+REMAINING\s+RESET$/);
+    expect(lines[3]).toMatch(/^key_global\s+Policy\/plan\s+-\s+sliding_log\s+3\s+2\s+0\s+\d+s$/);
+  });
+
+  it('limits: finds the admin secret in the Secret the admin gateway\'s Deployment reads', async () => {
+    // The chart's admin gateway, as far as the API server knows it (nothing runs it here).
+    const labels = { 'app.kubernetes.io/part-of': 'gw', 'app.kubernetes.io/component': 'admin', app: 'plugin-test' };
+    await kc.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gw-auth' }, stringData: { 'admin-secret': ADMIN_SECRET } } });
+    await kc.makeApiClient(AppsV1Api).createNamespacedDeployment({
+      namespace: ns,
+      body: {
+        metadata: { name: 'gw-admin', labels },
+        spec: {
+          replicas: 0,
+          selector: { matchLabels: labels },
+          template: {
+            metadata: { labels },
+            spec: { containers: [{ name: 'gateway', image: 'gw-sidecar', env: [{ name: 'GW_ADMIN_SECRET', valueFrom: { secretKeyRef: { name: 'gw-auth', key: 'admin-secret' } } }] }] },
+          },
+        },
+      },
+    });
+    const res = await kubectlGw(['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', sidecar.adminUrl, '--admin-namespace', ns, '-o', 'yaml']);
+    expect(res.stderr).toBe('');
+    expect(res.stdout).toContain('refused_by: key_global');
+  });
+
+  it('limits: a user\'s mistake is one line on stderr and exit 1', async () => {
+    const cases: [string[], string][] = [
+      [['limits', 'nope', '-n', ns, '--api', 'orders', '--admin-url', sidecar.adminUrl], `error: Key ${ns}/nope not found\n`],
+      [['limits', 'mobile', '-n', ns], 'error: limits needs --api API_ID\n'],
+      [['limits', 'mobile', '-n', ns, '--api', 'orders', '-o', 'xml'], 'error: unable to match a printer suitable for the output format "xml", allowed formats are: json,wide,yaml\n'],
+      [['limits', 'mobile', '-n', ns, '--api', 'nope', '--admin-url', sidecar.adminUrl], 'error: the admin gateway answered 404: API not found: no API nope is loaded on this gateway\n'],
+      [['limits', 'mobile', '-n', ns, '--api', 'orders', '--context', 'nowhere'], 'error: context "nowhere" does not exist\n'],
+    ];
+    for (const [args, stderr] of cases) {
+      const res = await kubectlGw(args, { GW_ADMIN_SECRET: ADMIN_SECRET });
+      expect([args.join(' '), res.code, res.stdout, res.stderr]).toEqual([args.join(' '), 1, '', stderr]);
+    }
+  });
+
+  it('status: every gw resource not Ready, with its reason', async () => {
+    await waitFor('the orphan Key reported', async () => ready(await c.get('Key', ns, 'orphan'))?.reason === 'MissingPolicy');
+    const res = await kubectlGw(['status', '-n', ns, '-o', 'wide', '--kubeconfig', testEnv().kubeconfig], { KUBECONFIG: '/nonexistent' });
+    expect(res.stderr).toBe('');
+    const [header, ...rows] = res.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^KIND\s+NAME\s+READY\s+REASON\s+AGE\s+MESSAGE$/);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]).toMatch(/^Key\s+orphan\s+False\s+MissingPolicy\s+\d+[smhd]\s+apply_policies names no-such-plan, not a Policy in namespace /);
+    const json = JSON.parse((await kubectlGw(['status', '-n', ns, '-o', 'json'])).stdout) as { kind: string; name: string; reason: string }[];
+    expect(json.map(({ kind, name, reason }) => ({ kind, name, reason }))).toEqual([{ kind: 'Key', name: 'orphan', reason: 'MissingPolicy' }]);
+    const empty = await createNamespace('plugin-empty');
+    expect((await kubectlGw(['status', '-n', empty])).stdout).toBe(`All 0 gw resources in namespace ${empty} are Ready.\n`);
+  });
+
+  it('events: gw\'s Events, newest first', async () => {
+    await waitFor('the MissingPolicy Event', async () => (await kubectlGw(['events', '-n', ns])).stdout.includes('MissingPolicy'));
+    const res = await kubectlGw(['events', '-n', ns, '-o', 'wide']);
+    const [header, ...rows] = res.stdout.trimEnd().split('\n');
+    expect(header).toMatch(/^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+COUNT\s+REPORTER\s+MESSAGE$/);
+    expect(rows.some((row) => /Warning\s+MissingPolicy\s+Key\/orphan\s+\d+\s+gw\.dev\/operator\s+apply_policies names no-such-plan/.test(row))).toBe(true);
+    const listed = JSON.parse((await kubectlGw(['events', '-n', ns, '-o', 'json'])).stdout) as { reportingController: string; eventTime?: string; series?: { lastObservedTime: string } }[];
+    expect(listed.length).toBeGreaterThan(0);
+    expect(listed.every((e) => e.reportingController.startsWith('gw.dev/'))).toBe(true);
+    const times = listed.map((e) => new Date(e.series?.lastObservedTime ?? e.eventTime ?? 0).getTime());
+    expect(times).toEqual([...times].sort((a, b) => b - a));
+  });
+});
