@@ -21,8 +21,12 @@ export interface RunResult {
 }
 
 /** Runs a tool to completion; a non-zero exit throws unless `allowFail`. */
-export async function run(command: string, args: string[], opts: { input?: string; allowFail?: boolean; timeoutMs?: number; cwd?: string } = {}): Promise<RunResult> {
-  const child = exec(command, args, { timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024, cwd: opts.cwd });
+export async function run(
+  command: string,
+  args: string[],
+  opts: { input?: string; allowFail?: boolean; timeoutMs?: number; cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<RunResult> {
+  const child = exec(command, args, { timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024, cwd: opts.cwd, env: opts.env ?? process.env });
   if (opts.input !== undefined) child.child.stdin?.end(opts.input);
   try {
     const { stdout, stderr } = await child;

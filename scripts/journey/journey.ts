@@ -95,6 +95,7 @@ async function main(): Promise<void> {
   await step("200, then 429 with X-RateLimit-* headers, through the app's Service", () => limitedThroughService(j));
   await step('two replicas share their counters through Redis', () => sharedCounters(j));
   await step('a key created through the gw-admin Service shows in kubectl and works at once on every pod', () => adminKey(j));
+  await step('kubectl gw explains that key\'s limits through the API server, and lists gw\'s Events', () => pluginReads(j));
   await step('a burst on a smoothed key shows RateLimitSmoothingUp, then RateLimitSmoothingDown, in kubectl get events', () => smoothingEvents(j));
   await step('category reads with a real ServiceAccount token, through TokenReview and SubjectAccessReview', () => categoryReads(j));
   await step('restart a sidecar container: the pod recovers and the counters survive', () => sidecarRestart(j));
@@ -198,6 +199,22 @@ async function adminKey(j: Journey): Promise<void> {
     const answer = await j.client.one({ url: `http://${pod.status.podIP}:8080/auth/anything/at-once`, headers: { Authorization: j.journeyKey } });
     check(answer.status === 200, `${pod.metadata.name} answered ${answer.status} for the new key: ${answer.body}`);
   }
+}
+
+/** README.md#kubectl-gw: the plugin reaches the gw-admin Service through the API server, with the Secret's admin secret. */
+async function pluginReads(j: Journey): Promise<void> {
+  const name = (await kubectl(['-n', APP_NS, 'get', 'gwkey', '-o', "jsonpath={.items[?(@.spec.alias=='journey')].metadata.name}"])).trim();
+  check(name !== '', 'no Key with the alias journey');
+  const env = { ...process.env, PATH: `${join(ROOT, 'plugin')}:${process.env.PATH ?? ''}`, GW_ADMIN_SECRET: '' };
+  const gw = async (args: string[]): Promise<string> => (await run('kubectl', ['gw', ...args], { env })).stdout;
+  const limits = ['limits', name, '-n', APP_NS, '--api', 'auth-token-api', '--path', '/auth/anything/at-once'];
+  const answer = JSON.parse(await gw([...limits, '-o', 'json'])) as { key_hash: string; access: string; outcome: string; limits: { level: string }[] };
+  check(answer.access === 'granted' && answer.outcome === 'allowed' && answer.limits.length > 0, `kubectl gw limits answered ${JSON.stringify(answer)}`);
+  check(!JSON.stringify(answer).includes(j.journeyKey), 'kubectl gw limits shows the raw key');
+  const table = await gw(limits);
+  check(table.startsWith(`Key ${APP_NS}/${name} on API auth-token-api, GET /auth/anything/at-once: a request now is allowed`) && /^LEVEL\s+SOURCE/m.test(table), `kubectl gw limits printed ${table}`);
+  const events = await gw(['events', '-n', APP_NS]);
+  check(/Normal\s+ConfigWritten\s+ApiDefinition\//.test(events), `kubectl gw events printed ${events}`);
 }
 
 async function smoothingEvents(j: Journey): Promise<void> {
