@@ -1,17 +1,30 @@
 import type { EventsV1Event } from '@kubernetes/client-node';
-import { keyLimitsAnswerSchema, type KeyLimitsAnswer } from '../crds/key-limits-answer.ts';
+import { keyLimitsAnswerSchema, liveGatewaysAnswerSchema, type KeyLimitsAnswer, type LiveGatewaysAnswer } from '../crds/admin-answers.ts';
 import { kindNames } from '../crds/kinds.ts';
 import { PluginError, type Cluster, type GwResource } from './cluster.ts';
 import { age, structured, table, type OutputFormat } from './output.ts';
 
-export interface LimitsRequest {
+/** How the plugin reaches the admin gateway. */
+export interface AdminAccess {
+  /** Unset: through the API server's proxy to the chart's admin Service. */
+  adminUrl: string | undefined;
+  /** GW_ADMIN_SECRET, else read from the admin gateway's Secret. */
+  adminSecret: string | undefined;
+}
+
+export interface LimitsRequest extends AdminAccess {
   key: string;
   api: string;
   path: string | undefined;
   method: string | undefined;
-  adminUrl: string | undefined;
-  /** GW_ADMIN_SECRET, else read from the admin gateway's Secret. */
-  adminSecret: string | undefined;
+}
+
+/** An admin read's JSON answer; anything but 200 is the user's error, with the gateway's message. */
+async function adminRead(cluster: Cluster, access: AdminAccess, path: string): Promise<unknown> {
+  const secret = access.adminSecret || (await cluster.adminSecret());
+  const res = await cluster.adminGet(path, secret, access.adminUrl);
+  if (res.status !== 200) throw new PluginError(`the admin gateway answered ${res.status}: ${messageOf(res.body)}`);
+  return JSON.parse(res.body);
 }
 
 const sourceName = (source: { kind: string; name: string }): string => `${source.kind}/${source.name}`;
@@ -28,10 +41,7 @@ export async function limits(cluster: Cluster, req: LimitsRequest, format: Outpu
   const query = new URLSearchParams({ api_id: req.api });
   if (req.path) query.set('path', req.path);
   if (req.method) query.set('method', req.method);
-  const secret = req.adminSecret || (await cluster.adminSecret());
-  const res = await cluster.adminGet(`/gw/keys/${hash}/limits?${query.toString()}`, secret, req.adminUrl);
-  if (res.status !== 200) throw new PluginError(`the admin gateway answered ${res.status}: ${messageOf(res.body)}`);
-  const answer = keyLimitsAnswerSchema.parse(JSON.parse(res.body));
+  const answer = keyLimitsAnswerSchema.parse(await adminRead(cluster, req, `/gw/keys/${hash}/limits?${query.toString()}`));
   if (format === 'json' || format === 'yaml') return structured(format, answer);
   return limitsTable(`${cluster.namespace}/${req.key}`, answer, format === 'wide', Date.now());
 }
@@ -82,8 +92,24 @@ interface NotReady {
   since: string | undefined;
 }
 
-/** `kubectl gw status`: every gw resource whose Ready condition is not True. */
-export async function status(cluster: Cluster, allNamespaces: boolean, format: OutputFormat): Promise<string> {
+/** The live gateways, or why they could not be read: status shows the resources either way. */
+async function gatewaysOf(cluster: Cluster, access: AdminAccess): Promise<{ gateways: LiveGatewaysAnswer | null; gatewaysError?: string }> {
+  try {
+    return { gateways: liveGatewaysAnswerSchema.parse(await adminRead(cluster, access, '/gw/gateways')) };
+  } catch (error) {
+    return { gateways: null, gatewaysError: (error as Error).message };
+  }
+}
+
+function gatewaysTable({ gateways, gatewaysError }: { gateways: LiveGatewaysAnswer | null; gatewaysError?: string }): string {
+  if (!gateways) return `Gateways not read: ${gatewaysError ?? 'no answer'}\n`;
+  if (!gateways.heartbeats) return 'Gateways are not seen: they beat only while the Distributed Rate Limiter is in use (another algorithm is set).\n';
+  const rows = gateways.apis.map((api) => [api.api_id, String(api.gateways.length), api.gateways.join(', ') || '-']);
+  return `Gateways seen live (their DRL heartbeats):\n${table(['API', 'LIVE', 'GATEWAYS'], rows)}`;
+}
+
+/** `kubectl gw status`: every gw resource whose Ready condition is not True, then the gateways seen live. */
+export async function status(cluster: Cluster, allNamespaces: boolean, access: AdminAccess, format: OutputFormat): Promise<string> {
   const namespace = allNamespaces ? null : cluster.namespace;
   const resources = (await Promise.all(kindNames.map((kind) => cluster.listResources(kind, namespace)))).flat();
   const notReady = resources.flatMap((r): NotReady[] => {
@@ -91,11 +117,12 @@ export async function status(cluster: Cluster, allNamespaces: boolean, format: O
     if (ready?.status === 'True' || !hasReadyCondition(r)) return [];
     return [{ namespace: r.metadata.namespace, kind: r.kind, name: r.metadata.name, ready: ready?.status ?? 'Unknown', reason: ready?.reason ?? 'NotReconciled', message: ready?.message ?? 'the operator has not reported on it yet', since: ready?.lastTransitionTime ?? r.metadata.creationTimestamp }];
   });
-  if (format === 'json' || format === 'yaml') return structured(format, notReady);
-  if (notReady.length === 0) return `All ${resources.length} gw resources${namespace ? ` in namespace ${namespace}` : ''} are Ready.\n`;
+  const live = await gatewaysOf(cluster, access);
+  if (format === 'json' || format === 'yaml') return structured(format, { not_ready: notReady, gateways: live.gateways, ...(live.gatewaysError ? { gateways_error: live.gatewaysError } : {}) });
   const header = [...(allNamespaces ? ['NAMESPACE'] : []), 'KIND', 'NAME', 'READY', 'REASON', 'AGE', ...(format === 'wide' ? ['MESSAGE'] : [])];
   const rows = notReady.map((r) => [...(allNamespaces ? [r.namespace] : []), r.kind, r.name, r.ready, r.reason, r.since ? age(new Date(r.since)) : '-', ...(format === 'wide' ? [r.message] : [])]);
-  return table(header, rows);
+  const resourcesPart = notReady.length === 0 ? `All ${resources.length} gw resources${namespace ? ` in namespace ${namespace}` : ''} are Ready.\n` : table(header, rows);
+  return `${resourcesPart}\n${gatewaysTable(live)}`;
 }
 
 /** Categories and products carry no Ready condition: they are served as they are. */

@@ -10,7 +10,9 @@ Commands:
       the limits a request of Key KEY would meet now, each level's source, count and reset,
       read from the admin gateway (through the API server, or at --admin-url; --admin-namespace:
       where gw is installed, when there are several)
-  kubectl gw status [-A]    every gw resource that is not Ready, with its reason
+  kubectl gw status [-A] [--admin-url URL]
+      every gw resource that is not Ready, with its reason, and the gateways seen live
+      through their heartbeats (read from the admin gateway, as for limits)
   kubectl gw events [-A]    gw's Events (operator, smoothing), newest first
 
 Flags, as kubectl's: -n/--namespace, -A/--all-namespaces, --context, --kubeconfig,
@@ -51,14 +53,15 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<strin
     adminNamespace: values['admin-namespace'],
   });
   const allNamespaces = values['all-namespaces'] ?? false;
+  const access = { adminUrl: values['admin-url'], adminSecret: env.GW_ADMIN_SECRET };
   switch (command) {
     case 'limits': {
       if (rest.length !== 1) throw new PluginError('limits takes one Key name: kubectl gw limits KEY --api API_ID');
       if (!values.api) throw new PluginError('limits needs --api API_ID');
-      return limits(cluster, { key: rest[0]!, api: values.api, path: values.path, method: values.method, adminUrl: values['admin-url'], adminSecret: env.GW_ADMIN_SECRET }, format);
+      return limits(cluster, { key: rest[0]!, api: values.api, path: values.path, method: values.method, ...access }, format);
     }
     case 'status':
-      return status(cluster, allNamespaces, format);
+      return status(cluster, allNamespaces, access, format);
     case 'events':
       return events(cluster, allNamespaces, format);
     default:

@@ -22,6 +22,7 @@ import { boundedServer, boundedUpgrade } from './bounded-server.ts';
 import { createHealthHandler, type Readiness } from '../common/health.ts';
 import { createLimitBackends } from './limits/backends.ts';
 import { createLimitEngine } from './limits/engine.ts';
+import { liveGateways } from './limits/heartbeat.ts';
 import { StreamLimiters } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEvent, SmoothingEventSink } from './limits/types.ts';
 import { drain, listen, urlOf } from '../common/listen.ts';
@@ -144,7 +145,7 @@ function selectSource(options: SidecarOptions, overrides: SidecarOverrides, part
 }
 
 function adminHandler(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, runtime: ConfigRuntime): RequestListener {
-  const { kubeConfig, logger, metrics, sessions, resources } = parts;
+  const { kubeConfig, logger, metrics, sessions, resources, redis } = parts;
   const inCluster = options.configDir === undefined && kubeConfig !== undefined;
   const others = overrides.worker?.others;
   return createAdminHandler({
@@ -157,6 +158,9 @@ function adminHandler(options: SidecarOptions, overrides: SidecarOverrides, part
       },
     },
     limits: { apis: () => runtime.apis(), state: runtime.state, engine: parts.engine },
+    gateways: {
+      live: (apiIds) => (redis ? liveGateways(redis, apiIds, Date.now()) : Promise.resolve(new Map(apiIds.map((id) => [id, [options.instanceId]])))),
+    },
     auth: {
       adminSecret: options.adminSecret ?? '',
       portalSecret: options.portalSecret ?? '',

@@ -95,7 +95,7 @@ async function main(): Promise<void> {
   await step("200, then 429 with X-RateLimit-* headers, through the app's Service", () => limitedThroughService(j));
   await step('two replicas share their counters through Redis', () => sharedCounters(j));
   await step('a key created through the gw-admin Service shows in kubectl and works at once on every pod', () => adminKey(j));
-  await step('kubectl gw explains that key\'s limits through the API server, and lists gw\'s Events', () => pluginReads(j));
+  await step('kubectl gw explains that key\'s limits through the API server, shows status and lists gw\'s Events', () => pluginReads(j));
   await step('a burst on a smoothed key shows RateLimitSmoothingUp, then RateLimitSmoothingDown, in kubectl get events', () => smoothingEvents(j));
   await step('category reads with a real ServiceAccount token, through TokenReview and SubjectAccessReview', () => categoryReads(j));
   await step('restart a sidecar container: the pod recovers and the counters survive', () => sidecarRestart(j));
@@ -213,6 +213,8 @@ async function pluginReads(j: Journey): Promise<void> {
   check(!JSON.stringify(answer).includes(j.journeyKey), 'kubectl gw limits shows the raw key');
   const table = await gw(limits);
   check(table.startsWith(`Key ${APP_NS}/${name} on API auth-token-api, GET /auth/anything/at-once: a request now is allowed`) && /^LEVEL\s+SOURCE/m.test(table), `kubectl gw limits printed ${table}`);
+  const status = await gw(['status', '-A']);
+  check(/^Gateways (seen live|are not seen)/m.test(status), `kubectl gw status did not read the live gateways:\n${status}`);
   const events = await gw(['events', '-n', APP_NS]);
   check(/Normal\s+ConfigWritten\s+ApiDefinition\//.test(events), `kubectl gw events printed ${events}`);
 }

@@ -46,6 +46,7 @@ export const adminErrors = {
   apiNotFound: def('api_not_found', 404, 'API not found'),
   keyNotFound: def('key_not_found', 404, 'Key not found'),
   limitsUnavailable: def('limits_unavailable', 503, 'Could not read the limits: the session or rate-limit store is unavailable'),
+  gatewaysUnavailable: def('gateways_unavailable', 503, 'Could not read the live gateways: Redis is unavailable'),
   apisUnavailable: def('apis_unavailable', 500, 'Could not retrieve APIs'),
   deleteFailed: def('delete_failed', 500, 'Delete failed'),
   reloadFailed: def('reload_failed', 500, 'Reload failed'),

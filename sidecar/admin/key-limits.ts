@@ -1,5 +1,5 @@
 import type { CompiledApi, ResourceRef } from '../../crds/compiled.ts';
-import type { KeyLimitsAnswer, LimitReadingAnswer } from '../../crds/key-limits-answer.ts';
+import type { KeyLimitsAnswer, LimitReadingAnswer } from '../../crds/admin-answers.ts';
 import type { Session } from '../../crds/session.ts';
 import { accessRefusal, type AccessRefusal } from '../auth/authenticator.ts';
 import { isIgnored } from '../gateway/routes.ts';

@@ -2,6 +2,7 @@ import { allCategories, apiCategories } from './categories.ts';
 import { createKey } from './create-key.ts';
 import { adminErrors } from './errors.ts';
 import { deleteApi, reload } from './gateway-apis.ts';
+import { liveGatewaysRead } from './gateways.ts';
 import { keyLimits } from './key-limits.ts';
 import { addProductTag } from './portal-tags.ts';
 import { splitPath as segments } from './router.ts';
@@ -56,6 +57,14 @@ export const adminRoutes: readonly Route[] = [
     shape: 'gateway',
     failure: adminErrors.limitsUnavailable,
     handle: keyLimits,
+  },
+  {
+    method: 'GET',
+    segments: segments('/gw/gateways'),
+    operation: 'live_gateways',
+    shape: 'gateway',
+    failure: adminErrors.gatewaysUnavailable,
+    handle: liveGatewaysRead,
   },
   {
     method: 'GET',

@@ -20,6 +20,8 @@ export interface AdminDeps {
   runtime: { reload(): Promise<void> };
   /** What the effective-limits read goes through: the loaded APIs, the request path's state and the limit engine. */
   limits: { apis(): readonly CompiledApi[]; state(): GatewayState; engine: Pick<LimitEngine, 'explain'> };
+  /** The gateways whose DRL heartbeat is live, per API (in Redis; standalone, this process alone). */
+  gateways: { live(apiIds: readonly string[]): Promise<Map<string, string[]>> };
   auth: {
     /** GW_ADMIN_SECRET: `Admin-Auth` and `X-GW-Authorization`. Empty refuses every call. */
     adminSecret: string;

@@ -12,6 +12,12 @@ export interface HeartbeatOptions {
   reporter: StoreReporter;
 }
 
+/** Each API's gateways whose heartbeat has not expired at `nowMs`, sorted: what `kubectl gw status` shows. */
+export async function liveGateways(redis: Redis | Cluster, apiIds: readonly string[], nowMs: number): Promise<Map<string, string[]>> {
+  const members = await Promise.all(apiIds.map((api) => redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf')));
+  return new Map(apiIds.map((api, i) => [api, members[i]!.sort()]));
+}
+
 /**
  * Live gateways per API for the Distributed Rate Limiter (docs/behaviour.md#algorithms): every interval this
  * gateway renews its member (score = expiry) in the set of each API it serves and reads

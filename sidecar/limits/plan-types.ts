@@ -1,5 +1,5 @@
 import type { CompiledSmoothing, ResourceRef } from '../../crds/compiled.ts';
-import type { limitLevels } from '../../crds/key-limits-answer.ts';
+import type { limitLevels } from '../../crds/admin-answers.ts';
 
 /** What the engine checks for one request, derived from config, session and identity. */
 

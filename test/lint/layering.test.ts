@@ -34,7 +34,7 @@ describe('the lint step holds the folders to their layers', () => {
     ['sidecar/extra.ts', "import { createLogger } from '../common/logger.ts';\nimport { kinds } from '../crds/kinds.ts';"],
     ['operator/extra.ts', "import { createLogger } from '../common/logger.ts';"],
     ['common/extra.ts', "import { kinds } from '../crds/kinds.ts';"],
-    ['plugin/extra.ts', "import { keyLimitsAnswerSchema } from '../crds/key-limits-answer.ts';"],
+    ['plugin/extra.ts', "import { keyLimitsAnswerSchema } from '../crds/admin-answers.ts';"],
     ['sidecar/proxy/extra.ts', "import { gatewayErrors } from '../http/errors.ts';"],
     ['sidecar/gateway/extra.ts', "import { authenticate } from '../auth/authenticator.ts';\nimport { sendError } from '../http/respond.ts';"],
     ['sidecar/extra.test.ts', "import { testEnv } from '../test/harness/index.ts';"],

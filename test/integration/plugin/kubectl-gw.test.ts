@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { keyLimitsAnswerSchema } from '../../../crds/key-limits-answer.ts';
+import { keyLimitsAnswerSchema } from '../../../crds/admin-answers.ts';
 import { KEY_DATA, keySecretName } from '../../../operator/keys/key-secrets.ts';
 import type { Operator } from '../../../operator/operator.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
@@ -29,6 +29,9 @@ describe('kubectl gw', () => {
   let upstream: EchoUpstream;
   let operator: Operator;
   let sidecar: RunningSidecar;
+  /** A gateway on the default algorithm, the DRL: it beats, so it is seen live. */
+  let drlSidecar: RunningSidecar;
+  let drlInstance: string;
   let refused: CallResult;
 
   const kubectlGw = (args: string[], env: NodeJS.ProcessEnv = {}): Promise<ToolResult> =>
@@ -45,6 +48,9 @@ describe('kubectl gw', () => {
     upstream = await startEchoUpstream();
     operator = await startOperator(kc, { redisUrl: testEnv().redisUrl, watchNamespaces: ns });
     sidecar = await startTestSidecar(sidecarOptions(ns), { env: { GW_ENABLE_REDIS_ROLLING_LIMITER: 'true', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' } });
+    const drlOptions = sidecarOptions(ns);
+    drlInstance = drlOptions.instanceId;
+    drlSidecar = await startTestSidecar(drlOptions);
     await c.create('ApiDefinition', ns, {
       metadata: { name: 'orders' },
       spec: { api_id: 'orders', use_keyless: false, proxy: { listen_path: '/orders/', target_url: upstream.url, strip_listen_path: true } },
@@ -62,6 +68,7 @@ describe('kubectl gw', () => {
 
   afterAll(async () => {
     await sidecar?.close();
+    await drlSidecar?.close();
     await operator?.stop();
     await upstream?.close();
     if (prefix) await rm(prefix, { recursive: true, force: true });
@@ -125,18 +132,31 @@ describe('kubectl gw', () => {
     }
   });
 
-  it('status: every gw resource not Ready, with its reason', async () => {
+  it('status: every gw resource not Ready, with its reason, and the gateways seen live', async () => {
     await waitFor('the orphan Key reported', async () => ready(await c.get('Key', ns, 'orphan'))?.reason === 'MissingPolicy');
-    const res = await kubectlGw(['status', '-n', ns, '-o', 'wide', '--kubeconfig', testEnv().kubeconfig], { KUBECONFIG: '/nonexistent' });
+    await waitFor('the DRL gateway serving orders', async () => drlSidecar.runtime.apis().some((api) => api.api_id === 'orders'));
+    const args = ['status', '-n', ns, '--admin-url', drlSidecar.adminUrl];
+    const res = await kubectlGw([...args, '-o', 'wide', '--kubeconfig', testEnv().kubeconfig], { KUBECONFIG: '/nonexistent', GW_ADMIN_SECRET: ADMIN_SECRET });
     expect(res.stderr).toBe('');
-    const [header, ...rows] = res.stdout.trimEnd().split('\n');
+    const [resources, gateways] = res.stdout.trimEnd().split('\n\n');
+    const [header, ...rows] = resources!.split('\n');
     expect(header).toMatch(/^KIND\s+NAME\s+READY\s+REASON\s+AGE\s+MESSAGE$/);
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatch(/^Key\s+orphan\s+False\s+MissingPolicy\s+\d+[smhd]\s+apply_policies names no-such-plan, not a Policy in namespace /);
-    const json = JSON.parse((await kubectlGw(['status', '-n', ns, '-o', 'json'])).stdout) as { kind: string; name: string; reason: string }[];
-    expect(json.map(({ kind, name, reason }) => ({ kind, name, reason }))).toEqual([{ kind: 'Key', name: 'orphan', reason: 'MissingPolicy' }]);
+    expect(gateways!.split('\n')).toEqual(['Gateways seen live (their DRL heartbeats):', expect.stringMatching(/^API\s+LIVE\s+GATEWAYS$/), expect.stringMatching(new RegExp(`^orders\\s+1\\s+${drlInstance}$`))]);
+
+    const json = JSON.parse((await kubectlGw([...args, '-o', 'json'], { GW_ADMIN_SECRET: ADMIN_SECRET })).stdout) as { not_ready: { kind: string; name: string; reason: string }[]; gateways: unknown };
+    expect(json.not_ready.map(({ kind, name, reason }) => ({ kind, name, reason }))).toEqual([{ kind: 'Key', name: 'orphan', reason: 'MissingPolicy' }]);
+    expect(json.gateways).toEqual({ heartbeats: true, apis: [{ api_id: 'orders', gateways: [drlInstance] }] });
+
+    // The sliding-log gateway beats for nobody, and says so; a wrong secret still shows the resources.
+    const sliding = await kubectlGw(['status', '-n', ns, '--admin-url', sidecar.adminUrl], { GW_ADMIN_SECRET: ADMIN_SECRET });
+    expect(sliding.stdout).toContain('\nGateways are not seen: they beat only while the Distributed Rate Limiter is in use');
+    const refusedRead = await kubectlGw(['status', '-n', ns, '--admin-url', sidecar.adminUrl], { GW_ADMIN_SECRET: 'wrong' });
+    expect(refusedRead.stdout).toMatch(/^KIND\s+NAME/);
+    expect(refusedRead.stdout).toContain('\nGateways not read: the admin gateway answered 403: Attempted administrative access with invalid or missing key!\n');
     const empty = await createNamespace('plugin-empty');
-    expect((await kubectlGw(['status', '-n', empty])).stdout).toBe(`All 0 gw resources in namespace ${empty} are Ready.\n`);
+    expect((await kubectlGw(['status', '-n', empty, '--admin-url', drlSidecar.adminUrl], { GW_ADMIN_SECRET: ADMIN_SECRET })).stdout).toMatch(new RegExp(`^All 0 gw resources in namespace ${empty} are Ready.\\n\\nGateways seen live`));
   });
 
   it('events: gw\'s Events, newest first', async () => {

@@ -1,10 +1,9 @@
 import { z } from 'zod';
 
 /**
- * The answer of the effective-limits read, `GET /gw/keys/{key_hash}/limits`
- * (docs/behaviour.md#why-was-a-request-limited): built by the admin listener, read by
- * `kubectl gw limits`. One schema for both sides, so a field the gateway renames breaks
- * the plugin's tests, not a user's terminal.
+ * The answers of the admin reads `kubectl gw` makes (docs/behaviour.md#admin-operations):
+ * built by the admin listener, parsed by the plugin. One schema for both sides, so a field
+ * the gateway renames breaks the plugin's tests, not a user's terminal.
  */
 
 export const limitLevels = ['api_endpoint', 'api', 'key_endpoint', 'key_per_api', 'key_global'] as const;
@@ -33,6 +32,7 @@ const reading = z.object({
   reset: z.number().nullable(),
 });
 
+/** `GET /gw/keys/{key_hash}/limits` (docs/behaviour.md#why-was-a-request-limited). */
 export const keyLimitsAnswerSchema = z.object({
   key_hash: z.string(),
   key_id: z.string(),
@@ -56,3 +56,15 @@ export const keyLimitsAnswerSchema = z.object({
 
 export type KeyLimitsAnswer = z.infer<typeof keyLimitsAnswerSchema>;
 export type LimitReadingAnswer = KeyLimitsAnswer['limits'][number];
+
+/**
+ * `GET /gw/gateways`: the gateways whose heartbeat is live in each loaded API's set. Gateways
+ * beat only while the Distributed Rate Limiter may be used (`heartbeats`), since only it needs
+ * to know how many share a limit.
+ */
+export const liveGatewaysAnswerSchema = z.object({
+  heartbeats: z.boolean(),
+  apis: z.array(z.object({ api_id: z.string(), gateways: z.array(z.string()) })),
+});
+
+export type LiveGatewaysAnswer = z.infer<typeof liveGatewaysAnswerSchema>;
