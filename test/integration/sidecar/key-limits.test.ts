@@ -5,7 +5,9 @@ import { keyHash } from '../../../crds/key-hash.ts';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { createNamespace } from '../../harness/index.ts';
+import { run as kubectlGw } from '../../../plugin/kubectl-gw.ts';
+import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
+import { client } from '../operator/support.ts';
 import { policy } from '../../support/compiled-fixtures.ts';
 import { call, compiledApi, deployApi, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId, type CallResult } from './helpers.ts';
 
@@ -162,6 +164,16 @@ describe('GET /gw/keys/{keyHash}/limits: why a request was limited', () => {
     expect(refusing).toMatchObject({ algorithm: 'sliding_log', remaining: 0 });
     expect({ limit: refusing.limit, remaining: refusing.remaining, reset: refusing.reset }).toEqual(rateHeaders(refused));
     expect(res.text).not.toContain(raw);
+
+    // The same answer through `kubectl gw limits`, which finds the hash on the Key resource.
+    const name = `key-${level.replaceAll('_', '-')}`;
+    await client(kubeConfig()).create('Key', namespace, { metadata: { name }, spec: { key_hash: keyHash(raw) } });
+    const flags = [name, '-n', namespace, '--api', api.api_id, '--path', requestPath, '--admin-url', sidecar.adminUrl, '--kubeconfig', testEnv().kubeconfig];
+    const env = { GW_ADMIN_SECRET: ADMIN_SECRET };
+    const shown = await kubectlGw(['limits', ...flags], env);
+    expect(shown.split('\n')[0]).toBe(`Key ${namespace}/${name} on API ${api.api_id}, GET ${requestPath}: a request now is refused by ${level}: ${status} ${String(refused.headers['x-gw-error-code'])}`);
+    expect(shown).toMatch(new RegExp(`^${level}\\s+\\S+\\s+.+?\\s+sliding_log\\s+\\d+\\s+${refusing.limit}\\s+0\\s+\\d+s$`, 'm'));
+    expect(JSON.parse(await kubectlGw(['limits', ...flags, '-o', 'json'], env))).toMatchObject({ refused_by: level, limits: expect.arrayContaining([refusing]) });
   });
 
   it('shows what a more specific limit replaced and which policy won by effective rate', async () => {
@@ -220,9 +232,10 @@ describe('GET /gw/keys/{keyHash}/limits: the quota', () => {
   let upstream: EchoUpstream;
   let sidecar: RunningSidecar;
   let redis: Redis;
+  let namespace: string;
 
   beforeAll(async () => {
-    const namespace = await createNamespace('sc-key-quota');
+    namespace = await createNamespace('sc-key-quota');
     upstream = await startEchoUpstream();
     redis = newRedis();
     sidecar = await startTestSidecar(sidecarOptions(namespace));
@@ -253,5 +266,11 @@ describe('GET /gw/keys/{keyHash}/limits: the quota', () => {
       { level: 'api', count: 2, remaining: 98 },
       { level: 'key_global', source: { kind: 'Key' }, count: 2, remaining: 98 },
     ]);
+
+    await client(kubeConfig()).create('Key', namespace, { metadata: { name: 'quota-key' }, spec: { key_hash: keyHash(raw) } });
+    const flags = ['quota-key', '-n', namespace, '--api', 'quota-api', '--admin-url', sidecar.adminUrl, '--kubeconfig', testEnv().kubeconfig];
+    const shown = await kubectlGw(['limits', ...flags], { GW_ADMIN_SECRET: ADMIN_SECRET });
+    expect(shown.split('\n')[0]).toBe(`Key ${namespace}/quota-key on API quota-api, GET /quota-api/: a request now is refused by quota: 403 quota_exceeded`);
+    expect(shown).toMatch(/^quota\s+Key\/\S*\s+-\s+-\s+2\s+2\s+0\s+\d+s$/m);
   });
 });
