@@ -8,8 +8,10 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
+import { parse } from 'yaml';
 import { kinds } from '../../../crds/kinds.ts';
 import { apiRequests, requestsBetween } from '../../harness/api-requests.ts';
 import { freePort } from '../../harness/ports.ts';
@@ -37,14 +39,18 @@ interface OperatorProcess {
 
 /** BENCH_CPU_PROF=DIR writes a CPU profile of each operator run there (open it in Chrome DevTools). */
 const profileArgs = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-/** BENCH_OPERATOR_NODE_FLAGS adds V8/Node flags to the operator's command line (to try heap settings). */
-const extraNodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+/**
+ * The operator runs with the heap settings the chart ships (operator.nodeOptions), so the
+ * figures are the installed operator's; BENCH_OPERATOR_NODE_FLAGS replaces them (to try others).
+ */
+const chartNodeOptions = (parse(readFileSync(join(root, 'charts', 'gw', 'values.yaml'), 'utf8')) as { operator: { nodeOptions?: string } }).operator.nodeOptions ?? '';
+const nodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? chartNodeOptions).split(' ').filter(Boolean);
 
 async function spawnOperator(kubeconfig: string, redisUrl: string, namespace: string): Promise<OperatorProcess> {
   const healthPort = await freePort();
   const child = spawn(
     process.execPath,
-    [...profileArgs, ...extraNodeFlags, 'operator/main.ts', '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
+    [...profileArgs, ...nodeFlags, 'operator/main.ts', '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
     { cwd: root, env: { ...process.env, GW_LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const deadline = Date.now() + 30_000;

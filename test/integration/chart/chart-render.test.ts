@@ -7,6 +7,7 @@ import { defaultGatewaySettings, gatewaySettingsSchema } from '../../../crds/set
 import { parseOptions } from '../../../operator/options.ts';
 import { GATEWAY_POD_LABEL } from '../../../operator/webhook/injector.ts';
 import { createNamespace, kubectl } from '../../harness/index.ts';
+import { runTool } from '../../harness/run-tool.ts';
 import { CHART_DIR, containerEnv, envValue, findObject, helm, podSpecs, renderChart, setArgs, type K8sObject } from './helm.ts';
 
 /**
@@ -239,6 +240,22 @@ describe('helm template with default values', () => {
     const sidecarEnv = findObject(objects, 'Secret', 'gw-sidecar-env');
     expect(Buffer.from(sidecarEnv.data.GW_REDIS_URL, 'base64').toString()).toBe(`redis://:${password}@gw-redis.${ns}.svc:6379/0`);
     expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'GW_SIDECAR_ENV_SECRET').value).toBe('gw-sidecar-env');
+  });
+
+  it("sizes the operator's V8 heap with NODE_OPTIONS from operator.nodeOptions, node's own flags only", async () => {
+    const shipped = envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'NODE_OPTIONS').value as string;
+    expect(shipped).toBe('--max-semi-space-size=2 --max-old-space-size=256');
+    // Node refuses to start on a flag NODE_OPTIONS does not allow: these start it, with that heap.
+    const node = await runTool(process.execPath, ['-e', 'process.stdout.write(String(require("v8").getHeapStatistics().heap_size_limit >> 20))'], {
+      timeoutMs: 10_000,
+      env: { ...process.env, NODE_OPTIONS: shipped },
+    });
+    expect(Number(node.stdout)).toBeGreaterThanOrEqual(256);
+    expect(Number(node.stdout)).toBeLessThan(300);
+    const none = await renderChart(ns, { 'operator.nodeOptions': '' });
+    expect(containerEnv(findObject(none, 'Deployment', 'gw-operator')).some((e) => e.name === 'NODE_OPTIONS')).toBe(false);
+    const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'operator.nodeOptions': '--require /tmp/x.js' })], { allowFail: true });
+    expect(bad.stderr).toContain('operator/nodeOptions');
   });
 
   it('renders the settings file with every gateway setting, valid for the gateway', () => {
