@@ -17,13 +17,19 @@ const RESTART_DELAY_MS = { first: 500, max: 30_000 } as const;
 /** A worker that ran this long before it exited restarts after the first delay again. */
 const STABLE_AFTER_MS = 60_000;
 
-interface Slot {
+export interface Slot {
   index: number;
   worker: Worker | undefined;
   peer: IpcPeer<PrimaryMethods, WorkerMethods> | undefined;
   started: boolean;
   startedAt: number;
   restartDelayMs: number;
+  /**
+   * A worker started again after an exit has not answered ready yet: while it loads its
+   * config, the others serve, so its "not ready" is a problem of the pod, not a reason to
+   * take it out of its Service (docs/architecture.md#workers).
+   */
+  rejoining: boolean;
 }
 
 export interface RunningPrimary {
@@ -44,11 +50,11 @@ function primaryMetrics(): { registry: Registry; running: Gauge; exits: Counter<
 }
 
 /**
- * Ready while every running worker is ready and one at least runs. A worker that is down
- * is a problem, not a reason: the others serve on while it restarts, and an unready pod
- * would leave its Service.
+ * Ready while every running worker is ready and one at least runs. A worker that is down,
+ * or restarted and not ready yet, is a problem, not a reason: the others serve on while it
+ * restarts, and an unready pod would leave its Service.
  */
-async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
+export async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
   const reasons: string[] = [];
   const problems = new Map<string, Readiness['problems'][number]>();
   const answers = await Promise.all(
@@ -63,7 +69,14 @@ async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
       problems.set(`worker ${index}`, { subject: `worker ${index}`, reason: 'not running; restarting' });
       return;
     }
-    if (answer.ready) serving += 1;
+    const slot = slots[index]!;
+    if (answer.ready) {
+      serving += 1;
+      slot.rejoining = false;
+    } else if (slot.rejoining) {
+      problems.set(`worker ${index}`, { subject: `worker ${index}`, reason: `restarted; not ready yet (${answer.reasons.join('; ')})` });
+      return;
+    }
     for (const reason of answer.reasons) reasons.push(`worker ${index}: ${reason}`);
     // Every worker loads the same config and reports the same problems: each is listed once.
     for (const problem of answer.problems) problems.set(`${problem.subject}\n${problem.reason}`, problem);
@@ -83,7 +96,7 @@ async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
 export async function startPrimary(options: SidecarOptions, count: number, logger: Logger): Promise<RunningPrimary> {
   const metrics = primaryMetrics();
   const aggregator = new AggregatorRegistry();
-  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first }));
+  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first, rejoining: false }));
   let stopping = false;
   let startFailed: ((error: Error) => void) | undefined;
   let allStarted: (() => void) | undefined;
@@ -131,6 +144,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
         startFailed(new Error(`worker ${slot.index} ended before the gateway started (${how})`));
         return;
       }
+      slot.rejoining = true;
       if (Date.now() - slot.startedAt > STABLE_AFTER_MS) slot.restartDelayMs = RESTART_DELAY_MS.first;
       logger.error({ worker: slot.index, code, signal }, `worker ${slot.index} ended (${how}); restarting in ${slot.restartDelayMs} ms`);
       const timer = setTimeout(() => {

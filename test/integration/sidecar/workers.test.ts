@@ -140,7 +140,14 @@ spec:
       await eventually(async () => /^gw_worker_exits_total\{code="SIGKILL"\} 1$/m.test((await call(`${gw.health}/metrics`)).text), 10_000, 'exit counted');
       // The primary waits half a second before the new worker: meanwhile the other serves all.
       expect(await statuses(`${gw.proxy}/kept/x`, 6)).toEqual(Array(6).fill(200));
-      await eventually(async () => (await childPids(gw.child.proc.pid!)).length === 2 && (await call(`${gw.health}/readyz`)).status === 200, 20_000, 'worker restarted');
+      // The pod stays ready throughout: the worker down, then starting again, is a problem, never a reason.
+      const readyz: number[] = [];
+      await eventually(async () => {
+        const res = await call(`${gw.health}/readyz`);
+        readyz.push(res.status);
+        return (await childPids(gw.child.proc.pid!)).length === 2 && res.status === 200 && (res.json().problems as unknown[]).length === 0;
+      }, 20_000, 'worker restarted and ready');
+      expect(readyz.filter((status) => status !== 200)).toEqual([]);
       expect((await childPids(gw.child.proc.pid!)).filter((pid) => !pids.includes(pid))).toHaveLength(1);
       expect((await call(`${gw.health}/readyz`)).json()).toEqual({ status: 'ready', reasons: [], problems: [] });
 

@@ -1,0 +1,42 @@
+import { describe, expect, it } from 'vitest';
+import type { Readiness } from '../../common/health.ts';
+import { readinessOf, type Slot } from './primary.ts';
+
+/** A worker slot whose process is running and answers readiness with `answer`. */
+function running(index: number, answer: Readiness, rejoining = false): Slot {
+  const worker = { isConnected: () => true } as unknown as Slot['worker'];
+  const peer = { call: () => Promise.resolve(answer) } as unknown as Slot['peer'];
+  return { index, worker, peer, started: true, startedAt: 0, restartDelayMs: 500, rejoining };
+}
+
+const down = (index: number): Slot => ({ index, worker: undefined, peer: undefined, started: false, startedAt: 0, restartDelayMs: 500, rejoining: true });
+const ready: Readiness = { ready: true, reasons: [], problems: [] };
+const starting: Readiness = { ready: false, reasons: ['starting'], problems: [] };
+
+describe('the primary\'s readiness over its workers', () => {
+  it('a first start is not ready until every worker is', async () => {
+    expect(await readinessOf([running(0, ready), running(1, starting)])).toEqual({ ready: false, reasons: ['worker 1: starting'], problems: [] });
+  });
+
+  it('a restarted worker, down or starting again, is a problem while another serves; ready again, it is neither', async () => {
+    expect(await readinessOf([running(0, ready), down(1)])).toEqual({ ready: true, reasons: [], problems: [{ subject: 'worker 1', reason: 'not running; restarting' }] });
+    const rejoining = running(1, starting, true);
+    expect(await readinessOf([running(0, ready), rejoining])).toEqual({ ready: true, reasons: [], problems: [{ subject: 'worker 1', reason: 'restarted; not ready yet (starting)' }] });
+    (rejoining.peer as unknown as { call: () => Promise<Readiness> }).call = () => Promise.resolve(ready);
+    expect(await readinessOf([running(0, ready), rejoining])).toEqual(ready);
+    // Once it has been ready, a later "not ready" is a reason again (Redis gone while failing closed, say).
+    (rejoining.peer as unknown as { call: () => Promise<Readiness> }).call = () => Promise.resolve({ ready: false, reasons: ['redis reconnecting'], problems: [] });
+    expect(await readinessOf([running(0, ready), rejoining])).toEqual({ ready: false, reasons: ['worker 1: redis reconnecting'], problems: [] });
+  });
+
+  it('with no worker serving, it is not ready', async () => {
+    expect(await readinessOf([down(0), running(1, starting, true)])).toEqual({
+      ready: false,
+      reasons: ['no worker running'],
+      problems: [
+        { subject: 'worker 0', reason: 'not running; restarting' },
+        { subject: 'worker 1', reason: 'restarted; not ready yet (starting)' },
+      ],
+    });
+  });
+});
