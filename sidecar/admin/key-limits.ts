@@ -31,10 +31,10 @@ const answers: Record<Outcome, GatewayError | null> = {
 
 const unixSeconds = (ms: number): number => Math.ceil(ms / 1000);
 
-const sourceOf = ({ resource, rule }: LimitSource): { source: ResourceRef; rule: string | null } => ({
-  source: { kind: resource.kind, namespace: resource.namespace, name: resource.name },
-  rule,
-});
+/** A resource as the answer names it: without its uid. */
+const resourceOf = ({ kind, namespace, name }: ResourceRef): ResourceRef => ({ kind, namespace, name });
+
+const sourceOf = ({ resource, rule }: LimitSource): { source: ResourceRef; rule: string | null } => ({ source: resourceOf(resource), rule });
 
 const alternativeOf = ({ scope, source, rate, per }: Alternative): KeyLimitsAnswer['passed_over'][number] => ({ level: scope, ...sourceOf(source), rate, per });
 
@@ -132,7 +132,7 @@ function explanationBody({ outcome, refusedBy, limits, quota, throttle, passedOv
     ...verdict(outcome, refusedBy),
     limits: limits.map(levelOf),
     quota: quota && {
-      source: sourceOf({ resource: quota.source, rule: null }).source,
+      source: resourceOf(quota.source),
       max: quota.max,
       renewal: quota.renewal,
       used: quota.used,

@@ -160,18 +160,15 @@ class Engine implements LimitEngine {
         held,
       };
     });
-    const quotaHeld = plan.quota ? peeked[next]! : null;
-    const quota =
-      plan.quota && quotaHeld
-        ? {
-            source: plan.quota.source,
-            max: plan.quota.max,
-            renewal: plan.quota.renewalMs / 1000,
-            used: quotaHeld.count,
-            remaining: quotaHeld.remaining,
-            resetMs: quotaHeld.resetMs,
-          }
-        : null;
+    // The quota's op went last, so its reading is the one after the rate limits'.
+    const quota = plan.quota && {
+      source: plan.quota.source,
+      max: plan.quota.max,
+      renewal: plan.quota.renewalMs / 1000,
+      used: peeked[next]!.count,
+      remaining: peeked[next]!.remaining,
+      resetMs: peeked[next]!.resetMs,
+    };
     // Evaluation stops at the first level with nothing left; the quota counts only after every rate limit passed.
     const refusing = limits.find((reading) => reading.held?.remaining === 0);
     const quotaRefuses = quota !== null && quota.remaining === 0;

@@ -22,7 +22,8 @@ export interface PlanChoices {
   outranked: Alternative[];
 }
 
-const alternative = ({ scope, source, rate }: KeyRateLimit): Alternative => ({ scope, source, rate: rate.rate, per: rate.per });
+/** A key-level limit, or one of the rates the key's limit was chosen from, as an alternative. */
+const alternative = ({ scope, source, rate }: Pick<KeyRateLimit, 'scope' | 'source' | 'rate'>): Alternative => ({ scope, source, rate: rate.rate, per: rate.per });
 
 interface SessionEntry {
   limits: EffectiveLimits;
@@ -171,7 +172,7 @@ export class Planner {
       if (limits.rate) passedOver.push(alternative(limits.rate));
     } else {
       for (const candidate of limits.rateCandidates) {
-        if (!candidate.chosen) outranked.push({ scope: candidate.scope, source: candidate.source, rate: candidate.rate.rate, per: candidate.rate.per });
+        if (!candidate.chosen) outranked.push(alternative(candidate));
       }
     }
     return { passedOver, outranked };
