@@ -6,8 +6,12 @@ import type { OwnWrites } from '../kit/own-writes.ts';
 export interface ConfigMapWriter {
   /** Writes the desired ConfigMap over whatever is stored (the operator owns every byte of it). */
   apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated'>;
-  /** Deletes it; one already gone counts as deleted. */
-  delete(namespace: string, name: string): Promise<void>;
+  /**
+   * Deletes the version the caller read (`resourceVersion`): 'changed' when the stored one
+   * has moved on since (the caller's cache lagged), so the caller decides again on the new
+   * version. One already gone counts as deleted.
+   */
+  delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'>;
 }
 
 /** Create-or-replace and delete through the API server; 404/409 races resolve as "someone got there first". */
@@ -43,11 +47,13 @@ export class KubeConfigMapWriter implements ConfigMapWriter {
     }
   }
 
-  async delete(namespace: string, name: string): Promise<void> {
+  async delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'> {
     try {
-      await this.#api.deleteNamespacedConfigMap({ name, namespace });
+      await this.#api.deleteNamespacedConfigMap({ name, namespace, body: { preconditions: { resourceVersion } } });
     } catch (error) {
+      if (isConflict(error)) return 'changed';
       if (!isNotFound(error)) throw error;
     }
+    return 'deleted';
   }
 }

@@ -1,7 +1,8 @@
+import type { V1ConfigMap } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import { ApiDefinitionController } from './api-definition-controller.ts';
-import { enqueuedBy, fakeContext } from './fakes.ts';
+import { enqueuedBy, fakeContext, MemoryConfigMapWriter, MemorySource } from './fakes.ts';
 import { apiDefinition, policy } from './fixtures.ts';
 
 const signal = new AbortController().signal;
@@ -65,6 +66,26 @@ describe('ApiDefinitionController', () => {
     await controller.reconcile({ namespace: 'ns', name: 'gone' }, signal);
     await controller.reconcile({ namespace: 'ns', name: 'kept' }, signal);
     expect(caches.configMaps.list().map((cm) => cm.metadata?.name)).toEqual(['gw-api-kept']);
+  });
+
+  it('does not delete a ConfigMap retained after its cached copy was read: it waits for the newer version', async () => {
+    const { ctx, caches } = fakeContext();
+    const server = new MemorySource<V1ConfigMap>();
+    const controller = new ApiDefinitionController({ ...ctx, configMaps: new MemoryConfigMapWriter(server) });
+    caches.apis.put(api('orders'));
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    const cached = { ...server.get('ns', 'gw-api-orders')!, metadata: { ...server.get('ns', 'gw-api-orders')!.metadata, resourceVersion: '1' } };
+    caches.configMaps.put(cached);
+    // The admin DELETE marked it (version 2) and deleted the API; the cache still holds version 1.
+    const retained = { ...cached, metadata: { ...cached.metadata, resourceVersion: '2', annotations: { [RETAIN_ANNOTATION]: 'true' } } };
+    server.put(retained);
+    caches.apis.remove('ns', 'orders');
+    const result = await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    expect(result?.requeueAfterMs).toBeGreaterThan(0);
+    expect(server.get('ns', 'gw-api-orders')?.metadata?.annotations?.[RETAIN_ANNOTATION]).toBe('true');
+    caches.configMaps.put(retained);
+    expect(await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal)).toBeUndefined();
+    expect(server.list().map((cm) => cm.metadata?.resourceVersion)).toEqual(['2']);
   });
 
   it('watches its APIs, their ConfigMaps, and the APIs a policy grants before and after a spec change', () => {

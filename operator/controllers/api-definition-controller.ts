@@ -14,6 +14,8 @@ import type { ControllerContext } from './context.ts';
 type Api = GwObject<'ApiDefinition'>;
 
 const RETAIN_GRACE_MS = 15_000;
+/** The ConfigMap's watch event normally brings the newer version sooner; this is the fallback. */
+const STALE_CACHE_RETRY_MS = 1_000;
 
 /**
  * ApiDefinition → its compiled ConfigMap `gw-api-<name>` (the API, every policy granting
@@ -53,8 +55,7 @@ export class ApiDefinitionController implements KindController {
     const api = this.#ctx.caches.apis.get(namespace, name);
     if (!api || api.metadata.deletionTimestamp) {
       this.#compiler.forget(namespace, name);
-      await this.#cleanUp(namespace, name);
-      return;
+      return this.#cleanUp(namespace, name);
     }
     const outcome = this.#compiler.compile(api, this.#ctx.caches.apis.list(), this.#ctx.caches.policies.list());
     if (!outcome.ok) {
@@ -112,13 +113,20 @@ export class ApiDefinitionController implements KindController {
     return 0;
   }
 
-  /** The ApiDefinition is gone: delete its ConfigMap unless the admin DELETE asked to keep it until a reload. */
-  async #cleanUp(namespace: string, name: string): Promise<void> {
+  /**
+   * The ApiDefinition is gone: delete its ConfigMap unless the admin DELETE asked to keep it
+   * until a reload. The admin DELETE marks the ConfigMap just before it deletes the
+   * ApiDefinition, and the two watches deliver in no fixed order, so the cached copy may not
+   * show the mark yet: the delete is of the cached version only, and a newer one is decided
+   * on again once the cache has it.
+   */
+  async #cleanUp(namespace: string, name: string): Promise<Result | void> {
     const cm = this.#ctx.caches.configMaps.get(namespace, configMapName(name));
     if (!cm || cm.metadata?.labels?.[MANAGED_BY_LABEL] !== MANAGED_BY) return;
     if (cm.metadata.annotations?.[RETAIN_ANNOTATION] === 'true') return;
     this.#retainedSince.delete(`${namespace}/${name}`);
-    await this.#ctx.configMaps.delete(namespace, configMapName(name));
+    const outcome = await this.#ctx.configMaps.delete(namespace, configMapName(name), cm.metadata.resourceVersion);
+    if (outcome === 'changed') return { requeueAfterMs: STALE_CACHE_RETRY_MS };
     this.#ctx.metrics.configMapWrites.inc({ action: 'deleted' });
     this.#ctx.log.info({ api: `${namespace}/${name}` }, 'compiled config of a deleted ApiDefinition removed');
   }

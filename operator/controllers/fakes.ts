@@ -96,6 +96,7 @@ export class RecordingEvents implements EventRecorder {
 export class MemoryConfigMapWriter implements ConfigMapWriter {
   readonly #configMaps: MemorySource<V1ConfigMap>;
 
+  /** `configMaps` is what the API server stores: the cache unless a test makes the cache lag behind it. */
   constructor(configMaps: MemorySource<V1ConfigMap>) {
     this.#configMaps = configMaps;
   }
@@ -105,8 +106,11 @@ export class MemoryConfigMapWriter implements ConfigMapWriter {
     return current ? 'updated' : 'created';
   }
 
-  async delete(namespace: string, name: string): Promise<void> {
+  async delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'> {
+    const stored = this.#configMaps.get(namespace, name);
+    if (stored && stored.metadata?.resourceVersion !== resourceVersion) return 'changed';
     this.#configMaps.remove(namespace, name);
+    return 'deleted';
   }
 }
 
