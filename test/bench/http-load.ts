@@ -7,12 +7,13 @@
  * measured minutes apart would compare two different loads).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { freePort } from '../harness/ports.ts';
 import type { BenchContext, BenchRow } from './types.ts';
 
 export interface CannonResult {
-  requests: { average: number };
+  requests: { average: number; total: number };
   latency: { p50: number; p99: number; p99_9: number };
   non2xx: number;
   errors: number;
@@ -77,19 +78,53 @@ export interface Target {
   url: string;
   baseline?: string;
   headers?: Record<string, string>;
+  /**
+   * The processes whose CPU time each request costs, by the name of their part (the proxy,
+   * Redis): a row each, in µs per request. Unlike req/s, which every other process on a
+   * shared machine moves, this is what the target itself spends.
+   */
+  cpu?: Record<string, readonly number[]>;
 }
 
-async function measure(ctx: BenchContext, target: Target): Promise<CannonResult> {
+/** Linux reports a process's CPU time in clock ticks of 1/100 s (USER_HZ, fixed by the kernel's ABI). */
+const TICKS_PER_SECOND = 100;
+
+/** CPU seconds (user + system) the processes have used so far; 0 for one that is gone. */
+function cpuSeconds(pids: readonly number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      // Fields after the command name (which may hold spaces), from the state: utime and stime are the 12th and 13th.
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // exited
+    }
+  }
+  return ticks / TICKS_PER_SECOND;
+}
+
+/** One autocannon run of a target, with the CPU µs per request of each of its parts. */
+export interface Measured extends CannonResult {
+  cpuMicrosPerRequest: Record<string, number>;
+}
+
+async function measure(ctx: BenchContext, target: Target): Promise<Measured> {
   const { name, url, headers } = target;
   await autocannon({ url, connections: 8, duration: 1, headers });
+  const parts = Object.entries(target.cpu ?? {});
+  const before = parts.map(([, pids]) => cpuSeconds(pids));
   const result = await autocannon({ url, connections: 32, duration: Math.max(1, Math.round(ctx.durationMs / 1000)), headers });
-  ctx.log(`${name}: ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, p99.9 ${result.latency.p99_9} ms, non-2xx ${result.non2xx}, errors ${result.errors}`);
+  const served = result.requests.total;
+  const cpuMicrosPerRequest = Object.fromEntries(parts.map(([part, pids], i) => [part, ((cpuSeconds(pids) - before[i]!) * 1e6) / served]));
+  const cpu = parts.map(([part]) => `${part} ${cpuMicrosPerRequest[part]!.toFixed(0)} µs`).join(', ');
+  ctx.log(`${name}: ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, p99.9 ${result.latency.p99_9} ms, non-2xx ${result.non2xx}, errors ${result.errors}${cpu ? `; CPU per request: ${cpu}` : ''}`);
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${name}: ${result.non2xx} non-2xx and ${result.errors} errors`);
-  return result;
+  return { ...result, cpuMicrosPerRequest };
 }
 
 /** Every round of every target, by target name, in round order. */
-export type Rounds = Map<string, CannonResult[]>;
+export type Rounds = Map<string, Measured[]>;
 
 /** Targets are measured in interleaved rounds, so a burst of other load on a shared machine skews one round, not the comparison. */
 export async function measureRounds(ctx: BenchContext, targets: Target[], rounds: number): Promise<Rounds> {
@@ -129,5 +164,11 @@ export function rowsOf(suite: string, target: Target, rounds: Rounds): BenchRow[
     { suite, name: `${target.name} p50`, value: median(own.map((r) => r.latency.p50)), unit: 'ms' },
     { suite, name: `${target.name} p99`, value: median(own.map((r) => r.latency.p99)), unit: 'ms' },
     { suite, name: `${target.name} p99.9`, value: median(own.map((r) => r.latency.p99_9)), unit: 'ms' },
+    ...Object.keys(target.cpu ?? {}).map((part) => ({
+      suite,
+      name: `${target.name} CPU per request: ${part}`,
+      value: median(own.map((r) => r.cpuMicrosPerRequest[part]!)),
+      unit: 'µs',
+    })),
   ];
 }

@@ -5,6 +5,7 @@
  * next to gw's.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -47,6 +48,8 @@ http {
 
 export interface RunningNginx {
   url: string;
+  /** The master's and its workers' process ids. */
+  pids: number[];
   stop(): Promise<void>;
 }
 
@@ -74,5 +77,7 @@ export async function startNginx(upstream: string, workers: number): Promise<Run
     await stop();
     throw err;
   }
-  return { url, stop };
+  const master = child.pid!;
+  const workerPids = readFileSync(`/proc/${master}/task/${master}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
+  return { url, pids: [master, ...workerPids], stop };
 }

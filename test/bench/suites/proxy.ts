@@ -10,6 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { keyHash } from '../../../crds/key-hash.ts';
 import { freePort } from '../../harness/ports.ts';
 import { startNginx, type RunningNginx } from '../nginx.ts';
@@ -18,9 +19,10 @@ import type { BenchSuite } from '../types.ts';
 
 const bareScript = (port: number, upstream: string): string => `
 import { createServer } from 'node:http';
+import { clientGone } from '${REPO_ROOT}sidecar/proxy/forwarder.ts';
 import { UndiciForwarder } from '${REPO_ROOT}sidecar/proxy/undici-forwarder.ts';
 const f = new UndiciForwarder({ timeoutMs: () => 30000, maxBodyBytes: () => 1e7 });
-createServer((req, res) => void f.forward({ req, res, origin: '${upstream}', path: req.url, rateHeaders: null })).listen(${port}, '127.0.0.1');`;
+createServer((req, res) => void f.forward({ req, res, origin: '${upstream}', path: req.url, rateHeaders: null, signal: clientGone(res) })).listen(${port}, '127.0.0.1');`;
 
 /** A keyless API and an auth-token API on `upstream`, and a Key for the latter whose limit is never reached. */
 export function benchResources(upstream: string, hash: string): string {
@@ -45,28 +47,52 @@ spec:
 `;
 }
 
+/** The redis-server process behind `url`, whose CPU time the limited rows count. */
+async function redisProcessId(url: string): Promise<number> {
+  const redis = new Redis(url);
+  try {
+    const pid = /process_id:(\d+)/.exec(await redis.info('server'))?.[1];
+    if (pid === undefined) throw new Error('INFO server did not name the process id');
+    return Number(pid);
+  } finally {
+    redis.disconnect();
+  }
+}
+
 const proxySuite: BenchSuite = async (ctx) => {
   const [upstreamPort, barePort] = await Promise.all([freePort(), freePort()]);
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
-  const children = [spawnEchoUpstream(upstreamPort), spawnNode(['--input-type=module', '-e', bareScript(barePort, upstreamUrl)])];
+  const bare = spawnNode(['--input-type=module', '-e', bareScript(barePort, upstreamUrl)]);
+  const children = [spawnEchoUpstream(upstreamPort), bare];
   const dir = await mkdtemp(join(tmpdir(), 'gw-bench-'));
   const rawKey = randomBytes(16).toString('hex');
   let nginx: RunningNginx | undefined;
   try {
     await writeFile(join(dir, 'bench.yaml'), benchResources(upstreamUrl, keyHash(rawKey)));
     await Promise.all([waitFor(`${upstreamUrl}/`), waitFor(`http://127.0.0.1:${barePort}/`)]);
+    const redisUrl = await ctx.redisUrl();
+    const redisPid = await redisProcessId(redisUrl);
     const targets: Target[] = [
       { name: 'upstream direct', url: `${upstreamUrl}/bench` },
-      { name: 'bare undici forwarder', url: `http://127.0.0.1:${barePort}/bench`, baseline: 'upstream direct' },
+      { name: 'bare undici forwarder', url: `http://127.0.0.1:${barePort}/bench`, baseline: 'upstream direct', cpu: { proxy: [bare.pid!] } },
     ];
     nginx = await startNginx(upstreamUrl, 1);
-    targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: 'bare undici forwarder' });
+    targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: 'bare undici forwarder', cpu: { proxy: nginx.pids } });
     for (const forwarder of ['undici', 'http-proxy']) {
-      const sidecar = await startSidecarProcess(dir, { redisUrl: await ctx.redisUrl(), env: { GW_FORWARDER: forwarder, GW_ENABLE_REDIS_ROLLING_LIMITER: 'true' } });
+      // The auth row shows the rate limit's X-RateLimit-* headers on every answer (README.md#benchmarks).
+      const env = { GW_FORWARDER: forwarder, GW_ENABLE_REDIS_ROLLING_LIMITER: 'true', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' };
+      const sidecar = await startSidecarProcess(dir, { redisUrl, env });
       children.push(sidecar.child);
       const baseline = 'bare undici forwarder';
-      targets.push({ name: `sidecar keyless (${forwarder})`, url: `${sidecar.base}/keyless/bench`, baseline });
-      targets.push({ name: `sidecar auth-token + sliding log (${forwarder})`, url: `${sidecar.base}/auth/bench`, baseline, headers: { authorization: rawKey } });
+      const proxy = [sidecar.child.pid!];
+      targets.push({ name: `sidecar keyless (${forwarder})`, url: `${sidecar.base}/keyless/bench`, baseline, cpu: { proxy } });
+      targets.push({
+        name: `sidecar auth-token + sliding log (${forwarder})`,
+        url: `${sidecar.base}/auth/bench`,
+        baseline,
+        headers: { authorization: rawKey },
+        cpu: { proxy, redis: [redisPid] },
+      });
     }
     const rounds = await measureRounds(ctx, targets, roundCount(3));
     const rows = targets.flatMap((t) => rowsOf('proxy', t, rounds));
