@@ -11,6 +11,7 @@ describe('keyHash', () => {
     for (const raw of ['', 'é', 'key-with-ünïcode', 'x'.repeat(10_000)]) {
       expect(keyHash(raw)).toMatch(new RegExp(keyHashPattern));
     }
+    expect(keyHash('é')).toBe('4a99557e4033c3539de2eb65472017cad5f9557f7a0625a09f1c3f6e2ba69c4c');
     expect(keyHash('é')).not.toBe(keyHash('e'));
   });
 });

@@ -34,7 +34,7 @@ export function createSidecarMetrics(registry = new Registry()): SidecarMetrics 
     }),
     upstreamSeconds: new Histogram({
       name: 'gw_upstream_duration_seconds',
-      help: 'Time from sending a request upstream to its response headers.',
+      help: `Time from sending a request upstream to its response headers. One request in ${TIMING_SAMPLE_EVERY} is timed.`,
       labelNames: ['api'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,

@@ -10,7 +10,7 @@ import { StreamRateLimitWaitError } from '../limits/errors.ts';
 import { streamMaxWaitMs, type StreamLimiters } from '../limits/stream-limiter.ts';
 import type { DecisionOutcome, LimitEngine } from '../limits/types.ts';
 import { statusClass, type SidecarMetrics } from '../metrics.ts';
-import type { Forwarder, UpgradeForwarder } from '../proxy/forwarder.ts';
+import { clientGone, type Forwarder, type UpgradeForwarder } from '../proxy/forwarder.ts';
 import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { rateHeadersFor } from './rate-headers.ts';
 import { sendError, sendErrorOnSocket } from '../http/respond.ts';
@@ -177,17 +177,14 @@ export class Gateway {
   };
 
   async #handle(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
-    const abort = new AbortController();
-    const onClose = (): void => abort.abort();
-    res.once('close', onClose);
+    const signal = clientGone(res);
     const timed = this.#timingSampler.next();
     const started = timed ? performance.now() : 0;
-    const admission = await this.#admitCurrent(req, { requestId, signal: abort.signal });
-    res.off('close', onClose);
+    const admission = await this.#admitCurrent(req, { requestId, signal });
     const { state, match } = admission;
     const api = match?.route.api.api_id ?? '';
     if (timed) this.#deps.metrics.admissionSeconds.observe({ api }, (performance.now() - started) / 1000);
-    if (abort.signal.aborted) {
+    if (signal.aborted) {
       // The client left during admission: nobody would read the upstream's answer, so it is never asked.
       req.destroy();
       this.#deps.metrics.requests.inc({ api, code_class: statusClass(clientClosedRequest) });
@@ -213,10 +210,11 @@ export class Gateway {
       origin: match.route.origin,
       path: match.upstreamPath,
       rateHeaders: admission.rateHeaders,
+      signal,
     });
     this.#deps.metrics.requests.inc({ api, code_class: statusClass(result.status) });
     if (result.error !== null) this.#deps.metrics.gatewayErrors.inc({ api, code: result.error.code });
-    if (result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe({ api }, result.upstreamSeconds);
+    if (timed && result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe({ api }, result.upstreamSeconds);
   }
 
   /** Connection upgrades (WebSocket) pass the same route, auth and limits before http-proxy carries them. */

@@ -16,6 +16,21 @@ export interface ForwardRequest {
   path: string;
   /** The gateway's X-RateLimit-* for this response; when set, the upstream's are dropped. */
   rateHeaders: Record<string, string> | null;
+  /** Aborted when the client goes away before its answer is complete (clientGone). */
+  signal: AbortSignal;
+}
+
+/**
+ * A signal aborted when the client goes away before `res` is complete. One per exchange:
+ * admission waits on it (throttle, stream slots) and the forwarder ends the upstream request
+ * with it, so a request pays for one controller and one listener.
+ */
+export function clientGone(res: ServerResponse): AbortSignal {
+  const abort = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) abort.abort();
+  });
+  return abort.signal;
 }
 
 export interface ForwardResult {

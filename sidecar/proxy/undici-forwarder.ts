@@ -45,11 +45,6 @@ export class UndiciForwarder implements Forwarder {
       sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders);
       return { status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge };
     }
-    const abort = new AbortController();
-    const onClose = (): void => {
-      if (!res.writableFinished) abort.abort();
-    };
-    res.once('close', onClose);
     const timeoutMs = this.#options.timeoutMs();
     const started = performance.now();
     let upstreamSeconds: number | null = null;
@@ -60,7 +55,7 @@ export class UndiciForwarder implements Forwarder {
       body: hasRequestBody(req) ? (limitedBody(req, maxBytes) as Readable) : null,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
-      signal: abort.signal,
+      signal: request.signal,
     };
     try {
       await this.#pool(request.origin).stream(options, ({ statusCode, headers }): Writable => {
@@ -80,8 +75,6 @@ export class UndiciForwarder implements Forwarder {
       if (!req.complete) refuseRestOfBody(req, res);
       sendError(res, failure, request.rateHeaders);
       return { status: failure.status, upstreamSeconds: null, error: failure };
-    } finally {
-      res.off('close', onClose);
     }
   }
 

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Forwarder } from '../../../sidecar/proxy/forwarder.ts';
+import { clientGone, type Forwarder } from '../../../sidecar/proxy/forwarder.ts';
 import { HttpProxyForwarder } from '../../../sidecar/proxy/http-proxy-forwarder.ts';
 import { UndiciForwarder } from '../../../sidecar/proxy/undici-forwarder.ts';
 
@@ -53,7 +53,7 @@ describe.each([
   beforeAll(async () => {
     forwarder = make();
     origin = `http://127.0.0.1:${await closedPort()}`;
-    server = createServer((req, res) => void forwarder.forward({ req, res, origin, path: req.url ?? '/', rateHeaders: null }));
+    server = createServer((req, res) => void forwarder.forward({ req, res, origin, path: req.url ?? '/', rateHeaders: null, signal: clientGone(res) }));
     server.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
   });
