@@ -6,6 +6,8 @@ import type { Source, Verb, WatchEvent } from '../kit/watch.ts';
 import type { ResourceType } from './resources.ts';
 
 const RESTART_BASE_MS = 250;
+/** Objects per page of the initial list (and of each re-list after a watch expired). */
+export const LIST_PAGE_SIZE = 500;
 const RESTART_MAX_MS = 10_000;
 
 /**
@@ -27,24 +29,41 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
 
   /**
    * `prune` trims each object before the cache keeps it (what the controllers never read);
-   * the versions in `ownWrites` are cached but not handed on (operator/kit/own-writes.ts).
+   * the versions in `ownWrites` are cached but not handed on (operator/kit/own-writes.ts);
+   * `listPageSize` is LIST_PAGE_SIZE unless a test lists in smaller pages.
    */
   constructor(
     kc: KubeConfig,
     type: ResourceType,
     namespaces: string[],
     log: Logger,
-    options: { labelSelector?: string; prune?: (object: T) => void; ownWrites?: OwnWrites } = {},
+    options: { labelSelector?: string; prune?: (object: T) => void; ownWrites?: OwnWrites; listPageSize?: number } = {},
   ) {
-    const { labelSelector } = options;
+    const { labelSelector, listPageSize = LIST_PAGE_SIZE } = options;
     this.#prune = options.prune;
     this.#ownWrites = options.ownWrites;
     this.#kind = type.kind;
     this.#log = log.child({ informer: type.kind });
     const scopes = namespaces.length > 0 ? namespaces : [undefined];
     for (const namespace of scopes) {
-      const listFn = async (): Promise<{ items: T[]; metadata?: { resourceVersion?: string } }> =>
-        (await type.list(namespace, labelSelector)) as unknown as { items: T[] };
+      const listFn = async (): Promise<{ items: T[]; metadata: { resourceVersion?: string } }> => {
+        // Page by page, each trimmed before the next is read: the whole list's response never
+        // sits in memory at once, untrimmed (100,000 Keys would be hundreds of MiB of JSON).
+        const items: T[] = [];
+        let resourceVersion: string | undefined;
+        let next: string | undefined;
+        do {
+          const page = await type.list(namespace, { labelSelector, limit: listPageSize, continue: next });
+          for (const item of page.items as T[]) {
+            this.#trim(item);
+            items.push(item);
+          }
+          // Every page of one list is read at the first page's version: the watch starts there.
+          resourceVersion = page.resourceVersion;
+          next = page.continue;
+        } while (next !== undefined);
+        return { items, metadata: { resourceVersion } };
+      };
       const informer = makeInformer<T>(kc, type.path(namespace), listFn as never, labelSelector);
       this.#wire(informer);
       this.#informers.push(informer);
@@ -83,11 +102,17 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
     informer.on('delete', (obj) => this.#emit(obj, 'delete'));
   }
 
-  #emit(object: T, verb: Verb): void {
-    // The cache holds this very object: dropping managedFields (never read here) saves
-    // roughly a third of the cache's memory with 10,000 Keys and their Secrets.
+  /**
+   * The cache holds this very object: dropping managedFields (never read here) saves roughly
+   * a third of the cache's memory with 10,000 Keys and their Secrets. Trimming twice is harmless.
+   */
+  #trim(object: T): void {
     if (object.metadata) delete object.metadata.managedFields;
     this.#prune?.(object);
+  }
+
+  #emit(object: T, verb: Verb): void {
+    this.#trim(object);
     const id = `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
     const old = this.#lastSeen.get(id);
     if (verb === 'delete') {
