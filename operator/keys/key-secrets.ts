@@ -34,7 +34,8 @@ export function hashOfSecret(secret: V1Secret | undefined): string | undefined {
 export function keepOnlyKeyHash(secret: V1Secret): void {
   if (!secret.metadata?.labels?.[KEY_LABEL]) return;
   cachedHashes.set(secret, hashOfSecret(secret));
-  delete secret.data;
+  // Not `delete`: that would turn the object into a hash table (see InformerSet's trim).
+  secret.data = undefined;
 }
 
 /** The Secret holding a Key's raw key (owned by the Key, so it goes with it), and that key's hash. */

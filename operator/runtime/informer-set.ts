@@ -105,9 +105,11 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
   /**
    * The cache holds this very object: dropping managedFields (never read here) saves roughly
    * a third of the cache's memory with 10,000 Keys and their Secrets. Trimming twice is harmless.
+   * The field is set undefined, not deleted: V8 turns an object that loses a property other
+   * than its last into a hash table (about 450 bytes instead of under 100 for metadata).
    */
   #trim(object: T): void {
-    if (object.metadata) delete object.metadata.managedFields;
+    if (object.metadata?.managedFields) object.metadata.managedFields = undefined;
     this.#prune?.(object);
   }
 
