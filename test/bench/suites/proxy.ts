@@ -15,7 +15,7 @@ import { keyHash } from '../../../crds/key-hash.ts';
 import { freePort } from '../../harness/ports.ts';
 import { startNginx, type RunningNginx } from '../nginx.ts';
 import { measureRounds, medianRatio, REPO_ROOT, roundCount, rowsOf, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
-import type { BenchSuite } from '../types.ts';
+import type { BenchContext, BenchSuite } from '../types.ts';
 
 const bareScript = (port: number, upstream: string): string => `
 import { createServer } from 'node:http';
@@ -59,7 +59,17 @@ async function redisProcessId(url: string): Promise<number> {
   }
 }
 
-const proxySuite: BenchSuite = async (ctx) => {
+/** The proxy rows' servers, started; `stop` ends them all. */
+export interface ProxyTargets {
+  targets: Target[];
+  stop(): Promise<void>;
+}
+
+/**
+ * The echo upstream, the bare undici forwarder, nginx, and a sidecar per forwarder (a
+ * keyless row and an auth-token + sliding log row each), every one in its own process.
+ */
+export async function startProxyTargets(ctx: BenchContext, forwarders: readonly string[]): Promise<ProxyTargets> {
   const [upstreamPort, barePort] = await Promise.all([freePort(), freePort()]);
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
   const bare = spawnNode(['--input-type=module', '-e', bareScript(barePort, upstreamUrl)]);
@@ -67,6 +77,10 @@ const proxySuite: BenchSuite = async (ctx) => {
   const dir = await mkdtemp(join(tmpdir(), 'gw-bench-'));
   const rawKey = randomBytes(16).toString('hex');
   let nginx: RunningNginx | undefined;
+  const stop = async (): Promise<void> => {
+    await Promise.all([...children.map(stopChild), nginx?.stop()]);
+    await rm(dir, { recursive: true, force: true });
+  };
   try {
     await writeFile(join(dir, 'bench.yaml'), benchResources(upstreamUrl, keyHash(rawKey)));
     await Promise.all([waitFor(`${upstreamUrl}/`), waitFor(`http://127.0.0.1:${barePort}/`)]);
@@ -78,7 +92,7 @@ const proxySuite: BenchSuite = async (ctx) => {
     ];
     nginx = await startNginx(upstreamUrl, 1);
     targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: 'bare undici forwarder', cpu: { proxy: nginx.pids } });
-    for (const forwarder of ['undici', 'http-proxy']) {
+    for (const forwarder of forwarders) {
       // The auth row shows the rate limit's X-RateLimit-* headers on every answer (README.md#benchmarks).
       const env = { GW_FORWARDER: forwarder, GW_ENABLE_REDIS_ROLLING_LIMITER: 'true', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' };
       const sidecar = await startSidecarProcess(dir, { redisUrl, env });
@@ -94,6 +108,16 @@ const proxySuite: BenchSuite = async (ctx) => {
         cpu: { proxy, redis: [redisPid] },
       });
     }
+    return { targets, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+const proxySuite: BenchSuite = async (ctx) => {
+  const { targets, stop } = await startProxyTargets(ctx, ['undici', 'http-proxy']);
+  try {
     const rounds = await measureRounds(ctx, targets, roundCount(3));
     const rows = targets.flatMap((t) => rowsOf('proxy', t, rounds));
     for (const t of targets.filter((t) => t.name.startsWith('sidecar'))) {
@@ -102,8 +126,7 @@ const proxySuite: BenchSuite = async (ctx) => {
     }
     return rows;
   } finally {
-    await Promise.all([...children.map(stopChild), nginx?.stop()]);
-    await rm(dir, { recursive: true, force: true });
+    await stop();
   }
 };
 

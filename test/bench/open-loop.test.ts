@@ -1,0 +1,66 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openLoop } from './open-loop.ts';
+
+/** A loopback server whose `answer` decides each request's status; returns its base URL. */
+async function serve(answer: (count: number, path: string) => number): Promise<{ url: string; server: Server; count: () => number }> {
+  let count = 0;
+  const server = createServer((req, res) => {
+    count += 1;
+    res.statusCode = answer(count, req.url ?? '');
+    res.end('ok');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, count: () => count };
+}
+
+describe('bench: the open-loop load generator', () => {
+  let server: Server | undefined;
+  afterEach(async () => {
+    const open = server;
+    server = undefined;
+    if (open) await new Promise((resolve) => open.close(resolve));
+  });
+
+  it('sends rate × duration requests on schedule and counts every answer and non-2xx', async () => {
+    const target = await serve((_, path) => (path === '/fail' ? 503 : 200));
+    server = target.server;
+    const ok = await openLoop({ url: `${target.url}/ok`, rate: 500, durationMs: 400, connections: 4 });
+    expect(ok).toMatchObject({ answered: 200, rate: 500, non2xx: 0, errors: 0 });
+    expect(target.count()).toBe(200);
+    expect(ok.latencyMicros.p50).toBeGreaterThan(0);
+    expect(ok.latencyMicros.p50).toBeLessThanOrEqual(ok.latencyMicros.p99);
+    expect(ok.latencyMicros.p99).toBeLessThanOrEqual(ok.latencyMicros.max);
+    const failing = await openLoop({ url: `${target.url}/fail`, rate: 500, durationMs: 100, connections: 4 });
+    expect(failing).toMatchObject({ answered: 50, non2xx: 50, errors: 0 });
+  });
+
+  it('charges a server pause to every request due during it, not only to the one it held', async () => {
+    // The 50th request stalls the process for 100 ms; at 1,000 req/s about 100 more are due
+    // meanwhile. A closed loop would wait and record one slow request per connection.
+    const target = await serve((count) => {
+      if (count === 50) {
+        const until = performance.now() + 100;
+        while (performance.now() < until) {
+          // a synchronous pause, as a long GC or a blocking call would make
+        }
+      }
+      return 200;
+    });
+    server = target.server;
+    const result = await openLoop({ url: target.url, rate: 1000, durationMs: 300, connections: 2 });
+    expect(result.answered).toBe(300);
+    expect(result.latencyMicros.max).toBeGreaterThanOrEqual(90_000);
+    // About a third of the requests were due during the pause: the 99th percentile shows it.
+    expect(result.latencyMicros.p99).toBeGreaterThanOrEqual(50_000);
+    expect(result.maxSendLagMicros).toBeGreaterThanOrEqual(50_000);
+  });
+
+  it('counts a refused connection as an error, not an answer', async () => {
+    const target = await serve(() => 200);
+    await new Promise((resolve) => target.server.close(resolve));
+    const result = await openLoop({ url: target.url, rate: 200, durationMs: 50, connections: 1 });
+    expect(result).toMatchObject({ answered: 0, errors: 10 });
+  });
+});

@@ -1,0 +1,63 @@
+/**
+ * Steady tail (issue 13): each proxy row at half of its own maximum throughput, driven open
+ * loop (test/bench/open-loop.ts), so a pause in the server shows in the percentiles of every
+ * request due during it. The maximum is the closed-loop req/s of the proxy suite's
+ * measurement (32 connections); the latency rows are in µs, medians over interleaved rounds.
+ * What the issue asks of the sidecar rows: p99 at most 3× p50, and at most 5 ms over the
+ * bare forwarder's p99 in the same round.
+ */
+import { median, measureRounds, roundCount, type Target } from '../http-load.ts';
+import { openLoop, type OpenLoopResult } from '../open-loop.ts';
+import type { BenchRow, BenchSuite } from '../types.ts';
+import { startProxyTargets } from './proxy.ts';
+
+const SUITE = 'tail';
+const BARE = 'bare undici forwarder';
+const CONNECTIONS = 32;
+/** The share of each row's maximum it is driven at: the issue's half, or BENCH_TAIL_LOAD (0 to 1) to see how the tail moves with load. */
+const LOAD = ((): number => {
+  const share = Number(process.env.BENCH_TAIL_LOAD);
+  return share > 0 && share <= 1 ? share : 0.5;
+})();
+
+const tailSuite: BenchSuite = async (ctx) => {
+  const { targets: all, stop } = await startProxyTargets(ctx, ['undici']);
+  try {
+    const targets = all.filter((t) => t.name !== 'upstream direct');
+    const closed = await measureRounds(ctx, targets, 1);
+    const rateOf = (t: Target): number => Math.round(closed.get(t.name)![0]!.requests.average * LOAD);
+    const runs = new Map<string, OpenLoopResult[]>(targets.map((t) => [t.name, []]));
+    for (let round = 0; round < roundCount(3); round += 1) {
+      for (const target of targets) {
+        const result = await openLoop({ url: target.url, headers: target.headers, rate: rateOf(target), durationMs: ctx.durationMs, connections: CONNECTIONS });
+        const { p50, p99, p99_9, max } = result.latencyMicros;
+        ctx.log(`${target.name} at ${result.rate} req/s: p50 ${p50} µs, p99 ${p99} µs, p99.9 ${p99_9} µs, max ${max} µs; generator lag at worst ${result.maxSendLagMicros} µs`);
+        if (result.non2xx > 0 || result.errors > 0) throw new Error(`${target.name}: ${result.non2xx} non-2xx and ${result.errors} errors`);
+        runs.get(target.name)!.push(result);
+      }
+    }
+    const bare = runs.get(BARE)!;
+    const rows: BenchRow[] = [];
+    for (const target of targets) {
+      const own = runs.get(target.name)!;
+      const at = (pick: (r: OpenLoopResult) => number): number => median(own.map(pick));
+      const name = `${target.name} at ${LOAD} of its maximum`;
+      rows.push(
+        { suite: SUITE, name: `${name}: rate`, value: own[0]!.rate, unit: 'req/s' },
+        { suite: SUITE, name: `${name}: p50`, value: at((r) => r.latencyMicros.p50), unit: 'µs' },
+        { suite: SUITE, name: `${name}: p99`, value: at((r) => r.latencyMicros.p99), unit: 'µs' },
+        { suite: SUITE, name: `${name}: p99.9`, value: at((r) => r.latencyMicros.p99_9), unit: 'µs' },
+        { suite: SUITE, name: `${name}: p99 / p50`, value: at((r) => r.latencyMicros.p99 / r.latencyMicros.p50), unit: 'ratio' },
+      );
+      if (target.name !== BARE) {
+        const added = median(own.map((r, i) => (r.latencyMicros.p99 - bare[i]!.latencyMicros.p99) / 1000));
+        rows.push({ suite: SUITE, name: `${name}: p99 added over the bare forwarder's`, value: added, unit: 'ms' });
+      }
+    }
+    return rows;
+  } finally {
+    await stop();
+  }
+};
+
+export default tailSuite;
