@@ -171,8 +171,10 @@ export class Operator {
     this.metrics.leader.set(1);
     for (const controller of Object.values(this.#controllers)) controller.start();
     const period = this.options.resyncSeconds * 1000;
-    // A little under the period, so an item reconciled just after the last tick is not skipped twice.
-    this.#resync = setInterval(() => Object.values(this.#controllers).forEach((controller) => controller.resync(period * 0.8)), period);
+    // Each pass is spread over half the period; an item's age is checked against the other half,
+    // so everything the last pass revisited is stale again at the next tick and none is skipped:
+    // drift is corrected within one and a half periods.
+    this.#resync = setInterval(() => Object.values(this.#controllers).forEach((controller) => controller.resync(period / 2, period / 2)), period);
     this.#resync.unref();
   }
 

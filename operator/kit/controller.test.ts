@@ -52,6 +52,32 @@ describe('Controller', () => {
     await controller.stop();
   });
 
+  it('spreads a resync over its spread in even slices, and a stop ends the slices still to come', async () => {
+    const runs: string[] = [];
+    const { source, controller } = harness(async ({ name }) => void runs.push(name));
+    const names = Array.from({ length: 10 }, (_, i) => `item-${i}`);
+    names.forEach((name) => source.put(thing(name)));
+    controller.start();
+    await until(() => runs.length === 10);
+
+    // 10 items over 500 ms: 5 slices of 2, one every 100 ms, so the last starts 400 ms in.
+    runs.length = 0;
+    const started = Date.now();
+    controller.resync(0, 500);
+    await until(() => runs.length === 10, 2_000);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(400);
+    expect(runs.sort()).toEqual([...names].sort());
+
+    runs.length = 0;
+    controller.resync(0, 1_000);
+    await until(() => runs.length >= 1);
+    await controller.stop();
+    const ranBeforeStop = runs.length;
+    await settle(300);
+    expect(runs).toHaveLength(ranBeforeStop);
+    expect(ranBeforeStop).toBeLessThan(10);
+  });
+
   it('postpones its resync while items wait for a worker', async () => {
     const runs: string[] = [];
     let release = (): void => undefined;
