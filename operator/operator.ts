@@ -9,6 +9,7 @@ import { RedisSessionStore } from '../common/session-store.ts';
 import { kinds, type KindName } from '../crds/kinds.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { KubeConfigMapWriter } from './config/config-map-writer.ts';
+import { keepOnlyDataDigest } from './config/config-map.ts';
 import { ApiDefinitionController } from './controllers/api-definition-controller.ts';
 import { CategoryController } from './controllers/category-controller.ts';
 import type { Caches, ControllerContext } from './controllers/context.ts';
@@ -195,7 +196,7 @@ export class Operator {
       keys: gw('Key'),
       categories: gw('Category'),
       products: gw('PortalProduct'),
-      configMaps: new InformerSet(kc, configMapType(kc), namespaces, this.#log, { labelSelector: MANAGED_BY_SELECTOR, ownWrites }),
+      configMaps: new InformerSet(kc, configMapType(kc), namespaces, this.#log, { labelSelector: MANAGED_BY_SELECTOR, prune: keepOnlyDataDigest, ownWrites }),
       secrets: new InformerSet(kc, secretType(kc), namespaces, this.#log, { labelSelector: MANAGED_BY_SELECTOR, prune: keepOnlyKeyHash, ownWrites }),
     };
   }

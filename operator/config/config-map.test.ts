@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { apiDefinitionSpecSchema } from '../../crds/schemas/index.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
-import { desiredConfigMap, upToDate } from './config-map.ts';
+import { desiredConfigMap, keepOnlyDataDigest, upToDate } from './config-map.ts';
 
 const api: GwObject<'ApiDefinition'> = {
   apiVersion: 'gw.dev/v1alpha1',
@@ -41,5 +41,21 @@ describe('compiled ConfigMap', () => {
     const orphan = structuredClone(desired);
     orphan.metadata!.ownerReferences = [];
     expect(upToDate(orphan, desired)).toBe(false);
+  });
+
+  it('is judged the same once the cache kept only the digest of its data', () => {
+    const desired = desiredConfigMap(api, 'orders-v1', '{"a":1}');
+    const cached = (data: Record<string, string>) => {
+      const cm = { ...structuredClone(desired), data };
+      keepOnlyDataDigest(cm);
+      keepOnlyDataDigest(cm);
+      expect(cm.data).toBeUndefined();
+      return cm;
+    };
+    expect(upToDate(cached({ 'config.json': '{"a":1}' }), desired)).toBe(true);
+    // A hand edit that kept the hash annotation is still seen, and so is an extra key.
+    expect(upToDate(cached({ 'config.json': '{"a":2}' }), desired)).toBe(false);
+    expect(upToDate(cached({ 'config.json': '{"a":1}', extra: 'x' }), desired)).toBe(false);
+    expect(upToDate(cached({}), desired)).toBe(false);
   });
 });

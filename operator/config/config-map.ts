@@ -13,6 +13,33 @@ import {
 import { controllerReference, controllerUid } from '../kit/controllerutil.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
+/**
+ * What the cache keeps of a compiled ConfigMap's data: the hash of its config and how many
+ * keys the data held. The config itself (kilobytes per API, and the compile step keeps its
+ * own copy) leaves the operator's memory; a hand edit still changes the hash it is judged on.
+ */
+interface DataDigest {
+  configHash: string | undefined;
+  keys: number;
+}
+
+const cachedDigests = new WeakMap<V1ConfigMap, DataDigest>();
+
+function digestOf(cm: V1ConfigMap): DataDigest {
+  const cached = cachedDigests.get(cm);
+  if (cached) return cached;
+  const config = cm.data?.[CONFIG_KEY];
+  return { configHash: config === undefined ? undefined : configHash(config), keys: Object.keys(cm.data ?? {}).length };
+}
+
+/** The informer's prune step for compiled ConfigMaps (operator/runtime/informer-set.ts): keeps the digest, drops the data. */
+export function keepOnlyDataDigest(cm: V1ConfigMap): void {
+  if (cm.data === undefined) return;
+  cachedDigests.set(cm, digestOf(cm));
+  // Not `delete`: that would turn the object into a hash table (see InformerSet's trim).
+  cm.data = undefined;
+}
+
 /** ConfigMaps hold at most 1 MiB in etcd; leave room for metadata. */
 export const MAX_CONFIG_BYTES = 900 * 1024;
 
@@ -33,17 +60,18 @@ export function desiredConfigMap(api: GwObject<'ApiDefinition'>, apiId: string, 
 
 /**
  * Whether the stored ConfigMap already is the desired one: same content (compared on the
- * data itself, so a hand edit that kept the annotation is still caught), labels, hash
- * annotation, owner, and no leftover retain mark.
+ * hash of the data itself, so a hand edit that kept the annotation is still caught), labels,
+ * hash annotation, owner, and no leftover retain mark.
  */
 export function upToDate(current: V1ConfigMap, desired: V1ConfigMap): boolean {
   const meta = current.metadata ?? {};
   const want = desired.metadata ?? {};
   const annotations = meta.annotations ?? {};
   const labels = meta.labels ?? {};
+  const held = digestOf(current);
   const checks = [
-    current.data?.[CONFIG_KEY] === desired.data?.[CONFIG_KEY],
-    Object.keys(current.data ?? {}).length === 1,
+    held.configHash !== undefined && held.configHash === want.annotations?.[CONFIG_HASH_ANNOTATION],
+    held.keys === 1,
     annotations[CONFIG_HASH_ANNOTATION] === want.annotations?.[CONFIG_HASH_ANNOTATION],
     annotations[RETAIN_ANNOTATION] === undefined,
     labels[MANAGED_BY_LABEL] === MANAGED_BY,
