@@ -4,8 +4,13 @@ import type { OwnWrites } from '../kit/own-writes.ts';
 
 /** Writes and deletes compiled ConfigMaps. */
 export interface ConfigMapWriter {
-  /** Writes the desired ConfigMap over whatever is stored (the operator owns every byte of it). */
-  apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated'>;
+  /**
+   * Writes the desired ConfigMap over the version the caller read (`current`, or none): 'changed'
+   * when the stored one is not that version any more (the caller's cache lagged: another
+   * writer, such as the admin DELETE's retain mark, got there first), so the caller decides
+   * again on the newer version rather than write over what it has not seen.
+   */
+  apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated' | 'changed'>;
   /**
    * Deletes the version the caller read (`resourceVersion`): 'changed' when the stored one
    * has moved on since (the caller's cache lagged), so the caller decides again on the new
@@ -14,7 +19,7 @@ export interface ConfigMapWriter {
   delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'>;
 }
 
-/** Create-or-replace and delete through the API server; 404/409 races resolve as "someone got there first". */
+/** Create, replace and delete through the API server, each on the version the caller read; 404/409 say the stored one moved on. */
 export class KubeConfigMapWriter implements ConfigMapWriter {
   readonly #api: CoreV1Api;
   readonly #ownWrites: OwnWrites;
@@ -24,26 +29,21 @@ export class KubeConfigMapWriter implements ConfigMapWriter {
     this.#ownWrites = ownWrites;
   }
 
-  async apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated'> {
+  async apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated' | 'changed'> {
     const name = desired.metadata?.name ?? '';
     const namespace = desired.metadata?.namespace ?? '';
-    if (current) {
-      // The cache may lag: write over the latest stored version rather than fail on a stale one.
-      const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: undefined } };
-      try {
+    try {
+      if (current) {
+        // The version read is the precondition: a stale one answers 409 Conflict, and 404 when gone.
+        const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: current.metadata?.resourceVersion } };
         this.#ownWrites.record('ConfigMap', await this.#api.replaceNamespacedConfigMap({ name, namespace, body }));
         return 'updated';
-      } catch (error) {
-        if (!isNotFound(error)) throw error;
       }
-    }
-    try {
       this.#ownWrites.record('ConfigMap', await this.#api.createNamespacedConfigMap({ namespace, body: desired }));
       return 'created';
     } catch (error) {
-      if (!isConflict(error)) throw error;
-      this.#ownWrites.record('ConfigMap', await this.#api.replaceNamespacedConfigMap({ name, namespace, body: desired }));
-      return 'updated';
+      if (isConflict(error) || isNotFound(error)) return 'changed';
+      throw error;
     }
   }
 

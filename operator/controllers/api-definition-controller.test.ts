@@ -88,6 +88,29 @@ describe('ApiDefinitionController', () => {
     expect(server.list().map((cm) => cm.metadata?.resourceVersion)).toEqual(['2']);
   });
 
+  it('does not write over a ConfigMap retained after its cached copy was read: it waits for the newer version', async () => {
+    const { ctx, caches } = fakeContext();
+    const server = new MemorySource<V1ConfigMap>();
+    const controller = new ApiDefinitionController({ ...ctx, configMaps: new MemoryConfigMapWriter(server) });
+    caches.apis.put(api('orders'));
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    const written = server.get('ns', 'gw-api-orders')!;
+    const cached = { ...written, metadata: { ...written.metadata, resourceVersion: '1' } };
+    server.put(cached);
+    caches.configMaps.put(cached);
+    // The admin DELETE marked it (version 2) while the API's spec changed; the cache still holds version 1.
+    const retained = { ...cached, metadata: { ...cached.metadata, resourceVersion: '2', annotations: { [RETAIN_ANNOTATION]: 'true' } } };
+    server.put(retained);
+    caches.apis.put(apiDefinition('orders', { api_id: 'orders', proxy: { listen_path: '/orders-v2/', target_url: 'http://upstream' } }, 2));
+    const result = await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    expect(result?.requeueAfterMs).toBeGreaterThan(0);
+    expect(server.get('ns', 'gw-api-orders')).toEqual(retained);
+    // With the newer version cached, the retain mark is seen: the grace period holds the write back.
+    caches.configMaps.put(retained);
+    expect((await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal))?.requeueAfterMs).toBeGreaterThan(1_000);
+    expect(server.get('ns', 'gw-api-orders')).toEqual(retained);
+  });
+
   it('watches its APIs, their ConfigMaps, and the APIs a policy grants before and after a spec change', () => {
     const { ctx, caches } = fakeContext();
     for (const name of ['a', 'b', 'c']) caches.apis.put(api(name));

@@ -88,6 +88,8 @@ export class ApiDefinitionController implements KindController {
     const graceLeftMs = current ? this.#retainGraceLeftMs(api, current) : 0;
     if (graceLeftMs > 0) return { requeueAfterMs: graceLeftMs };
     const action = await this.#ctx.configMaps.apply(desired, current);
+    // The cache lagged behind the stored ConfigMap (a retain mark, a hand edit): decide again on it.
+    if (action === 'changed') return { requeueAfterMs: STALE_CACHE_RETRY_MS };
     this.#ctx.metrics.configMapWrites.inc({ action });
     this.#ctx.log.info({ api: `${api.metadata.namespace}/${api.metadata.name}`, action }, 'compiled config written');
     this.#ctx.events.record(api, 'Normal', 'ConfigWritten', `compiled config ${action} in ConfigMap ${desired.metadata?.name} (${policyCount} granting policies)`);

@@ -101,7 +101,9 @@ export class MemoryConfigMapWriter implements ConfigMapWriter {
     this.#configMaps = configMaps;
   }
 
-  async apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated'> {
+  async apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated' | 'changed'> {
+    const stored = this.#configMaps.get(desired.metadata?.namespace ?? '', desired.metadata?.name ?? '');
+    if (stored?.metadata?.resourceVersion !== current?.metadata?.resourceVersion || (stored === undefined) !== (current === undefined)) return 'changed';
     this.#configMaps.put(structuredClone(desired));
     return current ? 'updated' : 'created';
   }

@@ -6,8 +6,8 @@ import { createNamespace, kubeConfig } from '../../harness/index.ts';
 
 /**
  * The operator decides to delete a compiled ConfigMap from its cached copy; the admin
- * DELETE may have marked it retained since (docs/behaviour.md#api-states). The delete must
- * then leave the newer version alone, on the real API server.
+ * DELETE may have marked it retained since (docs/behaviour.md#api-states). A delete or a
+ * rewrite must then leave the newer version alone, on the real API server.
  */
 describe('operator: the compiled ConfigMap writer', () => {
   const kc = kubeConfig();
@@ -28,5 +28,25 @@ describe('operator: the compiled ConfigMap writer', () => {
     expect(await writer.delete(namespace, name, marked.metadata?.resourceVersion)).toBe('deleted');
     await expect(core.readNamespacedConfigMap({ namespace, name })).rejects.toMatchObject({ code: 404 });
     expect(await writer.delete(namespace, name, marked.metadata?.resourceVersion)).toBe('deleted');
+  });
+
+  it('rewrites the version it read, and not one changed since; creates only what does not exist', async () => {
+    const namespace = await createNamespace('cm-writer');
+    const name = 'gw-api-orders';
+    const desired = (json: string) => ({ metadata: { name, namespace }, data: { 'config.json': json } });
+    expect(await writer.apply(desired('{"v":1}'), undefined)).toBe('created');
+    const read = await core.readNamespacedConfigMap({ namespace, name });
+    expect(await writer.apply(desired('{"v":1}'), undefined)).toBe('changed');
+
+    const body = { metadata: { annotations: { 'gw.dev/retain-until-reload': 'true' } } };
+    const marked = await core.patchNamespacedConfigMap({ namespace, name, body }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+    expect(await writer.apply(desired('{"v":2}'), read)).toBe('changed');
+    const kept = await core.readNamespacedConfigMap({ namespace, name });
+    expect([kept.metadata?.annotations?.['gw.dev/retain-until-reload'], kept.data?.['config.json']]).toEqual(['true', '{"v":1}']);
+
+    expect(await writer.apply(desired('{"v":2}'), marked)).toBe('updated');
+    expect((await core.readNamespacedConfigMap({ namespace, name })).data?.['config.json']).toBe('{"v":2}');
+    await core.deleteNamespacedConfigMap({ namespace, name });
+    expect(await writer.apply(desired('{"v":3}'), marked)).toBe('changed');
   });
 });
