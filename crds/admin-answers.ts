@@ -41,7 +41,7 @@ export const keyLimitsAnswerSchema = z.object({
   path: z.string(),
   authentication: z.enum(['key', 'keyless', 'ignored']),
   access: z.enum(['granted', 'inactive', 'expired', 'not_granted']),
-  outcome: z.enum(['allowed', 'api_rate_limited', 'key_rate_limited', 'quota_exceeded', 'access_denied']),
+  outcome: z.enum(['allowed', 'api_inactive', 'api_rate_limited', 'key_rate_limited', 'quota_exceeded', 'access_denied']),
   refused_by: z.enum([...limitLevels, 'quota']).nullable(),
   /** The gateway's answer to a request now, when it refuses: status and X-GW-Error-Code. */
   answer: z.object({ status: z.number(), code: z.string() }).nullable(),

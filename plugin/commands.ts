@@ -57,7 +57,7 @@ function messageOf(body: string): string {
 
 export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean, nowMs: number): string {
   const verdict = answer.answer
-    ? `refused by ${answer.refused_by ?? `access (${answer.access})`}: ${answer.answer.status} ${answer.answer.code}`
+    ? `refused by ${answer.refused_by ?? (answer.outcome === 'api_inactive' ? 'the API (not active)' : `access (${answer.access})`)}: ${answer.answer.status} ${answer.answer.code}`
     : 'allowed';
   const lines = [`Key ${key} on API ${answer.api_id}, ${answer.method} ${answer.path}: a request now is ${verdict}`, ''];
   const header = ['LEVEL', 'SOURCE', 'RULE', 'ALGORITHM', 'COUNT', 'LIMIT', 'REMAINING', 'RESET', ...(wide ? ['RATE', 'DRL SHARE', 'SMOOTHING'] : [])];
@@ -75,6 +75,7 @@ export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean,
   const q = answer.quota;
   if (q) rows.push(['quota', sourceName(q.source), '-', '-', String(q.used), String(q.max), String(q.remaining), inSeconds(q.reset, nowMs), ...(wide ? [`${q.max}/${q.renewal}s`, '-', '-'] : [])]);
   if (rows.length > 0) lines.push(table(header, rows).trimEnd());
+  else if (answer.outcome === 'api_inactive') lines.push('The API is not active: the gateway refuses every request to it before any key or limit.');
   else lines.push(answer.access === 'granted' ? 'No limit applies.' : `The key may not call this API (${answer.access}).`);
   for (const [title, list] of [['passed over (a more specific limit applies)', answer.passed_over], ['chosen over (lower effective rate)', answer.chosen_over]] as const) {
     if (list.length > 0) lines.push('', `${title}:`, ...list.map((a) => `  ${a.level}  ${sourceName(a.source)}${a.rule ? ` ${a.rule}` : ''}  ${rate(a)}`));

@@ -16,13 +16,14 @@ const KEY_HASH = /^[0-9a-f]{64}$/;
 const METHOD = /^[A-Z]{1,16}$/;
 const MAX_PATH = 2048;
 
-type Outcome = LimitExplanation['outcome'] | 'access_denied';
+type Outcome = LimitExplanation['outcome'] | 'api_inactive' | 'access_denied';
 
 /** Who asks about what, and whether the key may call the API at all. */
 type AnswerHead = Pick<KeyLimitsAnswer, 'key_hash' | 'key_id' | 'api_id' | 'method' | 'path' | 'authentication' | 'access'>;
 
 const answers: Record<Outcome, GatewayError | null> = {
   allowed: null,
+  api_inactive: gatewayErrors.apiInactive,
   api_rate_limited: gatewayErrors.apiRateLimited,
   key_rate_limited: gatewayErrors.keyRateLimited,
   quota_exceeded: gatewayErrors.quotaExceeded,
@@ -114,7 +115,9 @@ export async function keyLimits(ctx: HandlerContext): Promise<Reply> {
   const session = await sessionOf(ctx, keyHash);
   const refusal: AccessRefusal | null = keyed ? accessRefusal(session, api.api_id, state.policies, Date.now() / 1000) : null;
   const head: AnswerHead = { key_hash: keyHash, key_id: session.key_id, api_id: api.api_id, method, path, authentication: api.keyless ? 'keyless' : keyed ? 'key' : 'ignored', access: refusal ?? 'granted' };
-  if (refusal) return answer({ ...head, ...verdict('access_denied', null), limits: [], quota: null, throttle: null, passed_over: [], chosen_over: [] });
+  // The gateway's own order (sidecar/gateway/gateway.ts): an inactive API refuses before any key check or limit.
+  const refused = !api.active ? 'api_inactive' : refusal ? 'access_denied' : null;
+  if (refused) return answer({ ...head, ...verdict(refused, null), limits: [], quota: null, throttle: null, passed_over: [], chosen_over: [] });
 
   let explained: LimitExplanation;
   try {

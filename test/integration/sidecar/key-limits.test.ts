@@ -205,6 +205,25 @@ describe('GET /gw/keys/{keyHash}/limits: why a request was limited', () => {
     expect(body).toMatchObject({ access: 'inactive', outcome: 'access_denied', answer: { status: 403, code: 'access_denied' }, limits: [] });
   });
 
+  it('an API that is not active is explained as the proxy refuses it: before the key and the limits', async () => {
+    const api = await deploy({ active: false, api_limit: { rate: 5, per: PER } });
+    // The key may not call it either: the inactive API is what a request meets first.
+    const raw = await storeSession(redis, { rate: 5, per: PER, is_inactive: true, access_rights: { [api.api_id]: right(api.api_id) } });
+    const proxied = await call(`${sidecar.proxyUrl}/${api.api_id}/`, { headers: { authorization: raw } });
+    expect([proxied.status, proxied.headers['x-gw-error-code']]).toEqual([404, 'api_inactive']);
+    const body = (await explain(sidecar, keyHash(raw), { api_id: api.api_id })).json();
+    expect(body).toMatchObject({ outcome: 'api_inactive', refused_by: null, answer: { status: 404, code: 'api_inactive' }, limits: [], quota: null });
+    await client(kubeConfig()).create('Key', namespace, { metadata: { name: 'key-inactive-api' }, spec: { key_hash: keyHash(raw) } });
+    const flags = ['key-inactive-api', '-n', namespace, '--api', api.api_id, '--admin-url', sidecar.adminUrl, '--kubeconfig', testEnv().kubeconfig];
+    const shown = await kubectlGw(['limits', ...flags], { GW_ADMIN_SECRET: ADMIN_SECRET });
+    expect(shown.split('\n')).toEqual([
+      `Key ${namespace}/key-inactive-api on API ${api.api_id}, GET /${api.api_id}/: a request now is refused by the API (not active): 404 api_inactive`,
+      '',
+      'The API is not active: the gateway refuses every request to it before any key or limit.',
+      '',
+    ]);
+  });
+
   it('answers bad input in the gateway operations\' error shape, with a stable code', async () => {
     const api = await deploy({ api_limit: { rate: 5, per: PER } });
     const raw = await storeSession(redis, { rate: 5, per: PER, access_rights: { [api.api_id]: right(api.api_id) } });
