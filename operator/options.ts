@@ -41,6 +41,12 @@ const table = {
     help: 'JSON requests/limits (cpu, memory) of the injected sidecar; pods override them with gw.dev/sidecar-{cpu,memory}-{request,limit} (default {"requests":{"cpu":"50m","memory":"64Mi"},"limits":{"memory":"256Mi"}})',
     schema: jsonOption(sidecarResourcesSchema, '{"limits":{"memory":"256Mi"}}').default(DEFAULT_SIDECAR_RESOURCES),
   },
+  sidecarNodeOptions: {
+    flag: 'sidecar-node-options',
+    env: 'GW_SIDECAR_NODE_OPTIONS',
+    help: 'NODE_OPTIONS of the injected sidecar, V8 heap sizes such as --max-semi-space-size=8 --max-old-space-size=160 (default: unset, Node sizes the heap)',
+    schema: z.string().optional(),
+  },
   sidecarRedisUrl: { flag: 'sidecar-redis-url', env: 'GW_SIDECAR_REDIS_URL', help: 'GW_REDIS_URL given to injected sidecars (default: --redis-url)', schema: redisUrlOption.optional() },
   sidecarEnvSecret: { flag: 'sidecar-env-secret', env: 'GW_SIDECAR_ENV_SECRET', help: 'Secret whose keys become env of injected sidecars (admin secrets, Redis password)', schema: z.string().optional() },
   leaderElection: { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)', schema: booleanOption.default(true) },

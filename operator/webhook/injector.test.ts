@@ -101,4 +101,12 @@ describe('injectionPatch', () => {
     expect(container('Never').imagePullPolicy).toBe('Never');
     expect(container(undefined)).not.toHaveProperty('imagePullPolicy');
   });
+
+  it('sizes the V8 heap with the configured NODE_OPTIONS, and sets none when none is configured', () => {
+    const env = (nodeOptions: string | undefined) =>
+      ((patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), { ...options, nodeOptions }))[0]!.value as V1Container[])[0]!.env ?? []).filter((e) => e.name === 'NODE_OPTIONS');
+    expect(env('--max-semi-space-size=8 --max-old-space-size=160')).toEqual([{ name: 'NODE_OPTIONS', value: '--max-semi-space-size=8 --max-old-space-size=160' }]);
+    expect(env(undefined)).toEqual([]);
+    expect(env('')).toEqual([]);
+  });
 });

@@ -19,6 +19,8 @@ export interface SidecarOptions {
   imagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
   /** The default; a pod's gw.dev/sidecar-* annotations override it. */
   resources: SidecarResources;
+  /** NODE_OPTIONS of the sidecar (V8's heap sizes, README.md#benchmarks); unset, Node sizes the heap. */
+  nodeOptions?: string;
   /** Given to the sidecar as a literal GW_REDIS_URL only when there is no env Secret. */
   redisUrl: string | undefined;
   /** A Secret whose keys become the sidecar's environment (admin and portal secrets, GW_REDIS_URL). */
@@ -83,6 +85,7 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
     // resources are sized for one (docs/architecture.md#workers).
     { name: 'GW_WORKERS', value: '1' },
   ];
+  if (options.nodeOptions) env.push({ name: 'NODE_OPTIONS', value: options.nodeOptions });
   // With an env Secret, GW_REDIS_URL (password included) comes from it: a literal here would
   // win over envFrom and put the password in every pod spec.
   if (options.redisUrl && !options.envSecretName) env.push({ name: 'GW_REDIS_URL', value: options.redisUrl });

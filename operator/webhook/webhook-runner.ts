@@ -73,6 +73,7 @@ export class WebhookRunner {
       image: this.#options.sidecarImage,
       imagePullPolicy: this.#options.sidecarImagePullPolicy,
       resources: this.#options.sidecarResources,
+      nodeOptions: this.#options.sidecarNodeOptions,
       redisUrl: this.#options.sidecarRedisUrl ?? this.#options.redisUrl,
       envSecretName: this.#options.sidecarEnvSecret,
     };

@@ -6,15 +6,19 @@
  * RSS and heap, its event-loop delay, the number of Redis keys and its open sockets, and at
  * the end it fails when one of them still climbs over the last half of the run (see
  * trend.ts), when a request got a 5xx or no answer, or when a config change was refused.
+ * The sidecar runs with the NODE_OPTIONS the chart gives injected sidecars
+ * (sidecar.nodeOptions), or `--node-options` to try others ('' for Node's own sizing).
  * Not part of `npm test`: it is long by design. Traffic stays on loopback.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, readlink, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { Agent, request } from 'undici';
+import { parse as parseYaml } from 'yaml';
 import { keyHash } from '../../crds/key-hash.ts';
 import { startEchoUpstream } from '../../demo/upstream.ts';
 import { freePort } from '../harness/ports.ts';
@@ -33,11 +37,14 @@ const MAX_IN_FLIGHT = 64;
 const HEAP_READ_EVERY_MS = 1_000;
 const HEAP_FLOOR_WINDOW_SECONDS = 60;
 
+const chartNodeOptions = (parseYaml(readFileSync(join(ROOT, 'charts', 'gw', 'values.yaml'), 'utf8')) as { sidecar: { nodeOptions?: string } }).sidecar.nodeOptions ?? '';
+
 const { values: args } = parseArgs({
   options: {
     minutes: { type: 'string', default: process.env.GW_SOAK_MINUTES ?? '10' },
     'sample-seconds': { type: 'string', default: '10' },
     rate: { type: 'string', default: '200' },
+    'node-options': { type: 'string', default: chartNodeOptions },
     'max-rss-mib-per-min': { type: 'string', default: '1.5' },
     'max-heap-mib-per-min': { type: 'string', default: '1' },
     'max-redis-keys-per-min': { type: 'string', default: '20' },
@@ -105,7 +112,7 @@ async function startSidecar(dir: string, redisUrl: string): Promise<Sidecar> {
   const child = spawn(
     process.execPath,
     ['sidecar/main.ts', '--config', dir, '--redis-url', redisUrl, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`],
-    { cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, GW_ADMIN_SECRET: ADMIN_SECRET, GW_LOG_LEVEL: 'warn', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits', GW_WORKERS: '1' }, stdio: ['ignore', 'ignore', 'inherit'] },
+    { cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, GW_ADMIN_SECRET: ADMIN_SECRET, GW_LOG_LEVEL: 'warn', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits', GW_WORKERS: '1', NODE_OPTIONS: args['node-options'] }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const sidecar: Sidecar = {
     child,
@@ -317,7 +324,7 @@ function printVerdicts(verdicts: TrendVerdict[]): void {
 }
 
 async function main(): Promise<number> {
-  console.log(`soak: ${durationSeconds / 60} min, ${rate} req/s, a sample every ${sampleSeconds} s`);
+  console.log(`soak: ${durationSeconds / 60} min, ${rate} req/s, a sample every ${sampleSeconds} s; sidecar NODE_OPTIONS '${args['node-options']}'`);
   const redisServer = await startRedisServer();
   const upstream = await startEchoUpstream();
   const dir = await mkdtemp(join(tmpdir(), 'gw-soak-'));

@@ -190,7 +190,10 @@ describe('helm template with default values', () => {
     // Redis URL comes from a Secret, so one stands in for it here).
     const literal = Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
     const options = parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', ...literal });
-    expect(options).toMatchObject({ sidecarResources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } } });
+    expect(options).toMatchObject({
+      sidecarResources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } },
+      sidecarNodeOptions: '--max-semi-space-size=8 --max-old-space-size=160',
+    });
     expect(envValue(env, 'GW_LEADER_ELECTION').value).toBe('true');
     expect(envValue(env, 'GW_WATCH_NAMESPACES').value).toBe('');
     expect(envValue(env, 'GW_WEBHOOK_FAILURE_POLICY').value).toBe('Fail');
@@ -256,6 +259,23 @@ describe('helm template with default values', () => {
     expect(containerEnv(findObject(none, 'Deployment', 'gw-operator')).some((e) => e.name === 'NODE_OPTIONS')).toBe(false);
     const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'operator.nodeOptions': '--require /tmp/x.js' })], { allowFail: true });
     expect(bad.stderr).toContain('operator/nodeOptions');
+  });
+
+  it("sizes each injected sidecar's V8 heap: sidecar.nodeOptions reaches the operator, which injects it", async () => {
+    const operatorEnv = containerEnv(findObject(objects, 'Deployment', 'gw-operator'));
+    const shipped = envValue(operatorEnv, 'GW_SIDECAR_NODE_OPTIONS').value as string;
+    expect(shipped).toBe('--max-semi-space-size=8 --max-old-space-size=160');
+    // The operator's option table takes it (the test above parses the Deployment's env); Node starts with it.
+    const node = await runTool(process.execPath, ['-e', 'process.stdout.write(String(require("v8").getHeapStatistics().heap_size_limit >> 20))'], {
+      timeoutMs: 10_000,
+      env: { ...process.env, NODE_OPTIONS: shipped },
+    });
+    expect(Number(node.stdout)).toBeGreaterThanOrEqual(160);
+    expect(Number(node.stdout)).toBeLessThan(200);
+    const none = await renderChart(ns, { 'sidecar.nodeOptions': '' });
+    expect(containerEnv(findObject(none, 'Deployment', 'gw-operator')).some((e) => e.name === 'GW_SIDECAR_NODE_OPTIONS')).toBe(false);
+    const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'sidecar.nodeOptions': '--require /tmp/x.js' })], { allowFail: true });
+    expect(bad.stderr).toContain('sidecar/nodeOptions');
   });
 
   it('renders the settings file with every gateway setting, valid for the gateway', () => {
