@@ -68,17 +68,27 @@ describe('ApiDefinitionController', () => {
     expect(caches.configMaps.list().map((cm) => cm.metadata?.name)).toEqual(['gw-api-kept']);
   });
 
-  it('does not delete a ConfigMap retained after its cached copy was read: it waits for the newer version', async () => {
+  /**
+   * The API 'orders' compiled into its ConfigMap (version 1, also in the cache); then the admin
+   * DELETE marks the stored ConfigMap retained (version 2) while the cache still holds version 1.
+   */
+  async function retainedBehindTheCache() {
     const { ctx, caches } = fakeContext();
     const server = new MemorySource<V1ConfigMap>();
     const controller = new ApiDefinitionController({ ...ctx, configMaps: new MemoryConfigMapWriter(server) });
     caches.apis.put(api('orders'));
     await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
-    const cached = { ...server.get('ns', 'gw-api-orders')!, metadata: { ...server.get('ns', 'gw-api-orders')!.metadata, resourceVersion: '1' } };
+    const written = server.get('ns', 'gw-api-orders')!;
+    const cached = { ...written, metadata: { ...written.metadata, resourceVersion: '1' } };
     caches.configMaps.put(cached);
-    // The admin DELETE marked it (version 2) and deleted the API; the cache still holds version 1.
     const retained = { ...cached, metadata: { ...cached.metadata, resourceVersion: '2', annotations: { [RETAIN_ANNOTATION]: 'true' } } };
     server.put(retained);
+    return { controller, caches, server, retained };
+  }
+
+  it('does not delete a ConfigMap retained after its cached copy was read: it waits for the newer version', async () => {
+    const { controller, caches, server, retained } = await retainedBehindTheCache();
+    // ...and deleted the API.
     caches.apis.remove('ns', 'orders');
     const result = await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
     expect(result?.requeueAfterMs).toBeGreaterThan(0);
@@ -89,18 +99,8 @@ describe('ApiDefinitionController', () => {
   });
 
   it('does not write over a ConfigMap retained after its cached copy was read: it waits for the newer version', async () => {
-    const { ctx, caches } = fakeContext();
-    const server = new MemorySource<V1ConfigMap>();
-    const controller = new ApiDefinitionController({ ...ctx, configMaps: new MemoryConfigMapWriter(server) });
-    caches.apis.put(api('orders'));
-    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
-    const written = server.get('ns', 'gw-api-orders')!;
-    const cached = { ...written, metadata: { ...written.metadata, resourceVersion: '1' } };
-    server.put(cached);
-    caches.configMaps.put(cached);
-    // The admin DELETE marked it (version 2) while the API's spec changed; the cache still holds version 1.
-    const retained = { ...cached, metadata: { ...cached.metadata, resourceVersion: '2', annotations: { [RETAIN_ANNOTATION]: 'true' } } };
-    server.put(retained);
+    const { controller, caches, server, retained } = await retainedBehindTheCache();
+    // ...while the API's spec changed.
     caches.apis.put(apiDefinition('orders', { api_id: 'orders', proxy: { listen_path: '/orders-v2/', target_url: 'http://upstream' } }, 2));
     const result = await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
     expect(result?.requeueAfterMs).toBeGreaterThan(0);

@@ -87,7 +87,7 @@ export class Controller {
    * with thousands of objects) the resync waits for a later tick: it would put objects
    * reconciled a moment ago in the way of objects never reconciled yet. Items no longer
    * listed are forgotten. Spread, 10,000 Keys are not 10,000 reconciles (and Redis reads) at
-   * once: the operator bench measured that burst at about 45 MiB of RSS the heap grew for it.
+   * once: the operator bench measured that burst at about 40 MiB of RSS the heap grew for it.
    * A pass still being fed when the next one starts gives way to it (its rest is stale still).
    */
   resync(maxAgeMs: number, spreadMs = 0): void {

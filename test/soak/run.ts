@@ -11,18 +11,17 @@
  * Not part of `npm test`: it is long by design. Traffic stays on loopback.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { mkdtemp, readdir, readFile, readlink, rm, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { Agent, request } from 'undici';
-import { parse as parseYaml } from 'yaml';
 import { keyHash } from '../../crds/key-hash.ts';
 import { startEchoUpstream } from '../../demo/upstream.ts';
 import { freePort } from '../harness/ports.ts';
 import { startRedisServer } from '../harness/redis.ts';
+import { chartNodeOptions } from '../support/chart-node-options.ts';
 import { floors, judge, type Sample, type TrendLimit, type TrendVerdict } from './trend.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -37,14 +36,12 @@ const MAX_IN_FLIGHT = 64;
 const HEAP_READ_EVERY_MS = 1_000;
 const HEAP_FLOOR_WINDOW_SECONDS = 60;
 
-const chartNodeOptions = (parseYaml(readFileSync(join(ROOT, 'charts', 'gw', 'values.yaml'), 'utf8')) as { sidecar: { nodeOptions?: string } }).sidecar.nodeOptions ?? '';
-
 const { values: args } = parseArgs({
   options: {
     minutes: { type: 'string', default: process.env.GW_SOAK_MINUTES ?? '10' },
     'sample-seconds': { type: 'string', default: '10' },
     rate: { type: 'string', default: '200' },
-    'node-options': { type: 'string', default: chartNodeOptions },
+    'node-options': { type: 'string', default: chartNodeOptions('sidecar') },
     'max-rss-mib-per-min': { type: 'string', default: '1.5' },
     'max-heap-mib-per-min': { type: 'string', default: '1' },
     'max-redis-keys-per-min': { type: 'string', default: '20' },

@@ -8,13 +8,12 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
-import { parse } from 'yaml';
 import { kinds } from '../../../crds/kinds.ts';
 import { apiRequests, requestsBetween } from '../../harness/api-requests.ts';
 import { freePort } from '../../harness/ports.ts';
+import { chartNodeOptions } from '../../support/chart-node-options.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
@@ -44,8 +43,7 @@ const profileArgs = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=
  * The operator runs with the heap settings the chart ships (operator.nodeOptions), so the
  * figures are the installed operator's; BENCH_OPERATOR_NODE_FLAGS replaces them (to try others).
  */
-const chartNodeOptions = (parse(readFileSync(join(root, 'charts', 'gw', 'values.yaml'), 'utf8')) as { operator: { nodeOptions?: string } }).operator.nodeOptions ?? '';
-const nodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? chartNodeOptions).split(' ').filter(Boolean);
+const nodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? chartNodeOptions('operator')).split(' ').filter(Boolean);
 
 async function spawnOperator(kubeconfig: string, redisUrl: string, namespace: string): Promise<OperatorProcess> {
   const healthPort = await freePort();

@@ -245,37 +245,25 @@ describe('helm template with default values', () => {
     expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'GW_SIDECAR_ENV_SECRET').value).toBe('gw-sidecar-env');
   });
 
-  it("sizes the operator's V8 heap with NODE_OPTIONS from operator.nodeOptions, node's own flags only", async () => {
-    const shipped = envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'NODE_OPTIONS').value as string;
-    expect(shipped).toBe('--max-semi-space-size=2 --max-old-space-size=256');
-    // Node refuses to start on a flag NODE_OPTIONS does not allow: these start it, with that heap.
+  // Each heap setting reaches the operator's Deployment: the operator's own NODE_OPTIONS, and the
+  // injected sidecars' (the operator's option table takes it, as the test above shows, and
+  // injects it). Node refuses to start on a flag NODE_OPTIONS does not allow: these start it,
+  // with that heap; the schema refuses other flags.
+  it.each([
+    { value: 'operator.nodeOptions', env: 'NODE_OPTIONS', shipped: '--max-semi-space-size=2 --max-old-space-size=256', heapMiB: [256, 300] },
+    { value: 'sidecar.nodeOptions', env: 'GW_SIDECAR_NODE_OPTIONS', shipped: '--max-semi-space-size=8 --max-old-space-size=160', heapMiB: [160, 200] },
+  ])("sizes a V8 heap from $value, node's own flags only", async ({ value, env, shipped, heapMiB }) => {
+    expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), env).value).toBe(shipped);
     const node = await runTool(process.execPath, ['-e', 'process.stdout.write(String(require("v8").getHeapStatistics().heap_size_limit >> 20))'], {
       timeoutMs: 10_000,
       env: { ...process.env, NODE_OPTIONS: shipped },
     });
-    expect(Number(node.stdout)).toBeGreaterThanOrEqual(256);
-    expect(Number(node.stdout)).toBeLessThan(300);
-    const none = await renderChart(ns, { 'operator.nodeOptions': '' });
-    expect(containerEnv(findObject(none, 'Deployment', 'gw-operator')).some((e) => e.name === 'NODE_OPTIONS')).toBe(false);
-    const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'operator.nodeOptions': '--require /tmp/x.js' })], { allowFail: true });
-    expect(bad.stderr).toContain('operator/nodeOptions');
-  });
-
-  it("sizes each injected sidecar's V8 heap: sidecar.nodeOptions reaches the operator, which injects it", async () => {
-    const operatorEnv = containerEnv(findObject(objects, 'Deployment', 'gw-operator'));
-    const shipped = envValue(operatorEnv, 'GW_SIDECAR_NODE_OPTIONS').value as string;
-    expect(shipped).toBe('--max-semi-space-size=8 --max-old-space-size=160');
-    // The operator's option table takes it (the test above parses the Deployment's env); Node starts with it.
-    const node = await runTool(process.execPath, ['-e', 'process.stdout.write(String(require("v8").getHeapStatistics().heap_size_limit >> 20))'], {
-      timeoutMs: 10_000,
-      env: { ...process.env, NODE_OPTIONS: shipped },
-    });
-    expect(Number(node.stdout)).toBeGreaterThanOrEqual(160);
-    expect(Number(node.stdout)).toBeLessThan(200);
-    const none = await renderChart(ns, { 'sidecar.nodeOptions': '' });
-    expect(containerEnv(findObject(none, 'Deployment', 'gw-operator')).some((e) => e.name === 'GW_SIDECAR_NODE_OPTIONS')).toBe(false);
-    const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'sidecar.nodeOptions': '--require /tmp/x.js' })], { allowFail: true });
-    expect(bad.stderr).toContain('sidecar/nodeOptions');
+    expect(Number(node.stdout)).toBeGreaterThanOrEqual(heapMiB[0]!);
+    expect(Number(node.stdout)).toBeLessThan(heapMiB[1]!);
+    const none = await renderChart(ns, { [value]: '' });
+    expect(containerEnv(findObject(none, 'Deployment', 'gw-operator')).some((e) => e.name === env)).toBe(false);
+    const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ [value]: '--require /tmp/x.js' })], { allowFail: true });
+    expect(bad.stderr).toContain(value.replace('.', '/'));
   });
 
   it('renders the settings file with every gateway setting, valid for the gateway', () => {
