@@ -4,36 +4,29 @@
 #   docker build --target sidecar  -t gw-sidecar:0.1.0 .
 #   docker build --target redis    -t gw-redis:0.1.0 .
 # Without Docker, `npm run images` (scripts/images/build.ts) writes the same images as OCI
-# archives. Both read scripts/images/contents.txt for what each image holds, and a unit test
-# holds their users, entrypoints and ports together.
-# Node 24 runs the TypeScript sources directly (type stripping), so there is no compile
-# stage: the stages only keep npm's dev dependencies and caches out of what ships.
+# archives; a unit test holds their users, entrypoints and ports together.
+# Each program ships as the bundle `npm run build` makes of it (scripts/build/bundle.ts): one
+# ES module with the dependencies it uses, so the image holds no node_modules and the process
+# loads neither the TypeScript stripper nor the parts of the libraries it never calls.
 ARG NODE_IMAGE=node:24-slim
 ARG DEBIAN_IMAGE=debian:bookworm-slim
 
-FROM ${NODE_IMAGE} AS deps
-WORKDIR /app
-COPY package.json package-lock.json ./
-# Production dependencies only, exactly as locked; none of them needs an install script.
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund \
- && npm cache clean --force
-
-# Each image's sources, as scripts/images/contents.txt lists them.
-FROM ${NODE_IMAGE} AS sources
+FROM ${NODE_IMAGE} AS build
 WORKDIR /src
-COPY . .
-RUN for image in operator sidecar; do \
-      mkdir -p "/out/$image" \
-      && awk -v image="$image" '!/^#/ && NF == 2 && ($1 == "all" || $1 == image) { print $2 }' scripts/images/contents.txt \
-         | xargs cp -R --parents -t "/out/$image" \
-      && find "/out/$image" -name '*.test.ts' -delete; \
-    done
+COPY package.json package-lock.json ./
+# All dependencies exactly as locked (the bundler is a dev dependency); none of the production
+# ones needs an install script.
+RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY crds ./crds
+COPY common ./common
+COPY operator ./operator
+COPY sidecar ./sidecar
+COPY scripts/build ./scripts/build
+RUN node scripts/build/bundle.ts --out /out
 
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
 WORKDIR /app
-# Sources stay owned by root and read-only to the process user.
-COPY --from=deps /app/node_modules ./node_modules
 
 FROM runtime AS operator
 # The webhook issues its CA and serving certificate with the openssl CLI (node:crypto
@@ -41,24 +34,26 @@ FROM runtime AS operator
 RUN apt-get update \
  && apt-get install -y --no-install-recommends openssl \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=sources /out/operator/ ./
+# The bundle stays owned by root and read-only to the process user.
+COPY --from=build /out/operator/ ./
 # A numeric user, so Kubernetes can verify runAsNonRoot; the UID the chart runs it as.
 USER 65532:65532
 # 8082 health and metrics, 9443 the sidecar-injection webhook (HTTPS).
 EXPOSE 8082 9443
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8082/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-ENTRYPOINT ["node", "operator/main.ts"]
+ENTRYPOINT ["node", "gw-operator.mjs"]
 
 FROM runtime AS sidecar
-COPY --from=sources /out/sidecar/ ./
+# The bundle stays owned by root and read-only to the process user.
+COPY --from=build /out/sidecar/ ./
 # The UID the chart and the injected sidecar run as, numeric for runAsNonRoot.
 USER 65532:65532
 # 8080 proxy, 8081 admin operations, 8082 health and metrics.
 EXPOSE 8080 8081 8082
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8082/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-ENTRYPOINT ["node", "sidecar/main.ts"]
+ENTRYPOINT ["node", "gw-sidecar.mjs"]
 
 # The chart's Redis: Debian's redis-server, as UID 999 (redisPodSecurityContext).
 FROM ${DEBIAN_IMAGE} AS redis

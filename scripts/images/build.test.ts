@@ -1,9 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { IMAGE_RUNTIME, imageContents, PRODUCT_IMAGES, ROOT } from './build.ts';
+import { bundleEntry, PROGRAMS } from '../build/bundle.ts';
+import { IMAGE_RUNTIME, PRODUCT_IMAGES, ROOT } from './build.ts';
 import { fullReference, readImage, writeImage, type LayerEntry } from './oci.ts';
 import { Rootfs } from './rootfs.ts';
 import { archivePath } from './test-bed.ts';
@@ -31,20 +32,17 @@ const instructions = (lines: string[], name: string): string[] =>
 const last = (lines: string[], name: string): string | undefined => instructions(lines, name).at(-1);
 
 describe('the Dockerfile and npm run images build the same images', () => {
-  it('both take the sources of each image from scripts/images/contents.txt', () => {
-    expect(stage('sources').join('\n')).toContain('scripts/images/contents.txt');
-    expect(stage('operator').join('\n')).toContain('COPY --from=sources /out/operator/ ./');
-    expect(stage('sidecar').join('\n')).toContain('COPY --from=sources /out/sidecar/ ./');
-    expect(imageContents('operator')).toEqual(['package.json', 'crds', 'common', 'operator']);
-    expect(imageContents('sidecar')).toEqual(['package.json', 'crds', 'common', 'sidecar']);
-    for (const path of [...imageContents('operator'), ...imageContents('sidecar')]) expect(existsSync(join(ROOT, path)), path).toBe(true);
+  it.each(PROGRAMS)('%s: both copy the folder of the program\'s bundle to the working directory and run its entry module', (program) => {
+    expect(stage(program).join('\n')).toContain(`COPY --from=build /out/${program}/ ./`);
+    expect(stage('build').join('\n')).toContain('RUN node scripts/build/bundle.ts --out /out');
+    const entry = bundleEntry(program, '/out');
+    expect(IMAGE_RUNTIME[program].entrypoint).toEqual(['node', entry.slice(`/out/${program}/`.length)]);
   });
 
-  it('the Docker build context admits every listed path', () => {
-    const allowed = readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n').filter((l) => l.startsWith('!')).map((l) => l.slice(1).replace(/\/$/, ''));
-    for (const path of new Set([...imageContents('operator'), ...imageContents('sidecar'), 'scripts/images/contents.txt'])) {
-      expect(allowed, path).toContain(path);
-    }
+  it('the bundler is a dev dependency pinned to one version, as the build stage installs it', () => {
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string>; scripts: Record<string, string> };
+    expect(pkg.devDependencies.rolldown).toMatch(/^\d+\.\d+\.\d+$/);
+    expect(pkg.scripts.build).toBe('node scripts/build/bundle.ts');
   });
 
   it.each(PRODUCT_IMAGES)('%s: same user, entrypoint, command, environment, working directory and ports', (image) => {

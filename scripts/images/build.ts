@@ -3,22 +3,22 @@
  *
  * Builds gw's images as OCI archives (DIR/gw-<image>-<tag>.tar, default dist/images and the
  * package version) for clusters without a registry or Docker: `ctr -n k8s.io images import`
- * on each node. The same images as the Dockerfile's targets: the sources listed in
- * scripts/images/contents.txt under /app, production node_modules as locked, Node 24 from
- * the `node` package with the shared libraries it links, openssl for the operator, user
- * 65532; the redis image is Debian's redis-server as user 999.
+ * on each node. The same images as the Dockerfile's targets: the program's bundle
+ * (scripts/build/bundle.ts) in /app, Node 24 from the `node` package with the shared libraries
+ * it links, openssl for the operator, user 65532; the redis image is Debian's redis-server as
+ * user 999.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
+import { bundle, type Program } from '../build/bundle.ts';
 import { partialPath, publish, pruneOthers } from './cache.ts';
 import { writeImage, type WrittenImage } from './oci.ts';
 import { ImageBuildError, requireHostFile, Rootfs } from './rootfs.ts';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
-const CONTENTS = join(import.meta.dirname, 'contents.txt');
 export const DEFAULT_OUT = join(ROOT, 'dist', 'images');
 
 export type ProductImage = 'operator' | 'sidecar' | 'redis';
@@ -36,40 +36,12 @@ export interface ImageRuntime {
 
 /** What the images run, as the Dockerfile states it; a unit test holds the two together. */
 export const IMAGE_RUNTIME: Record<ProductImage, ImageRuntime> = {
-  operator: { user: '65532:65532', entrypoint: ['node', 'operator/main.ts'], workingDir: '/app', env: ['NODE_ENV=production'], ports: [8082, 9443] },
-  sidecar: { user: '65532:65532', entrypoint: ['node', 'sidecar/main.ts'], workingDir: '/app', env: ['NODE_ENV=production'], ports: [8080, 8081, 8082] },
+  operator: { user: '65532:65532', entrypoint: ['node', 'gw-operator.mjs'], workingDir: '/app', env: ['NODE_ENV=production'], ports: [8082, 9443] },
+  sidecar: { user: '65532:65532', entrypoint: ['node', 'gw-sidecar.mjs'], workingDir: '/app', env: ['NODE_ENV=production'], ports: [8080, 8081, 8082] },
   redis: { user: '999:999', cmd: ['redis-server'], workingDir: '/data', env: [], ports: [6379] },
 };
 
 export const PATH_ENV = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-
-/** The checkout paths an image holds under /app, from contents.txt. */
-export function imageContents(image: 'operator' | 'sidecar', list = readFileSync(CONTENTS, 'utf8')): string[] {
-  return list.split('\n')
-    .map((line) => line.replace(/#.*/, '').trim().split(/\s+/))
-    .filter((fields): fields is [string, string] => fields.length === 2 && (fields[0] === 'all' || fields[0] === image))
-    .map(([, path]) => path);
-}
-
-/** Production node_modules exactly as locked, installed once per lock file into the cache. */
-function productionModules(cacheDir: string): string {
-  const lock = readFileSync(join(ROOT, 'package-lock.json'));
-  const dir = join(cacheDir, `production-modules-${createHash('sha256').update(lock).digest('hex').slice(0, 16)}`);
-  if (!existsSync(dir)) {
-    const staging = partialPath(dir);
-    mkdirSync(staging, { recursive: true });
-    for (const file of ['package.json', 'package-lock.json']) copyFileSync(join(ROOT, file), join(staging, file));
-    try {
-      execFileSync('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: staging, stdio: ['ignore', 'ignore', 'pipe'] });
-    } catch (err) {
-      rmSync(staging, { recursive: true, force: true });
-      throw new ImageBuildError('npm-ci-production', (err as { stderr?: Buffer }).stderr?.toString() || (err as Error).message);
-    }
-    publish(staging, dir);
-    pruneOthers(dir, 'production-modules-');
-  }
-  return join(dir, 'node_modules');
-}
 
 /** The `node` devDependency's binary without its symbols (about 18 MB that no container uses). */
 function strippedNode(cacheDir: string): string {
@@ -87,15 +59,14 @@ function strippedNode(cacheDir: string): string {
   return stripped;
 }
 
-function gwRootfs(image: 'operator' | 'sidecar', modules: string, node: string): Rootfs {
+function gwRootfs(image: Program, bundleDir: string, node: string): Rootfs {
   const fs = new Rootfs();
   fs.users([['root', 0], ['nonroot', 65532]]);
   // The chart mounts an emptyDir here (the operator's openssl works in a temporary folder);
   // without one, the folder is at least there.
   fs.dir('/tmp', 0o1777);
   fs.binary(node, '/usr/local/bin/node');
-  for (const path of imageContents(image)) fs.tree(join(ROOT, path), `/app/${path}`);
-  fs.tree(modules, '/app/node_modules');
+  fs.tree(bundleDir, '/app');
   if (image === 'operator') {
     // The webhook issues its CA and serving certificate with the openssl CLI.
     fs.binary(requireHostFile('find-openssl', '/usr/bin/openssl', "Debian's openssl"), '/usr/bin/openssl');
@@ -123,20 +94,23 @@ export interface BuildOptions {
   out: string;
   tag: string;
   images: ProductImage[];
-  /** Production node_modules and the stripped Node binary, kept between builds; default `<out>/.cache`. */
+  /** The stripped Node binary, kept between builds; default `<out>/.cache`. */
   cacheDir?: string;
 }
 
 /** Writes (or leaves as they are when up to date) `<out>/gw-<image>-<tag>.tar` for each image. */
-export function buildImages(options: BuildOptions): WrittenImage[] {
+export async function buildImages(options: BuildOptions): Promise<WrittenImage[]> {
   mkdirSync(options.out, { recursive: true });
   const cacheDir = options.cacheDir ?? join(options.out, '.cache');
   mkdirSync(cacheDir, { recursive: true });
   const needsNode = options.images.some((image) => image !== 'redis');
-  const modules = needsNode ? productionModules(cacheDir) : '';
   const node = needsNode ? strippedNode(cacheDir) : '';
+  // Bundled afresh each time (about 2 s): the bundle is a function of the checkout, and an
+  // archive whose content did not change is left as it is.
+  const bundles = join(options.out, '.bundle');
+  for (const image of options.images) if (image !== 'redis') await bundle(image, bundles);
   return options.images.map((image) => {
-    const fs = image === 'redis' ? redisRootfs() : gwRootfs(image, modules, node);
+    const fs = image === 'redis' ? redisRootfs() : gwRootfs(image, join(bundles, image), node);
     const { env, ports, ...runtime } = IMAGE_RUNTIME[image];
     return writeImage(join(options.out, `gw-${image}-${options.tag}.tar`), {
       ...runtime,
@@ -147,7 +121,7 @@ export function buildImages(options: BuildOptions): WrittenImage[] {
   });
 }
 
-function main(): void {
+async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
     options: { out: { type: 'string', default: DEFAULT_OUT }, tag: { type: 'string' } },
@@ -160,7 +134,7 @@ function main(): void {
   }
   const started = Date.now();
   try {
-    const written = buildImages({
+    const written = await buildImages({
       out: values.out,
       tag: values.tag ?? version,
       images: positionals.length > 0 ? [...new Set(positionals as ProductImage[])] : PRODUCT_IMAGES,
@@ -176,4 +150,4 @@ function main(): void {
   }
 }
 
-if (import.meta.main) main();
+if (import.meta.main) await main();

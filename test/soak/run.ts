@@ -6,8 +6,9 @@
  * RSS and heap, its event-loop delay, the number of Redis keys and its open sockets, and at
  * the end it fails when one of them still climbs over the last half of the run (see
  * trend.ts), when a request got a 5xx or no answer, or when a config change was refused.
- * The sidecar runs with the NODE_OPTIONS the chart gives injected sidecars
- * (sidecar.nodeOptions), or `--node-options` to try others ('' for Node's own sizing).
+ * The sidecar runs as its image runs it, from the bundle, with the NODE_OPTIONS the chart gives
+ * injected sidecars (sidecar.nodeOptions), or `--node-options` to try others ('' for Node's own
+ * sizing).
  * Not part of `npm test`: it is long by design. Traffic stays on loopback.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -18,6 +19,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { Agent, request } from 'undici';
 import { keyHash } from '../../crds/key-hash.ts';
+import { bundle } from '../../scripts/build/bundle.ts';
 import { startEchoUpstream } from '../../demo/upstream.ts';
 import { freePort } from '../harness/ports.ts';
 import { startRedisServer } from '../harness/redis.ts';
@@ -104,11 +106,15 @@ interface Sidecar {
   stop(): Promise<void>;
 }
 
+/** Built once per soak (scripts/build/bundle.ts). */
+let sidecarBundle: Promise<string> | undefined;
+
 async function startSidecar(dir: string, redisUrl: string): Promise<Sidecar> {
   const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
+  const entry = await (sidecarBundle ??= bundle('sidecar'));
   const child = spawn(
     process.execPath,
-    ['sidecar/main.ts', '--config', dir, '--redis-url', redisUrl, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`],
+    [entry, '--config', dir, '--redis-url', redisUrl, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`],
     { cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, GW_ADMIN_SECRET: ADMIN_SECRET, GW_LOG_LEVEL: 'warn', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits', GW_WORKERS: '1', NODE_OPTIONS: args['node-options'] }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const sidecar: Sidecar = {

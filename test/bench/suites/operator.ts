@@ -4,13 +4,15 @@
  * floor (create a ConfigMap, see its watch event) measured the same way in the same run;
  * and the time and peak memory (VmHWM of the operator process) to reconcile 1,000
  * ApiDefinitions and 10,000 Keys from scratch. BENCH_QUICK=1 uses 20 applies, 100 APIs
- * and 1,000 Keys. The operator runs as its own process (`operator/main.ts`).
+ * and 1,000 Keys. The operator runs as its own process, from the bundle its image runs
+ * (scripts/build/bundle.ts), so its memory is the installed operator's.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { kinds } from '../../../crds/kinds.ts';
+import { bundle } from '../../../scripts/build/bundle.ts';
 import { apiRequests, requestsBetween } from '../../harness/api-requests.ts';
 import { freePort } from '../../harness/ports.ts';
 import { chartNodeOptions } from '../../support/chart-node-options.ts';
@@ -45,11 +47,14 @@ const profileArgs = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=
  */
 const nodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? chartNodeOptions('operator')).split(' ').filter(Boolean);
 
+let operatorBundle: Promise<string> | undefined;
+
 async function spawnOperator(kubeconfig: string, redisUrl: string, namespace: string): Promise<OperatorProcess> {
+  const entry = await (operatorBundle ??= bundle('operator'));
   const healthPort = await freePort();
   const child = spawn(
     process.execPath,
-    [...profileArgs, ...nodeFlags, 'operator/main.ts', '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
+    [...profileArgs, ...nodeFlags, entry, '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
     { cwd: root, env: { ...process.env, GW_LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const deadline = Date.now() + 30_000;

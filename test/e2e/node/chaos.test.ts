@@ -105,7 +105,7 @@ describe('faults on the real node, under steady load', () => {
   beforeAll(async () => {
     const bins = await ensureBins();
     node = await startNode(bins, { images: await testBedImages(bins) });
-    const images = buildImages({ out: join(ROOT, 'dist', 'images'), tag: VERSION, images: ['operator', 'sidecar', 'redis'] });
+    const images = await buildImages({ out: join(ROOT, 'dist', 'images'), tag: VERSION, images: ['operator', 'sidecar', 'redis'] });
     await node.importImages(images.map((i) => i.path));
     const volume = join(node.volumesDir, 'redis');
     mkdirSync(volume, { recursive: true });

@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
-import { imageContents } from '../../../scripts/images/build.ts';
+import { bundleEntry } from '../../../scripts/build/bundle.ts';
 import { baseImage, execForm, importClosure, inBuildContext, instructionsOf, parseDockerfile, spawnedTools, stageChain } from './dockerfile.ts';
 
 /**
@@ -22,8 +22,8 @@ const chartValues = parseYaml(readFileSync(join(root, 'charts/gw/values.yaml'), 
 };
 
 const targets = [
-  { name: 'operator', entry: 'operator/main.ts', ports: [chartValues.operator.healthPort, chartValues.operator.webhook.port] },
-  { name: 'sidecar', entry: 'sidecar/main.ts', ports: [8080, chartValues.admin.port, chartValues.admin.healthPort] },
+  { name: 'operator', source: 'operator/main.ts', ports: [chartValues.operator.healthPort, chartValues.operator.webhook.port] },
+  { name: 'sidecar', source: 'sidecar/main.ts', ports: [8080, chartValues.admin.port, chartValues.admin.healthPort] },
 ] as const;
 
 /** Sources a stage chain copies from the build context (COPY without --from). */
@@ -34,37 +34,32 @@ function copiedSources(chain: ReturnType<typeof stageChain>): string[] {
     .map((src) => src.replace(/\/$/, ''));
 }
 
-/**
- * What an image holds of the checkout: the sources stage copies the build context and keeps,
- * per image, the paths scripts/images/contents.txt lists; the target copies that selection.
- */
-function imageSources(name: 'operator' | 'sidecar'): string[] {
-  const fromSources = instructionsOf(stageChain(dockerfile, name), 'COPY').filter((c) => c.args.startsWith('--from=sources '));
-  expect(fromSources.map((c) => c.args), name).toEqual([`--from=sources /out/${name}/ ./`]);
-  return imageContents(name);
-}
+const build = stageChain(dockerfile, 'build');
+/** Whether the build stage copies a checkout path (itself or a folder holding it) from the context. */
+const inBuildStage = (path: string): boolean => copiedSources(build).some((src) => path === src || path.startsWith(`${src}/`));
 
 describe('Dockerfile', () => {
-  it('is multi-stage: a dependency stage, a shared runtime, one target per image', () => {
-    expect(dockerfile.stages.map((s) => s.name)).toEqual(['deps', 'sources', 'runtime', 'operator', 'sidecar', 'redis']);
+  it('is multi-stage: a build stage, a shared runtime, one target per image', () => {
+    expect(dockerfile.stages.map((s) => s.name)).toEqual(['build', 'runtime', 'operator', 'sidecar', 'redis']);
     for (const { name } of targets) expect(stageChain(dockerfile, name).map((s) => s.name)).toEqual(['runtime', name]);
   });
 
   it('builds every stage on Node 24 slim', () => {
     expect(dockerfile.globalArgs.NODE_IMAGE).toBe('node:24-slim');
-    for (const stage of ['deps', 'operator', 'sidecar']) expect(baseImage(dockerfile, stageChain(dockerfile, stage))).toBe('node:24-slim');
+    for (const stage of ['build', 'operator', 'sidecar']) expect(baseImage(dockerfile, stageChain(dockerfile, stage))).toBe('node:24-slim');
   });
 
-  it('installs production dependencies only, exactly as locked', () => {
-    const deps = stageChain(dockerfile, 'deps');
-    expect(copiedSources(deps)).toEqual(['package.json', 'package-lock.json']);
-    const runs = instructionsOf(deps, 'RUN').map((r) => r.args);
-    expect(runs.some((r) => /\bnpm ci\b.*--omit=dev/.test(r))).toBe(true);
+  it('bundles from the dependencies exactly as locked, and each image takes only its bundle', () => {
+    expect(copiedSources(build).slice(0, 2)).toEqual(['package.json', 'package-lock.json']);
+    const runs = instructionsOf(build, 'RUN').map((r) => r.args);
+    expect(runs[0]).toMatch(/^npm ci\b/);
+    expect(runs.at(-1)).toBe('node scripts/build/bundle.ts --out /out');
+    expect(inBuildStage('scripts/build/bundle.ts')).toBe(true);
     for (const { name } of targets) {
-      const all = instructionsOf(stageChain(dockerfile, name), 'RUN').map((r) => r.args);
-      expect(all.some((r) => /\bnpm (install|i)\b/.test(r)), name).toBe(false);
-      // Only the production node_modules comes over from the dependency stage.
-      expect(instructionsOf(stageChain(dockerfile, name), 'COPY').filter((c) => c.args.includes('--from=deps')).map((c) => c.args)).toEqual(['--from=deps /app/node_modules ./node_modules']);
+      const chain = stageChain(dockerfile, name);
+      expect(instructionsOf(chain, 'RUN').some((r) => /\bnpm\b/.test(r.args)), name).toBe(false);
+      expect(copiedSources(chain), name).toEqual([]);
+      expect(instructionsOf(chain, 'COPY').map((c) => c.args), name).toEqual([`--from=build /out/${name}/ ./`]);
     }
   });
 
@@ -81,15 +76,17 @@ describe('Dockerfile', () => {
     }
   });
 
-  it('starts node on the entry point, which exists and is in the image', () => {
-    for (const { name, entry } of targets) {
+  it('starts node on the bundle of the program\'s entry point', () => {
+    for (const { name, source } of targets) {
       const chain = stageChain(dockerfile, name);
       const entrypoint = execForm(instructionsOf(chain, 'ENTRYPOINT').at(-1));
-      // The base image's node, not the node_modules/.bin/node of a development checkout.
-      expect(entrypoint, name).toEqual(['node', entry]);
-      expect(existsSync(join(root, entry)), `${entry} exists`).toBe(true);
-      expect(imageSources(name).some((src) => entry === src || entry.startsWith(`${src}/`)), name).toBe(true);
-      expect(inBuildContext(dockerignore, entry), name).toBe(true);
+      // The base image's node, not the node_modules/.bin/node of a development checkout; the
+      // bundle lands in the working directory, where the target copies its folder to.
+      expect(entrypoint, name).toEqual(['node', `gw-${name}.mjs`]);
+      expect(instructionsOf(chain, 'WORKDIR').at(-1)?.args, name).toBe('/app');
+      expect(bundleEntry(name, '/out'), name).toBe(`/out/${name}/gw-${name}.mjs`);
+      expect(existsSync(join(root, source)), `${source} exists`).toBe(true);
+      expect(inBuildStage(source) && inBuildContext(dockerignore, source), name).toBe(true);
     }
   });
 
@@ -115,37 +112,35 @@ describe('Dockerfile', () => {
 });
 
 describe('.dockerignore', () => {
-  it('keeps only the sources the images run, without tests', () => {
+  it('keeps only the sources the build stage bundles, without tests', () => {
     expect(dockerignore.split('\n')).toContain('*');
-    for (const path of ['package.json', 'package-lock.json', 'crds/settings.ts', 'common/logger.ts', 'operator/main.ts', 'sidecar/main.ts']) {
+    for (const path of ['package.json', 'package-lock.json', 'crds/settings.ts', 'common/logger.ts', 'operator/main.ts', 'sidecar/main.ts', 'scripts/build/bundle.ts']) {
       expect(inBuildContext(dockerignore, path), path).toBe(true);
     }
-    for (const path of ['test/harness/index.ts', 'crds/settings.test.ts', 'node_modules/zod/package.json', 'charts/gw/values.yaml', '.git/HEAD', 'README.md']) {
+    for (const path of ['test/harness/index.ts', 'crds/settings.test.ts', 'node_modules/zod/package.json', 'charts/gw/values.yaml', '.git/HEAD', 'README.md', 'scripts/images/build.ts']) {
       expect(inBuildContext(dockerignore, path), path).toBe(false);
     }
   });
 });
 
-describe.each(targets)('the $name image', ({ name, entry }) => {
+describe.each(targets)('the $name image', ({ name, source }) => {
   const chain = stageChain(dockerfile, name);
-  const copied = imageSources(name);
 
-  it('contains every source file the entry point loads, and no test file', () => {
-    const closure = importClosure(root, entry);
+  it('is bundled from sources the build stage has, none of them a test', () => {
+    const closure = importClosure(root, source);
     expect(closure.missing).toEqual([]);
-    const outside = closure.files.filter((f) => !copied.some((src) => f === src || f.startsWith(`${src}/`)) || !inBuildContext(dockerignore, f));
-    expect(outside).toEqual([]);
+    expect(closure.files.filter((f) => !inBuildStage(f) || !inBuildContext(dockerignore, f))).toEqual([]);
     expect(closure.files.filter((f) => f.endsWith('.test.ts') || f.startsWith('test/'))).toEqual([]);
   });
 
   it('loads only production dependencies', () => {
-    const { packages } = importClosure(root, entry);
+    const { packages } = importClosure(root, source);
     expect(packages.length).toBeGreaterThan(0);
     expect(packages.filter((p) => !(p in pkg.dependencies))).toEqual([]);
   });
 
   it('has every command-line tool the code starts', () => {
-    const { files } = importClosure(root, entry);
+    const { files } = importClosure(root, source);
     const tools = [...new Set(files.flatMap((f) => spawnedTools(readFileSync(join(root, f), 'utf8'))))].filter((t) => t !== 'node');
     const installs = instructionsOf(chain, 'RUN').map((r) => r.args).join('\n');
     for (const tool of tools) expect(installs, `${name} runs ${tool}`).toMatch(new RegExp(`apt-get install[^\\n]*\\b${tool}\\b`));
