@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { EventsV1Api, PatchStrategy, V1MicroTime, setHeaderOptions, type EventsV1Event, type KubeConfig, type V1ObjectReference } from '@kubernetes/client-node';
 import type { Logger } from './logger.ts';
 import { TokenBucket } from './token-bucket.ts';
+import { flatKey } from './flat-key.ts';
 
 /** One thing to tell about an object; `kubectl get events` shows it. */
 export interface EventNote {
@@ -75,7 +76,7 @@ export class KubeEventWriter {
 
   write(note: EventNote): void {
     const { kind, namespace, name, uid } = note.regarding;
-    const id = `${kind}/${namespace}/${name}/${uid ?? ''}/${note.type}/${note.reason}/${note.seriesKey ?? note.note}`;
+    const id = flatKey(kind ?? '', namespace ?? '', name ?? '', uid ?? '', note.type, note.reason, note.seriesKey ?? note.note);
     const existing = this.#series.get(id);
     if (existing !== undefined && note.time.getTime() - existing.lastObserved.getTime() <= this.#windowMs) {
       existing.count += 1;

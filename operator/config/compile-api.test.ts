@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { compiledConfigSchema } from '../../crds/compiled.ts';
 import { defaultGatewaySettings } from '../../crds/settings.ts';
 import { apiDefinition as api, policy } from '../controllers/fixtures.ts';
-import { ApiCompiler, apiIdOf, grantedApiIds, policyProblem } from './compile-api.ts';
+import { configHash } from '../../common/compiled-config-map.ts';
+import { ApiCompiler, apiIdOf, grantedApiIds, policyProblem, type ApiOutcome } from './compile-api.ts';
 
 describe('ApiCompiler', () => {
   it('compiles one API with every policy granting it, into a valid compiled config', () => {
@@ -11,23 +12,32 @@ describe('ApiCompiler', () => {
     expect(outcome.ok).toBe(true);
     if (!outcome.ok) return;
     expect(outcome.policyIds).toEqual(['ns/p']);
-    const config = compiledConfigSchema.parse(JSON.parse(outcome.json));
+    expect(outcome.json).toBeDefined();
+    const json = outcome.json ?? '';
+    expect(outcome).toMatchObject({ hash: configHash(json), bytes: Buffer.byteLength(json) });
+    const config = compiledConfigSchema.parse(JSON.parse(json));
     expect(config.apis.map((x) => x.api_id)).toEqual(['a']);
     expect(Object.keys(config.policies['ns/p']?.access_rights ?? {}).sort()).toEqual(['a', 'b']);
   });
 
-  it('reuses the last outcome until the API, a granting policy or a granted API changes', () => {
+  it('reuses the last outcome until the API, a granting policy or a granted API changes, keeping only the hash of its JSON', () => {
     const compiler = new ApiCompiler(defaultGatewaySettings);
     const a = api('a', { api_id: 'a' });
     const b = api('b', { api_id: 'b' });
+    const compiledNow = (outcome: ApiOutcome): boolean => outcome.ok && outcome.json !== undefined;
     const first = compiler.compile(a, [a, b], [policy('p', ['a', 'b'])]);
-    expect(compiler.compile(a, [a, b], [policy('p', ['a', 'b'])])).toBe(first);
-    expect(compiler.compile(a, [a, b], [policy('p', ['a', 'b']), policy('other', ['b'])])).toBe(first);
-    expect(compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)])).not.toBe(first);
-    const second = compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)]);
-    expect(compiler.compile(a, [a, api('b', { api_id: 'b', name: 'Renamed' }, 2)], [policy('p', ['a', 'b'], 2)])).not.toBe(second);
+    expect(compiledNow(first)).toBe(true);
+    const reused = compiler.compile(a, [a, b], [policy('p', ['a', 'b'])]);
+    expect(compiledNow(reused)).toBe(false);
+    expect(reused).toEqual({ ...first, json: undefined });
+    expect(compiledNow(compiler.compile(a, [a, b], [policy('p', ['a', 'b']), policy('other', ['b'])]))).toBe(false);
+    // The JSON a reused outcome stands for, compiled again on the same inputs.
+    expect(compiler.configJson(a, [a, b], [policy('p', ['a', 'b'])])).toBe(first.ok ? first.json : 'not compiled');
+    expect(compiledNow(compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)]))).toBe(true);
+    expect(compiledNow(compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)]))).toBe(false);
+    expect(compiledNow(compiler.compile(a, [a, api('b', { api_id: 'b', name: 'Renamed' }, 2)], [policy('p', ['a', 'b'], 2)]))).toBe(true);
     compiler.forget('ns', 'a');
-    expect(compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)])).not.toBe(second);
+    expect(compiledNow(compiler.compile(a, [a, api('b', { api_id: 'b', name: 'Renamed' }, 2)], [policy('p', ['a', 'b'], 2)]))).toBe(true);
   });
 
   it('reports the API’s own problems with the compile step’s reason', () => {

@@ -1,7 +1,9 @@
 import { apiIdOf as contractApiIdOf, compile, compileForApi, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
+import { configHash } from '../../common/compiled-config-map.ts';
 import type { CompiledConfig } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
+import { flatKey } from '../../common/flat-key.ts';
 
 /**
  * The operator's view of the pure compile step: cached objects in, per-resource outcome
@@ -39,7 +41,20 @@ function summarize(problems: CompileProblem[]): Problem | undefined {
 }
 
 export type ApiOutcome =
-  | { ok: true; apiId: string; json: string; policyIds: string[] }
+  | {
+    ok: true;
+    apiId: string;
+    policyIds: string[];
+    /** configHash of the compiled config's JSON, and its size in bytes. */
+    hash: string;
+    bytes: number;
+    /**
+     * The JSON itself, when this call compiled it. The memo keeps only hash and size (a
+     * thousand APIs' configs were 5.7 MiB of heap): a reused outcome whose ConfigMap must be
+     * written gets its JSON from ApiCompiler.configJson.
+     */
+    json?: string;
+  }
   | { ok: false; apiId: string; reason: string; message: string };
 
 /** One ApiDefinition's compiled config (it and every policy granting it), or why it has none. */
@@ -51,7 +66,8 @@ function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy
     return { ok: false, apiId, reason: 'NotCompiled', message: `the compile step produced no API for api_id ${apiId}` };
   }
   const config: CompiledConfig = result.config;
-  return { ok: true, apiId, json: JSON.stringify(config), policyIds: Object.keys(config.policies).sort() };
+  const json = JSON.stringify(config);
+  return { ok: true, apiId, policyIds: Object.keys(config.policies).sort(), hash: configHash(json), bytes: Buffer.byteLength(json), json };
 }
 
 const version = (obj: GwObject): string => `${obj.metadata.uid ?? obj.metadata.name}@${obj.metadata.generation ?? 0}`;
@@ -89,17 +105,25 @@ export class ApiCompiler {
       byId.set(id, [...(byId.get(id) ?? []), other]);
     }
     const apiId = apiIdOf(api);
-    const key = `${api.metadata.namespace}/${api.metadata.name}`;
+    const key = flatKey(api.metadata.namespace, api.metadata.name);
     const print = fingerprint(api, apiId, byId, allPolicies);
     const memo = this.#memo.get(key);
     if (memo?.fingerprint === print) return memo.outcome;
     const outcome = compileOne(api, apiId, allApis, allPolicies, this.#settings);
-    this.#memo.set(key, { fingerprint: print, outcome });
+    const kept: ApiOutcome = outcome.ok ? { ok: true, apiId, policyIds: outcome.policyIds, hash: outcome.hash, bytes: outcome.bytes } : outcome;
+    this.#memo.set(key, { fingerprint: print, outcome: kept });
     return outcome;
   }
 
+  /** The compiled config's JSON, compiled again: what a reused outcome (no `json`) stands for, the inputs being the same. */
+  configJson(api: Api, allApis: Api[], allPolicies: Policy[]): string {
+    const outcome = compileOne(api, apiIdOf(api), allApis, allPolicies, this.#settings);
+    if (!outcome.ok || outcome.json === undefined) throw new Error(`compiling ${api.metadata.namespace}/${api.metadata.name} again failed: ${outcome.ok ? 'no JSON' : outcome.message}`);
+    return outcome.json;
+  }
+
   forget(namespace: string, name: string): void {
-    this.#memo.delete(`${namespace}/${name}`);
+    this.#memo.delete(flatKey(namespace, name));
   }
 }
 

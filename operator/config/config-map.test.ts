@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { apiDefinitionSpecSchema } from '../../crds/schemas/index.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
-import { desiredConfigMap, keepOnlyDataDigest, upToDate } from './config-map.ts';
+import { desiredConfigMap, keepOnlyDataDigest, upToDate, withConfig } from './config-map.ts';
 
 const api: GwObject<'ApiDefinition'> = {
   apiVersion: 'gw.dev/v1alpha1',
@@ -11,9 +11,12 @@ const api: GwObject<'ApiDefinition'> = {
   spec: apiDefinitionSpecSchema.parse({ use_keyless: true, proxy: { listen_path: '/orders/', target_url: 'http://orders' } }),
 };
 
+/** The ConfigMap the operator writes for a compiled config. */
+const desiredWith = (json: string) => withConfig(desiredConfigMap(api, 'orders-v1', configHash(json)), json);
+
 describe('compiled ConfigMap', () => {
   it('is named, labelled, annotated and owned per the contract', () => {
-    const cm = desiredConfigMap(api, 'orders-v1', '{"version":1}');
+    const cm = desiredWith('{"version":1}');
     expect(cm.metadata).toMatchObject({
       name: 'gw-api-orders',
       namespace: 'shop',
@@ -27,7 +30,7 @@ describe('compiled ConfigMap', () => {
   });
 
   it('is up to date only when content, labels, hash, owner match and no retain mark is left', () => {
-    const desired = desiredConfigMap(api, 'orders-v1', '{"a":1}');
+    const desired = desiredWith('{"a":1}');
     expect(upToDate(structuredClone(desired), desired)).toBe(true);
     const edited = structuredClone(desired);
     edited.data = { 'config.json': '{"a":2}' };
@@ -44,7 +47,7 @@ describe('compiled ConfigMap', () => {
   });
 
   it('is judged the same once the cache kept only the digest of its data', () => {
-    const desired = desiredConfigMap(api, 'orders-v1', '{"a":1}');
+    const desired = desiredWith('{"a":1}');
     const cached = (data: Record<string, string>) => {
       const cm = { ...structuredClone(desired), data };
       keepOnlyDataDigest(cm);

@@ -43,7 +43,12 @@ export function keepOnlyDataDigest(cm: V1ConfigMap): void {
 /** ConfigMaps hold at most 1 MiB in etcd; leave room for metadata. */
 export const MAX_CONFIG_BYTES = 900 * 1024;
 
-export function desiredConfigMap(api: GwObject<'ApiDefinition'>, apiId: string, json: string): V1ConfigMap {
+/**
+ * The compiled ConfigMap as it should be, but for its data: whether the stored one is up to
+ * date is judged on the config's hash alone (upToDate), so the config itself is needed only
+ * for a write (withConfig).
+ */
+export function desiredConfigMap(api: GwObject<'ApiDefinition'>, apiId: string, hash: string): V1ConfigMap {
   return {
     apiVersion: 'v1',
     kind: 'ConfigMap',
@@ -51,11 +56,15 @@ export function desiredConfigMap(api: GwObject<'ApiDefinition'>, apiId: string, 
       name: configMapName(api.metadata.name),
       namespace: api.metadata.namespace,
       labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: apiIdLabelValue(apiId) },
-      annotations: { [CONFIG_HASH_ANNOTATION]: configHash(json) },
+      annotations: { [CONFIG_HASH_ANNOTATION]: hash },
       ownerReferences: [controllerReference(api)],
     },
-    data: { [CONFIG_KEY]: json },
   };
+}
+
+/** The ConfigMap to write: desiredConfigMap's, holding the compiled config whose hash it carries. */
+export function withConfig(desired: V1ConfigMap, json: string): V1ConfigMap {
+  return { ...desired, data: { [CONFIG_KEY]: json } };
 }
 
 /**

@@ -30,6 +30,21 @@ describe('ApiDefinitionController', () => {
     expect(events.events).toHaveLength(1);
   });
 
+  it('writes a ConfigMap lost after its config was compiled again, from the compile step\'s memo', async () => {
+    const { ctx, caches } = fakeContext();
+    const controller = new ApiDefinitionController(ctx);
+    caches.apis.put(api('orders'));
+    caches.policies.put(policy('gold', ['orders']));
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    const written = caches.configMaps.get('ns', 'gw-api-orders');
+    caches.configMaps.remove('ns', 'gw-api-orders');
+    // Nothing the config depends on changed, so the memo answers, without the JSON it wrote.
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    const rewritten = caches.configMaps.get('ns', 'gw-api-orders');
+    expect(rewritten?.data).toEqual(written?.data);
+    expect(rewritten?.metadata?.annotations).toEqual(written?.metadata?.annotations);
+  });
+
   it('reports a compile problem as Ready=False with a Warning event and writes no ConfigMap', async () => {
     const { ctx, caches, events } = fakeContext();
     caches.apis.put(api('bad', { use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET', rate: 1, per: 1 }] } }));

@@ -2,7 +2,7 @@ import type { V1ConfigMap } from '@kubernetes/client-node';
 import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
 import { ApiCompiler, apiIdOf, grantedApiIds } from '../config/compile-api.ts';
-import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate } from '../config/config-map.ts';
+import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
 import type { Request, Result } from '../kit/reconciler.ts';
@@ -10,6 +10,7 @@ import { forObjects, owns, requestFor, specChanged, watches, type Watch } from '
 import type { GwObject } from '../runtime/gw-object.ts';
 import type { DesiredStatus } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
+import { flatKey } from '../../common/flat-key.ts';
 
 type Api = GwObject<'ApiDefinition'>;
 
@@ -57,21 +58,22 @@ export class ApiDefinitionController implements KindController {
       this.#compiler.forget(namespace, name);
       return this.#cleanUp(namespace, name);
     }
-    const outcome = this.#compiler.compile(api, this.#ctx.caches.apis.list(), this.#ctx.caches.policies.list());
+    const [allApis, allPolicies] = [this.#ctx.caches.apis.list(), this.#ctx.caches.policies.list()];
+    const outcome = this.#compiler.compile(api, allApis, allPolicies);
     if (!outcome.ok) {
       await this.#setStatus(api, { ready: false, reason: outcome.reason, message: outcome.message, fields: { api_id: outcome.apiId } });
       return;
     }
-    const { json } = outcome;
     const fields = { api_id: outcome.apiId, policies: outcome.policyIds, configMap: configMapName(name) };
-    const bytes = Buffer.byteLength(json);
-    if (bytes > MAX_CONFIG_BYTES) {
-      const message = `compiled config is ${bytes} bytes, over the ${MAX_CONFIG_BYTES}-byte limit of one ConfigMap; split the policies granting this API or reduce its endpoints`;
+    if (outcome.bytes > MAX_CONFIG_BYTES) {
+      const message = `compiled config is ${outcome.bytes} bytes, over the ${MAX_CONFIG_BYTES}-byte limit of one ConfigMap; split the policies granting this API or reduce its endpoints`;
       await this.#setStatus(api, { ready: false, reason: 'ConfigTooLarge', message, fields });
       return;
     }
     signal.throwIfAborted();
-    const result = await this.#writeConfigMap(api, outcome.apiId, json, outcome.policyIds.length);
+    const desired = desiredConfigMap(api, outcome.apiId, outcome.hash);
+    const json = (): string => outcome.json ?? this.#compiler.configJson(api, allApis, allPolicies);
+    const result = await this.#writeConfigMap(api, desired, json, outcome.policyIds.length);
     await this.#setStatus(api, {
       ready: true,
       reason: 'Compiled',
@@ -81,13 +83,13 @@ export class ApiDefinitionController implements KindController {
     return result;
   }
 
-  async #writeConfigMap(api: Api, apiId: string, json: string, policyCount: number): Promise<Result | void> {
-    const desired = desiredConfigMap(api, apiId, json);
+  /** Writes the compiled ConfigMap unless the cached one is up to date; `json` compiles its config only when a write needs it. */
+  async #writeConfigMap(api: Api, desired: V1ConfigMap, json: () => string, policyCount: number): Promise<Result | void> {
     const current = this.#ctx.caches.configMaps.get(api.metadata.namespace, configMapName(api.metadata.name));
     if (current && upToDate(current, desired)) return;
     const graceLeftMs = current ? this.#retainGraceLeftMs(api, current) : 0;
     if (graceLeftMs > 0) return { requeueAfterMs: graceLeftMs };
-    const action = await this.#ctx.configMaps.apply(desired, current);
+    const action = await this.#ctx.configMaps.apply(withConfig(desired, json()), current);
     // The cache lagged behind the stored ConfigMap (a retain mark, a hand edit): decide again on it.
     if (action === 'changed') return { requeueAfterMs: STALE_CACHE_RETRY_MS };
     this.#ctx.metrics.configMapWrites.inc({ action });
@@ -102,7 +104,7 @@ export class ApiDefinitionController implements KindController {
    * re-created), the operator takes the ConfigMap back: this says how long to wait still.
    */
   #retainGraceLeftMs(api: Api, current: V1ConfigMap): number {
-    const key = `${api.metadata.namespace}/${api.metadata.name}`;
+    const key = flatKey(api.metadata.namespace, api.metadata.name);
     if (current.metadata?.annotations?.[RETAIN_ANNOTATION] !== 'true') {
       this.#retainedSince.delete(key);
       return 0;
@@ -126,7 +128,7 @@ export class ApiDefinitionController implements KindController {
     const cm = this.#ctx.caches.configMaps.get(namespace, configMapName(name));
     if (!cm || cm.metadata?.labels?.[MANAGED_BY_LABEL] !== MANAGED_BY) return;
     if (cm.metadata.annotations?.[RETAIN_ANNOTATION] === 'true') return;
-    this.#retainedSince.delete(`${namespace}/${name}`);
+    this.#retainedSince.delete(flatKey(namespace, name));
     const outcome = await this.#ctx.configMaps.delete(namespace, configMapName(name), cm.metadata.resourceVersion);
     if (outcome === 'changed') return { requeueAfterMs: STALE_CACHE_RETRY_MS };
     this.#ctx.metrics.configMapWrites.inc({ action: 'deleted' });

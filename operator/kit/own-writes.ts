@@ -1,6 +1,7 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
+import { flatKey } from '../../common/flat-key.ts';
 
-const idOf = (kind: string, obj: KubernetesObject): string => `${kind}/${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
+const idOf = (kind: string, obj: KubernetesObject): string => flatKey(kind, obj.metadata?.namespace ?? '', obj.metadata?.name ?? '');
 
 /** More versions of one object than one reconcile writes (a finalizer and a status). */
 const VERSIONS_KEPT = 4;

@@ -1,3 +1,5 @@
+import { flatKey } from '../../common/flat-key.ts';
+
 /** The object a reconcile is about: controllers are level-based, so its name is all they are told. */
 export interface Request {
   namespace: string;
@@ -26,7 +28,7 @@ export class TerminalError extends Error {
   override readonly name = 'TerminalError';
 }
 
-export const requestKey = (request: Request): string => `${request.namespace}/${request.name}`;
+export const requestKey = (request: Request): string => flatKey(request.namespace, request.name);
 
 export function requestOf(key: string): Request {
   const slash = key.indexOf('/');

@@ -4,6 +4,7 @@ import { RestartingInformer } from '../../common/restarting-informer.ts';
 import type { OwnWrites } from '../kit/own-writes.ts';
 import type { Source, Verb, WatchEvent } from '../kit/watch.ts';
 import type { ResourceType } from './resources.ts';
+import { flatKey } from '../../common/flat-key.ts';
 
 const RESTART_BASE_MS = 250;
 /** Objects per page of the initial list (and of each re-list after a watch expired). */
@@ -115,7 +116,7 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
 
   #emit(object: T, verb: Verb): void {
     this.#trim(object);
-    const id = `${object.metadata?.namespace ?? ''}/${object.metadata?.name ?? ''}`;
+    const id = flatKey(object.metadata?.namespace ?? '', object.metadata?.name ?? '');
     const old = this.#lastSeen.get(id);
     if (verb === 'delete') {
       this.#lastSeen.delete(id);

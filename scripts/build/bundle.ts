@@ -10,7 +10,7 @@
 import { copyFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { build } from 'rolldown';
+import { build, type Plugin } from 'rolldown';
 
 export const ROOT = join(import.meta.dirname, '..', '..');
 export const DEFAULT_BUNDLE_DIR = join(ROOT, 'dist', 'bundle');
@@ -25,6 +25,25 @@ const ASSETS: Record<Program, string[]> = {
   sidecar: ['sidecar/limits/stores/limits.lua'],
 };
 
+/**
+ * V8 keeps a module's source in memory as a string, one byte per character only when every
+ * character is Latin-1: one character past U+00FF doubles the size of the whole chunk (the
+ * operator's 4 MB bundle took 8 MB of heap for 23 of them). `charset: 'ascii'` escapes those
+ * in code; what it leaves are license comments, escaped here, and the build fails should
+ * anything else be left.
+ */
+export const latin1Source: Plugin = {
+  name: 'gw-latin1-source',
+  generateBundle(_options, output) {
+    for (const chunk of Object.values(output)) {
+      if (chunk.type !== 'chunk') continue;
+      chunk.code = chunk.code.replace(/\/\*![\s\S]*?\*\//g, (comment) => comment.replace(/[\u0100-\u{10ffff}]/gu, (c) => `\\u{${(c.codePointAt(0) ?? 0).toString(16)}}`));
+      const wide = /[\u0100-\u{10ffff}]/u.exec(chunk.code);
+      if (wide) this.error(`${chunk.fileName}: a character past U+00FF (${JSON.stringify(chunk.code.slice(Math.max(0, wide.index - 40), wide.index + 10))}) would make V8 hold the chunk as a two-byte string`);
+    }
+  },
+};
+
 /** The path of a program's entry module in a bundle folder. */
 export function bundleEntry(program: Program, out = DEFAULT_BUNDLE_DIR): string {
   return join(out, program, `gw-${program}.mjs`);
@@ -37,6 +56,7 @@ export async function bundle(program: Program, out = DEFAULT_BUNDLE_DIR): Promis
     input: join(ROOT, program, 'main.ts'),
     platform: 'node',
     logLevel: 'warn',
+    plugins: [latin1Source],
     output: {
       dir,
       format: 'esm',
@@ -47,6 +67,7 @@ export async function bundle(program: Program, out = DEFAULT_BUNDLE_DIR): Promis
       // Names stay, so a stack trace in a log still says which function threw.
       minify: { compress: true, mangle: false },
       sourcemap: true,
+      charset: 'ascii',
     },
   });
   for (const asset of ASSETS[program]) copyFileSync(join(ROOT, asset), join(dir, asset.split('/').at(-1) ?? asset));
