@@ -36,7 +36,8 @@ describe('the Dockerfile and npm run images build the same images', () => {
     expect(stage(program).join('\n')).toContain(`COPY --from=build /out/${program}/ ./`);
     expect(stage('build').join('\n')).toContain('RUN node scripts/build/bundle.ts --out /out');
     const entry = bundleEntry(program, '/out');
-    expect(IMAGE_RUNTIME[program].entrypoint).toEqual(['node', entry.slice(`/out/${program}/`.length)]);
+    expect(IMAGE_RUNTIME[program].entrypoint?.[0]).toBe('node');
+    expect(IMAGE_RUNTIME[program].entrypoint?.at(-1)).toBe(entry.slice(`/out/${program}/`.length));
   });
 
   it('the bundler is a dev dependency pinned to one version, as the build stage installs it', () => {

@@ -13,6 +13,7 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/clie
 import { Redis } from 'ioredis';
 import { kinds } from '../../../crds/kinds.ts';
 import { bundle } from '../../../scripts/build/bundle.ts';
+import { IMAGE_RUNTIME } from '../../../scripts/images/build.ts';
 import { apiRequests, requestsBetween } from '../../harness/api-requests.ts';
 import { freePort } from '../../harness/ports.ts';
 import { chartNodeOptions } from '../../support/chart-node-options.ts';
@@ -46,6 +47,8 @@ const profileArgs = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=
  * figures are the installed operator's; BENCH_OPERATOR_NODE_FLAGS replaces them (to try others).
  */
 const nodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? chartNodeOptions('operator')).split(' ').filter(Boolean);
+/** Node's own flags in the image's entrypoint (`node <flags> gw-operator.mjs`). */
+const imageFlags = IMAGE_RUNTIME.operator.entrypoint?.slice(1, -1) ?? [];
 
 let operatorBundle: Promise<string> | undefined;
 
@@ -54,7 +57,7 @@ async function spawnOperator(kubeconfig: string, redisUrl: string, namespace: st
   const healthPort = await freePort();
   const child = spawn(
     process.execPath,
-    [...profileArgs, ...nodeFlags, entry, '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
+    [...profileArgs, ...imageFlags, ...nodeFlags, entry, '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
     { cwd: root, env: { ...process.env, GW_LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const deadline = Date.now() + 30_000;

@@ -22,8 +22,8 @@ const chartValues = parseYaml(readFileSync(join(root, 'charts/gw/values.yaml'), 
 };
 
 const targets = [
-  { name: 'operator', source: 'operator/main.ts', ports: [chartValues.operator.healthPort, chartValues.operator.webhook.port] },
-  { name: 'sidecar', source: 'sidecar/main.ts', ports: [8080, chartValues.admin.port, chartValues.admin.healthPort] },
+  { name: 'operator', source: 'operator/main.ts', nodeFlags: ['--optimize-for-size'], ports: [chartValues.operator.healthPort, chartValues.operator.webhook.port] },
+  { name: 'sidecar', source: 'sidecar/main.ts', nodeFlags: [], ports: [8080, chartValues.admin.port, chartValues.admin.healthPort] },
 ] as const;
 
 /** Sources a stage chain copies from the build context (COPY without --from). */
@@ -77,12 +77,12 @@ describe('Dockerfile', () => {
   });
 
   it('starts node on the bundle of the program\'s entry point', () => {
-    for (const { name, source } of targets) {
+    for (const { name, source, nodeFlags } of targets) {
       const chain = stageChain(dockerfile, name);
       const entrypoint = execForm(instructionsOf(chain, 'ENTRYPOINT').at(-1));
       // The base image's node, not the node_modules/.bin/node of a development checkout; the
       // bundle lands in the working directory, where the target copies its folder to.
-      expect(entrypoint, name).toEqual(['node', `gw-${name}.mjs`]);
+      expect(entrypoint, name).toEqual(['node', ...nodeFlags, `gw-${name}.mjs`]);
       expect(instructionsOf(chain, 'WORKDIR').at(-1)?.args, name).toBe('/app');
       expect(bundleEntry(name, '/out'), name).toBe(`/out/${name}/gw-${name}.mjs`);
       expect(existsSync(join(root, source)), `${source} exists`).toBe(true);
