@@ -245,15 +245,16 @@ describe('helm template with default values', () => {
     expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'GW_SIDECAR_ENV_SECRET').value).toBe('gw-sidecar-env');
   });
 
-  // Each heap setting reaches the operator's Deployment: the operator's own NODE_OPTIONS, and the
-  // injected sidecars' (the operator's option table takes it, as the test above shows, and
-  // injects it). Node refuses to start on a flag NODE_OPTIONS does not allow: these start it,
+  // Each heap setting reaches its Deployment: the operator's own NODE_OPTIONS, the injected
+  // sidecars' (the operator's option table takes it, as the test above shows, and injects it),
+  // and the admin gateway's. Node refuses to start on a flag NODE_OPTIONS does not allow: these start it,
   // with that heap; the schema refuses other flags.
   it.each([
-    { value: 'operator.nodeOptions', env: 'NODE_OPTIONS', shipped: '--max-semi-space-size=2 --max-old-space-size=256', heapMiB: [256, 300] },
-    { value: 'sidecar.nodeOptions', env: 'GW_SIDECAR_NODE_OPTIONS', shipped: '--max-semi-space-size=8 --max-old-space-size=160', heapMiB: [160, 200] },
-  ])("sizes a V8 heap from $value, node's own flags only", async ({ value, env, shipped, heapMiB }) => {
-    expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), env).value).toBe(shipped);
+    { value: 'operator.nodeOptions', deployment: 'gw-operator', env: 'NODE_OPTIONS', shipped: '--max-semi-space-size=2 --max-old-space-size=256', heapMiB: [256, 300] },
+    { value: 'sidecar.nodeOptions', deployment: 'gw-operator', env: 'GW_SIDECAR_NODE_OPTIONS', shipped: '--max-semi-space-size=8 --max-old-space-size=160', heapMiB: [160, 200] },
+    { value: 'admin.nodeOptions', deployment: 'gw-admin', env: 'NODE_OPTIONS', shipped: '--max-semi-space-size=8 --max-old-space-size=160', heapMiB: [160, 200] },
+  ])("sizes a V8 heap from $value, node's own flags only", async ({ value, deployment, env, shipped, heapMiB }) => {
+    expect(envValue(containerEnv(findObject(objects, 'Deployment', deployment)), env).value).toBe(shipped);
     const node = await runTool(process.execPath, ['-e', 'process.stdout.write(String(require("v8").getHeapStatistics().heap_size_limit >> 20))'], {
       timeoutMs: 10_000,
       env: { ...process.env, NODE_OPTIONS: shipped },
@@ -261,7 +262,7 @@ describe('helm template with default values', () => {
     expect(Number(node.stdout)).toBeGreaterThanOrEqual(heapMiB[0]!);
     expect(Number(node.stdout)).toBeLessThan(heapMiB[1]!);
     const none = await renderChart(ns, { [value]: '' });
-    expect(containerEnv(findObject(none, 'Deployment', 'gw-operator')).some((e) => e.name === env)).toBe(false);
+    expect(containerEnv(findObject(none, 'Deployment', deployment)).some((e) => e.name === env)).toBe(false);
     const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ [value]: '--require /tmp/x.js' })], { allowFail: true });
     expect(bad.stderr).toContain(value.replace('.', '/'));
   });
