@@ -51,22 +51,32 @@ export async function openLoop(options: { url: string; rate: number; durationMs:
       },
     );
 
-  const inFlight: Promise<void>[] = [];
-  await new Promise<void>((resolve) => {
-    const tick = (): void => {
-      const now = process.hrtime.bigint();
-      while (sent < total && dueAt(sent) <= now) {
-        const due = dueAt(sent);
-        if (now - due > maxSendLag) maxSendLag = now - due;
-        inFlight.push(send(due).finally(() => (settled += 1)));
-        sent += 1;
-      }
-      if (sent < total) setTimeout(tick, TICK_MS);
-      else resolve();
-    };
-    tick();
-  });
-  await Promise.all(inFlight);
+  // Counted, not collected: tens of thousands of pending promises in an array would be the
+  // generator's own garbage, and its GC pauses would land on the server's figures.
+  let allSent = false;
+  let done = (): void => {};
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const settle = (): void => {
+    settled += 1;
+    if (allSent && settled === sent) done();
+  };
+  const tick = (): void => {
+    const now = process.hrtime.bigint();
+    while (sent < total && dueAt(sent) <= now) {
+      const due = dueAt(sent);
+      if (now - due > maxSendLag) maxSendLag = now - due;
+      void send(due).then(settle);
+      sent += 1;
+    }
+    if (sent < total) {
+      setTimeout(tick, TICK_MS);
+      return;
+    }
+    allSent = true;
+    if (settled === sent) done();
+  };
+  tick();
+  await finished;
   await pool.close();
   const micros = (ns: number): number => Math.round(ns / 1000);
   return {
