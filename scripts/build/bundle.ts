@@ -5,14 +5,14 @@
  * dist/bundle), one ES module each with its dependencies, tree-shaken and minified. The images
  * run these bundles rather than the sources: a process then loads only the code it uses, which
  * for @kubernetes/client-node's generated API classes is a small part of its 24 MB
- * (README.md#memory-of-the-installed-programs has the figures).
+ * (README.md#install-with-helm has the figures).
  */
 import { copyFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build, type Plugin } from 'rolldown';
 
-export const ROOT = join(import.meta.dirname, '..', '..');
+const ROOT = join(import.meta.dirname, '..', '..');
 export const DEFAULT_BUNDLE_DIR = join(ROOT, 'dist', 'bundle');
 
 export type Program = 'operator' | 'sidecar';
@@ -70,7 +70,7 @@ export async function bundle(program: Program, out = DEFAULT_BUNDLE_DIR): Promis
       charset: 'ascii',
     },
   });
-  for (const asset of ASSETS[program]) copyFileSync(join(ROOT, asset), join(dir, asset.split('/').at(-1) ?? asset));
+  for (const asset of ASSETS[program]) copyFileSync(join(ROOT, asset), join(dir, basename(asset)));
   return bundleEntry(program, out);
 }
 
