@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { EventsV1Api, PatchStrategy, V1MicroTime, setHeaderOptions, type EventsV1Event, type KubeConfig, type V1ObjectReference } from '@kubernetes/client-node';
+import { flatKey } from './flat-key.ts';
 import type { Logger } from './logger.ts';
 import { TokenBucket } from './token-bucket.ts';
-import { flatKey } from './flat-key.ts';
 
 /** One thing to tell about an object; `kubectl get events` shows it. */
 export interface EventNote {

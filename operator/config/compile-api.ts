@@ -1,9 +1,9 @@
 import { apiIdOf as contractApiIdOf, compile, compileForApi, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
+import { flatKey } from '../../common/flat-key.ts';
 import type { CompiledConfig } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
-import { flatKey } from '../../common/flat-key.ts';
 
 /**
  * The operator's view of the pure compile step: cached objects in, per-resource outcome

@@ -1,5 +1,6 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { flatKey } from '../../common/flat-key.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
 import { ApiCompiler, apiIdOf, grantedApiIds } from '../config/compile-api.ts';
 import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
@@ -10,7 +11,6 @@ import { forObjects, owns, requestFor, specChanged, watches, type Watch } from '
 import type { GwObject } from '../runtime/gw-object.ts';
 import type { DesiredStatus } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
-import { flatKey } from '../../common/flat-key.ts';
 
 type Api = GwObject<'ApiDefinition'>;
 

@@ -1,10 +1,10 @@
 import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
+import { flatKey } from '../../common/flat-key.ts';
 import type { Logger } from '../../common/logger.ts';
 import { RestartingInformer } from '../../common/restarting-informer.ts';
 import type { OwnWrites } from '../kit/own-writes.ts';
 import type { Source, Verb, WatchEvent } from '../kit/watch.ts';
 import type { ResourceType } from './resources.ts';
-import { flatKey } from '../../common/flat-key.ts';
 
 const RESTART_BASE_MS = 250;
 /** Objects per page of the initial list (and of each re-list after a watch expired). */
