@@ -9,7 +9,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { bundle } from '../../scripts/build/bundle.ts';
+import { bundleOnce } from '../../scripts/build/bundle.ts';
 import { freePort } from '../harness/ports.ts';
 import type { BenchContext, BenchRow } from './types.ts';
 
@@ -54,8 +54,6 @@ export function spawnEchoUpstream(port: number): ChildProcess {
   return spawnNode(['--input-type=module', '-e', `import { startEchoUpstream } from '${REPO_ROOT}demo/upstream.ts'; await startEchoUpstream(${port});`]);
 }
 
-let sidecarBundle: Promise<string> | undefined;
-
 /**
  * A folder-mode sidecar on free loopback ports, once its /readyz answers (a large folder takes a
  * while to load). It runs from the bundle its image runs (scripts/build/bundle.ts), built once
@@ -66,7 +64,7 @@ export async function startSidecarProcess(
   options: { redisUrl?: string; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number } = {},
 ): Promise<{ base: string; child: ChildProcess }> {
   const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
-  const args = [await (sidecarBundle ??= bundle('sidecar')), '--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`];
+  const args = [await bundleOnce('sidecar'), '--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`];
   args.push('--health-listen', `127.0.0.1:${health}`);
   if (options.redisUrl !== undefined) args.push('--redis-url', options.redisUrl);
   // One process unless a suite asks for more: the rows compare one core's work.

@@ -19,7 +19,7 @@ import { parseArgs } from 'node:util';
 import { Redis } from 'ioredis';
 import { Agent, request } from 'undici';
 import { keyHash } from '../../crds/key-hash.ts';
-import { bundle } from '../../scripts/build/bundle.ts';
+import { bundleOnce } from '../../scripts/build/bundle.ts';
 import { startEchoUpstream } from '../../demo/upstream.ts';
 import { freePort } from '../harness/ports.ts';
 import { startRedisServer } from '../harness/redis.ts';
@@ -106,12 +106,9 @@ interface Sidecar {
   stop(): Promise<void>;
 }
 
-/** Built once per soak (scripts/build/bundle.ts). */
-let sidecarBundle: Promise<string> | undefined;
-
 async function startSidecar(dir: string, redisUrl: string): Promise<Sidecar> {
   const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
-  const entry = await (sidecarBundle ??= bundle('sidecar'));
+  const entry = await bundleOnce('sidecar');
   const child = spawn(
     process.execPath,
     [entry, '--config', dir, '--redis-url', redisUrl, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`],

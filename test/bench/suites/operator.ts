@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { kinds } from '../../../crds/kinds.ts';
-import { bundle } from '../../../scripts/build/bundle.ts';
+import { bundleOnce } from '../../../scripts/build/bundle.ts';
 import { IMAGE_RUNTIME } from '../../../scripts/images/build.ts';
 import { apiRequests, requestsBetween } from '../../harness/api-requests.ts';
 import { freePort } from '../../harness/ports.ts';
@@ -50,10 +50,8 @@ const nodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? chartNodeOptions('op
 /** Node's own flags in the image's entrypoint (`node <flags> gw-operator.mjs`). */
 const imageFlags = IMAGE_RUNTIME.operator.entrypoint?.slice(1, -1) ?? [];
 
-let operatorBundle: Promise<string> | undefined;
-
 async function spawnOperator(kubeconfig: string, redisUrl: string, namespace: string): Promise<OperatorProcess> {
-  const entry = await (operatorBundle ??= bundle('operator'));
+  const entry = await bundleOnce('operator');
   const healthPort = await freePort();
   const child = spawn(
     process.execPath,
