@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { bundleOnce } from '../../scripts/build/bundle.ts';
 import { freePort } from '../harness/ports.ts';
+import { chartNodeOptions } from '../support/chart-node-options.ts';
 import type { BenchContext, BenchRow } from './types.ts';
 
 export interface CannonResult {
@@ -55,9 +56,16 @@ export function spawnEchoUpstream(port: number): ChildProcess {
 }
 
 /**
+ * The NODE_OPTIONS of every sidecar the bench starts: the chart's for injected sidecars
+ * (sidecar.nodeOptions, V8's heap sizes), so the rows are the installed sidecar's;
+ * BENCH_SIDECAR_NODE_OPTIONS replaces them ('' for Node's own sizing).
+ */
+export const SIDECAR_NODE_OPTIONS = process.env.BENCH_SIDECAR_NODE_OPTIONS ?? chartNodeOptions('sidecar');
+
+/**
  * A folder-mode sidecar on free loopback ports, once its /readyz answers (a large folder takes a
- * while to load). It runs from the bundle its image runs (scripts/build/bundle.ts), built once
- * per bench run.
+ * while to load). It runs as an injected sidecar runs: the bundle its image runs
+ * (scripts/build/bundle.ts, built once per bench run), with SIDECAR_NODE_OPTIONS.
  */
 export async function startSidecarProcess(
   dir: string,
@@ -68,7 +76,7 @@ export async function startSidecarProcess(
   args.push('--health-listen', `127.0.0.1:${health}`);
   if (options.redisUrl !== undefined) args.push('--redis-url', options.redisUrl);
   // One process unless a suite asks for more: the rows compare one core's work.
-  const child = spawnNode(args, { GW_WORKERS: '1', ...options.env });
+  const child = spawnNode(args, { GW_WORKERS: '1', NODE_OPTIONS: SIDECAR_NODE_OPTIONS, ...options.env });
   try {
     await waitFor(`http://127.0.0.1:${health}/readyz`, options.readyTimeoutMs);
   } catch (err) {
@@ -95,7 +103,7 @@ export interface Target {
 const TICKS_PER_SECOND = 100;
 
 /** CPU seconds (user + system) the processes have used so far; 0 for one that is gone. */
-function cpuSeconds(pids: readonly number[]): number {
+export function cpuSeconds(pids: readonly number[]): number {
   let ticks = 0;
   for (const pid of pids) {
     try {

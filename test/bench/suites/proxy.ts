@@ -14,7 +14,7 @@ import { Redis } from 'ioredis';
 import { keyHash } from '../../../crds/key-hash.ts';
 import { freePort } from '../../harness/ports.ts';
 import { startNginx, type RunningNginx } from '../nginx.ts';
-import { measureRounds, medianRatio, REPO_ROOT, roundCount, rowsOf, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
+import { measureRounds, medianRatio, REPO_ROOT, roundCount, rowsOf, SIDECAR_NODE_OPTIONS, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
 import type { BenchContext, BenchSuite } from '../types.ts';
 
 const bareScript = (port: number, upstream: string): string => `
@@ -91,6 +91,7 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
       { name: 'bare undici forwarder', url: `http://127.0.0.1:${barePort}/bench`, baseline: 'upstream direct', cpu: { proxy: [bare.pid!] } },
     ];
     nginx = await startNginx(upstreamUrl, 1);
+    ctx.log(`sidecars run with NODE_OPTIONS '${SIDECAR_NODE_OPTIONS}'`);
     targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: 'bare undici forwarder', cpu: { proxy: nginx.pids } });
     for (const forwarder of forwarders) {
       // The auth row shows the rate limit's X-RateLimit-* headers on every answer (README.md#benchmarks).
