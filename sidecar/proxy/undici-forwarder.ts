@@ -1,4 +1,4 @@
-import type { Readable, Writable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { Pool, errors as undiciErrors } from 'undici';
 import type { Dispatcher } from 'undici';
 import { gatewayErrors } from '../http/errors.ts';
@@ -14,6 +14,85 @@ function upstreamFailure(err: unknown): typeof gatewayErrors.upstreamTimeout {
     return gatewayErrors.upstreamTimeout;
   }
   return gatewayErrors.upstreamUnreachable;
+}
+
+/**
+ * One request's way through undici, as a dispatch handler: the upstream's answer is written
+ * to the client as it arrives, with the upstream paused while the client's socket is full.
+ * It is undici's own handler interface, not its `stream()` API: that API's per-request
+ * wrapper (an AsyncResource with its abort wiring) left a tenth of everything a young GC
+ * found alive under load, so V8 promoted it and ran full collections several times a
+ * second (README.md#benchmarks, Tail).
+ */
+class Exchange implements Dispatcher.DispatchHandler {
+  readonly #request: ForwardRequest;
+  readonly #settle: (result: ForwardResult) => void;
+  readonly #started = performance.now();
+  #upstreamSeconds: number | null = null;
+  #controller: Dispatcher.DispatchController | null = null;
+  #awaitingDrain = false;
+  #settled = false;
+  /** The client left: the upstream request is ended with it. */
+  readonly #onClientGone = (): void => this.#controller?.abort(new Error('the client closed the connection'));
+  readonly #onDrain = (): void => {
+    this.#awaitingDrain = false;
+    this.#controller?.resume();
+  };
+
+  constructor(request: ForwardRequest, settle: (result: ForwardResult) => void) {
+    this.#request = request;
+    this.#settle = settle;
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    const { signal } = this.#request;
+    if (signal.aborted) this.#onClientGone();
+    else signal.addEventListener('abort', this.#onClientGone, { once: true });
+  }
+
+  onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+    const { res, rateHeaders } = this.#request;
+    this.#upstreamSeconds = (performance.now() - this.#started) / 1000;
+    res.writeHead(statusCode, clientResponseHeaders(headers, rateHeaders));
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.#request.res.write(chunk) || this.#awaitingDrain) return;
+    this.#awaitingDrain = true;
+    controller.pause();
+    this.#request.res.once('drain', this.#onDrain);
+  }
+
+  onResponseEnd(): void {
+    const { res } = this.#request;
+    res.end();
+    this.#finish({ status: res.statusCode, upstreamSeconds: this.#upstreamSeconds, error: null });
+  }
+
+  onResponseError(_controller: Dispatcher.DispatchController | null, err: Error): void {
+    const { req, res, rateHeaders } = this.#request;
+    if (this.#upstreamSeconds !== null || res.headersSent) {
+      // The answer had begun: the client's connection ends with it, cut short.
+      res.destroy();
+      this.#finish({ status: res.statusCode, upstreamSeconds: this.#upstreamSeconds, error: null });
+      return;
+    }
+    const failure = upstreamFailure(err);
+    // A body the upstream never took (too large, or the upstream failed mid-way) would
+    // leave the client's next keep-alive request stuck behind its unread bytes.
+    if (!req.complete) refuseRestOfBody(req, res);
+    sendError(res, failure, rateHeaders);
+    this.#finish({ status: failure.status, upstreamSeconds: null, error: failure });
+  }
+
+  #finish(result: ForwardResult): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#request.signal.removeEventListener('abort', this.#onClientGone);
+    if (this.#awaitingDrain) this.#request.res.off('drain', this.#onDrain);
+    this.#settle(result);
+  }
 }
 
 /**
@@ -37,45 +116,31 @@ export class UndiciForwarder implements Forwarder {
     return pool;
   }
 
-  async forward(request: ForwardRequest): Promise<ForwardResult> {
+  forward(request: ForwardRequest): Promise<ForwardResult> {
     const { req, res } = request;
     const maxBytes = this.#options.maxBodyBytes();
     if (declaredLengthExceeds(req, maxBytes)) {
       refuseRestOfBody(req, res);
       sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders);
-      return { status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge };
+      return Promise.resolve({ status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge });
     }
     const timeoutMs = this.#options.timeoutMs();
-    const started = performance.now();
-    let upstreamSeconds: number | null = null;
-    const options: Dispatcher.RequestOptions = {
+    const options: Dispatcher.DispatchOptions = {
       path: request.path,
       method: req.method as Dispatcher.HttpMethod,
       headers: upstreamRequestHeaders(req),
       body: hasRequestBody(req) ? (limitedBody(req, maxBytes) as Readable) : null,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
-      signal: request.signal,
     };
-    try {
-      await this.#pool(request.origin).stream(options, ({ statusCode, headers }): Writable => {
-        upstreamSeconds = (performance.now() - started) / 1000;
-        res.writeHead(statusCode, clientResponseHeaders(headers, request.rateHeaders));
-        return res;
-      });
-      return { status: res.statusCode, upstreamSeconds, error: null };
-    } catch (err) {
-      if (upstreamSeconds !== null || res.headersSent) {
-        res.destroy();
-        return { status: res.statusCode, upstreamSeconds, error: null };
+    return new Promise((resolve) => {
+      const exchange = new Exchange(request, resolve);
+      try {
+        this.#pool(request.origin).dispatch(options, exchange);
+      } catch (err) {
+        exchange.onResponseError(null, err as Error);
       }
-      const failure = upstreamFailure(err);
-      // A body the upstream never took (too large, or the upstream failed mid-way) would
-      // leave the client's next keep-alive request stuck behind its unread bytes.
-      if (!req.complete) refuseRestOfBody(req, res);
-      sendError(res, failure, request.rateHeaders);
-      return { status: failure.status, upstreamSeconds: null, error: failure };
-    }
+    });
   }
 
   retainOrigins(origins: ReadonlySet<string>): void {

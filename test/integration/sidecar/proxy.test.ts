@@ -1,10 +1,11 @@
-import { connect } from 'node:net';
+import { createServer, request as httpRequest } from 'node:http';
+import { connect, type AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace } from '../../harness/index.ts';
-import { call, compiledApi, deployApi, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
+import { call, compiledApi, deployApi, eventually, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import type { CompiledApi } from '../../../crds/compiled.ts';
 import { policy } from '../../support/compiled-fixtures.ts';
 
@@ -246,5 +247,75 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     const small = await call(url(api), { method: 'POST', body: 'y'.repeat(3000), chunked: 1000 });
     expect(small.status).toBe(200);
     expect((small.json() as { body: string }).body).toBe('y'.repeat(3000));
+  });
+
+  it('streams a large answer to a client that reads slowly whole; a client leaving mid-answer ends the upstream\'s answer', async () => {
+    // 64 MiB in 64 KiB writes, each after the last drained: the sidecar must hold the upstream
+    // back while the client does not read (far more than the sockets' buffers hold), and pass
+    // every byte once it does.
+    const piece = Buffer.alloc(64 * 1024, 7);
+    const pieces = 1024;
+    const upstreamEnds: string[] = [];
+    let upstreamWritten = 0;
+    const streaming = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(piece.length * pieces) });
+      let written = 0;
+      const more = (): void => {
+        while (written < pieces) {
+          written += 1;
+          upstreamWritten = written;
+          if (!res.write(piece)) return void res.once('drain', more);
+        }
+        res.end();
+      };
+      res.on('close', () => upstreamEnds.push(res.writableFinished ? 'finished' : `cut after ${written} pieces`));
+      more();
+    });
+    await new Promise<void>((resolve) => streaming.listen(0, '127.0.0.1', resolve));
+    try {
+      const api = await deploy({}, `http://127.0.0.1:${(streaming.address() as AddressInfo).port}`);
+      let writtenWhileClientWaited = 0;
+      const slow = await new Promise<{ status: number; bytes: number; sevens: boolean }>((resolve, reject) => {
+        const request = httpRequest(url(api, '/big'), { agent: false }, (res) => {
+          res.pause();
+          let bytes = 0;
+          let sevens = true;
+          setTimeout(() => {
+            writtenWhileClientWaited = upstreamWritten;
+            res.on('data', (chunk: Buffer) => {
+              bytes += chunk.length;
+              if (chunk.some((b) => b !== 7)) sevens = false;
+            });
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, sevens }));
+            res.resume();
+          }, 300);
+        });
+        request.on('error', reject);
+        request.end();
+      });
+      expect(slow).toEqual({ status: 200, bytes: piece.length * pieces, sevens: true });
+      expect(writtenWhileClientWaited).toBeGreaterThan(0);
+      expect(writtenWhileClientWaited).toBeLessThan(pieces / 2);
+      await eventually(async () => upstreamEnds.length === 1, 5000, 'the upstream answer closed');
+      expect(upstreamEnds).toEqual(['finished']);
+
+      // A client that takes the first bytes and leaves: the upstream's answer is ended early.
+      await new Promise<void>((resolve, reject) => {
+        const request = httpRequest(url(api, '/big'), { agent: false }, (res) => {
+          res.once('data', () => {
+            request.destroy();
+            resolve();
+          });
+        });
+        request.on('error', (err) => (request.destroyed ? undefined : reject(err)));
+        request.end();
+      });
+      await eventually(async () => upstreamEnds.length === 2, 5000, 'the upstream answer ended after the client left');
+      expect(upstreamEnds[1]).toMatch(/^cut after \d+ pieces$/);
+      // The sidecar serves on.
+      expect((await call(url(await deploy()))).status).toBe(200);
+    } finally {
+      await new Promise((resolve) => streaming.close(resolve));
+    }
   });
 });
