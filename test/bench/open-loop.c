@@ -165,8 +165,12 @@ static void dispatch(void) {
   }
 }
 
-/* The length of the whole response at the start of `b`: 0 while incomplete, -1 when it cannot be framed. */
-static long response_length(const char *b, size_t n, int *status) {
+/*
+ * The length of the whole response at the start of `b`: 0 while incomplete, -1 when it cannot
+ * be framed. `closes` is set when the server said it ends the connection after it: a request
+ * sent on it meanwhile would meet the close and fail.
+ */
+static long response_length(const char *b, size_t n, int *status, int *closes) {
   const char *end = memmem(b, n, "\r\n\r\n", 4);
   if (end == NULL) return 0;
   if (n < 12 || memcmp(b, "HTTP/1.", 7) != 0) return -1;
@@ -181,6 +185,10 @@ static long response_length(const char *b, size_t n, int *status) {
     if (strncasecmp(line, "transfer-encoding:", 18) == 0) {
       for (const char *p = line + 18; p + 7 <= eol; p++)
         if (strncasecmp(p, "chunked", 7) == 0) chunked = 1;
+    }
+    if (strncasecmp(line, "connection:", 11) == 0) {
+      for (const char *p = line + 11; p + 5 <= eol; p++)
+        if (strncasecmp(p, "close", 5) == 0) *closes = 1;
     }
     line = eol + 2;
   }
@@ -222,13 +230,16 @@ static void readable(struct conn *c) {
     break;
   }
   if (c->state == BUSY) {
-    int status = 0;
-    long length = response_length(c->buf, c->len, &status);
+    int status = 0, closes = 0;
+    long length = response_length(c->buf, c->len, &status, &closes);
     if (length < 0 || (length == 0 && ended)) {
       fail(c);
       return;
     }
-    if (length > 0) answer(c, status);
+    if (length > 0) {
+      answer(c, status);
+      if (closes) ended = 1;
+    }
   }
   /* Nothing is owed on an idle connection; one the server ended is opened again when next needed. */
   if (c->state == IDLE) c->len = 0;
