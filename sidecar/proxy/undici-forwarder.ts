@@ -24,7 +24,7 @@ function upstreamFailure(err: unknown): typeof gatewayErrors.upstreamTimeout {
  * found alive under load, so V8 promoted it and ran full collections several times a
  * second (README.md#benchmarks, Tail).
  */
-class Exchange implements Dispatcher.DispatchHandler {
+class UpstreamExchange implements Dispatcher.DispatchHandler {
   readonly #request: ForwardRequest;
   readonly #settle: (result: ForwardResult) => void;
   readonly #started = performance.now();
@@ -134,7 +134,7 @@ export class UndiciForwarder implements Forwarder {
       bodyTimeout: timeoutMs,
     };
     return new Promise((resolve) => {
-      const exchange = new Exchange(request, resolve);
+      const exchange = new UpstreamExchange(request, resolve);
       try {
         this.#pool(request.origin).dispatch(options, exchange);
       } catch (err) {

@@ -14,6 +14,9 @@ import type { BenchRow, BenchSuite } from '../types.ts';
 import { startProxyTargets } from './proxy.ts';
 
 const SUITE = 'tail';
+
+/** One open-loop run of a target, with what each request cost the proxy's process. */
+type TailRun = OpenLoopResult & { proxyCpuMicros: number };
 const BARE = 'bare undici forwarder';
 const CONNECTIONS = 32;
 /** The share of each row's maximum it is driven at: the issue's half, or BENCH_TAIL_LOAD (0 to 1) to see how the tail moves with load. */
@@ -28,7 +31,7 @@ const tailSuite: BenchSuite = async (ctx) => {
     const targets = all.filter((t) => t.name !== 'upstream direct');
     const closed = await measureRounds(ctx, targets, 1);
     const rateOf = (t: Target): number => Math.round(closed.get(t.name)![0]!.requests.average * LOAD);
-    const runs = new Map<string, (OpenLoopResult & { proxyCpuMicros: number })[]>(targets.map((t) => [t.name, []]));
+    const runs = new Map<string, TailRun[]>(targets.map((t) => [t.name, []]));
     for (let round = 0; round < roundCount(3); round += 1) {
       for (const target of targets) {
         const proxyPids = target.cpu?.proxy ?? [];
@@ -45,7 +48,7 @@ const tailSuite: BenchSuite = async (ctx) => {
     const rows: BenchRow[] = [];
     for (const target of targets) {
       const own = runs.get(target.name)!;
-      const at = (pick: (r: OpenLoopResult & { proxyCpuMicros: number }) => number): number => median(own.map(pick));
+      const at = (pick: (r: TailRun) => number): number => median(own.map(pick));
       const name = `${target.name} at ${LOAD} of its maximum`;
       rows.push(
         { suite: SUITE, name: `${name}: rate`, value: own[0]!.rate, unit: 'req/s' },
