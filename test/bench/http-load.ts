@@ -1,6 +1,7 @@
 /**
  * What the HTTP bench suites share: child processes for an echo upstream and sidecars,
- * and autocannon runs measured in interleaved rounds. Every server runs in its own
+ * and closed-loop runs of the C load generator (load-generator.ts) measured in interleaved
+ * rounds. Every server runs in its own
  * process so the load generator does not share an event loop with what it measures.
  * On a shared machine other load comes and goes: a row is the median of its rounds, and
  * its ratio the median of the ratios taken within each round (target and baseline
@@ -8,20 +9,12 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { bundleOnce } from '../../scripts/build/bundle.ts';
 import { freePort } from '../harness/ports.ts';
 import { chartNodeOptions } from '../support/chart-node-options.ts';
+import { closedLoop, type LoadResult } from './load-generator.ts';
 import type { BenchContext, BenchRow } from './types.ts';
 
-export interface CannonResult {
-  requests: { average: number; total: number };
-  latency: { p50: number; p99: number; p99_9: number };
-  non2xx: number;
-  errors: number;
-}
-type Cannon = (opts: { url: string; connections: number; duration: number; headers?: Record<string, string> }) => Promise<CannonResult>;
-const autocannon = createRequire(import.meta.url)('autocannon') as Cannon;
 
 export const REPO_ROOT = new URL('../../', import.meta.url).pathname;
 
@@ -91,12 +84,18 @@ export interface Target {
   url: string;
   baseline?: string;
   headers?: Record<string, string>;
+  connections?: number;
   /**
    * The processes whose CPU time each request costs, by the name of their part (the proxy,
    * Redis): a row each, in µs per request. Unlike req/s, which every other process on a
    * shared machine moves, this is what the target itself spends.
    */
   cpu?: Record<string, readonly number[]>;
+}
+
+/** The processes `pid` started that still run (its main thread's children, as Linux lists them). */
+export function childPids(pid: number): number[] {
+  return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean).map(Number);
 }
 
 /** Linux reports a process's CPU time in clock ticks of 1/100 s (USER_HZ, fixed by the kernel's ABI). */
@@ -117,21 +116,28 @@ export function cpuSeconds(pids: readonly number[]): number {
   return ticks / TICKS_PER_SECOND;
 }
 
-/** One autocannon run of a target, with the CPU µs per request of each of its parts. */
-export interface Measured extends CannonResult {
+/** One closed-loop run of a target, with the CPU µs per request of each of its parts. */
+export interface Measured extends LoadResult {
   cpuMicrosPerRequest: Record<string, number>;
 }
 
+/** Connections of a measured run, unless the target says otherwise: each keeps one request in flight. */
+export const CONNECTIONS = 32;
+
+const ms = (micros: number): string => (micros / 1000).toFixed(2);
+
 async function measure(ctx: BenchContext, target: Target): Promise<Measured> {
-  const { name, url, headers } = target;
-  await autocannon({ url, connections: 8, duration: 1, headers });
+  const { name, url, headers, connections = CONNECTIONS } = target;
+  // A warm-up, so the measured run meets compiled code and open connections upstream.
+  await closedLoop({ url, durationMs: 1_000, connections: 8, headers });
   const parts = Object.entries(target.cpu ?? {});
   const before = parts.map(([, pids]) => cpuSeconds(pids));
-  const result = await autocannon({ url, connections: 32, duration: Math.max(1, Math.round(ctx.durationMs / 1000)), headers });
-  const served = result.requests.total;
+  const result = await closedLoop({ url, durationMs: ctx.durationMs, connections, headers });
+  const served = Math.max(1, result.answered);
   const cpuMicrosPerRequest = Object.fromEntries(parts.map(([part, pids], i) => [part, ((cpuSeconds(pids) - before[i]!) * 1e6) / served]));
   const cpu = parts.map(([part]) => `${part} ${cpuMicrosPerRequest[part]!.toFixed(0)} µs`).join(', ');
-  ctx.log(`${name}: ${Math.round(result.requests.average)} req/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, p99.9 ${result.latency.p99_9} ms, non-2xx ${result.non2xx}, errors ${result.errors}${cpu ? `; CPU per request: ${cpu}` : ''}`);
+  const { p50, p99, p99_9 } = result.latencyMicros;
+  ctx.log(`${name}: ${Math.round(result.rate)} req/s, p50 ${ms(p50)} ms, p99 ${ms(p99)} ms, p99.9 ${ms(p99_9)} ms, non-2xx ${result.non2xx}, errors ${result.errors}${cpu ? `; CPU per request: ${cpu}` : ''}`);
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${name}: ${result.non2xx} non-2xx and ${result.errors} errors`);
   return { ...result, cpuMicrosPerRequest };
 }
@@ -160,7 +166,7 @@ export function roundCount(fallback: number): number {
   return Number.isInteger(n) && n > 0 ? n : fallback;
 }
 
-const reqs = (r: CannonResult): number => r.requests.average;
+const reqs = (r: LoadResult): number => r.rate;
 
 /** The median over rounds of `name`'s req/s divided by `baseline`'s in the same round. */
 export function medianRatio(rounds: Rounds, name: string, baseline: string): number {
@@ -174,9 +180,9 @@ export function rowsOf(suite: string, target: Target, rounds: Rounds): BenchRow[
   const ratio = target.baseline === undefined ? {} : { baseline: target.baseline, ratio: medianRatio(rounds, target.name, target.baseline) };
   return [
     { suite, name: target.name, value: Math.round(median(own.map(reqs))), unit: 'req/s', ...ratio },
-    { suite, name: `${target.name} p50`, value: median(own.map((r) => r.latency.p50)), unit: 'ms' },
-    { suite, name: `${target.name} p99`, value: median(own.map((r) => r.latency.p99)), unit: 'ms' },
-    { suite, name: `${target.name} p99.9`, value: median(own.map((r) => r.latency.p99_9)), unit: 'ms' },
+    { suite, name: `${target.name} p50`, value: median(own.map((r) => r.latencyMicros.p50)) / 1000, unit: 'ms' },
+    { suite, name: `${target.name} p99`, value: median(own.map((r) => r.latencyMicros.p99)) / 1000, unit: 'ms' },
+    { suite, name: `${target.name} p99.9`, value: median(own.map((r) => r.latencyMicros.p99_9)) / 1000, unit: 'ms' },
     ...Object.keys(target.cpu ?? {}).map((part) => ({
       suite,
       name: `${target.name} CPU per request: ${part}`,

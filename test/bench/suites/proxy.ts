@@ -2,9 +2,9 @@
  * Proxy throughput and latency (issue 5 benchmark): the same echo upstream called
  * directly, through a bare undici forwarder with no gateway logic, through nginx with a
  * limit_req (a C peer), and through the sidecar (keyless API; auth-token API with the
- * sliding log in Redis) with each forwarder. Each server runs in its own process;
- * autocannon drives them one after another in this run (three interleaved rounds, or
- * BENCH_ROUNDS; medians kept), so the ratios compare like with like.
+ * sliding log in Redis) with each forwarder. Each server runs in its own process; the C
+ * load generator's closed loop drives them one after another in this run (three interleaved
+ * rounds, or BENCH_ROUNDS; medians kept), so the ratios compare like with like.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';

@@ -1,24 +1,23 @@
 /**
  * Steady tail (issue 13): each proxy row at half of its own maximum throughput, driven open
- * loop (test/bench/open-loop.ts), so a pause in the server shows in the percentiles of every
+ * loop (test/bench/load-generator.ts), so a pause in the server shows in the percentiles of every
  * request due during it. The maximum is the closed-loop req/s of the proxy suite's
- * measurement (32 connections); the latency rows are in µs, medians over interleaved rounds.
+ * measurement (with as many connections as it uses here); the latency rows are in µs, medians over interleaved rounds.
  * What the issue asks of the sidecar rows: p99 at most 3× p50, and at most 5 ms over the
  * bare forwarder's p99 in the same round. Each row also gives the proxy's CPU per request
  * under this load and the share of a core that makes: requests that arrive one at a time
  * cost more than the batches of a closed loop, so half its maximum is not half a core.
  */
-import { cpuSeconds, median, measureRounds, roundCount, type Target } from '../http-load.ts';
-import { openLoop, type OpenLoopResult } from '../open-loop.ts';
+import { CONNECTIONS, cpuSeconds, median, measureRounds, roundCount, type Target } from '../http-load.ts';
+import { openLoop, type LoadResult } from '../load-generator.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
 import { startProxyTargets } from './proxy.ts';
 
 const SUITE = 'tail';
 
 /** One open-loop run of a target, with what each request cost the proxy's process. */
-type TailRun = OpenLoopResult & { proxyCpuMicros: number };
+type TailRun = LoadResult & { proxyCpuMicros: number };
 const BARE = 'bare undici forwarder';
-const CONNECTIONS = 32;
 /** The share of each row's maximum it is driven at: the issue's half, or BENCH_TAIL_LOAD (0 to 1) to see how the tail moves with load. */
 const LOAD = ((): number => {
   const share = Number(process.env.BENCH_TAIL_LOAD);
@@ -30,7 +29,7 @@ const tailSuite: BenchSuite = async (ctx) => {
   try {
     const targets = all.filter((t) => t.name !== 'upstream direct');
     const closed = await measureRounds(ctx, targets, 1);
-    const rateOf = (t: Target): number => Math.round(closed.get(t.name)![0]!.requests.average * LOAD);
+    const rateOf = (t: Target): number => Math.round(closed.get(t.name)![0]!.rate * LOAD);
     const runs = new Map<string, TailRun[]>(targets.map((t) => [t.name, []]));
     for (let round = 0; round < roundCount(3); round += 1) {
       for (const target of targets) {

@@ -1,20 +1,23 @@
 /*
- * The bench's open-loop load generator (test/bench/open-loop.ts runs it; README.md#benchmarks).
+ * The bench's load generator (test/bench/load-generator.ts runs it; README.md#benchmarks).
  *
- * Requests are due on a fixed schedule, `rate` per second, whether or not earlier ones have
- * answered; each one's latency runs from the moment it was due, so a server pause counts
- * against every request due during it (a closed loop would wait, and hide it). It is C, one
- * thread on epoll, because the generator shares the machine's cores with the servers it
- * measures: a generator in Node spent as much CPU per request as the proxies did and fell
- * tens of milliseconds behind its own schedule, which then showed as the servers' tail.
+ * Open loop: requests are due on a fixed schedule, `rate` per second, whether or not earlier
+ * ones have answered; each one's latency runs from the moment it was due, so a server pause
+ * counts against every request due during it (a closed loop would wait, and hide it).
+ * Closed loop (RATE `closed`): each connection sends its next request as soon as the last one
+ * answered, for the duration, so the server is kept at its maximum; latency runs from the send.
+ * It is C, one thread on epoll, because the generator shares the machine's cores with the
+ * servers it measures: a generator in Node spent as much CPU per request as the proxies did
+ * (so less was left for them) and fell tens of milliseconds behind its own schedule, which
+ * then showed as the servers' tail.
  *
  * HTTP/1.1 GET on keep-alive connections, one request at a time per connection, responses
  * framed by Content-Length or chunked. A connection that is refused or lost fails the request
  * it carried (counted as an error) and is opened again for the next one.
  *
- *   open-loop URL RATE DURATION_MS CONNECTIONS ['Name: value' ...]
+ *   load-generator URL RATE|closed DURATION_MS CONNECTIONS ['Name: value' ...]
  *
- * prints one JSON object (the fields of OpenLoopResult in open-loop.ts) on stdout.
+ * prints one JSON object (the fields of LoadResult in load-generator.ts) on stdout.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -35,6 +38,8 @@
 /* Requests still unanswered this long after the last one was due count as errors. */
 #define GRACE_NS (30ull * 1000000000ull)
 #define TIMER_TAG UINT64_MAX
+/* A closed loop's pause after a failed request, before it sends again. */
+#define RETRY_PAUSE_NS (10ull * 1000000ull)
 
 enum conn_state { CLOSED, CONNECTING, BUSY, IDLE };
 
@@ -53,7 +58,10 @@ static struct {
   char *request;
   size_t request_len;
   double rate;
-  uint64_t total, start;
+  int closed;       /* closed loop: no schedule, a connection sends again when answered */
+  uint64_t total;   /* open loop: the requests of the schedule */
+  uint64_t start, end; /* closed loop: no request is sent after `end` */
+  uint64_t resume_at;  /* closed loop: no request is sent before it, after a failure */
   int epoll;
   struct conn *conns;
   int nconns;
@@ -63,10 +71,11 @@ static struct {
   uint64_t noticed; /* requests the generator has seen come due */
   uint64_t settled, answered, non2xx, errors, max_lag;
   uint64_t *latencies;
+  uint64_t latencies_cap;
 } g;
 
 static void die(const char *what) {
-  fprintf(stderr, "open-loop: %s: %s\n", what, errno ? strerror(errno) : "invalid");
+  fprintf(stderr, "load-generator: %s: %s\n", what, errno ? strerror(errno) : "invalid");
   exit(2);
 }
 
@@ -95,12 +104,19 @@ static void close_conn(struct conn *c) {
 
 static void fail(struct conn *c) {
   g.errors++;
+  /* A closed loop would otherwise retry a refusing server as fast as it refuses. */
+  if (g.closed) g.resume_at = now_ns() + RETRY_PAUSE_NS;
   g.settled++;
   close_conn(c);
   release(c);
 }
 
 static void answer(struct conn *c, int status) {
+  if (g.answered == g.latencies_cap) {
+    g.latencies_cap *= 2;
+    g.latencies = realloc(g.latencies, g.latencies_cap * sizeof *g.latencies);
+    if (g.latencies == NULL) die("realloc");
+  }
   g.latencies[g.answered++] = now_ns() - c->due;
   if (status < 200 || status > 299) g.non2xx++;
   g.settled++;
@@ -150,9 +166,18 @@ static void start_request(struct conn *c, uint64_t due) {
   }
 }
 
-/* Sends what is due while connections are free; what finds none waits for the next one to free. */
+/*
+ * Sends what is due while connections are free; what finds none waits for the next one to
+ * free. In a closed loop every free connection sends at once, until the end.
+ */
 static void dispatch(void) {
   uint64_t t = now_ns();
+  if (g.closed) {
+    if (t < g.resume_at) return;
+    /* Only the connections free now: one that fails at once waits for the next turn, not a spin. */
+    for (int free_now = g.nfree; t < g.end && free_now > 0; free_now--) start_request(&g.conns[g.free_conns[--g.nfree]], t);
+    return;
+  }
   while (g.noticed < g.total && due_at(g.noticed) <= t) {
     uint64_t lag = t - due_at(g.noticed);
     if (lag > g.max_lag) g.max_lag = lag;
@@ -306,17 +331,19 @@ static void build_request(const char *url, char **headers, int nheaders) {
 
 int main(int argc, char **argv) {
   if (argc < 5) {
-    fprintf(stderr, "usage: open-loop URL RATE DURATION_MS CONNECTIONS ['Name: value' ...]\n");
+    fprintf(stderr, "usage: load-generator URL RATE|closed DURATION_MS CONNECTIONS ['Name: value' ...]\n");
     return 2;
   }
   build_request(argv[1], argv + 5, argc - 5);
-  g.rate = strtod(argv[2], NULL);
+  g.closed = strcmp(argv[2], "closed") == 0;
+  g.rate = g.closed ? 1 : strtod(argv[2], NULL);
   double duration_ms = strtod(argv[3], NULL);
   g.nconns = atoi(argv[4]);
   errno = 0;
   if (!(g.rate > 0) || !(duration_ms > 0) || g.nconns < 1) die("RATE, DURATION_MS and CONNECTIONS must be positive");
-  g.total = (uint64_t)(g.rate * duration_ms / 1000.0 + 0.5);
-  g.latencies = malloc((g.total ? g.total : 1) * sizeof *g.latencies);
+  g.total = g.closed ? 0 : (uint64_t)(g.rate * duration_ms / 1000.0 + 0.5);
+  g.latencies_cap = g.total ? g.total : 65536;
+  g.latencies = malloc(g.latencies_cap * sizeof *g.latencies);
   g.conns = calloc((size_t)g.nconns, sizeof *g.conns);
   g.free_conns = malloc((size_t)g.nconns * sizeof *g.free_conns);
   if (!g.latencies || !g.conns || !g.free_conns) die("malloc");
@@ -331,17 +358,19 @@ int main(int argc, char **argv) {
   if (epoll_ctl(g.epoll, EPOLL_CTL_ADD, timer, &tev) != 0) die("epoll_ctl timer");
 
   g.start = now_ns();
-  uint64_t deadline = due_at(g.total) + GRACE_NS, armed = 0;
+  g.end = g.start + (uint64_t)(duration_ms * 1e6);
+  uint64_t deadline = (g.closed ? g.end : due_at(g.total)) + GRACE_NS, armed = 0;
   struct epoll_event events[256];
-  while (g.settled < g.total && now_ns() < deadline) {
+  /* A closed loop runs until the end and then until what is in flight has answered. */
+  while ((g.closed ? now_ns() < g.end || g.nfree < g.nconns : g.settled < g.total) && now_ns() < deadline) {
     dispatch();
     /* Wake when the next request comes due (its connection may be free by then). */
-    if (g.noticed < g.total && due_at(g.noticed) != armed) {
+    if (!g.closed && g.noticed < g.total && due_at(g.noticed) != armed) {
       armed = due_at(g.noticed);
       struct itimerspec at = {.it_value = {.tv_sec = (time_t)(armed / 1000000000ull), .tv_nsec = (long)(armed % 1000000000ull)}};
       if (timerfd_settime(timer, TFD_TIMER_ABSTIME, &at, NULL) != 0) die("timerfd_settime");
     }
-    int n = epoll_wait(g.epoll, events, 256, 100);
+    int n = epoll_wait(g.epoll, events, 256, g.closed ? (int)(RETRY_PAUSE_NS / 1000000ull) : 100);
     if (n < 0 && errno != EINTR) die("epoll_wait");
     for (int i = 0; i < n; i++) {
       if (events[i].data.u64 == TIMER_TAG) {
@@ -353,7 +382,9 @@ int main(int argc, char **argv) {
     }
   }
   /* Whatever is still unanswered after the grace period failed. */
-  g.errors += g.total - g.settled;
+  g.errors += g.closed ? (uint64_t)(g.nconns - g.nfree) : g.total - g.settled;
+  /* A closed loop reports the rate it met, over the time until its last answer. */
+  if (g.closed) g.rate = (double)g.answered * 1e9 / (double)(now_ns() - g.start);
   qsort(g.latencies, g.answered, sizeof *g.latencies, by_value);
   printf("{\"answered\":%llu,\"rate\":%.10g,\"latencyMicros\":{\"p50\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu},"
          "\"non2xx\":%llu,\"errors\":%llu,\"maxSendLagMicros\":%llu}\n",

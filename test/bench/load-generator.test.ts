@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { openLoop } from './open-loop.ts';
+import { closedLoop, openLoop } from './load-generator.ts';
 
 /** A loopback server whose `answer` decides each request's status; returns its base URL. */
 async function serve(
@@ -18,7 +18,7 @@ async function serve(
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, count: () => count };
 }
 
-describe('bench: the open-loop load generator', () => {
+describe('bench: the load generator', () => {
   let server: Server | undefined;
   afterEach(async () => {
     const open = server;
@@ -85,5 +85,44 @@ describe('bench: the open-loop load generator', () => {
     expect(target.count()).toBe(100);
     const unauthorized = await openLoop({ url: `${target.url}/bench`, rate: 400, durationMs: 50, connections: 3 });
     expect(unauthorized).toMatchObject({ answered: 20, non2xx: 20, errors: 0 });
+  });
+
+  it('closed loop: keeps one request in flight per connection for the duration, and reports the rate met', async () => {
+    // Each answer takes 10 ms: 4 connections for 300 ms make about 4 × 30 requests.
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const target = await serve(
+      () => 200,
+      (_, res) => {
+        inFlight += 1;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        setTimeout(() => {
+          inFlight -= 1;
+          res.end('ok');
+        }, 10);
+      },
+    );
+    server = target.server;
+    const result = await closedLoop({ url: target.url, durationMs: 300, connections: 4 });
+    expect(result).toMatchObject({ non2xx: 0, errors: 0, maxSendLagMicros: 0 });
+    expect(result.answered).toBe(target.count());
+    expect(result.answered).toBeGreaterThanOrEqual(80);
+    expect(result.answered).toBeLessThanOrEqual(124);
+    expect(mostInFlight).toBe(4);
+    expect(result.rate).toBeGreaterThan(250);
+    expect(result.rate).toBeLessThanOrEqual(400);
+    expect(result.latencyMicros.p50).toBeGreaterThanOrEqual(10_000);
+  });
+
+  it('closed loop: a refused connection is an error, tried again at a bounded pace until the end', async () => {
+    const target = await serve(() => 200);
+    await new Promise((resolve) => target.server.close(resolve));
+    const started = performance.now();
+    const result = await closedLoop({ url: target.url, durationMs: 300, connections: 2 });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    expect(result.answered).toBe(0);
+    expect(result.errors).toBeGreaterThan(0);
+    // Two connections tried again each time the loop wakes (at least every 100 ms), not in a spin.
+    expect(result.errors).toBeLessThan(100);
   });
 });
