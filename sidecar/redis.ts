@@ -1,22 +1,39 @@
-import type { Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { createRedisClient, reportConnectionErrors } from '../common/redis-url.ts';
 import type { Logger } from '../common/logger.ts';
+import { limitsCommand } from './limits/stores/redis-store.ts';
 import type { SidecarMetrics } from './metrics.ts';
 
 /**
- * The sidecar's Redis client: auto-pipelining across concurrent requests (docs/architecture.md#performance),
- * a per-command timeout so a stalled Redis costs a request at most `commandTimeoutMs`,
- * and reconnection with backoff forever. The URL may name one server, a Sentinel set or
- * a Cluster (common/redis-url.ts). Errors are logged and counted; the engine's
- * failure mode decides what a request does meanwhile.
+ * The options of the sidecar's Redis client: auto-pipelining across concurrent requests
+ * (docs/architecture.md#performance), a per-command timeout so a stalled Redis costs a request
+ * at most `commandTimeoutMs`, and reconnection with backoff forever.
+ *
+ * The limit store's script call is left out of auto-pipelining: the store already sends one
+ * call per event-loop turn for every decision of that turn, and an auto-pipeline around it
+ * only added a Pipeline object per call (which V8 came to allocate in the old generation, a
+ * full collection every half second at 5,000 requests/s) and held each call back until the
+ * previous one had answered. On a Cluster the option stays on the nodes
+ * (common/redis-url.ts lifts only the cluster-level options), so there the store's calls,
+ * one per limiter slot, still go out together as one batch per node.
  */
-export function createRedis(url: string, commandTimeoutMs: number, logger: Logger, metrics: SidecarMetrics): Redis | Cluster {
-  const redis = createRedisClient(url, {
+export function sidecarRedisOptions(commandTimeoutMs: number): RedisOptions {
+  return {
     enableAutoPipelining: true,
+    autoPipeliningIgnoredCommands: [limitsCommand],
     commandTimeout: commandTimeoutMs,
     maxRetriesPerRequest: 1,
     retryStrategy: (attempt) => Math.min(100 * 2 ** Math.min(attempt, 5), 3000),
-  });
+  };
+}
+
+/**
+ * The sidecar's Redis client (`sidecarRedisOptions`). The URL may name one server, a Sentinel
+ * set or a Cluster (common/redis-url.ts). Errors are logged and counted; the engine's
+ * failure mode decides what a request does meanwhile.
+ */
+export function createRedis(url: string, commandTimeoutMs: number, logger: Logger, metrics: SidecarMetrics): Redis | Cluster {
+  const redis = createRedisClient(url, sidecarRedisOptions(commandTimeoutMs));
   reportConnectionErrors(redis, logger, 5_000, () => metrics.redisErrors.inc());
   redis.on('ready', () => logger.info('redis connected'));
   return redis;

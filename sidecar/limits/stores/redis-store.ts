@@ -7,7 +7,13 @@ import { clampSmoothing, type LimitStore, type PeekResult, type StoreOp, type St
 import { withTimeout } from './with-timeout.ts';
 
 const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
-const command = 'gwLimits';
+/**
+ * The script's command name on the client. The sidecar's client sends it outside ioredis's
+ * auto-pipelining on one server or a Sentinel set (sidecar/redis.ts): this store batches its
+ * own calls already.
+ */
+export const limitsCommand = 'gwLimits';
+const command = limitsCommand;
 const trimDelayMs = 50;
 
 /** limits.lua's flat reply: Redis's time (Unix ms), then per request its row count and rows (or -1 and an error). */

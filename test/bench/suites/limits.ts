@@ -12,6 +12,7 @@ import { createLogger } from '../../../common/logger.ts';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import { createLimitBackends } from '../../../sidecar/limits/backends.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
+import { sidecarRedisOptions } from '../../../sidecar/redis.ts';
 import { api, config, policy, session } from '../../support/compiled-fixtures.ts';
 import { request } from '../../support/limits-fixtures.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
@@ -59,8 +60,8 @@ async function measure(
   settings: Partial<GatewaySettings>,
   quota: boolean,
 ): Promise<{ perSecond: number; commands: number; evalsha: number }> {
-  // Auto-pipelining is the sidecar's connection choice (docs/architecture.md#performance); the bench uses it too.
-  const redis = new Redis(url, { enableAutoPipelining: true, commandTimeout: 2000 });
+  // The sidecar's client options (docs/architecture.md#performance), so the figures are the sidecar's.
+  const redis = new Redis(url, sidecarRedisOptions(2000));
   const observer = new Redis(url);
   const a = api(`bench-${name.replace(/\W/g, '-')}`, { api_limit: { rate: 10_000_000, per: 1 } });
   const p = policy('bench', { rate: { rate: 10_000_000, per: 1 }, quota_max: quota ? 1_000_000_000 : -1, quota_renewal_rate: 3600 });

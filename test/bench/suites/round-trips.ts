@@ -11,6 +11,7 @@ import { createLogger } from '../../../common/logger.ts';
 import { createRedisClient } from '../../../common/redis-url.ts';
 import { createLimitBackends } from '../../../sidecar/limits/backends.ts';
 import { createLimitEngine } from '../../../sidecar/limits/engine.ts';
+import { sidecarRedisOptions } from '../../../sidecar/redis.ts';
 import { startRedisCluster, startRedisSentinel } from '../../harness/index.ts';
 import { api, config, policy, session } from '../../support/compiled-fixtures.ts';
 import { request } from '../../support/limits-fixtures.ts';
@@ -42,7 +43,7 @@ interface Topology {
 
 async function measure(ctx: BenchContext, { name: topology, url, nodes }: Topology, scenario: string, keyRate: number, quota: boolean) {
   const name = `${topology}-${scenario}`;
-  const redis = createRedisClient(url, { enableAutoPipelining: true, commandTimeout: 3000, maxRetriesPerRequest: 1 });
+  const redis = createRedisClient(url, sidecarRedisOptions(3000));
   const instanceId = `bench-rtt-${Date.now()}`;
   const a = api(`bench-rtt-${name.replace(/\W/g, '-')}-${Date.now()}`, { api_limit: { rate: 10_000_000, per: 60 } });
   const p = policy('bench', { rate: { rate: keyRate, per: 60 }, quota_max: quota ? 1_000_000_000 : -1, quota_renewal_rate: 3600 });
