@@ -40,6 +40,8 @@ const resultSchema = z.object({
   errors: z.number().int().nonnegative(),
   /** How far behind the schedule the generator itself noticed a request was due, at worst, in µs (its own pauses); 0 closed. */
   maxSendLagMicros: micros,
+  /** The generator's nice value: raised ahead of the servers it measures when the bench runs as root. */
+  nice: z.number().int(),
 });
 
 export type LoadResult = z.infer<typeof resultSchema>;

@@ -38,7 +38,7 @@ const tailSuite: BenchSuite = async (ctx) => {
         const result = await openLoop({ url: target.url, headers: target.headers, rate: rateOf(target), durationMs: ctx.durationMs, connections: CONNECTIONS });
         const proxyCpuMicros = ((cpuSeconds(proxyPids) - cpuBefore) * 1e6) / Math.max(1, result.answered);
         const { p50, p99, p99_9, max } = result.latencyMicros;
-        ctx.log(`${target.name} at ${result.rate} req/s: p50 ${p50} µs, p99 ${p99} µs, p99.9 ${p99_9} µs, max ${max} µs; proxy CPU ${proxyCpuMicros.toFixed(0)} µs per request; generator lag at worst ${result.maxSendLagMicros} µs`);
+        ctx.log(`${target.name} at ${result.rate} req/s: p50 ${p50} µs, p99 ${p99} µs, p99.9 ${p99_9} µs, max ${max} µs; proxy CPU ${proxyCpuMicros.toFixed(0)} µs per request; generator lag at worst ${result.maxSendLagMicros} µs (nice ${result.nice})`);
         if (result.non2xx > 0 || result.errors > 0) throw new Error(`${target.name}: ${result.non2xx} non-2xx and ${result.errors} errors`);
         runs.get(target.name)!.push({ ...result, proxyCpuMicros });
       }
