@@ -37,6 +37,7 @@ async function hierarchy(): Promise<Hierarchy | string> {
   if (process.getuid?.() !== 0) return 'setting a CPU quota needs root';
   if (existsSync(join(v2.root, 'cgroup.controllers'))) {
     const enabled = (await readFile(join(v2.root, 'cgroup.subtree_control'), 'utf8')).split(/\s+/);
+    // Most systemd machines have it on already; where not, it stays on for the root's children.
     if (!enabled.includes('cpu')) await writeFile(join(v2.root, 'cgroup.subtree_control'), '+cpu');
     return v2;
   }

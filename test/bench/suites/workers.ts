@@ -36,6 +36,12 @@ const workersSuite: BenchSuite = async (ctx) => {
   const quotas: CpuQuota[] = [];
   const dir = await mkdtemp(join(tmpdir(), 'gw-bench-workers-'));
   const rawKey = randomBytes(16).toString('hex');
+  /** Each kind of row's first (one-worker) name: the baseline of its two-worker row. */
+  const firstOf = new Map<string, string>();
+  const baselineOf = (kind: string, name: string): string | undefined => {
+    if (!firstOf.has(kind)) firstOf.set(kind, name);
+    return firstOf.get(kind) === name ? undefined : firstOf.get(kind);
+  };
   /** Puts `pids` under a quota for `workers`; the label their rows carry. */
   const confine = async (pids: readonly number[], workers: number): Promise<string> => {
     const quota = await cpuQuota(CORES_PER_WORKER * workers);
@@ -53,22 +59,19 @@ const workersSuite: BenchSuite = async (ctx) => {
     nginxes.push(upstream);
     await writeFile(join(dir, 'bench.yaml'), benchResources(upstream.url, keyHash(rawKey)));
     const targets: Target[] = [];
-    const nginxNames: string[] = [];
     for (const workers of [1, 2]) {
       const nginx = await startNginx(upstream.url, workers);
       nginxes.push(nginx);
       const name = `nginx, ${await confine(nginx.pids, workers)}`;
-      nginxNames.push(name);
       targets.push({
         name,
         url: `${nginx.url}/bench`,
-        baseline: nginxNames[0] === name ? undefined : nginxNames[0],
+        baseline: baselineOf('nginx', name),
         connections: CONNECTIONS_PER_ROW,
         cpu: { proxy: nginx.pids },
       });
     }
     const redisUrl = await ctx.redisUrl();
-    const firstOf: Record<string, string> = {};
     for (const workers of [1, 2]) {
       const sidecar = await startSidecarProcess(dir, { redisUrl, env: { GW_WORKERS: String(workers), GW_ENABLE_REDIS_ROLLING_LIMITER: 'true' } });
       children.push(sidecar.child);
@@ -82,9 +85,7 @@ const workersSuite: BenchSuite = async (ctx) => {
         { kind: 'sidecar auth-token + sliding log', url: `${sidecar.base}/auth/bench`, headers: { authorization: rawKey } },
       ]) {
         const name = `${row.kind}, ${label}`;
-        firstOf[row.kind] ??= name;
-        const baseline = firstOf[row.kind] === name ? undefined : firstOf[row.kind];
-        targets.push({ name, url: row.url, headers: row.headers, baseline, connections: CONNECTIONS_PER_ROW, cpu: { proxy } });
+        targets.push({ name, url: row.url, headers: row.headers, baseline: baselineOf(row.kind, name), connections: CONNECTIONS_PER_ROW, cpu: { proxy } });
       }
     }
     const rounds = await measureRounds(ctx, targets, roundCount(3));
