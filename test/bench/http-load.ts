@@ -1,8 +1,7 @@
 /**
- * What the HTTP bench suites share: child processes for an echo upstream and sidecars,
- * and closed-loop runs of the C load generator (load-generator.ts) measured in interleaved
- * rounds. Every server runs in its own
- * process so the load generator does not share an event loop with what it measures.
+ * What the HTTP bench suites share: child processes for an echo upstream and sidecars, and
+ * closed-loop runs of the C load generator (load-generator.ts) measured in interleaved
+ * rounds. Every server runs in its own process, and so does the generator.
  * On a shared machine other load comes and goes: a row is the median of its rounds, and
  * its ratio the median of the ratios taken within each round (target and baseline
  * measured minutes apart would compare two different loads).
