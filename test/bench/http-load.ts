@@ -115,10 +115,21 @@ export function cpuSeconds(pids: readonly number[]): number {
   return ticks / TICKS_PER_SECOND;
 }
 
-/** One closed-loop run of a target, with the CPU µs per request of each of its parts. */
-export interface Measured extends LoadResult {
-  cpuMicrosPerRequest: Record<string, number>;
+/** A load run's result with what each request cost each part (its processes), in CPU µs. */
+export type WithCpu<R extends LoadResult> = R & { cpuMicrosPerRequest: Record<string, number> };
+
+/** Runs `load` and charges each part's CPU time during it to the requests it answered. */
+export async function withCpuPerRequest<R extends LoadResult>(cpu: Record<string, readonly number[]>, load: () => Promise<R>): Promise<WithCpu<R>> {
+  const parts = Object.entries(cpu);
+  const before = parts.map(([, pids]) => cpuSeconds(pids));
+  const result = await load();
+  const served = Math.max(1, result.answered);
+  const cpuMicrosPerRequest = Object.fromEntries(parts.map(([part, pids], i) => [part, ((cpuSeconds(pids) - before[i]!) * 1e6) / served]));
+  return { ...result, cpuMicrosPerRequest };
 }
+
+/** One closed-loop run of a target, with the CPU µs per request of each of its parts. */
+export type Measured = WithCpu<LoadResult>;
 
 /** Connections of a measured run, unless the target says otherwise: each keeps one request in flight. */
 export const CONNECTIONS = 32;
@@ -129,16 +140,14 @@ async function measure(ctx: BenchContext, target: Target): Promise<Measured> {
   const { name, url, headers, connections = CONNECTIONS } = target;
   // A warm-up, so the measured run meets compiled code and open connections upstream.
   await closedLoop({ url, durationMs: 1_000, connections: 8, headers });
-  const parts = Object.entries(target.cpu ?? {});
-  const before = parts.map(([, pids]) => cpuSeconds(pids));
-  const result = await closedLoop({ url, durationMs: ctx.durationMs, connections, headers });
-  const served = Math.max(1, result.answered);
-  const cpuMicrosPerRequest = Object.fromEntries(parts.map(([part, pids], i) => [part, ((cpuSeconds(pids) - before[i]!) * 1e6) / served]));
-  const cpu = parts.map(([part]) => `${part} ${cpuMicrosPerRequest[part]!.toFixed(0)} µs`).join(', ');
+  const result = await withCpuPerRequest(target.cpu ?? {}, () => closedLoop({ url, durationMs: ctx.durationMs, connections, headers }));
+  const cpu = Object.entries(result.cpuMicrosPerRequest)
+    .map(([part, micros]) => `${part} ${micros.toFixed(0)} µs`)
+    .join(', ');
   const { p50, p99, p99_9 } = result.latencyMicros;
   ctx.log(`${name}: ${Math.round(result.rate)} req/s, p50 ${ms(p50)} ms, p99 ${ms(p99)} ms, p99.9 ${ms(p99_9)} ms, non-2xx ${result.non2xx}, errors ${result.errors}${cpu ? `; CPU per request: ${cpu}` : ''}`);
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${name}: ${result.non2xx} non-2xx and ${result.errors} errors`);
-  return { ...result, cpuMicrosPerRequest };
+  return result;
 }
 
 /** Every round of every target, by target name, in round order. */

@@ -13,12 +13,11 @@ const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
  * own calls already.
  */
 export const limitsCommand = 'gwLimits';
-const command = limitsCommand;
 const trimDelayMs = 50;
 
 /** limits.lua's flat reply: Redis's time (Unix ms), then per request its row count and rows (or -1 and an error). */
 type Reply = (number | string)[];
-type ScriptClient = Record<typeof command, (...args: (string | number)[]) => Promise<Reply>>;
+type ScriptClient = Record<typeof limitsCommand, (...args: (string | number)[]) => Promise<Reply>>;
 /** Keys of one op; on a Cluster every script call runs exactly one op. */
 const keysPerOp = 2;
 /** Integers per result row in the reply. */
@@ -225,7 +224,7 @@ export class RedisLimitStore implements LimitStore {
     // ioredis auto-pipelining routes a script call on a Cluster by its first argument:
     // the key count, unless the command declares a fixed one. So on a Cluster (one op,
     // two keys per call) it is declared, and the first argument is the op's first key.
-    if (!(command in redis)) redis.defineCommand(command, { lua: script, numberOfKeys: redis.isCluster ? keysPerOp : undefined });
+    if (!(limitsCommand in redis)) redis.defineCommand(limitsCommand, { lua: script, numberOfKeys: redis.isCluster ? keysPerOp : undefined });
     this.#client = redis as unknown as ScriptClient;
   }
 
@@ -277,7 +276,7 @@ export class RedisLimitStore implements LimitStore {
   /** One script call carrying `calls`; each gets its results or its own error. */
   async #call(calls: readonly Call[]): Promise<(Ran | Error)[]> {
     const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits', this.#clock?.() ?? '');
-    const reply = this.#redis.isCluster ? this.#client[command](...keys, ...args) : this.#client[command](keys.length, ...keys, ...args);
+    const reply = this.#redis.isCluster ? this.#client[limitsCommand](...keys, ...args) : this.#client[limitsCommand](keys.length, ...keys, ...args);
     return splitReply(await withTimeout(reply, this.#settings.redis_timeout_ms), calls.length);
   }
 

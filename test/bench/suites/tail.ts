@@ -1,14 +1,15 @@
 /**
  * Steady tail (issue 13): each proxy row at half of its own maximum throughput, driven open
- * loop (test/bench/load-generator.ts), so a pause in the server shows in the percentiles of every
- * request due during it. The maximum is the closed-loop req/s of the proxy suite's
- * measurement (with as many connections as it uses here); the latency rows are in µs, medians over interleaved rounds.
+ * loop (test/bench/load-generator.ts), so a pause in the server shows in the percentiles of
+ * every request due during it. The maximum is the closed-loop req/s of the proxy suite's
+ * measurement, with as many connections as here; the latency rows are in µs, medians over
+ * interleaved rounds.
  * What the issue asks of the sidecar rows: p99 at most 3× p50, and at most 5 ms over the
  * bare forwarder's p99 in the same round. Each row also gives the proxy's CPU per request
  * under this load and the share of a core that makes: requests that arrive one at a time
  * cost more than the batches of a closed loop, so half its maximum is not half a core.
  */
-import { CONNECTIONS, cpuSeconds, median, measureRounds, roundCount, type Target } from '../http-load.ts';
+import { CONNECTIONS, median, measureRounds, roundCount, withCpuPerRequest, type Target, type WithCpu } from '../http-load.ts';
 import { openLoop, type LoadResult } from '../load-generator.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
 import { startProxyTargets } from './proxy.ts';
@@ -16,7 +17,7 @@ import { startProxyTargets } from './proxy.ts';
 const SUITE = 'tail';
 
 /** One open-loop run of a target, with what each request cost the proxy's process. */
-type TailRun = LoadResult & { proxyCpuMicros: number };
+type TailRun = WithCpu<LoadResult>;
 const BARE = 'bare undici forwarder';
 /** The share of each row's maximum it is driven at: the issue's half, or BENCH_TAIL_LOAD (0 to 1) to see how the tail moves with load. */
 const LOAD = ((): number => {
@@ -33,14 +34,15 @@ const tailSuite: BenchSuite = async (ctx) => {
     const runs = new Map<string, TailRun[]>(targets.map((t) => [t.name, []]));
     for (let round = 0; round < roundCount(3); round += 1) {
       for (const target of targets) {
-        const proxyPids = target.cpu?.proxy ?? [];
-        const cpuBefore = cpuSeconds(proxyPids);
-        const result = await openLoop({ url: target.url, headers: target.headers, rate: rateOf(target), durationMs: ctx.durationMs, connections: CONNECTIONS });
-        const proxyCpuMicros = ((cpuSeconds(proxyPids) - cpuBefore) * 1e6) / Math.max(1, result.answered);
+        const proxy = { proxy: target.cpu?.proxy ?? [] };
+        const result = await withCpuPerRequest(proxy, () =>
+          openLoop({ url: target.url, headers: target.headers, rate: rateOf(target), durationMs: ctx.durationMs, connections: CONNECTIONS }),
+        );
+        const proxyCpuMicros = result.cpuMicrosPerRequest.proxy!;
         const { p50, p99, p99_9, max } = result.latencyMicros;
         ctx.log(`${target.name} at ${result.rate} req/s: p50 ${p50} µs, p99 ${p99} µs, p99.9 ${p99_9} µs, max ${max} µs; proxy CPU ${proxyCpuMicros.toFixed(0)} µs per request; generator lag at worst ${result.maxSendLagMicros} µs (nice ${result.nice})`);
         if (result.non2xx > 0 || result.errors > 0) throw new Error(`${target.name}: ${result.non2xx} non-2xx and ${result.errors} errors`);
-        runs.get(target.name)!.push({ ...result, proxyCpuMicros });
+        runs.get(target.name)!.push(result);
       }
     }
     const bare = runs.get(BARE)!;
@@ -55,8 +57,8 @@ const tailSuite: BenchSuite = async (ctx) => {
         { suite: SUITE, name: `${name}: p99`, value: at((r) => r.latencyMicros.p99), unit: 'µs' },
         { suite: SUITE, name: `${name}: p99.9`, value: at((r) => r.latencyMicros.p99_9), unit: 'µs' },
         { suite: SUITE, name: `${name}: p99 / p50`, value: at((r) => r.latencyMicros.p99 / r.latencyMicros.p50), unit: 'ratio' },
-        { suite: SUITE, name: `${name}: CPU per request: proxy`, value: at((r) => r.proxyCpuMicros), unit: 'µs' },
-        { suite: SUITE, name: `${name}: proxy's share of a core`, value: at((r) => (r.proxyCpuMicros * r.rate) / 1e6), unit: 'ratio' },
+        { suite: SUITE, name: `${name}: CPU per request: proxy`, value: at((r) => r.cpuMicrosPerRequest.proxy!), unit: 'µs' },
+        { suite: SUITE, name: `${name}: proxy's share of a core`, value: at((r) => (r.cpuMicrosPerRequest.proxy! * r.rate) / 1e6), unit: 'ratio' },
       );
       if (target.name !== BARE) {
         const added = median(own.map((r, i) => (r.latencyMicros.p99 - bare[i]!.latencyMicros.p99) / 1000));
