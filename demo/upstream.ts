@@ -5,7 +5,7 @@ import type { AddressInfo } from 'node:net';
  * A small JSON echo server: the demo's upstream, and the upstream of the sidecar's
  * integration tests and benchmark. It answers every request with what it received.
  * `?delay_ms=N` answers late (timeouts); `?ratelimit=1` adds its own X-RateLimit-*
- * headers (so replacing them can be seen).
+ * headers and `?request_id=1` its own X-Request-Id (so replacing them can be seen).
  */
 export interface EchoUpstream {
   url: string;
@@ -30,6 +30,7 @@ async function echo(req: IncomingMessage, res: ServerResponse): Promise<void> {
     'content-type': 'application/json',
     'content-length': Buffer.byteLength(payload),
   };
+  if (url.searchParams.get('request_id') === '1') headers['x-request-id'] = 'upstream-own';
   if (url.searchParams.get('ratelimit') === '1') {
     Object.assign(headers, { 'x-ratelimit-limit': '999', 'x-ratelimit-remaining': '998', 'x-ratelimit-reset': '1' });
   }

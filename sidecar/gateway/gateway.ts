@@ -13,7 +13,7 @@ import { statusClass, type SidecarMetrics } from '../metrics.ts';
 import { clientGone, type Forwarder, type UpgradeForwarder } from '../proxy/forwarder.ts';
 import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { rateHeadersFor } from './rate-headers.ts';
-import { sendError, sendErrorOnSocket } from '../http/respond.ts';
+import { REQUEST_ID_HEADER, sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { isIgnored, type RouteMatch, type RouteTable } from './routes.ts';
 import { Sampler, TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
 
@@ -73,14 +73,18 @@ const acceptableRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * The request's id: the client's X-Request-Id when acceptable, else a new one. It is put on
- * the request (so the upstream sees the same id) and on the answer.
+ * the request (so the upstream sees the same id); every answer carries it (`idHeaders`).
  */
-function requestIdOf(req: IncomingMessage, res: ServerResponse | null): string {
-  const given = req.headers['x-request-id'];
+function requestIdOf(req: IncomingMessage): string {
+  const given = req.headers[REQUEST_ID_HEADER];
   const id = typeof given === 'string' && acceptableRequestId.test(given) ? given : randomUUID();
-  req.headers['x-request-id'] = id;
-  res?.setHeader('x-request-id', id);
+  req.headers[REQUEST_ID_HEADER] = id;
   return id;
+}
+
+/** The answer's headers that name the request, beside any rate headers. */
+function idHeaders(requestId: string, rateHeaders: Record<string, string> | null = null): Record<string, string> {
+  return { ...rateHeaders, [REQUEST_ID_HEADER]: requestId };
 }
 
 /** The proxy listener's request pipeline: route, authenticate, limit, forward (docs/behaviour.md#gateway-answers, docs/architecture.md#performance). */
@@ -158,20 +162,20 @@ export class Gateway {
 
   /** The proxy listener's request handler; it never rejects, so no request can crash the process. */
   readonly handle = (req: IncomingMessage, res: ServerResponse): void => {
-    const requestId = requestIdOf(req, res);
+    const requestId = requestIdOf(req);
     this.#handle(req, res, requestId).catch((err: unknown) => {
       this.#log(requestId).error({ err, url: req.url }, 'request failed inside the gateway');
-      sendError(res, gatewayErrors.internal);
+      sendError(res, gatewayErrors.internal, idHeaders(requestId));
       this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.internal.code });
     });
   };
 
   /** The upgrade handler; like `handle`, it never rejects. */
   readonly upgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    const requestId = requestIdOf(req, null);
+    const requestId = requestIdOf(req);
     this.#upgrade(req, socket, head, requestId).catch((err: unknown) => {
       this.#log(requestId).error({ err, url: req.url }, 'upgrade failed inside the gateway');
-      sendErrorOnSocket(socket, gatewayErrors.internal);
+      sendErrorOnSocket(socket, gatewayErrors.internal, idHeaders(requestId));
       this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.internal.code });
     });
   };
@@ -198,7 +202,7 @@ export class Gateway {
       if (this.#deps.logger.isLevelEnabled('debug')) {
         this.#log(requestId).debug({ api, method: req.method, status: error.status, code: error.code }, 'request refused');
       }
-      sendError(res, error, admission.rateHeaders);
+      sendError(res, error, idHeaders(requestId, admission.rateHeaders));
       this.#deps.metrics.requests.inc({ api, code_class: statusClass(res.statusCode) });
       this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
       return;
@@ -210,6 +214,7 @@ export class Gateway {
       origin: match.route.origin,
       path: match.upstreamPath,
       rateHeaders: admission.rateHeaders,
+      answerHeaders: idHeaders(requestId),
       signal,
     });
     this.#deps.metrics.requests.inc({ api, code_class: statusClass(result.status) });
@@ -221,7 +226,7 @@ export class Gateway {
   async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
     socket.on('error', (err) => this.#log(requestId).debug({ err }, 'upgrade socket error'));
     if (!websocket.test(String(req.headers.upgrade ?? ''))) {
-      sendErrorOnSocket(socket, gatewayErrors.badUpgrade);
+      sendErrorOnSocket(socket, gatewayErrors.badUpgrade, idHeaders(requestId));
       this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.badUpgrade.code });
       return;
     }
@@ -230,7 +235,7 @@ export class Gateway {
     const api = match?.route.api.api_id ?? '';
     if (admission.error !== null || match === null) {
       const error = admission.error ?? gatewayErrors.notFound;
-      sendErrorOnSocket(socket, error, admission.rateHeaders);
+      sendErrorOnSocket(socket, error, idHeaders(requestId, admission.rateHeaders));
       this.#deps.metrics.requests.inc({ api, code_class: statusClass(error.status) });
       this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
       return;

@@ -6,6 +6,9 @@ import { gatewayErrors, type GatewayError } from './errors.ts';
 /** The header that carries a gateway error's stable code, as the admin operations' errors do. */
 export const ERROR_CODE_HEADER = 'x-gw-error-code';
 
+/** The header that carries a request's id, to the upstream and on the answer (README.md#the-gateway). */
+export const REQUEST_ID_HEADER = 'x-request-id';
+
 /**
  * Answer a gateway error as JSON; extra headers (X-RateLimit-*) ride along. The code is set
  * with setHeader so whoever counts the answer can read it back from the response.

@@ -16,6 +16,13 @@ export interface ForwardRequest {
   path: string;
   /** The gateway's X-RateLimit-* for this response; when set, the upstream's are dropped. */
   rateHeaders: Record<string, string> | null;
+  /**
+   * The gateway's own headers for the answer, whichever it is (the upstream's or the
+   * gateway's 413/502/504): the request id. They replace the upstream's of the same name.
+   * They go in with the answer's other headers, not by `res.setHeader` beforehand, which
+   * sends Node's `writeHead` down a path that merges and re-validates every header.
+   */
+  answerHeaders: Record<string, string>;
   /** Aborted when the client goes away before its answer is complete (clientGone). */
   signal: AbortSignal;
 }
@@ -31,6 +38,11 @@ export function clientGone(res: ServerResponse): AbortSignal {
     if (!res.writableFinished) abort.abort();
   });
   return abort.signal;
+}
+
+/** The headers of the gateway's own error answer to a forwarded request. */
+export function errorAnswerHeaders({ rateHeaders, answerHeaders }: ForwardRequest): Record<string, string> {
+  return rateHeaders === null ? answerHeaders : { ...rateHeaders, ...answerHeaders };
 }
 
 export interface ForwardResult {

@@ -31,7 +31,7 @@ describe('clientResponseHeaders', () => {
   const upstream = { 'content-type': 'text/plain', connection: 'close', 'x-ratelimit-limit': '9', 'x-ratelimit-remaining': '8', 'set-cookie': ['a=1', 'b=2'] };
 
   it('replaces the upstream X-RateLimit-* with the gateway ones', () => {
-    expect(clientResponseHeaders(upstream, { 'x-ratelimit-limit': '2', 'x-ratelimit-remaining': '1', 'x-ratelimit-reset': '100' })).toEqual({
+    expect(clientResponseHeaders(upstream, { 'x-ratelimit-limit': '2', 'x-ratelimit-remaining': '1', 'x-ratelimit-reset': '100' }, {})).toEqual({
       'content-type': 'text/plain',
       'set-cookie': ['a=1', 'b=2'],
       'x-ratelimit-limit': '2',
@@ -41,7 +41,13 @@ describe('clientResponseHeaders', () => {
   });
 
   it('passes the upstream X-RateLimit-* when the gateway sets none', () => {
-    expect(clientResponseHeaders(upstream, null)['x-ratelimit-limit']).toBe('9');
+    expect(clientResponseHeaders(upstream, null, {})['x-ratelimit-limit']).toBe('9');
+  });
+
+  it("puts the gateway's own headers on the answer in place of the upstream's of the same name", () => {
+    const out = clientResponseHeaders({ ...upstream, 'x-request-id': 'upstream-own' }, null, { 'x-request-id': 'gw-id' });
+    expect(out['x-request-id']).toBe('gw-id');
+    expect(out['content-type']).toBe('text/plain');
   });
 });
 

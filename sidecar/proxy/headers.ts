@@ -65,10 +65,14 @@ export function upstreamRequestHeaders(req: IncomingMessage): Record<string, str
   return out;
 }
 
-/** Headers for the client response: the upstream's minus hop-by-hop, with our rate headers replacing theirs. */
+/**
+ * Headers for the client response: the upstream's minus hop-by-hop, with our rate headers
+ * replacing theirs, and the gateway's own (the request id) replacing any of the same name.
+ */
 export function clientResponseHeaders(
   upstream: Record<string, string | string[] | undefined>,
   rateHeaders: Record<string, string> | null,
+  answerHeaders: Record<string, string>,
 ): OutgoingHttpHeaders {
   const named = connectionTokens(upstream.connection);
   const out: OutgoingHttpHeaders = {};
@@ -79,7 +83,7 @@ export function clientResponseHeaders(
     out[name] = value;
   }
   if (rateHeaders !== null) Object.assign(out, rateHeaders);
-  return out;
+  return Object.assign(out, answerHeaders);
 }
 
 /**

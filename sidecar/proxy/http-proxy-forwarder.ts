@@ -5,16 +5,20 @@ import httpProxy from 'http-proxy';
 import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import type { ForwardRequest, ForwardResult, Forwarder, ForwarderOptions, UpgradeForwarder } from './forwarder.ts';
+import { errorAnswerHeaders, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder } from './forwarder.ts';
 import { forwardedHeaders, removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders } from './headers.ts';
 
 class UpstreamTimeoutError extends Error {
   readonly code = 'upstream_timeout';
 }
 
-/** The gateway's X-RateLimit-* are on the response before proxying; theirs then lose. */
+/**
+ * The gateway's headers (the request id, X-RateLimit-*) are on the response before proxying;
+ * the upstream's of the same names then lose, and all of its X-RateLimit-* when ours are shown.
+ */
 function filterResponseHeaders(proxyRes: IncomingMessage, _req: IncomingMessage, res: ServerResponse): void {
   removeHopByHopResponseHeaders(proxyRes.headers);
+  for (const name of res.getHeaderNames()) delete proxyRes.headers[name];
   if (res.hasHeader('x-ratelimit-limit')) removeRateLimitHeaders(proxyRes.headers);
 }
 
@@ -42,15 +46,13 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     const maxBytes = this.#options.maxBodyBytes();
     if (declaredLengthExceeds(req, maxBytes)) {
       refuseRestOfBody(req, res);
-      sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders);
+      sendError(res, gatewayErrors.bodyTooLarge, errorAnswerHeaders(request));
       return Promise.resolve({ status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge });
     }
     const body = hasRequestBody(req) ? limitedBody(req, maxBytes) : undefined;
     req.headers = upstreamRequestHeaders(req) as IncomingMessage['headers'];
     req.url = request.path;
-    if (request.rateHeaders !== null) {
-      for (const [name, value] of Object.entries(request.rateHeaders)) res.setHeader(name, value);
-    }
+    for (const [name, value] of Object.entries(errorAnswerHeaders(request))) res.setHeader(name, value);
     const started = performance.now();
     return new Promise((resolve) => {
       let upstreamSeconds: number | null = null;

@@ -22,7 +22,7 @@ import { createServer } from 'node:http';
 import { clientGone } from '${REPO_ROOT}sidecar/proxy/forwarder.ts';
 import { UndiciForwarder } from '${REPO_ROOT}sidecar/proxy/undici-forwarder.ts';
 const f = new UndiciForwarder({ timeoutMs: () => 30000, maxBodyBytes: () => 1e7 });
-createServer((req, res) => void f.forward({ req, res, origin: '${upstream}', path: req.url, rateHeaders: null, signal: clientGone(res) })).listen(${port}, '127.0.0.1');`;
+createServer((req, res) => void f.forward({ req, res, origin: '${upstream}', path: req.url, rateHeaders: null, answerHeaders: {}, signal: clientGone(res) })).listen(${port}, '127.0.0.1');`;
 
 /** A keyless API and an auth-token API on `upstream`, and a Key for the latter whose limit is never reached. */
 export function benchResources(upstream: string, hash: string): string {

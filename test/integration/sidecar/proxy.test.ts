@@ -77,6 +77,9 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
       const replaced = await call(url(api, '/id'), { headers: { 'x-request-id': unacceptable } });
       expect(replaced.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     }
+    // The gateway's id replaces one the upstream answers with: the answer names the request the logs name.
+    const own = await call(url(api, '/id?request_id=1'), { headers: { 'x-request-id': 'trace-43' } });
+    expect(own.headers['x-request-id']).toBe('trace-43');
     // The gateway's own answers carry it too.
     expect((await call(`${sidecar.proxyUrl}/${uniqueId('nothing')}/`)).headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
   });
@@ -206,6 +209,7 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(res.status).toBe(502);
     expect(res.json()).toEqual({ error: 'Upstream unreachable' });
     expect(res.headers['x-gw-error-code']).toBe('upstream_unreachable');
+    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(await gatewayErrorCount(api.api_id, 'upstream_unreachable')).toBe(1);
   });
 

@@ -53,7 +53,7 @@ describe.each([
   beforeAll(async () => {
     forwarder = make();
     origin = `http://127.0.0.1:${await closedPort()}`;
-    server = createServer((req, res) => void forwarder.forward({ req, res, origin, path: req.url ?? '/', rateHeaders: null, signal: clientGone(res) }));
+    server = createServer((req, res) => void forwarder.forward({ req, res, origin, path: req.url ?? '/', rateHeaders: null, answerHeaders: {}, signal: clientGone(res) }));
     server.listen(0, '127.0.0.1');
     await new Promise((resolve) => server.once('listening', resolve));
   });

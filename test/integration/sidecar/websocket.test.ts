@@ -5,7 +5,7 @@ import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { createNamespace } from '../../harness/index.ts';
 import { compiledApi, deployApi, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 
-type Outcome = { opened: true; echo: string; path: string } | { opened: false; status: number; body: string };
+type Outcome = { opened: true; echo: string; path: string } | { opened: false; status: number; body: string; requestId: string | undefined };
 
 /** Open a WebSocket through the gateway, send one message, return the echo or the refusal. */
 function tryWebSocket(url: string, headers: Record<string, string>): Promise<Outcome> {
@@ -24,7 +24,8 @@ function tryWebSocket(url: string, headers: Record<string, string>): Promise<Out
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => {
         clearTimeout(timer);
-        resolve({ opened: false, status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() });
+        const requestId = res.headers['x-request-id'];
+        resolve({ opened: false, status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString(), requestId: Array.isArray(requestId) ? requestId[0] : requestId });
       });
     });
     ws.on('error', (err) => {
@@ -63,7 +64,7 @@ describe.each(['undici', 'http-proxy'] as const)('WebSocket through the gateway 
     const url = `${sidecar.proxyUrl.replace('http', 'ws')}/${api.api_id}/chat`;
 
     const missing = await tryWebSocket(url, {});
-    expect(missing).toEqual({ opened: false, status: 401, body: '{"error":"Authorization field missing"}' });
+    expect(missing).toEqual({ opened: false, status: 401, body: '{"error":"Authorization field missing"}', requestId: expect.stringMatching(/^[0-9a-f-]{36}$/) });
     const denied = await tryWebSocket(url, { authorization: 'wrong' });
     expect(denied).toMatchObject({ opened: false, status: 403 });
 
@@ -73,6 +74,7 @@ describe.each(['undici', 'http-proxy'] as const)('WebSocket through the gateway 
       opened: false,
       status: 429,
       body: '{"error":"API Rate Limit Exceeded"}',
+      requestId: expect.stringMatching(/^[0-9a-f-]{36}$/),
     });
   });
 });
