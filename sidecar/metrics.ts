@@ -1,10 +1,11 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { LabelPairCounter } from '../common/label-pair-counter.ts';
 import { TIMING_SAMPLE_EVERY } from '../common/sampler.ts';
 
 /** The sidecar's own Prometheus metrics; the limit engine registers its own on the same registry. */
 export interface SidecarMetrics {
   registry: Registry;
-  requests: Counter<'api' | 'code_class'>;
+  requests: LabelPairCounter<'api', 'code_class'>;
   gatewayErrors: Counter<'api' | 'code'>;
   upstreamSeconds: Histogram<'api'>;
   admissionSeconds: Histogram<'api'>;
@@ -20,7 +21,7 @@ export function createSidecarMetrics(registry = new Registry()): SidecarMetrics 
   const registers = [registry];
   return {
     registry,
-    requests: new Counter({
+    requests: new LabelPairCounter({
       name: 'gw_requests_total',
       help: 'Proxied requests by API and status class.',
       labelNames: ['api', 'code_class'],
@@ -76,5 +77,7 @@ export function createSidecarMetrics(registry = new Registry()): SidecarMetrics 
   };
 }
 
-/** `2xx`, `4xx`, … : a bounded label set. */
-export const statusClass = (status: number): string => `${Math.floor(status / 100)}xx`;
+const statusClasses = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx'];
+
+/** `2xx`, `4xx`, … : a bounded label set, as the same strings every time (no string built per request). */
+export const statusClass = (status: number): string => statusClasses[Math.floor(status / 100)] ?? `${Math.floor(status / 100)}xx`;

@@ -191,7 +191,7 @@ export class Gateway {
     if (signal.aborted) {
       // The client left during admission: nobody would read the upstream's answer, so it is never asked.
       req.destroy();
-      this.#deps.metrics.requests.inc({ api, code_class: statusClass(clientClosedRequest) });
+      this.#deps.metrics.requests.inc(api, statusClass(clientClosedRequest));
       return;
     }
     if (admission.error !== null || match === null) {
@@ -203,7 +203,7 @@ export class Gateway {
         this.#log(requestId).debug({ api, method: req.method, status: error.status, code: error.code }, 'request refused');
       }
       sendError(res, error, idHeaders(requestId, admission.rateHeaders));
-      this.#deps.metrics.requests.inc({ api, code_class: statusClass(res.statusCode) });
+      this.#deps.metrics.requests.inc(api, statusClass(res.statusCode));
       this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
       return;
     }
@@ -217,7 +217,7 @@ export class Gateway {
       answerHeaders: idHeaders(requestId),
       signal,
     });
-    this.#deps.metrics.requests.inc({ api, code_class: statusClass(result.status) });
+    this.#deps.metrics.requests.inc(api, statusClass(result.status));
     if (result.error !== null) this.#deps.metrics.gatewayErrors.inc({ api, code: result.error.code });
     if (timed && result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe({ api }, result.upstreamSeconds);
   }
@@ -236,11 +236,11 @@ export class Gateway {
     if (admission.error !== null || match === null) {
       const error = admission.error ?? gatewayErrors.notFound;
       sendErrorOnSocket(socket, error, idHeaders(requestId, admission.rateHeaders));
-      this.#deps.metrics.requests.inc({ api, code_class: statusClass(error.status) });
+      this.#deps.metrics.requests.inc(api, statusClass(error.status));
       this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
       return;
     }
-    this.#deps.metrics.requests.inc({ api, code_class: '1xx' });
+    this.#deps.metrics.requests.inc(api, '1xx');
     this.#deps.upgrades.upgrade(req, socket, head, match.route.origin, match.upstreamPath);
   }
 }

@@ -121,7 +121,7 @@ class Engine implements LimitEngine {
     // Nothing to count (a keyless API without an API limit): no store, nothing to wait for.
     if (plan.limits.length === 0 && plan.quota === null) {
       const { decision, algorithm } = noLimits();
-      this.#metrics.decisions.inc({ algorithm, outcome: decision.outcome });
+      this.#metrics.decisions.inc(algorithm, decision.outcome);
       return decision;
     }
     let evaluated = await this.#evaluate(plan);
@@ -133,7 +133,7 @@ class Engine implements LimitEngine {
         evaluated = await this.#evaluate(plan);
       }
     }
-    this.#metrics.decisions.inc({ algorithm: evaluated.algorithm, outcome: evaluated.decision.outcome });
+    this.#metrics.decisions.inc(evaluated.algorithm, evaluated.decision.outcome);
     return evaluated.decision;
   }
 

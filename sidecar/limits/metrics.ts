@@ -1,8 +1,9 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { LabelPairCounter } from '../../common/label-pair-counter.ts';
 import { TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
 
 export interface LimitMetrics {
-  decisions: Counter<'algorithm' | 'outcome'>;
+  decisions: LabelPairCounter<'algorithm', 'outcome'>;
   smoothingEvents: Counter<'reason'>;
   smoothingAllowance: Gauge<'kind' | 'namespace' | 'name'>;
   storeSeconds: Histogram;
@@ -27,7 +28,7 @@ export function smoothingAllowanceGauge(registers: Registry[], aggregator: 'omit
 export function createLimitMetrics(registry?: Registry): LimitMetrics {
   const registers = registry ? [registry] : [];
   return {
-    decisions: new Counter({
+    decisions: new LabelPairCounter({
       name: 'gw_limit_decisions_total',
       help: 'Rate-limit decisions by the algorithm of the limit that applied and by outcome.',
       labelNames: ['algorithm', 'outcome'],
