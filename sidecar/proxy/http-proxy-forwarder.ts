@@ -1,4 +1,4 @@
-import './suppress-dep0060.ts';
+import './suppress-http-proxy-deprecations.ts';
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import httpProxy from 'http-proxy';
