@@ -6,7 +6,7 @@ import { gatewayErrors, type GatewayError } from './errors.ts';
 /** The header that carries a gateway error's stable code, as the admin operations' errors do. */
 export const ERROR_CODE_HEADER = 'x-gw-error-code';
 
-/** The header that carries a request's id, to the upstream and on the answer (README.md#the-gateway). */
+/** The header that carries a request's id, to the upstream and on the answer (README.md#the-sidecar-gw-sidecar). */
 export const REQUEST_ID_HEADER = 'x-request-id';
 
 /**
