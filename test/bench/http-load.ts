@@ -182,6 +182,17 @@ export function medianRatio(rounds: Rounds, name: string, baseline: string): num
   return median((rounds.get(name) ?? []).map((r, i) => reqs(r) / reqs(base[i]!)));
 }
 
+/**
+ * The median over rounds of `baseline`'s CPU per request in `part` divided by `name`'s in the
+ * same round: what a request costs, read like a req/s ratio (0.8: a request costs a quarter
+ * more than the baseline's). Unlike req/s on a machine the load generator, the upstream and
+ * Redis share, it moves only with what the part itself spends.
+ */
+export function medianCpuRatio(rounds: Rounds, name: string, baseline: string, part: string): number {
+  const base = rounds.get(baseline) ?? [];
+  return median((rounds.get(name) ?? []).map((r, i) => base[i]!.cpuMicrosPerRequest[part]! / r.cpuMicrosPerRequest[part]!));
+}
+
 /** Median req/s (and the median of its per-round ratios to `target.baseline`), p50, p99 and p99.9 of one target. */
 export function rowsOf(suite: string, target: Target, rounds: Rounds): BenchRow[] {
   const own = rounds.get(target.name) ?? [];

@@ -14,8 +14,11 @@ import { Redis } from 'ioredis';
 import { keyHash } from '../../../crds/key-hash.ts';
 import { freePort } from '../../harness/ports.ts';
 import { startNginx, type RunningNginx } from '../nginx.ts';
-import { measureRounds, medianRatio, REPO_ROOT, roundCount, rowsOf, SIDECAR_NODE_OPTIONS, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
+import { measureRounds, medianCpuRatio, medianRatio, REPO_ROOT, roundCount, rowsOf, SIDECAR_NODE_OPTIONS, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
 import type { BenchContext, BenchSuite } from '../types.ts';
+
+/** The proxy rows' baseline: the gateway's own forwarder with nothing of the gateway around it. */
+export const BARE = 'bare undici forwarder';
 
 const bareScript = (port: number, upstream: string): string => `
 import { createServer } from 'node:http';
@@ -88,17 +91,17 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
     const redisPid = await redisProcessId(redisUrl);
     const targets: Target[] = [
       { name: 'upstream direct', url: `${upstreamUrl}/bench` },
-      { name: 'bare undici forwarder', url: `http://127.0.0.1:${barePort}/bench`, baseline: 'upstream direct', cpu: { proxy: [bare.pid!] } },
+      { name: BARE, url: `http://127.0.0.1:${barePort}/bench`, baseline: 'upstream direct', cpu: { proxy: [bare.pid!] } },
     ];
     nginx = await startNginx(upstreamUrl, 1);
     ctx.log(`sidecars run with NODE_OPTIONS '${SIDECAR_NODE_OPTIONS}'`);
-    targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: 'bare undici forwarder', cpu: { proxy: nginx.pids } });
+    targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: BARE, cpu: { proxy: nginx.pids } });
     for (const forwarder of forwarders) {
       // The auth row shows the rate limit's X-RateLimit-* headers on every answer (README.md#benchmarks).
       const env = { GW_FORWARDER: forwarder, GW_ENABLE_REDIS_ROLLING_LIMITER: 'true', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' };
       const sidecar = await startSidecarProcess(dir, { redisUrl, env });
       children.push(sidecar.child);
-      const baseline = 'bare undici forwarder';
+      const baseline = BARE;
       const proxy = [sidecar.child.pid!];
       targets.push({ name: `sidecar keyless (${forwarder})`, url: `${sidecar.base}/keyless/bench`, baseline, cpu: { proxy } });
       targets.push({
@@ -124,6 +127,11 @@ const proxySuite: BenchSuite = async (ctx) => {
     for (const t of targets.filter((t) => t.name.startsWith('sidecar'))) {
       const ratio = medianRatio(rounds, t.name, 'upstream direct');
       rows.push({ suite: 'proxy', name: `${t.name} vs direct`, value: ratio, unit: 'ratio', baseline: 'upstream direct', ratio });
+    }
+    // Issue 13's "the limited path costs at most 20%" read as cost: the proxy's CPU per request.
+    for (const t of targets.filter((t) => t.baseline === BARE)) {
+      const ratio = medianCpuRatio(rounds, t.name, BARE, 'proxy');
+      rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the bare forwarder's / this row's`, value: ratio, unit: 'ratio', baseline: BARE, ratio });
     }
     return rows;
   } finally {

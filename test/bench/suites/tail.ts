@@ -12,13 +12,12 @@
 import { CONNECTIONS, median, measureRounds, roundCount, withCpuPerRequest, type Target, type WithCpu } from '../http-load.ts';
 import { openLoop, type LoadResult } from '../load-generator.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
-import { startProxyTargets } from './proxy.ts';
+import { BARE, startProxyTargets } from './proxy.ts';
 
 const SUITE = 'tail';
 
 /** One open-loop run of a target, with what each request cost the proxy's process. */
 type TailRun = WithCpu<LoadResult>;
-const BARE = 'bare undici forwarder';
 /** The share of each row's maximum it is driven at: the half, or BENCH_TAIL_LOAD (0 to 1) to see how the tail moves with load. */
 const LOAD = ((): number => {
   const share = Number(process.env.BENCH_TAIL_LOAD);
