@@ -29,7 +29,7 @@ function anchorsOf(markdown: string): Set<string> {
 
 const anchors = new Map(tracked.filter((f) => f.endsWith('.md')).map((f) => [f, anchorsOf(readFileSync(join(ROOT, f), 'utf8'))]));
 
-/** Every `some.md#anchor` a tracked source or document names, with where it is named. */
+/** Every link to a Markdown heading (a document path, `#`, an anchor) that a tracked source or document holds, with where. */
 function links(): { from: string; doc: string; anchor: string }[] {
   const out = [];
   for (const from of tracked.filter((f) => /\.(ts|md|ya?ml|lua|sh|c|tpl)$/.test(f))) {
