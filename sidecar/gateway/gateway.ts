@@ -82,10 +82,8 @@ function requestIdOf(req: IncomingMessage): string {
   return id;
 }
 
-/** The answer's headers that name the request, beside any rate headers. */
-function idHeaders(requestId: string, rateHeaders: Record<string, string> | null = null): Record<string, string> {
-  return { ...rateHeaders, [REQUEST_ID_HEADER]: requestId };
-}
+/** The answer's header that names the request. */
+const idHeaders = (requestId: string): Record<string, string> => ({ [REQUEST_ID_HEADER]: requestId });
 
 /** The proxy listener's request pipeline: route, authenticate, limit, forward (docs/behaviour.md#gateway-answers, docs/architecture.md#performance). */
 export class Gateway {
@@ -202,7 +200,7 @@ export class Gateway {
       if (this.#deps.logger.isLevelEnabled('debug')) {
         this.#log(requestId).debug({ api, method: req.method, status: error.status, code: error.code }, 'request refused');
       }
-      sendError(res, error, idHeaders(requestId, admission.rateHeaders));
+      sendError(res, error, admission.rateHeaders, idHeaders(requestId));
       this.#deps.metrics.requests.inc(api, statusClass(res.statusCode));
       this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
       return;
@@ -235,7 +233,7 @@ export class Gateway {
     const api = match?.route.api.api_id ?? '';
     if (admission.error !== null || match === null) {
       const error = admission.error ?? gatewayErrors.notFound;
-      sendErrorOnSocket(socket, error, idHeaders(requestId, admission.rateHeaders));
+      sendErrorOnSocket(socket, error, admission.rateHeaders, idHeaders(requestId));
       this.#deps.metrics.requests.inc(api, statusClass(error.status));
       this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
       return;

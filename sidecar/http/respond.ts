@@ -9,32 +9,31 @@ export const ERROR_CODE_HEADER = 'x-gw-error-code';
 /** The header that carries a request's id, to the upstream and on the answer (README.md#the-sidecar-gw-sidecar). */
 export const REQUEST_ID_HEADER = 'x-request-id';
 
+/** Headers an answer carries besides its own: the X-RateLimit-*, the request id; absent sets are null. */
+type ExtraHeaders = (Record<string, string> | null)[];
+
 /**
- * Answer a gateway error as JSON; extra headers (X-RateLimit-*) ride along. The code is set
- * with setHeader so whoever counts the answer can read it back from the response.
+ * Answer a gateway error as JSON; extra headers (X-RateLimit-*, the request id) ride along. The
+ * code is set with setHeader so whoever counts the answer can read it back from the response.
  */
-export function sendError(res: ServerResponse, error: GatewayError, headers?: Record<string, string> | null): void {
+export function sendError(res: ServerResponse, error: GatewayError, ...extra: ExtraHeaders): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   res.setHeader(ERROR_CODE_HEADER, error.code);
-  res.writeHead(error.status, {
-    ...headers,
-    'content-type': 'application/json',
-    'content-length': error.body.length,
-  });
+  res.writeHead(error.status, Object.assign({}, ...extra, { 'content-type': 'application/json', 'content-length': error.body.length }));
   res.end(error.body);
 }
 
 /** The same error on a raw socket, for refused connection upgrades. */
-export function sendErrorOnSocket(socket: Duplex, error: GatewayError, headers?: Record<string, string> | null): void {
+export function sendErrorOnSocket(socket: Duplex, error: GatewayError, ...extra: ExtraHeaders): void {
   if (!socket.writable) {
     socket.destroy();
     return;
   }
   const lines = [`HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}`, 'content-type: application/json', `content-length: ${error.body.length}`, `${ERROR_CODE_HEADER}: ${error.code}`, 'connection: close'];
-  for (const [name, value] of Object.entries(headers ?? {})) lines.push(`${name}: ${value}`);
+  for (const headers of extra) for (const [name, value] of Object.entries(headers ?? {})) lines.push(`${name}: ${value}`);
   socket.end(`${lines.join('\r\n')}\r\n\r\n${error.body.toString()}`);
 }
 

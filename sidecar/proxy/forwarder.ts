@@ -40,11 +40,6 @@ export function clientGone(res: ServerResponse): AbortSignal {
   return abort.signal;
 }
 
-/** The headers of the gateway's own error answer to a forwarded request. */
-export function errorAnswerHeaders({ rateHeaders, answerHeaders }: ForwardRequest): Record<string, string> {
-  return rateHeaders === null ? answerHeaders : { ...rateHeaders, ...answerHeaders };
-}
-
 export interface ForwardResult {
   /** Status sent to the client (the upstream's, or the gateway's 413/502/504). */
   status: number;

@@ -5,7 +5,7 @@ import httpProxy from 'http-proxy';
 import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import { errorAnswerHeaders, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder } from './forwarder.ts';
+import type { ForwardRequest, ForwardResult, Forwarder, ForwarderOptions, UpgradeForwarder } from './forwarder.ts';
 import { forwardedHeaders, removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders } from './headers.ts';
 
 class UpstreamTimeoutError extends Error {
@@ -46,13 +46,13 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     const maxBytes = this.#options.maxBodyBytes();
     if (declaredLengthExceeds(req, maxBytes)) {
       refuseRestOfBody(req, res);
-      sendError(res, gatewayErrors.bodyTooLarge, errorAnswerHeaders(request));
+      sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders, request.answerHeaders);
       return Promise.resolve({ status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge });
     }
     const body = hasRequestBody(req) ? limitedBody(req, maxBytes) : undefined;
     req.headers = upstreamRequestHeaders(req) as IncomingMessage['headers'];
     req.url = request.path;
-    for (const [name, value] of Object.entries(errorAnswerHeaders(request))) res.setHeader(name, value);
+    for (const headers of [request.rateHeaders, request.answerHeaders]) for (const [name, value] of Object.entries(headers ?? {})) res.setHeader(name, value);
     const started = performance.now();
     return new Promise((resolve) => {
       let upstreamSeconds: number | null = null;

@@ -4,7 +4,7 @@ import type { Dispatcher } from 'undici';
 import { gatewayErrors } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import { errorAnswerHeaders, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions } from './forwarder.ts';
+import type { ForwardRequest, ForwardResult, Forwarder, ForwarderOptions } from './forwarder.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 
 /** Which gateway error an upstream failure before the response headers becomes. */
@@ -71,7 +71,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController | null, err: Error): void {
-    const { req, res } = this.#request;
+    const { req, res, rateHeaders, answerHeaders } = this.#request;
     if (this.#upstreamSeconds !== null || res.headersSent) {
       // The answer had begun: the client's connection ends with it, cut short.
       res.destroy();
@@ -82,7 +82,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     // A body the upstream never took (too large, or the upstream failed mid-way) would
     // leave the client's next keep-alive request stuck behind its unread bytes.
     if (!req.complete) refuseRestOfBody(req, res);
-    sendError(res, failure, errorAnswerHeaders(this.#request));
+    sendError(res, failure, rateHeaders, answerHeaders);
     this.#finish({ status: failure.status, upstreamSeconds: null, error: failure });
   }
 
@@ -121,7 +121,7 @@ export class UndiciForwarder implements Forwarder {
     const maxBytes = this.#options.maxBodyBytes();
     if (declaredLengthExceeds(req, maxBytes)) {
       refuseRestOfBody(req, res);
-      sendError(res, gatewayErrors.bodyTooLarge, errorAnswerHeaders(request));
+      sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders, request.answerHeaders);
       return Promise.resolve({ status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge });
     }
     const timeoutMs = this.#options.timeoutMs();
