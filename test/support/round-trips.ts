@@ -1,4 +1,5 @@
 import { Redis } from 'ioredis';
+import { kindCodes } from '../../sidecar/limits/stores/redis-store.ts';
 import type { LimitEngine, LimitRequest } from '../../sidecar/limits/types.ts';
 
 /**
@@ -40,8 +41,34 @@ const micros = (time: string): number => {
   return Number(seconds) * 1_000_000 + Number(fraction.padEnd(6, '0'));
 };
 
+const kindOfCode = new Map<number, string>(Object.entries(kindCodes).map(([kind, code]) => [code, kind]));
+
 /**
- * EVALSHA sha numkeys key... clock, then per decision: member refused resets count (kind and six fields)×count.
+ * The bytes MONITOR printed as an escaped string (ioredis has already turned `\"` back into
+ * `"`): `\xHH`, the C escapes, and every other character as itself.
+ */
+function unescapeMonitorArg(text: string): Buffer {
+  const bytes: number[] = [];
+  const escapes: Record<string, number> = { n: 10, r: 13, t: 9, a: 7, b: 8, '\\': 92, '"': 34 };
+  for (let i = 0; i < text.length; i++) {
+    if (text[i] !== '\\') {
+      bytes.push(text.charCodeAt(i));
+    } else if (text[i + 1] === 'x') {
+      bytes.push(parseInt(text.slice(i + 2, i + 4), 16));
+      i += 3;
+    } else {
+      bytes.push(escapes[text[i + 1]!] ?? text.charCodeAt(i + 1));
+      i += 1;
+    }
+  }
+  return Buffer.from(bytes);
+}
+
+/** An op's kind from its packed argument (limits.lua: the kind's code is the first double). */
+const kindOf = (packed: string): string => kindOfCode.get(unescapeMonitorArg(packed).readDoubleLE(0)) ?? '?';
+
+/**
+ * EVALSHA sha numkeys key... clock, then per decision: member refused resets count, then one packed op each.
  * A call that carries several decisions counts once for each of them.
  */
 function parseCalls(time: string, args: string[]): ScriptCall[] {
@@ -50,9 +77,9 @@ function parseCalls(time: string, args: string[]): ScriptCall[] {
   for (let at = 4 + Number(args[2]); at < args.length; ) {
     const count = Number(args[at + 3]);
     const kinds: string[] = [];
-    for (let op = 0; op < count; op++) kinds.push(args[at + 4 + op * 7]!);
+    for (let op = 0; op < count; op++) kinds.push(kindOf(args[at + 4 + op]!));
     calls.push({ atUs: micros(time), member: args[at]!, kinds });
-    at += 4 + 7 * count;
+    at += 4 + count;
   }
   return calls;
 }

@@ -3,8 +3,9 @@
 -- fixed cost (and TIME) once for all of them; they run one after another, in the order sent,
 -- exactly as separate calls back to back would.
 -- KEYS: two per op, the ops of every request in order. ARGV: the clock (below), then per
--- request: member, refused, resets, op count, then seven per op: the kind and six fields,
--- named by `fields` below (redis-store.ts encodeOp / encodeUndo write them in that order).
+-- request: member, refused, resets, op count, then one per op: seven little-endian doubles,
+-- the kind's place in `kinds` and six fields, named by `fields` below (redis-store.ts
+-- encodeOp / encodeUndo write them in that order; struct.unpack reads them in one call).
 -- `member` names the decision; an op's log entry is member:<ordinal of the op in its request>.
 -- `refused` is '1' when a limit outside Redis (the DRL) already refused the request, and 'p'
 -- for a peek: every op reports what its limiter holds now and nothing is written (the
@@ -22,10 +23,14 @@
 -- Time is Redis's own (TIME), so every gateway reads one clock whatever its own says. A
 -- non-empty clock argument replaces it: only the store conformance suite sets one, so that
 -- the in-memory store and this script run one table of cases on one manual clock.
--- Reply, flat: now_ms, then per request the number of rows and six integers per row
+-- Reply: the numbers, packed as little-endian doubles (each an integer below 2^53, so exact),
+-- then the error messages they refer to. The numbers: now_ms, then per request the number of
+-- rows and six per row
 --   allowed, limit, remaining, reset_ms, old, new   (old/new: the smoothed allowance before
 --   and after, equal when unchanged), one row per upper-case op run;
--- or, for a request whose commands failed, -1 and the error, the other requests unaffected.
+-- or, for a request whose commands failed, -1 and the place of its error among the messages,
+-- the other requests unaffected. Packed, the client reads the numbers without decoding a
+-- reply element for each (docs/architecture.md#performance).
 
 local now = tonumber(ARGV[1])
 if not now then
@@ -46,10 +51,13 @@ local fields = {
   f = {'window_start'},
 }
 
+local kinds = {'L', 'S', 'F', 'Q', 'l', 's', 'f'}
+
 local function op_at(i)
-  local kind = ARGV[i]
+  local packed = {struct.unpack('<ddddddd', ARGV[i])}
+  local kind = kinds[packed[1]]
   local op = {kind = kind}
-  for f, name in ipairs(fields[kind]) do op[name] = tonumber(ARGV[i + f]) end
+  for f, name in ipairs(fields[kind]) do op[name] = packed[f + 1] end
   return op
 end
 
@@ -213,7 +221,7 @@ end
 local function peek(k, a, nops)
   local rows = {}
   for j = 1, nops do
-    local op = op_at(a + (j - 1) * 7)
+    local op = op_at(a + j - 1)
     local kind = op.kind
     if kind == 'L' then
       rows[j] = peek_sliding(KEYS[k], KEYS[k + 1], op.rate, op.per, op.threshold)
@@ -234,7 +242,7 @@ local function decide(k, a, member, refused, nops)
   local rows = {}
   local undo = {}
   for j = 1, nops do
-    local op = op_at(a + (j - 1) * 7)
+    local op = op_at(a + j - 1)
     local kind = op.kind
     local m = member .. ':' .. j
     local r, u
@@ -270,6 +278,7 @@ local function decide(k, a, member, refused, nops)
 end
 
 local reply = {now}
+local errors = {}
 local k, a = 1, 2
 while a <= #ARGV do
   local member, mode, nops = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 3])
@@ -286,10 +295,18 @@ while a <= #ARGV do
       for c = 1, 6 do reply[#reply + 1] = r[c] end
     end
   else
+    errors[#errors + 1] = type(rows) == 'table' and (rows.err or 'script error') or tostring(rows)
     reply[#reply + 1] = -1
-    reply[#reply + 1] = type(rows) == 'table' and (rows.err or 'script error') or tostring(rows)
+    reply[#reply + 1] = #errors
   end
   k = k + 2 * nops
-  a = a + 4 + 7 * nops
+  a = a + 4 + nops
 end
-return reply
+
+-- In slices: unpack puts every value of a slice on Lua's C stack.
+local packed = {}
+for first = 1, #reply, 512 do
+  local last = math.min(first + 511, #reply)
+  packed[#packed + 1] = struct.pack('<' .. string.rep('d', last - first + 1), unpack(reply, first, last))
+end
+return {table.concat(packed), unpack(errors)}

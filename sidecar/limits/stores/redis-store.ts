@@ -15,9 +15,16 @@ const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
 export const limitsCommand = 'gwLimits';
 const trimDelayMs = 50;
 
-/** limits.lua's flat reply: Redis's time (Unix ms), then per request its row count and rows (or -1 and an error). */
-type Reply = (number | string)[];
-type ScriptClient = Record<typeof limitsCommand, (...args: (string | number)[]) => Promise<Reply>>;
+/** limits.lua's reply as sent: its numbers packed, then the error messages they refer to. */
+type PackedReply = [Buffer, ...Buffer[]];
+/**
+ * limits.lua's numbers: Redis's time (Unix ms), then per request its row count and rows (or -1
+ * and its error's place among the messages).
+ */
+type Reply = number[];
+/** The script's command as ioredis defines it, in the variant that leaves the reply's strings as Buffers. */
+const limitsCommandBuffer = `${limitsCommand}Buffer` as const;
+type ScriptClient = Record<typeof limitsCommandBuffer, (...args: (string | number | Buffer)[]) => Promise<PackedReply>>;
 /** Keys of one op; on a Cluster every script call runs exactly one op. */
 const keysPerOp = 2;
 /** Integers per result row in the reply. */
@@ -30,7 +37,8 @@ const maxBatch = 64;
 
 interface Encoded {
   keys: [string, string];
-  args: (string | number)[];
+  /** The op's kind and fields, packed as limits.lua reads them (`packOp`). */
+  packed: Buffer;
 }
 
 /**
@@ -74,29 +82,41 @@ function encodeOnce(op: StoreOp): Encoded {
   return encoded;
 }
 
-/** Seven ARGV per op: the kind, then its fields in the order limits.lua's `fields` names them. */
+/** An op's kind as limits.lua's `kinds` lists them: upper case runs a limit, lower case undoes one. */
+export const kindCodes = { L: 1, S: 2, F: 3, Q: 4, l: 5, s: 6, f: 7 } as const;
+const fieldsPerOp = 6;
+
+/**
+ * One ARGV per op: its kind's code, then its fields in the order limits.lua's `fields` names
+ * them (0 where a kind has fewer), as little-endian doubles: exact for every integer below
+ * 2^53, and Lua reads them in one call instead of parsing seven strings.
+ */
+function packOp(kind: keyof typeof kindCodes, ...fields: number[]): Buffer {
+  const packed = Buffer.allocUnsafe(8 * (1 + fieldsPerOp));
+  packed.writeDoubleLE(kindCodes[kind], 0);
+  for (let i = 0; i < fieldsPerOp; i++) packed.writeDoubleLE(fields[i] ?? 0, 8 * (1 + i));
+  return packed;
+}
+
 function encodeOp(op: StoreOp): Encoded {
   switch (op.kind) {
     case 'sliding_log': {
       const s = op.smoothing ? clampSmoothing(op.smoothing, op.rate) : null;
       return {
         keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'smooth')],
-        args: ['L', op.rate, op.perMs, s?.threshold ?? 0, s?.step ?? 0, String(s?.trigger ?? 0), (s?.delay ?? 0) * 1000],
+        packed: packOp('L', op.rate, op.perMs, s?.threshold ?? 0, s?.step ?? 0, s?.trigger ?? 0, (s?.delay ?? 0) * 1000),
       };
     }
     case 'sentinel':
-      return {
-        keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'sentinel')],
-        args: ['S', op.rate, op.perMs, 0, 0, 0, 0],
-      };
+      return { keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'sentinel')], packed: packOp('S', op.rate, op.perMs) };
     case 'fixed_window': {
       // The script names the window (`fw:<start>`) from Redis's time.
       const key = limiterKey(op.limiterId, 'fw');
-      return { keys: [key, key], args: ['F', op.rate, op.perMs, 0, 0, 0, 0] };
+      return { keys: [key, key], packed: packOp('F', op.rate, op.perMs) };
     }
     case 'quota': {
       const key = quotaKey(op.quotaId);
-      return { keys: [key, key], args: ['Q', op.max, op.renewalMs, op.initRemaining, op.initRenewsMs, 0, 0] };
+      return { keys: [key, key], packed: packOp('Q', op.max, op.renewalMs, op.initRemaining, op.initRenewsMs) };
     }
   }
 }
@@ -111,16 +131,13 @@ function encodeOp(op: StoreOp): Encoded {
 function encodeUndo(op: StoreOp, result: StoreResult): Encoded | null {
   switch (op.kind) {
     case 'sliding_log':
-      return { keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'smooth')], args: ['l', 1, 0, 0, 0, 0, 0] };
+      return { keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'smooth')], packed: packOp('l', 1) };
     case 'sentinel':
       if (!result.allowed) return null;
-      return {
-        keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'sentinel')],
-        args: ['s', 1, result.remaining === 0 ? 1 : 0, 0, 0, 0, 0],
-      };
+      return { keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'sentinel')], packed: packOp('s', 1, result.remaining === 0 ? 1 : 0) };
     case 'fixed_window': {
       const key = limiterKey(op.limiterId, 'fw');
-      return { keys: [key, key], args: ['f', result.resetMs - op.perMs, 0, 0, 0, 0, 0] };
+      return { keys: [key, key], packed: packOp('f', result.resetMs - op.perMs) };
     }
     case 'quota':
       return null;
@@ -129,33 +146,33 @@ function encodeUndo(op: StoreOp, result: StoreResult): Encoded | null {
 
 /** A peek's row: would-admit, limit, remaining, reset, count. */
 const toPeekResult = (reply: Reply, at: number): PeekResult => ({
-  count: reply[at + 4] as number,
-  limit: reply[at + 1] as number,
-  remaining: reply[at + 2] as number,
-  resetMs: reply[at + 3] as number,
+  count: reply[at + 4]!,
+  limit: reply[at + 1]!,
+  remaining: reply[at + 2]!,
+  resetMs: reply[at + 3]!,
 });
 
 function toResult(reply: Reply, at: number): StoreResult {
-  const oldAllowance = reply[at + 4] as number;
-  const newAllowance = reply[at + 5] as number;
+  const oldAllowance = reply[at + 4]!;
+  const newAllowance = reply[at + 5]!;
   return {
     allowed: reply[at] === 1,
-    limit: reply[at + 1] as number,
-    remaining: reply[at + 2] as number,
-    resetMs: reply[at + 3] as number,
+    limit: reply[at + 1]!,
+    remaining: reply[at + 2]!,
+    resetMs: reply[at + 3]!,
     smoothing: oldAllowance !== newAllowance ? { oldAllowance, newAllowance } : null,
   };
 }
 
 /** KEYS and ARGV of one script call carrying `calls`, in limits.lua's layout. */
-function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: number | ''): { keys: string[]; args: (string | number)[] } {
+function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: number | ''): { keys: string[]; args: (string | number | Buffer)[] } {
   const keys: string[] = [];
-  const args: (string | number)[] = [clockMs];
+  const args: (string | number | Buffer)[] = [clockMs];
   for (const { encoded, member, mode } of calls) {
     args.push(member, modeArgument[mode], resets ? 1 : 0, encoded.length);
     for (const e of encoded) {
       keys.push(e.keys[0], e.keys[1]);
-      for (const arg of e.args) args.push(arg);
+      args.push(e.packed);
     }
   }
   return { keys, args };
@@ -163,15 +180,23 @@ function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: numbe
 
 const resultsOf = ({ reply, rows }: Ran): StoreResult[] => rows.map((at) => toResult(reply, at));
 
+/** The packed numbers of limits.lua's reply (little-endian doubles). */
+function unpackNumbers(packed: Buffer): Reply {
+  const numbers = new Array<number>(packed.length / 8);
+  for (let i = 0; i < numbers.length; i++) numbers[i] = packed.readDoubleLE(i * 8);
+  return numbers;
+}
+
 /** Each call's part of the reply, in order: its results, or the error its commands raised. */
-function splitReply(reply: Reply, count: number): (Ran | Error)[] {
-  const nowMs = reply[0] as number;
+function splitReply([packed, ...messages]: PackedReply, count: number): (Ran | Error)[] {
+  const reply = unpackNumbers(packed);
+  const nowMs = reply[0]!;
   const out: (Ran | Error)[] = [];
   let at = 1;
   for (let c = 0; c < count; c++) {
-    const rows = reply[at++] as number;
+    const rows = reply[at++]!;
     if (rows < 0) {
-      out.push(new Error(String(reply[at++])));
+      out.push(new Error(messages[reply[at++]! - 1]?.toString() ?? 'script error'));
       continue;
     }
     const starts: number[] = [];
@@ -276,7 +301,7 @@ export class RedisLimitStore implements LimitStore {
   /** One script call carrying `calls`; each gets its results or its own error. */
   async #call(calls: readonly Call[]): Promise<(Ran | Error)[]> {
     const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits', this.#clock?.() ?? '');
-    const reply = this.#redis.isCluster ? this.#client[limitsCommand](...keys, ...args) : this.#client[limitsCommand](keys.length, ...keys, ...args);
+    const reply = this.#redis.isCluster ? this.#client[limitsCommandBuffer](...keys, ...args) : this.#client[limitsCommandBuffer](keys.length, ...keys, ...args);
     return splitReply(await withTimeout(reply, this.#settings.redis_timeout_ms), calls.length);
   }
 

@@ -50,6 +50,8 @@ describe('decisions in flight together share script calls', () => {
       gateway.engine.decide(request(sound, caller)),
     ]);
     expect(decisions.map((d) => d.outcome)).toEqual(['allowed', 'store_unavailable', 'allowed']);
+    // Its own error, as Redis raised it, is what the log says.
+    expect(gateway.logs.join('\n')).toMatch(/"message":"WRONGTYPE Operation against a key holding the wrong kind of value".*"msg":"rate-limit store unreachable"/);
     // The two answered decisions took two of the key's three; a third is still admitted, a fourth not.
     expect((await gateway.engine.decide(request(sound, caller))).outcome).toBe('allowed');
     expect((await gateway.engine.decide(request(sound, caller))).outcome).toBe('key_rate_limited');
