@@ -39,6 +39,22 @@ if not now then
 end
 local resets = false
 
+-- Numbers go to redis.call as decimal strings made here: Redis would print each Lua number
+-- with a floating-point format first, which cost more than the commands' own work
+-- (docs/architecture.md#performance). Every number sent is an integer.
+local function int(x) return string.format('%d', x) end
+local now_s = int(now)
+-- The log entries' suffixes (`member:<ordinal>`), made once per ordinal.
+local ordinals = {}
+local function ordinal(j)
+  local o = ordinals[j]
+  if not o then
+    o = int(j)
+    ordinals[j] = o
+  end
+  return o
+end
+
 -- The six fields after an op's kind, by kind. Upper case runs a limit; lower case undoes
 -- an admission an earlier call made (`ordinal`: the op's place in that call's request).
 local fields = {
@@ -67,9 +83,9 @@ local function oldest_reset(log, per, trimmed)
   if not resets then return 0 end
   local first
   if trimmed then
-    first = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
+    first = redis.call('ZRANGE', log, '0', '0', 'WITHSCORES')
   else
-    first = redis.call('ZRANGEBYSCORE', log, '(' .. (now - per), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    first = redis.call('ZRANGEBYSCORE', log, '(' .. int(now - per), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
   end
   if first[2] then return tonumber(first[2]) + per end
   return now + per
@@ -94,7 +110,7 @@ local function smooth(key, requests, rate, per, threshold, step, trigger, delay)
     redis.call('HSET', key, 'a', allowance, 't', changed)
   end
   -- Idle longer than this, the allowance would have fallen back to threshold anyway.
-  redis.call('PEXPIRE', key, per * 2 + delay + 1000)
+  redis.call('PEXPIRE', key, int(per * 2 + delay + 1000))
   return allowance, old
 end
 
@@ -115,10 +131,10 @@ end
 
 -- Sliding log: every request is logged, blocked ones too (spike arrest).
 local function sliding(log, smooth_key, rate, per, threshold, step, trigger, delay, m)
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', now - per)
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', int(now - per))
   local count = redis.call('ZCARD', log)
-  redis.call('ZADD', log, now, m)
-  redis.call('PEXPIRE', log, per)
+  redis.call('ZADD', log, now_s, m)
+  redis.call('PEXPIRE', log, int(per))
   local allowance, old = rate, rate
   if threshold > 0 then
     allowance, old = smooth(smooth_key, count, rate, per, threshold, step, trigger, delay)
@@ -138,15 +154,15 @@ end
 local function sentinel(log, flag, rate, per, m)
   local blocked_until = tonumber(redis.call('GET', flag))
   if blocked_until and blocked_until > now then return {0, rate, 0, blocked_until, 0, 0} end
-  local count = redis.call('ZCOUNT', log, '(' .. (now - per), '+inf')
+  local count = redis.call('ZCOUNT', log, '(' .. int(now - per), '+inf')
   if count >= rate then
-    redis.call('SET', flag, now + per, 'PX', per)
+    redis.call('SET', flag, int(now + per), 'PX', int(per))
     return {0, rate, 0, now + per, 0, 0}
   end
-  redis.call('ZADD', log, now, m)
+  redis.call('ZADD', log, now_s, m)
   -- The flag was not blocking (checked above), so a flag set here is this request's own.
   local flagged = count + 1 >= rate
-  if flagged then redis.call('SET', flag, now + per, 'PX', per) end
+  if flagged then redis.call('SET', flag, int(now + per), 'PX', int(per)) end
   return {1, rate, rate - count - 1, oldest_reset(log, per, false), 0, 0}, function() unflag(log, flag, m, flagged) end
 end
 
@@ -155,7 +171,7 @@ local function fixed(base, rate, per)
   local window_start = now - now % per
   local counter = base .. ':' .. string.format('%d', window_start)
   local n = redis.call('INCR', counter)
-  if n == 1 then redis.call('PEXPIRE', counter, per) end
+  if n == 1 then redis.call('PEXPIRE', counter, int(per)) end
   if n <= rate then return {1, rate, rate - n, window_start + per, 0, 0}, function() uncount(counter) end end
   return {0, rate, 0, window_start + per, 0, 0}
 end
@@ -176,9 +192,9 @@ local function quota(key, max, renewal, init_remaining, init_renews)
   local remaining, renews, state = quota_state(key, max, renewal, init_remaining, init_renews)
   local allowed = remaining > 0
   if allowed then remaining = remaining - 1 end
-  redis.call('HSET', key, 'r', remaining, 'n', renews)
+  redis.call('HSET', key, 'r', int(remaining), 'n', int(renews))
   -- HSET keeps the key's expiry, which only moves when the renewal time does.
-  if renewal > 0 and (renews ~= tonumber(state[2]) or not state[1]) then redis.call('PEXPIREAT', key, renews + renewal) end
+  if renewal > 0 and (renews ~= tonumber(state[2]) or not state[1]) then redis.call('PEXPIREAT', key, int(renews + renewal)) end
   return {allowed and 1 or 0, max, remaining, renews, 0, 0}
 end
 
@@ -190,7 +206,7 @@ local function peeked(count, limit, reset)
 end
 
 local function window_count(log, per)
-  return redis.call('ZCOUNT', log, '(' .. (now - per), '+inf')
+  return redis.call('ZCOUNT', log, '(' .. int(now - per), '+inf')
 end
 
 local function peek_sliding(log, smooth_key, rate, per, threshold)
@@ -244,7 +260,7 @@ local function decide(k, a, member, refused, nops)
   for j = 1, nops do
     local op = op_at(a + j - 1)
     local kind = op.kind
-    local m = member .. ':' .. j
+    local m = member .. ':' .. ordinal(j)
     local r, u
     if kind == 'L' then
       r, u = sliding(KEYS[k], KEYS[k + 1], op.rate, op.per, op.threshold, op.step, op.trigger, op.delay, m)
@@ -255,9 +271,9 @@ local function decide(k, a, member, refused, nops)
     elseif kind == 'Q' then
       r = quota(KEYS[k], op.max, op.renewal, op.init_remaining, op.init_renews)
     elseif kind == 'l' then
-      unlog(KEYS[k], member .. ':' .. op.ordinal)
+      unlog(KEYS[k], member .. ':' .. ordinal(op.ordinal))
     elseif kind == 's' then
-      unflag(KEYS[k], KEYS[k + 1], member .. ':' .. op.ordinal, op.flagged == 1)
+      unflag(KEYS[k], KEYS[k + 1], member .. ':' .. ordinal(op.ordinal), op.flagged == 1)
     else
       uncount(KEYS[k] .. ':' .. string.format('%d', op.window_start))
     end
