@@ -4,8 +4,8 @@
 -- exactly as separate calls back to back would.
 -- KEYS: two per op, the ops of every request in order. ARGV: the clock (below), then per
 -- request: member, refused, resets, op count, then one per op: seven little-endian doubles,
--- the kind's place in `kinds` and six fields, named by `fields` below (redis-store.ts
--- encodeOp / encodeUndo write them in that order; struct.unpack reads them in one call).
+-- the kind's place in `kinds` and six fields, in the order listed above `kinds` (redis-store.ts
+-- encodeOp / encodeUndo write them so; struct.unpack reads them in one call).
 -- `member` names the decision; an op's log entry is member:<ordinal of the op in its request>.
 -- `refused` is '1' when a limit outside Redis (the DRL) already refused the request, and 'p'
 -- for a peek: every op reports what its limiter holds now and nothing is written (the
@@ -55,26 +55,18 @@ local function ordinal(j)
   return o
 end
 
--- The six fields after an op's kind, by kind. Upper case runs a limit; lower case undoes
--- an admission an earlier call made (`ordinal`: the op's place in that call's request).
-local fields = {
-  L = {'rate', 'per', 'threshold', 'step', 'trigger', 'delay'},
-  S = {'rate', 'per'},
-  F = {'rate', 'per'},
-  Q = {'max', 'renewal', 'init_remaining', 'init_renews'},
-  l = {'ordinal'},
-  s = {'ordinal', 'flagged'},
-  f = {'window_start'},
-}
-
+-- An op's kind, by its code, and then its six fields (unused ones are 0). Upper case runs a
+-- limit; lower case undoes an admission an earlier call made (`ordinal`: the op's place in
+-- that call's request).
+--   L: rate, per, threshold, step, trigger, delay     S, F: rate, per
+--   Q: max, renewal, init_remaining, init_renews       l: ordinal   s: ordinal, flagged
+--   f: window_start
 local kinds = {'L', 'S', 'F', 'Q', 'l', 's', 'f'}
 
+-- The op at ARGV[i]: its kind and fields as values, so no table is made per op.
 local function op_at(i)
-  local packed = {struct.unpack('<ddddddd', ARGV[i])}
-  local kind = kinds[packed[1]]
-  local op = {kind = kind}
-  for f, name in ipairs(fields[kind]) do op[name] = packed[f + 1] end
-  return op
+  local code, f1, f2, f3, f4, f5, f6 = struct.unpack('<ddddddd', ARGV[i])
+  return kinds[code], f1, f2, f3, f4, f5, f6
 end
 
 -- When the oldest entry still in the window leaves it. `trimmed`: entries older than the
@@ -142,7 +134,7 @@ local function sliding(log, smooth_key, rate, per, threshold, step, trigger, del
   -- An empty window holds only this request's entry now.
   local reset = (count == 0 and resets) and now + per or oldest_reset(log, per, true)
   if count < allowance then
-    return {1, allowance, allowance - count - 1, reset, old, allowance}, function() unlog(log, m) end
+    return {1, allowance, allowance - count - 1, reset, old, allowance}
   end
   return {0, allowance, 0, reset, old, allowance}
 end
@@ -163,7 +155,7 @@ local function sentinel(log, flag, rate, per, m)
   -- The flag was not blocking (checked above), so a flag set here is this request's own.
   local flagged = count + 1 >= rate
   if flagged then redis.call('SET', flag, int(now + per), 'PX', int(per)) end
-  return {1, rate, rate - count - 1, oldest_reset(log, per, false), 0, 0}, function() unflag(log, flag, m, flagged) end
+  return {1, rate, rate - count - 1, oldest_reset(log, per, false), 0, 0}
 end
 
 -- Fixed window: one counter per window aligned to per (the key's suffix); expiry per.
@@ -172,7 +164,7 @@ local function fixed(base, rate, per)
   local counter = base .. ':' .. string.format('%d', window_start)
   local n = redis.call('INCR', counter)
   if n == 1 then redis.call('PEXPIRE', counter, int(per)) end
-  if n <= rate then return {1, rate, rate - n, window_start + per, 0, 0}, function() uncount(counter) end end
+  if n <= rate then return {1, rate, rate - n, window_start + per, 0, 0} end
   return {0, rate, 0, window_start + per, 0, 0}
 end
 
@@ -237,50 +229,64 @@ end
 local function peek(k, a, nops)
   local rows = {}
   for j = 1, nops do
-    local op = op_at(a + j - 1)
-    local kind = op.kind
+    local kind, f1, f2, f3, f4 = op_at(a + j - 1)
     if kind == 'L' then
-      rows[j] = peek_sliding(KEYS[k], KEYS[k + 1], op.rate, op.per, op.threshold)
+      rows[j] = peek_sliding(KEYS[k], KEYS[k + 1], f1, f2, f3)
     elseif kind == 'S' then
-      rows[j] = peek_sentinel(KEYS[k], KEYS[k + 1], op.rate, op.per)
+      rows[j] = peek_sentinel(KEYS[k], KEYS[k + 1], f1, f2)
     elseif kind == 'F' then
-      rows[j] = peek_fixed(KEYS[k], op.rate, op.per)
+      rows[j] = peek_fixed(KEYS[k], f1, f2)
     else
-      rows[j] = peek_quota(KEYS[k], op.max, op.renewal, op.init_remaining, op.init_renews)
+      rows[j] = peek_quota(KEYS[k], f1, f2, f3, f4)
     end
     k = k + 2
   end
   return rows
 end
 
+-- Undoes what op `j` of a request (KEYS from `k`, ARGV from `a`) admitted, its row in hand:
+-- the log entry it wrote, the sentinel flag it set (when it left no allowance), the count it
+-- added to its window (which starts `per` before the row's reset).
+local function undo_admission(k, a, member, j, row)
+  local kind, _, per = op_at(a + j - 1)
+  local at = k + 2 * (j - 1)
+  if kind == 'L' then
+    unlog(KEYS[at], member .. ':' .. ordinal(j))
+  elseif kind == 'S' then
+    unflag(KEYS[at], KEYS[at + 1], member .. ':' .. ordinal(j), row[3] == 0)
+  elseif kind == 'F' then
+    uncount(KEYS[at] .. ':' .. int(row[4] - per))
+  end
+end
+
 -- One request: `nops` ops from KEYS[k] and ARGV[a], rows appended to `reply`.
 local function decide(k, a, member, refused, nops)
   local rows = {}
-  local undo = {}
+  -- The op of each row, for undoing its admission.
+  local row_ops = {}
+  local key = k
   for j = 1, nops do
-    local op = op_at(a + j - 1)
-    local kind = op.kind
-    local m = member .. ':' .. ordinal(j)
-    local r, u
+    local kind, f1, f2, f3, f4, f5, f6 = op_at(a + j - 1)
+    local r
     if kind == 'L' then
-      r, u = sliding(KEYS[k], KEYS[k + 1], op.rate, op.per, op.threshold, op.step, op.trigger, op.delay, m)
+      r = sliding(KEYS[key], KEYS[key + 1], f1, f2, f3, f4, f5, f6, member .. ':' .. ordinal(j))
     elseif kind == 'S' then
-      r, u = sentinel(KEYS[k], KEYS[k + 1], op.rate, op.per, m)
+      r = sentinel(KEYS[key], KEYS[key + 1], f1, f2, member .. ':' .. ordinal(j))
     elseif kind == 'F' then
-      r, u = fixed(KEYS[k], op.rate, op.per)
+      r = fixed(KEYS[key], f1, f2)
     elseif kind == 'Q' then
-      r = quota(KEYS[k], op.max, op.renewal, op.init_remaining, op.init_renews)
+      r = quota(KEYS[key], f1, f2, f3, f4)
     elseif kind == 'l' then
-      unlog(KEYS[k], member .. ':' .. ordinal(op.ordinal))
+      unlog(KEYS[key], member .. ':' .. ordinal(f1))
     elseif kind == 's' then
-      unflag(KEYS[k], KEYS[k + 1], member .. ':' .. ordinal(op.ordinal), op.flagged == 1)
+      unflag(KEYS[key], KEYS[key + 1], member .. ':' .. ordinal(f1), f2 == 1)
     else
-      uncount(KEYS[k] .. ':' .. string.format('%d', op.window_start))
+      uncount(KEYS[key] .. ':' .. int(f1))
     end
-    k = k + 2
+    key = key + 2
     if r then
       rows[#rows + 1] = r
-      if u then undo[#undo + 1] = u end
+      row_ops[#rows] = j
       if r[1] == 0 then
         refused = true
         break
@@ -288,7 +294,10 @@ local function decide(k, a, member, refused, nops)
     end
   end
   if refused then
-    for _, u in ipairs(undo) do u() end
+    -- The refusing op keeps what it recorded; a quota, always last, is never given back.
+    for n, r in ipairs(rows) do
+      if r[1] == 1 then undo_admission(k, a, member, row_ops[n], r) end
+    end
   end
   return rows
 end

@@ -87,8 +87,8 @@ export const kindCodes = { L: 1, S: 2, F: 3, Q: 4, l: 5, s: 6, f: 7 } as const;
 const fieldsPerOp = 6;
 
 /**
- * One ARGV per op: its kind's code, then its fields in the order limits.lua's `fields` names
- * them (0 where a kind has fewer), as little-endian doubles: exact for every integer below
+ * One ARGV per op: its kind's code, then its fields in the order limits.lua lists them above
+ * `kinds` (0 where a kind has fewer), as little-endian doubles: exact for every integer below
  * 2^53, and Lua reads them in one call instead of parsing seven strings.
  */
 function packOp(kind: keyof typeof kindCodes, ...fields: number[]): Buffer {
