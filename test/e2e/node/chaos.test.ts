@@ -317,7 +317,7 @@ describe('faults on the real node, under steady load', () => {
       const one=()=>new Promise((done)=>{const q=request('${oomyUrl}/oom-big/x',{method:'POST',agent:false,timeout:5000,headers:{'content-length':body.length}},(s)=>{s.resume();s.on('end',()=>{answered++;done()})});q.on('timeout',()=>q.destroy());q.on('error',()=>{lost++;setTimeout(done,50)});q.end(body)});
       const caller=async()=>{while(Date.now()<end)await one()};
       Promise.all(Array.from({length:200},caller)).then(()=>console.log(JSON.stringify({answered,lost})))`;
-    const probe = `const s={low:{},keyed:{}};const ask=async(path,into,headers)=>{try{const r=await fetch('${oomyUrl}'+path,{headers,signal:AbortSignal.timeout(2000)});into[r.status]=(into[r.status]??0)+1}catch{into.lost=(into.lost??0)+1}};
+    const probe = `const s={low:{},keyed:{}};const ask=async(path,into,headers)=>{try{const r=await fetch('${oomyUrl}'+path,{headers,signal:AbortSignal.timeout(2000)});into[r.status]=(into[r.status]??0)+1}catch(e){const why='lost '+(e?.cause?.code??e?.name);into[why]=(into[why]??0)+1}};
       (async()=>{for(let i=0;i<Number(process.env.ROUNDS);i++){await Promise.all([ask('/oom-low/x',s.low,{}),ask('/oom-keyed/x',s.keyed,{authorization:process.env.GW_KEY})]);await new Promise((r)=>setTimeout(r,500))}console.log(JSON.stringify(s))})()`;
     type Tally = Record<string, number>;
     const probeLimits = async (rounds: number): Promise<{ low: Tally; keyed: Tally }> =>
@@ -336,6 +336,9 @@ describe('faults on the real node, under steady load', () => {
     ]);
     // Once the load is over and the sidecar is up for good, the limits are asked again.
     await waitFor('the sidecar ready after the load', 120_000, async () => sidecarOf(await onlyPod())?.ready === true);
+    // A container Ready again is not yet a pod back in its Service: wait for a request through
+    // it (an API without limits, so the counts below are untouched).
+    await waitFor('oom-big served through the Service again', 60_000, answers('/oom-big/warm'));
     const afterLoad = await probeLimits(6);
     const after = await onlyPod();
     const restarts = sidecarOf(after)?.restartCount ?? 0;
