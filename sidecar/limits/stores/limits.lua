@@ -71,16 +71,32 @@ end
 
 -- When the oldest entry still in the window leaves it. `trimmed`: entries older than the
 -- window are gone already, so the log's first entry is that one.
+-- The sliding logs this call has trimmed and given their expiry (for the window it trimmed
+-- to), and each one's oldest entry once read. The requests of a call after the first that
+-- meet a log (an API's, or a busy key's) skip its trim, its expiry and the read of its oldest
+-- entry: at the call's one time they would find what the first found. Removing an entry (an
+-- undo) forgets the log, since the entry may have been its oldest, or its last (the key is
+-- then gone, and with it the expiry).
+local visited = {}
+local oldest = {}
+local function forget(log)
+  visited[log] = nil
+  oldest[log] = nil
+end
+
 local function oldest_reset(log, per, trimmed)
   if not resets then return 0 end
+  if trimmed and oldest[log] then return oldest[log] + per end
   local first
   if trimmed then
     first = redis.call('ZRANGE', log, '0', '0', 'WITHSCORES')
   else
     first = redis.call('ZRANGEBYSCORE', log, '(' .. int(now - per), '+inf', 'WITHSCORES', 'LIMIT', '0', '1')
   end
-  if first[2] then return tonumber(first[2]) + per end
-  return now + per
+  if not first[2] then return now + per end
+  local at = tonumber(first[2])
+  if trimmed then oldest[log] = at end
+  return at + per
 end
 
 -- Same rule as smoothing.ts (docs/behaviour.md#smoothing); the allowance is shared by every gateway.
@@ -110,10 +126,12 @@ end
 -- its window has expired there is nothing left to give back.
 local function unlog(log, m)
   redis.call('ZREM', log, m)
+  forget(log)
 end
 
 local function unflag(log, flag, m, flagged)
   redis.call('ZREM', log, m)
+  forget(log)
   if flagged then redis.call('DEL', flag) end
 end
 
@@ -123,10 +141,16 @@ end
 
 -- Sliding log: every request is logged, blocked ones too (spike arrest).
 local function sliding(log, smooth_key, rate, per, threshold, step, trigger, delay, m)
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', int(now - per))
+  local first_visit = visited[log] ~= per
+  if first_visit then redis.call('ZREMRANGEBYSCORE', log, '-inf', int(now - per)) end
   local count = redis.call('ZCARD', log)
   redis.call('ZADD', log, now_s, m)
-  redis.call('PEXPIRE', log, int(per))
+  -- A later ZADD keeps the key's expiry, which is `per` after this call's time either way.
+  if first_visit then
+    redis.call('PEXPIRE', log, int(per))
+    visited[log] = per
+  end
+  if count == 0 then oldest[log] = now end
   local allowance, old = rate, rate
   if threshold > 0 then
     allowance, old = smooth(smooth_key, count, rate, per, threshold, step, trigger, delay)

@@ -35,6 +35,40 @@ describe('decisions in flight together share script calls', () => {
     }
   });
 
+  it('a log emptied by an undo in a call is trimmed, expired and read afresh by the next request of that call', async () => {
+    // The script skips the trim, the expiry and the oldest-entry read of a log it has already
+    // visited in the call; an undo must make it forget the log (here: the log's only entry goes,
+    // and with it the key and its expiry).
+    const limited = api(uniqueId('limited'), { api_limit: { rate: 100, per: 60 } });
+    const open = api(uniqueId('open'));
+    const settings = { enable_redis_rolling_limiter: true, rate_limit_response_headers: 'rate_limits' as const };
+    const gateway = startGateway(config({ settings, apis: [limited, open] }), testEnv().redisUrl);
+    const spent = { session: session({ rate: 100, per: 60, quota_max: 1, quota_renewal_rate: 3600 }), raw: uniqueId('spent') };
+    const fresh = { session: session({ rate: 100, per: 60 }), raw: uniqueId('fresh') };
+    // The spent key uses its one quota on the other API, so the limited API's log is still empty.
+    expect((await gateway.engine.decide(request(open, spent))).outcome).toBe('allowed');
+    const observer = await watchCommands(testEnv().redisUrl);
+    let decisions;
+    try {
+      decisions = await Promise.all([gateway.engine.decide(request(limited, spent)), gateway.engine.decide(request(limited, fresh))]);
+      await sleep(100);
+      // Both in one call: the spent key's API admission is undone in it, before the fresh key's request.
+      expect(observer.counts().evalsha).toBe(1);
+    } finally {
+      observer.stop();
+    }
+    expect(decisions.map((d) => d.outcome)).toEqual(['quota_exceeded', 'allowed']);
+    const log = limiterKey(`a:${limited.api_id}`, 'log');
+    expect(await gateway.redis.zcard(log)).toBe(1);
+    const ttl = await gateway.redis.pttl(log);
+    expect(ttl).toBeGreaterThan(50_000);
+    expect(ttl).toBeLessThanOrEqual(60_000);
+    // The fresh key's API row: one used of 100, its window ending a period after its own entry.
+    const row = decisions[1]!.rate!;
+    expect(row.remaining).toBe(99);
+    expect(row.reset * 1000 - gateway.lastNow()).toBeGreaterThan(59_000);
+  });
+
   it('a decision whose commands fail fails alone; the others in its call are answered and counted', async () => {
     const broken = api(uniqueId('broken'), { api_limit: { rate: 10, per: 60 } });
     const sound = api(uniqueId('sound'), { api_limit: { rate: 10, per: 60 } });
