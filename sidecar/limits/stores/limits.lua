@@ -69,8 +69,6 @@ local function op_at(i)
   return kinds[code], f1, f2, f3, f4, f5, f6
 end
 
--- When the oldest entry still in the window leaves it. `trimmed`: entries older than the
--- window are gone already, so the log's first entry is that one.
 -- The sliding logs this call has trimmed and given their expiry (for the window it trimmed
 -- to), and each one's oldest entry once read. The requests of a call after the first that
 -- meet a log (an API's, or a busy key's) skip its trim, its expiry and the read of its oldest
@@ -84,6 +82,8 @@ local function forget(log)
   oldest[log] = nil
 end
 
+-- When the oldest entry still in the window leaves it. `trimmed`: entries older than the
+-- window are gone already, so the log's first entry is that one.
 local function oldest_reset(log, per, trimmed)
   if not resets then return 0 end
   if trimmed and oldest[log] then return oldest[log] + per end
@@ -142,7 +142,11 @@ end
 -- Sliding log: every request is logged, blocked ones too (spike arrest).
 local function sliding(log, smooth_key, rate, per, threshold, step, trigger, delay, m)
   local first_visit = visited[log] ~= per
-  if first_visit then redis.call('ZREMRANGEBYSCORE', log, '-inf', int(now - per)) end
+  if first_visit then
+    redis.call('ZREMRANGEBYSCORE', log, '-inf', int(now - per))
+    -- A window of another length (a config change between two requests) may trim more.
+    oldest[log] = nil
+  end
   local count = redis.call('ZCARD', log)
   redis.call('ZADD', log, now_s, m)
   -- A later ZADD keeps the key's expiry, which is `per` after this call's time either way.
