@@ -318,10 +318,12 @@ describe('faults on the real node, under steady load', () => {
       const caller=async()=>{while(Date.now()<end)await one()};
       Promise.all(Array.from({length:200},caller)).then(()=>console.log(JSON.stringify({answered,lost})))`;
     const probe = `const s={low:{},keyed:{}};const ask=async(path,into,headers)=>{try{const r=await fetch('${oomyUrl}'+path,{headers,signal:AbortSignal.timeout(2000)});into[r.status]=(into[r.status]??0)+1}catch(e){const why='lost '+(e?.cause?.code??e?.name);into[why]=(into[why]??0)+1}};
-      (async()=>{for(let i=0;i<Number(process.env.ROUNDS);i++){await Promise.all([ask('/oom-low/x',s.low,{}),ask('/oom-keyed/x',s.keyed,{authorization:process.env.GW_KEY})]);await new Promise((r)=>setTimeout(r,500))}console.log(JSON.stringify(s))})()`;
+      const answered=(t)=>Object.entries(t).filter(([k])=>/^\\d+$/.test(k)).reduce((n,[,v])=>n+v,0);const want=Number(process.env.WANT??Infinity);
+      (async()=>{for(let i=0;i<Number(process.env.ROUNDS)&&!(answered(s.low)>=want&&answered(s.keyed)>=want);i++){await Promise.all([ask('/oom-low/x',s.low,{}),ask('/oom-keyed/x',s.keyed,{authorization:process.env.GW_KEY})]);await new Promise((r)=>setTimeout(r,500))}console.log(JSON.stringify(s))})()`;
     type Tally = Record<string, number>;
-    const probeLimits = async (rounds: number): Promise<{ low: Tally; keyed: Tally }> =>
-      JSON.parse((await node.run(process.execPath, ['-e', probe], { timeoutMs: 90_000, env: { ...process.env, GW_KEY: key, ROUNDS: String(rounds) } })).stdout.trim()) as { low: Tally; keyed: Tally };
+    /** `rounds` rounds of both asks, or fewer once each API has answered `want` of them. */
+    const probeLimits = async (rounds: number, want = Infinity): Promise<{ low: Tally; keyed: Tally }> =>
+      JSON.parse((await node.run(process.execPath, ['-e', probe], { timeoutMs: 90_000, env: { ...process.env, GW_KEY: key, ROUNDS: String(rounds), WANT: String(want) } })).stdout.trim()) as { low: Tally; keyed: Tally };
     const started = Date.now();
     let killedAt = 0;
     const [heavyOut, probeOut, recovery] = await Promise.all([
@@ -339,7 +341,9 @@ describe('faults on the real node, under steady load', () => {
     // A container Ready again is not yet a pod back in its Service: wait for a request through
     // it (an API without limits, so the counts below are untouched).
     await waitFor('oom-big served through the Service again', 60_000, answers('/oom-big/warm'));
-    const afterLoad = await probeLimits(6);
+    // Six answers from each: a sidecar still settling (in one run it restarted once more just
+    // after this point) loses some asks, which say nothing about the limits.
+    const afterLoad = await probeLimits(30, 6);
     const after = await onlyPod();
     const restarts = sidecarOf(after)?.restartCount ?? 0;
     const total = (status: string, which: 'low' | 'keyed'): number => (probeOut[which][status] ?? 0) + (afterLoad[which][status] ?? 0);
