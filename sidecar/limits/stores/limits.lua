@@ -44,15 +44,16 @@ local resets = false
 -- (docs/architecture.md#performance). Every number sent is an integer.
 local function int(x) return string.format('%d', x) end
 local now_s = int(now)
--- The log entries' suffixes (`member:<ordinal>`), made once per ordinal.
+-- The log entry of op `j` of the request named `member` (`member:<ordinal>`); each ordinal's
+-- digits are made once per call.
 local ordinals = {}
-local function ordinal(j)
+local function entry(member, j)
   local o = ordinals[j]
   if not o then
     o = int(j)
     ordinals[j] = o
   end
-  return o
+  return member .. ':' .. o
 end
 
 -- An op's kind, by its code, and then its six fields (unused ones are 0). Upper case runs a
@@ -154,13 +155,13 @@ local function sliding(log, smooth_key, rate, per, threshold, step, trigger, del
     redis.call('PEXPIRE', log, int(per))
     visited[log] = per
   end
+  -- An empty window holds only this request's entry now.
   if count == 0 then oldest[log] = now end
   local allowance, old = rate, rate
   if threshold > 0 then
     allowance, old = smooth(smooth_key, count, rate, per, threshold, step, trigger, delay)
   end
-  -- An empty window holds only this request's entry now.
-  local reset = (count == 0 and resets) and now + per or oldest_reset(log, per, true)
+  local reset = oldest_reset(log, per, true)
   if count < allowance then
     return {1, allowance, allowance - count - 1, reset, old, allowance}
   end
@@ -279,9 +280,9 @@ local function undo_admission(k, a, member, j, row)
   local kind, _, per = op_at(a + j - 1)
   local at = k + 2 * (j - 1)
   if kind == 'L' then
-    unlog(KEYS[at], member .. ':' .. ordinal(j))
+    unlog(KEYS[at], entry(member, j))
   elseif kind == 'S' then
-    unflag(KEYS[at], KEYS[at + 1], member .. ':' .. ordinal(j), row[3] == 0)
+    unflag(KEYS[at], KEYS[at + 1], entry(member, j), row[3] == 0)
   elseif kind == 'F' then
     uncount(KEYS[at] .. ':' .. int(row[4] - per))
   end
@@ -297,17 +298,17 @@ local function decide(k, a, member, refused, nops)
     local kind, f1, f2, f3, f4, f5, f6 = op_at(a + j - 1)
     local r
     if kind == 'L' then
-      r = sliding(KEYS[key], KEYS[key + 1], f1, f2, f3, f4, f5, f6, member .. ':' .. ordinal(j))
+      r = sliding(KEYS[key], KEYS[key + 1], f1, f2, f3, f4, f5, f6, entry(member, j))
     elseif kind == 'S' then
-      r = sentinel(KEYS[key], KEYS[key + 1], f1, f2, member .. ':' .. ordinal(j))
+      r = sentinel(KEYS[key], KEYS[key + 1], f1, f2, entry(member, j))
     elseif kind == 'F' then
       r = fixed(KEYS[key], f1, f2)
     elseif kind == 'Q' then
       r = quota(KEYS[key], f1, f2, f3, f4)
     elseif kind == 'l' then
-      unlog(KEYS[key], member .. ':' .. ordinal(f1))
+      unlog(KEYS[key], entry(member, f1))
     elseif kind == 's' then
-      unflag(KEYS[key], KEYS[key + 1], member .. ':' .. ordinal(f1), f2 == 1)
+      unflag(KEYS[key], KEYS[key + 1], entry(member, f1), f2 == 1)
     else
       uncount(KEYS[key] .. ':' .. int(f1))
     end

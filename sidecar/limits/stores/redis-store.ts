@@ -131,14 +131,12 @@ function encodeOp(op: StoreOp): Encoded {
 function encodeUndo(op: StoreOp, result: StoreResult): Encoded | null {
   switch (op.kind) {
     case 'sliding_log':
-      return { keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'smooth')], packed: packOp('l', 1) };
+      return { keys: encodeOnce(op).keys, packed: packOp('l', 1) };
     case 'sentinel':
       if (!result.allowed) return null;
-      return { keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'sentinel')], packed: packOp('s', 1, result.remaining === 0 ? 1 : 0) };
-    case 'fixed_window': {
-      const key = limiterKey(op.limiterId, 'fw');
-      return { keys: [key, key], packed: packOp('f', result.resetMs - op.perMs) };
-    }
+      return { keys: encodeOnce(op).keys, packed: packOp('s', 1, result.remaining === 0 ? 1 : 0) };
+    case 'fixed_window':
+      return { keys: encodeOnce(op).keys, packed: packOp('f', result.resetMs - op.perMs) };
     case 'quota':
       return null;
   }
