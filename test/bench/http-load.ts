@@ -9,6 +9,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { bundleOnce } from '../../scripts/build/bundle.ts';
+import { hostJemallocEnv } from '../../scripts/images/build.ts';
+import { ensureJemalloc } from '../harness/install-image-host-files.ts';
 import { freePort } from '../harness/ports.ts';
 import { chartNodeOptions } from '../support/chart-node-options.ts';
 import { closedLoop, type LoadResult } from './load-generator.ts';
@@ -57,7 +59,8 @@ export const SIDECAR_NODE_OPTIONS = process.env.BENCH_SIDECAR_NODE_OPTIONS ?? ch
 /**
  * A folder-mode sidecar on free loopback ports, once its /readyz answers (a large folder takes a
  * while to load). It runs as an injected sidecar runs: the bundle its image runs
- * (scripts/build/bundle.ts, built once per bench run), with SIDECAR_NODE_OPTIONS.
+ * (scripts/build/bundle.ts, built once per bench run), with SIDECAR_NODE_OPTIONS and the
+ * image's allocator (jemalloc, which the bench installs like redis-server).
  */
 export async function startSidecarProcess(
   dir: string,
@@ -68,7 +71,8 @@ export async function startSidecarProcess(
   args.push('--health-listen', `127.0.0.1:${health}`);
   if (options.redisUrl !== undefined) args.push('--redis-url', options.redisUrl);
   // One process unless a suite asks for more: the rows compare one core's work.
-  const child = spawnNode(args, { GW_WORKERS: '1', NODE_OPTIONS: SIDECAR_NODE_OPTIONS, ...options.env });
+  await ensureJemalloc();
+  const child = spawnNode(args, { GW_WORKERS: '1', NODE_OPTIONS: SIDECAR_NODE_OPTIONS, ...hostJemallocEnv(), ...options.env });
   try {
     await waitFor(`http://127.0.0.1:${health}/readyz`, options.readyTimeoutMs);
   } catch (err) {

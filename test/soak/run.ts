@@ -6,9 +6,9 @@
  * RSS and heap, its event-loop delay, the number of Redis keys and its open sockets, and at
  * the end it fails when one of them still climbs over the last half of the run (see
  * trend.ts), when a request got a 5xx or no answer, or when a config change was refused.
- * The sidecar runs as its image runs it, from the bundle, with the NODE_OPTIONS the chart gives
- * injected sidecars (sidecar.nodeOptions), or `--node-options` to try others ('' for Node's own
- * sizing).
+ * The sidecar runs as its image runs it, from the bundle, on jemalloc, with the NODE_OPTIONS the
+ * chart gives injected sidecars (sidecar.nodeOptions), or `--node-options` to try others ('' for
+ * Node's own sizing).
  * Not part of `npm test`: it is long by design. Traffic stays on loopback.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
@@ -20,7 +20,9 @@ import { Redis } from 'ioredis';
 import { Agent, request } from 'undici';
 import { keyHash } from '../../crds/key-hash.ts';
 import { bundleOnce } from '../../scripts/build/bundle.ts';
+import { hostJemallocEnv } from '../../scripts/images/build.ts';
 import { startEchoUpstream } from '../../demo/upstream.ts';
+import { ensureJemalloc } from '../harness/install-image-host-files.ts';
 import { freePort } from '../harness/ports.ts';
 import { startRedisServer } from '../harness/redis.ts';
 import { chartNodeOptions } from '../support/chart-node-options.ts';
@@ -109,10 +111,11 @@ interface Sidecar {
 async function startSidecar(dir: string, redisUrl: string): Promise<Sidecar> {
   const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
   const entry = await bundleOnce('sidecar');
+  await ensureJemalloc();
   const child = spawn(
     process.execPath,
     [entry, '--config', dir, '--redis-url', redisUrl, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`],
-    { cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, GW_ADMIN_SECRET: ADMIN_SECRET, GW_LOG_LEVEL: 'warn', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits', GW_WORKERS: '1', NODE_OPTIONS: args['node-options'] }, stdio: ['ignore', 'ignore', 'inherit'] },
+    { cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, GW_ADMIN_SECRET: ADMIN_SECRET, GW_LOG_LEVEL: 'warn', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits', GW_WORKERS: '1', NODE_OPTIONS: args['node-options'], ...hostJemallocEnv() }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const sidecar: Sidecar = {
     child,

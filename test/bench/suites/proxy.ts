@@ -94,7 +94,7 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
       { name: BARE, url: `http://127.0.0.1:${barePort}/bench`, baseline: 'upstream direct', cpu: { proxy: [bare.pid!] } },
     ];
     nginx = await startNginx(upstreamUrl, 1);
-    ctx.log(`sidecars run with NODE_OPTIONS '${SIDECAR_NODE_OPTIONS}'`);
+    ctx.log(`sidecars run with NODE_OPTIONS '${SIDECAR_NODE_OPTIONS}' on jemalloc, as their image runs them`);
     targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: BARE, cpu: { proxy: nginx.pids } });
     for (const forwarder of forwarders) {
       // The auth row shows the rate limit's X-RateLimit-* headers on every answer (README.md#benchmarks).

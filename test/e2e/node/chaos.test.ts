@@ -12,6 +12,7 @@ import { buildImages, ROOT } from '../../../scripts/images/build.ts';
 import { demoApp, demoService } from '../../../scripts/journey/manifests.ts';
 import { readmeBlock } from '../../../scripts/journey/readme-blocks.ts';
 import { ensureBins, linkBinDir } from '../../harness/bins.ts';
+import { ensureImageHostFiles } from '../../harness/install-image-host-files.ts';
 import { testBedImages } from '../../harness/node/images.ts';
 import { startNode, type NodeHandle } from '../../harness/node/node.ts';
 import { sessionDir } from '../../harness/procs.ts';
@@ -105,6 +106,7 @@ describe('faults on the real node, under steady load', () => {
   beforeAll(async () => {
     const bins = await ensureBins();
     node = await startNode(bins, { images: await testBedImages(bins) });
+    await ensureImageHostFiles();
     const images = await buildImages({ out: join(ROOT, 'dist', 'images'), tag: VERSION, images: ['operator', 'sidecar', 'redis'] });
     await node.importImages(images.map((i) => i.path));
     const volume = join(node.volumesDir, 'redis');

@@ -12,6 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ensureBins, linkBinDir } from '../../harness/bins.ts';
+import { ensureImageHostFiles } from '../../harness/install-image-host-files.ts';
 import { testBedImages } from '../../harness/node/images.ts';
 import { startNode, type NodeHandle } from '../../harness/node/node.ts';
 import { sessionDir } from '../../harness/procs.ts';
@@ -49,6 +50,7 @@ describe('the user journey on a real node (kubelet, containerd, CoreDNS)', () =>
     const started = Date.now();
     node = await startNode(bins, { images: await testBedImages(bins) });
     const nodeUpSeconds = (Date.now() - started) / 1000;
+    await ensureImageHostFiles();
 
     // README.md's images block, word for word, against the node's containerd.
     const images = await runTool('bash', ['-euo', 'pipefail', '-c', readmeBlock('images-no-registry')], {

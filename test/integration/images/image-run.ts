@@ -1,7 +1,7 @@
 /**
  * Runs an image's program the way a container runtime would, without one: the layer
  * extracted, then the image's own Entrypoint, Env, WorkingDir and User applied on that root
- * mounted read-only, with a fresh tmpfs on /tmp (the chart's emptyDir) and on any other
+ * mounted read-only, with /proc, a fresh tmpfs on /tmp (the chart's emptyDir) and on any other
  * volume asked for. The mounts live in a private mount namespace and go with the process.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -50,8 +50,11 @@ function script(uid: string, gid: string, workingDir: string, options: RunOption
   return [
     'set -e',
     'root=$1; shift',
+    // The runtime makes the mount points it needs, as runc does for /proc.
+    'mkdir -p "$root/proc"',
     'mount --bind "$root" "$root"',
     'mount -o remount,bind,ro "$root"',
+    'mount -t proc proc "$root/proc"',
     'mount -t tmpfs -o mode=1777 tmpfs "$root/tmp"',
     ...(options.volumes ?? []).map((v) => `mount -t tmpfs -o mode=0770,uid=${uid},gid=${gid} tmpfs "$root${v}"`),
     ...(options.tmpFiles ?? []).map(([source, name]) => `cp -r '${source}' "$root/tmp/${name}"`),
