@@ -44,7 +44,7 @@ const table = {
   sidecarNodeOptions: {
     flag: 'sidecar-node-options',
     env: 'GW_SIDECAR_NODE_OPTIONS',
-    help: 'NODE_OPTIONS of the injected sidecar, V8 heap sizes such as --max-semi-space-size=8 --max-old-space-size=160 (default: unset, Node sizes the heap)',
+    help: 'NODE_OPTIONS of the injected sidecar, V8 heap sizes such as --max-semi-space-size=8 --max-old-space-size=160, the old space for the --sidecar-resources memory limit and scaled to a pod\'s annotated one (default: unset, Node sizes the heap)',
     schema: z.string().optional(),
   },
   sidecarRedisUrl: { flag: 'sidecar-redis-url', env: 'GW_SIDECAR_REDIS_URL', help: 'GW_REDIS_URL given to injected sidecars (default: --redis-url)', schema: redisUrlOption.optional() },

@@ -91,6 +91,10 @@ describe('injectionPatch', () => {
   it('sizes the sidecar by the default and the pod\'s annotations, and denies a pod whose annotations cannot be used', () => {
     const sized = patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-limit': '1Gi' }), options));
     expect((sized[0]!.value as V1Container[])[0]!.resources).toEqual({ requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '1Gi' } });
+    const heapOf = (patch: JsonPatchOp[]) => (patch[0]!.value as V1Container[])[0]!.env?.find((e) => e.name === 'NODE_OPTIONS')?.value;
+    const withHeap = { ...options, nodeOptions: '--max-semi-space-size=8 --max-old-space-size=160' };
+    expect(heapOf(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-limit': '1Gi' }), withHeap)))).toBe('--max-semi-space-size=8 --max-old-space-size=640');
+    expect(heapOf(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), withHeap)))).toBe(withHeap.nodeOptions);
     const denied = injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/sidecar-cpu-limit': 'fast' }), options);
     expect(denied).toEqual({ denied: expect.stringContaining('gw.dev/sidecar-cpu-limit') as string });
   });

@@ -1,5 +1,5 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
-import { sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
+import { sidecarNodeOptionsFor, sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
 
 export const INJECT_ANNOTATION = 'gw.dev/inject';
 export const APIS_ANNOTATION = 'gw.dev/apis';
@@ -19,7 +19,10 @@ export interface SidecarOptions {
   imagePullPolicy?: 'Always' | 'IfNotPresent' | 'Never';
   /** The default; a pod's gw.dev/sidecar-* annotations override it. */
   resources: SidecarResources;
-  /** NODE_OPTIONS of the sidecar (V8's heap sizes, README.md#benchmarks); unset, Node sizes the heap. */
+  /**
+   * NODE_OPTIONS of the sidecar (V8's heap sizes, README.md#benchmarks), its old space sized for
+   * the default memory limit; unset, Node sizes the heap.
+   */
   nodeOptions?: string;
   /** Given to the sidecar as a literal GW_REDIS_URL only when there is no env Secret. */
   redisUrl: string | undefined;
@@ -55,7 +58,7 @@ export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionRe
   }
   const resources = sidecarResourcesFor(annotations, options.resources);
   if ('error' in resources) return { denied: resources.error };
-  const container = sidecarContainer(apis, { ...options, resources });
+  const container = sidecarContainer(apis, { ...options, resources, nodeOptions: sidecarNodeOptionsFor(options.nodeOptions, options.resources, resources) });
   const patch: JsonPatchOp[] = pod.spec?.initContainers
     ? [{ op: 'add', path: '/spec/initContainers/0', value: container }]
     : [{ op: 'add', path: '/spec/initContainers', value: [container] }];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SIDECAR_RESOURCES, quantityValue, sidecarResourcesFor } from './sidecar-resources.ts';
+import { DEFAULT_SIDECAR_RESOURCES, quantityValue, sidecarNodeOptionsFor, sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
 
 describe('sidecar resources', () => {
   it('reads the plain forms of a Kubernetes quantity', () => {
@@ -31,5 +31,23 @@ describe('sidecar resources', () => {
       .toEqual({ error: expect.stringContaining('annotation gw.dev/sidecar-memory-limit must be a Kubernetes quantity') as string });
     expect(sidecarResourcesFor({ 'gw.dev/sidecar-memory-request': '1Gi', 'gw.dev/sidecar-memory-limit': '512Mi' }, DEFAULT_SIDECAR_RESOURCES))
       .toEqual({ error: 'the gw-sidecar memory request 1Gi is above its limit 512Mi' });
+  });
+
+  it('sizes the old space in NODE_OPTIONS to the pod\'s memory limit, in the proportion the default has', () => {
+    const chart = '--max-semi-space-size=8 --max-old-space-size=160';
+    const sized = (limit: string | undefined, options: string | undefined = chart, defaults: SidecarResources = DEFAULT_SIDECAR_RESOURCES) =>
+      sidecarNodeOptionsFor(options, defaults, { ...defaults, limits: limit === undefined ? {} : { memory: limit } });
+    expect(sized('256Mi')).toBe(chart);
+    expect(sized('128Mi')).toBe('--max-semi-space-size=8 --max-old-space-size=80');
+    expect(sized('87Mi')).toBe('--max-semi-space-size=8 --max-old-space-size=54');
+    expect(sized('1Gi')).toBe('--max-semi-space-size=8 --max-old-space-size=640');
+    expect(sized('0.5Gi', '--max_old_space_size=100 --trace-warnings')).toBe('--max_old_space_size=200 --trace-warnings');
+    // Never below 16 MiB, whatever the limit.
+    expect(sized('16Mi')).toBe('--max-semi-space-size=8 --max-old-space-size=16');
+    // Nothing to scale from or to: the options as configured.
+    expect(sized(undefined)).toBe(chart);
+    expect(sized('128Mi', '--max-semi-space-size=8')).toBe('--max-semi-space-size=8');
+    expect(sidecarNodeOptionsFor(undefined, DEFAULT_SIDECAR_RESOURCES, { limits: { memory: '128Mi' } })).toBeUndefined();
+    expect(sized('128Mi', chart, { requests: { memory: '64Mi' } })).toBe(chart);
   });
 });

@@ -67,3 +67,20 @@ export function sidecarResourcesFor(annotations: Record<string, string>, default
   }
   return resources;
 }
+
+/** V8's old-space size in NODE_OPTIONS, in MiB (Node takes the dash and the underscore forms). */
+const OLD_SPACE = /(--max[-_]old[-_]space[-_]size=)(\d+)/;
+
+/**
+ * The sidecar's NODE_OPTIONS for a pod. The configured old space is sized for the default
+ * memory limit (the chart's 160 MiB of 256Mi); a pod whose sidecar gets another limit gets the
+ * old space in the same proportion. Left at 160 MiB under a 96Mi limit, V8 would let garbage
+ * grow past the limit and the kernel would kill the sidecar before V8 collected it; raised
+ * with a larger limit, the sidecar uses the memory it was given.
+ */
+export function sidecarNodeOptionsFor(nodeOptions: string | undefined, defaults: SidecarResources, resources: SidecarResources): string | undefined {
+  const defaultLimit = defaults.limits?.memory === undefined ? null : quantityValue(defaults.limits.memory);
+  const limit = resources.limits?.memory === undefined ? null : quantityValue(resources.limits.memory);
+  if (nodeOptions === undefined || !defaultLimit || !limit || limit === defaultLimit) return nodeOptions;
+  return nodeOptions.replace(OLD_SPACE, (_, flag: string, mib: string) => `${flag}${Math.max(16, Math.floor((Number(mib) * limit) / defaultLimit))}`);
+}

@@ -58,6 +58,7 @@ describe('operator: sidecar injection webhook', () => {
       sidecarImage: 'registry.example/gw-sidecar:test',
       sidecarImagePullPolicy: 'IfNotPresent',
       sidecarResources: '{"requests":{"cpu":"100m","memory":"96Mi"},"limits":{"memory":"384Mi"}}',
+      sidecarNodeOptions: '--max-semi-space-size=8 --max-old-space-size=240',
     });
   });
 
@@ -102,9 +103,11 @@ describe('operator: sidecar injection webhook', () => {
     expect(after.unchanged - before.unchanged).toBe(1);
   });
 
-  it('sizes the sidecar by the operator\'s default and the pod\'s annotations, with the configured pull policy', async () => {
+  it('sizes the sidecar by the operator\'s default and the pod\'s annotations (V8\'s old space in proportion), with the configured pull policy', async () => {
+    const nodeOptions = (p: V1Pod) => p.spec?.initContainers?.[0]?.env?.find((e) => e.name === 'NODE_OPTIONS')?.value;
     const standard = await core.createNamespacedPod({ namespace: appNs, body: pod('standard-size', { 'gw.dev/inject': 'true' }) });
     expect(standard.spec?.initContainers?.[0]?.resources).toEqual({ requests: { cpu: '100m', memory: '96Mi' }, limits: { memory: '384Mi' } });
+    expect(nodeOptions(standard)).toBe('--max-semi-space-size=8 --max-old-space-size=240');
     expect(standard.spec?.initContainers?.[0]?.imagePullPolicy).toBe('IfNotPresent');
     const sized = await core.createNamespacedPod({
       namespace: appNs,
@@ -112,6 +115,8 @@ describe('operator: sidecar injection webhook', () => {
     });
     // The API server stores quantities in canonical form; the default memory request came down to the limit.
     expect(sized.spec?.initContainers?.[0]?.resources).toEqual({ requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '500m', memory: '64Mi' } });
+    // 240 MiB of 384Mi is 40 MiB of 64Mi.
+    expect(nodeOptions(sized)).toBe('--max-semi-space-size=8 --max-old-space-size=40');
     const attempt = core.createNamespacedPod({ namespace: appNs, body: pod('bad-size', { 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-request': 'plenty' }) });
     await expect(attempt).rejects.toMatchObject({ code: 400 });
     await expect(attempt).rejects.toThrow(/gw\.dev\/sidecar-memory-request/);
