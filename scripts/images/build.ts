@@ -51,8 +51,10 @@ const JEMALLOC_ENV = [`LD_PRELOAD=${JEMALLOC.path}`, `MALLOC_CONF=${JEMALLOC.con
 
 /** The environment that runs a sidecar on this host with the allocator its image preloads. */
 export function hostJemallocEnv(): { LD_PRELOAD: string; MALLOC_CONF: string } {
-  return { LD_PRELOAD: requireHostFile('find-jemalloc', JEMALLOC.host, "Debian's libjemalloc2"), MALLOC_CONF: JEMALLOC.conf };
+  return { LD_PRELOAD: hostJemalloc(), MALLOC_CONF: JEMALLOC.conf };
 }
+
+const hostJemalloc = (): string => requireHostFile('find-jemalloc', JEMALLOC.host, "Debian's libjemalloc2");
 
 /** What the images run, as the Dockerfile states it; a unit test holds the two together. */
 export const IMAGE_RUNTIME: Record<ProductImage, ImageRuntime> = {
@@ -92,7 +94,7 @@ function gwRootfs(image: Program, bundleDir: string, node: string): Rootfs {
     fs.binary(requireHostFile('find-openssl', '/usr/bin/openssl', "Debian's openssl"), '/usr/bin/openssl');
     fs.hostFile(requireHostFile('find-openssl', '/usr/lib/ssl/openssl.cnf', "Debian's openssl"));
   }
-  if (image === 'sidecar') fs.binary(requireHostFile('find-jemalloc', JEMALLOC.host, "Debian's libjemalloc2"), JEMALLOC.path);
+  if (image === 'sidecar') fs.binary(hostJemalloc(), JEMALLOC.path);
   return fs;
 }
 

@@ -9,8 +9,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { bundleOnce } from '../../scripts/build/bundle.ts';
-import { hostJemallocEnv } from '../../scripts/images/build.ts';
-import { ensureJemalloc } from '../harness/install-image-host-files.ts';
+import { jemallocEnv } from '../harness/install-image-host-files.ts';
 import { freePort } from '../harness/ports.ts';
 import { chartNodeOptions } from '../support/chart-node-options.ts';
 import { closedLoop, type LoadResult } from './load-generator.ts';
@@ -71,8 +70,7 @@ export async function startSidecarProcess(
   args.push('--health-listen', `127.0.0.1:${health}`);
   if (options.redisUrl !== undefined) args.push('--redis-url', options.redisUrl);
   // One process unless a suite asks for more: the rows compare one core's work.
-  await ensureJemalloc();
-  const child = spawnNode(args, { GW_WORKERS: '1', NODE_OPTIONS: SIDECAR_NODE_OPTIONS, ...hostJemallocEnv(), ...options.env });
+  const child = spawnNode(args, { GW_WORKERS: '1', NODE_OPTIONS: SIDECAR_NODE_OPTIONS, ...await jemallocEnv(), ...options.env });
   try {
     await waitFor(`http://127.0.0.1:${health}/readyz`, options.readyTimeoutMs);
   } catch (err) {

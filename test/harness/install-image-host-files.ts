@@ -1,10 +1,16 @@
-import { JEMALLOC } from '../../scripts/images/build.ts';
+import { hostJemallocEnv, JEMALLOC } from '../../scripts/images/build.ts';
 import { ensureDebianPackages } from './install-debian.ts';
 import { ensureRedisServer } from './install-redis.ts';
 
 /** Debian's jemalloc, which the sidecar image preloads (scripts/images/build.ts). */
-export async function ensureJemalloc(): Promise<void> {
+async function ensureJemalloc(): Promise<void> {
   await ensureDebianPackages({ step: 'install-libjemalloc2', packages: ['libjemalloc2'], provides: [JEMALLOC.host] });
+}
+
+/** The environment of a sidecar started on this host as its image runs it, on jemalloc (installed first when absent). */
+export async function jemallocEnv(): Promise<ReturnType<typeof hostJemallocEnv>> {
+  await ensureJemalloc();
+  return hostJemallocEnv();
 }
 
 /**
