@@ -26,6 +26,14 @@ RUN node scripts/build/bundle.ts --out /out
 
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
+# Both programs' allocator, preloaded: jemalloc gives back within a second the memory a burst
+# of work took, where glibc's malloc keeps it (README.md#install-with-helm).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libjemalloc2 \
+ && rm -rf /var/lib/apt/lists/* \
+ && ln -s "$(dpkg -L libjemalloc2 | grep '/libjemalloc\.so\.2$')" /usr/local/lib/libjemalloc.so.2
+ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
+ENV MALLOC_CONF=background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0
 WORKDIR /app
 
 FROM runtime AS operator
@@ -47,14 +55,6 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
 ENTRYPOINT ["node", "--optimize-for-size", "gw-operator.mjs"]
 
 FROM runtime AS sidecar
-# The gateway's allocator, preloaded: jemalloc gives back within a second the memory a burst
-# of traffic took, where glibc's malloc keeps it (README.md#install-with-helm).
-RUN apt-get update \
- && apt-get install -y --no-install-recommends libjemalloc2 \
- && rm -rf /var/lib/apt/lists/* \
- && ln -s "$(dpkg -L libjemalloc2 | grep '/libjemalloc\.so\.2$')" /usr/local/lib/libjemalloc.so.2
-ENV LD_PRELOAD=/usr/local/lib/libjemalloc.so.2
-ENV MALLOC_CONF=background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0
 # The bundle stays owned by root and read-only to the process user.
 COPY --from=build /out/sidecar/ ./
 # The UID the chart and the injected sidecar run as, numeric for runAsNonRoot.

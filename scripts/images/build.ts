@@ -5,8 +5,8 @@
  * package version) for clusters without a registry or Docker: `ctr -n k8s.io images import`
  * on each node. The same images as the Dockerfile's targets: the program's bundle
  * (scripts/build/bundle.ts) in /app, Node 24 from the `node` package with the shared libraries
- * it links, openssl for the operator, jemalloc for the sidecar, user 65532; the redis image is
- * Debian's redis-server as user 999.
+ * it links, jemalloc, openssl for the operator, user 65532; the redis image is Debian's
+ * redis-server as user 999.
  */
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -35,11 +35,11 @@ export interface ImageRuntime {
 }
 
 /**
- * The gateway's allocator: jemalloc, preloaded. glibc's malloc keeps the memory a burst of
- * traffic made it take (its main heap only shrinks from the top), so a sidecar stayed at its
- * peak long after the burst; jemalloc gives pages back within about a second of their last use
- * (`dirty_decay_ms`), from its own thread while the process is idle (`background_thread`).
- * README.md#install-with-helm has the figures.
+ * The allocator of both programs: jemalloc, preloaded. glibc's malloc keeps the memory a burst
+ * of work made it take (its main heap only shrinks from the top), so a sidecar stayed at its
+ * peak long after a burst of traffic; jemalloc gives pages back within about a second of their
+ * last use (`dirty_decay_ms`), from its own thread while the process is idle
+ * (`background_thread`). README.md#install-with-helm has the figures.
  */
 export const JEMALLOC = {
   path: '/usr/local/lib/libjemalloc.so.2',
@@ -49,7 +49,7 @@ export const JEMALLOC = {
 };
 const JEMALLOC_ENV = [`LD_PRELOAD=${JEMALLOC.path}`, `MALLOC_CONF=${JEMALLOC.conf}`];
 
-/** The environment that runs a sidecar on this host with the allocator its image preloads. */
+/** The environment that runs a program on this host with the allocator its image preloads. */
 export function hostJemallocEnv(): { LD_PRELOAD: string; MALLOC_CONF: string } {
   return { LD_PRELOAD: hostJemalloc(), MALLOC_CONF: JEMALLOC.conf };
 }
@@ -58,7 +58,7 @@ const hostJemalloc = (): string => requireHostFile('find-jemalloc', JEMALLOC.hos
 
 /** What the images run, as the Dockerfile states it; a unit test holds the two together. */
 export const IMAGE_RUNTIME: Record<ProductImage, ImageRuntime> = {
-  operator: { user: '65532:65532', entrypoint: ['node', '--optimize-for-size', 'gw-operator.mjs'], workingDir: '/app', env: ['NODE_ENV=production'], ports: [8082, 9443] },
+  operator: { user: '65532:65532', entrypoint: ['node', '--optimize-for-size', 'gw-operator.mjs'], workingDir: '/app', env: ['NODE_ENV=production', ...JEMALLOC_ENV], ports: [8082, 9443] },
   sidecar: { user: '65532:65532', entrypoint: ['node', 'gw-sidecar.mjs'], workingDir: '/app', env: ['NODE_ENV=production', ...JEMALLOC_ENV], ports: [8080, 8081, 8082] },
   redis: { user: '999:999', cmd: ['redis-server'], workingDir: '/data', env: [], ports: [6379] },
 };
@@ -88,13 +88,13 @@ function gwRootfs(image: Program, bundleDir: string, node: string): Rootfs {
   // without one, the folder is at least there.
   fs.dir('/tmp', 0o1777);
   fs.binary(node, '/usr/local/bin/node');
+  fs.binary(hostJemalloc(), JEMALLOC.path);
   fs.tree(bundleDir, '/app');
   if (image === 'operator') {
     // The webhook issues its CA and serving certificate with the openssl CLI.
     fs.binary(requireHostFile('find-openssl', '/usr/bin/openssl', "Debian's openssl"), '/usr/bin/openssl');
     fs.hostFile(requireHostFile('find-openssl', '/usr/lib/ssl/openssl.cnf', "Debian's openssl"));
   }
-  if (image === 'sidecar') fs.binary(hostJemalloc(), JEMALLOC.path);
   return fs;
 }
 

@@ -2,12 +2,12 @@ import { hostJemallocEnv, JEMALLOC } from '../../scripts/images/build.ts';
 import { ensureDebianPackages } from './install-debian.ts';
 import { ensureRedisServer } from './install-redis.ts';
 
-/** Debian's jemalloc, which the sidecar image preloads (scripts/images/build.ts). */
+/** Debian's jemalloc, which the gw images preload (scripts/images/build.ts). */
 async function ensureJemalloc(): Promise<void> {
   await ensureDebianPackages({ step: 'install-libjemalloc2', packages: ['libjemalloc2'], provides: [JEMALLOC.host] });
 }
 
-/** The environment of a sidecar started on this host as its image runs it, on jemalloc (installed first when absent). */
+/** The environment of a gw program started on this host as its image runs it, on jemalloc (installed first when absent). */
 export async function jemallocEnv(): Promise<ReturnType<typeof hostJemallocEnv>> {
   await ensureJemalloc();
   return hostJemallocEnv();
@@ -15,8 +15,8 @@ export async function jemallocEnv(): Promise<ReturnType<typeof hostJemallocEnv>>
 
 /**
  * The host files `npm run images` puts into the product images besides Node and the
- * libraries it links: Debian's redis-server and redis-cli for the Redis image, jemalloc for
- * the sidecar's.
+ * libraries it links: jemalloc for gw's, Debian's redis-server and redis-cli for the Redis
+ * image.
  */
 export async function ensureImageHostFiles(): Promise<void> {
   await ensureRedisServer();

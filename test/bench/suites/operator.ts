@@ -15,6 +15,7 @@ import { kinds } from '../../../crds/kinds.ts';
 import { bundleOnce } from '../../../scripts/build/bundle.ts';
 import { IMAGE_RUNTIME } from '../../../scripts/images/build.ts';
 import { apiRequests, requestsBetween } from '../../harness/api-requests.ts';
+import { jemallocEnv } from '../../harness/install-image-host-files.ts';
 import { freePort } from '../../harness/ports.ts';
 import { chartNodeOptions } from '../../support/chart-node-options.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
@@ -43,8 +44,8 @@ interface OperatorProcess {
 /** BENCH_CPU_PROF=DIR writes a CPU profile of each operator run there (open it in Chrome DevTools). */
 const profileArgs = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
 /**
- * The operator runs with the heap settings the chart ships (operator.nodeOptions), so the
- * figures are the installed operator's; BENCH_OPERATOR_NODE_FLAGS replaces them (to try others).
+ * The operator runs on jemalloc with the heap settings the chart ships (operator.nodeOptions),
+ * as its image runs it, so the figures are the installed operator's; BENCH_OPERATOR_NODE_FLAGS replaces them (to try others).
  */
 const nodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? chartNodeOptions('operator')).split(' ').filter(Boolean);
 /** Node's own flags in the image's entrypoint (`node <flags> gw-operator.mjs`). */
@@ -56,7 +57,7 @@ async function spawnOperator(kubeconfig: string, redisUrl: string, namespace: st
   const child = spawn(
     process.execPath,
     [...profileArgs, ...imageFlags, ...nodeFlags, entry, '--kubeconfig', kubeconfig, '--redis-url', redisUrl, '--watch-namespaces', namespace, '--webhook', 'false', '--leader-election', 'false', '--health-listen', `127.0.0.1:${healthPort}`],
-    { cwd: root, env: { ...process.env, GW_LOG_LEVEL: 'error' }, stdio: ['ignore', 'ignore', 'inherit'] },
+    { cwd: root, env: { ...process.env, GW_LOG_LEVEL: 'error', ...await jemallocEnv() }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const deadline = Date.now() + 30_000;
   for (;;) {

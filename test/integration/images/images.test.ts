@@ -158,8 +158,8 @@ describe('npm run images', () => {
     }
   });
 
-  it('gw-sidecar: its Node allocates with the image\'s jemalloc, which gives freed memory back while the process idles', async () => {
-    expect(image('gw-sidecar').listing.map((e) => e.path)).toContain(JEMALLOC.path.slice(1));
+  it.each(['operator', 'sidecar'])('gw-%s: its Node allocates with the image\'s jemalloc, which gives freed memory back while the process idles', async (name) => {
+    expect(image(`gw-${name}`).listing.map((e) => e.path)).toContain(JEMALLOC.path.slice(1));
     // 50 MB in 64 KB buffers (a socket read's size), every eighth kept: glibc's malloc keeps
     // the freed ones (they lie below live ones), jemalloc returns them within its decay time.
     // The buffers live in a function's frame and are collected from a later task, so no stale
@@ -168,7 +168,7 @@ describe('npm run images', () => {
       const before = rss(); let peak = 0;
       const kept = (() => { const all = Array.from({ length: 800 }, () => Buffer.alloc(65536, 1)); peak = rss(); return all.filter((_, i) => i % 8 === 7); })();
       setTimeout(() => { gc(); setTimeout(() => console.log(JSON.stringify({ kept: kept.length, took: peak - before, givenBack: (peak - rss()) / (peak - before) })), 2500); });`;
-    const run = await runImageToEnd(image('gw-sidecar'), { command: ['node'], args: ['--expose-gc', '-e', probe] });
+    const run = await runImageToEnd(image(`gw-${name}`), { command: ['node'], args: ['--expose-gc', '-e', probe] });
     expect(run.code, run.stderr).toBe(0);
     const { took, givenBack } = JSON.parse(run.stdout) as { took: number; givenBack: number };
     expect(took).toBeGreaterThan(40);
