@@ -10,6 +10,9 @@ const round = (rate: number, proxyMicros: number): Measured => ({
   errors: 0,
   maxSendLagMicros: 0,
   nice: 0,
+  wakeLateMicros: { p50: 1, p99: 2, p99_9: 3, max: 4 },
+  wakes: rate,
+  meterNice: 0,
   cpuMicrosPerRequest: { proxy: proxyMicros },
 });
 

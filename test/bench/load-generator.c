@@ -11,6 +11,12 @@
  * (so less was left for them) and fell tens of milliseconds behind its own schedule, which
  * then showed as the servers' tail.
  *
+ * Beside the load, a meter thread at the priority the servers run at (the generator's own, before
+ * it raises it) sleeps 1 ms at a time and records how late each wake-up came: what the machine
+ * itself makes any process wait for a core during the run (CPU taken by the others, a virtual
+ * CPU the host did not run). A server's latency cannot be steadier than that; the tail suite
+ * reports it beside each row.
+ *
  * HTTP/1.1 GET on keep-alive connections, one request at a time per connection, responses
  * framed by Content-Length or chunked. A connection that is refused or lost fails the request
  * it carried (counted as an error) and is opened again for the next one.
@@ -24,12 +30,15 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -46,6 +55,8 @@
 #define GENERATOR_NICE (-10)
 /* A closed loop's pause after a failed request, before it sends again. */
 #define RETRY_PAUSE_NS (10ull * 1000000ull)
+/* The meter's sleep between wake-ups. */
+#define METER_PERIOD_NS 1000000ull
 
 enum conn_state { CLOSED, CONNECTING, BUSY, IDLE };
 
@@ -80,6 +91,14 @@ static struct {
   uint64_t latencies_cap;
 } g;
 
+/* The wake-up meter: lateness of each wake in ns, filled by its thread until `stop`. */
+static struct {
+  uint64_t *late;
+  uint64_t cap, n;
+  int nice;
+  atomic_int stop;
+} meter;
+
 static void die(const char *what) {
   fprintf(stderr, "load-generator: %s: %s\n", what, errno ? strerror(errno) : "invalid");
   exit(2);
@@ -92,6 +111,25 @@ static uint64_t now_ns(void) {
 }
 
 static uint64_t due_at(uint64_t i) { return g.start + (uint64_t)((double)i * 1e9 / g.rate); }
+
+static void *run_meter(void *unused) {
+  (void)unused;
+  /* The kernel's default 50 µs timer slack would read as lateness on an idle machine. */
+  (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  errno = 0;
+  meter.nice = getpriority(PRIO_PROCESS, 0);
+  uint64_t due = now_ns() + METER_PERIOD_NS;
+  while (!atomic_load(&meter.stop) && meter.n < meter.cap) {
+    struct timespec at = {.tv_sec = (time_t)(due / 1000000000ull), .tv_nsec = (long)(due % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) == EINTR) {
+    }
+    uint64_t woke = now_ns();
+    meter.late[meter.n++] = woke - due;
+    /* From this wake, not the missed schedule: one stall is one late wake-up, not a run of them. */
+    due = woke + METER_PERIOD_NS;
+  }
+  return NULL;
+}
 
 static void watch(struct conn *c, int op, int out) {
   struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.u64 = (uint64_t)(c - g.conns)};
@@ -299,11 +337,12 @@ static int by_value(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static uint64_t percentile_us(double p) {
-  if (g.answered == 0) return 0;
-  uint64_t rank = (uint64_t)((p / 100.0) * (double)g.answered + 0.999999);
+/* The p-th percentile of `n` sorted ns figures, in µs. */
+static uint64_t percentile_us(const uint64_t *sorted, uint64_t n, double p) {
+  if (n == 0) return 0;
+  uint64_t rank = (uint64_t)((p / 100.0) * (double)n + 0.999999);
   if (rank < 1) rank = 1;
-  return (g.latencies[rank - 1] + 500) / 1000;
+  return (sorted[rank - 1] + 500) / 1000;
 }
 
 static void build_request(const char *url, char **headers, int nheaders) {
@@ -341,13 +380,18 @@ int main(int argc, char **argv) {
     return 2;
   }
   build_request(argv[1], argv + 5, argc - 5);
+  double duration_ms = strtod(argv[3], NULL);
+  /* Started before the generator raises its own priority (per thread on Linux), so it keeps the servers'. */
+  meter.cap = (uint64_t)(duration_ms > 0 ? duration_ms : 0) + 1000;
+  meter.late = malloc(meter.cap * sizeof *meter.late);
+  pthread_t meter_thread;
+  if (!meter.late || pthread_create(&meter_thread, NULL, run_meter, NULL) != 0) die("meter");
   /* Unprivileged, the priority stays as it was; the result says which. */
   (void)setpriority(PRIO_PROCESS, 0, GENERATOR_NICE);
   errno = 0;
   int nice = getpriority(PRIO_PROCESS, 0);
   g.closed = strcmp(argv[2], "closed") == 0;
   g.rate = g.closed ? 1 : strtod(argv[2], NULL);
-  double duration_ms = strtod(argv[3], NULL);
   g.nconns = atoi(argv[4]);
   errno = 0;
   if (!(g.rate > 0) || !(duration_ms > 0) || g.nconns < 1) die("RATE, DURATION_MS and CONNECTIONS must be positive");
@@ -395,11 +439,18 @@ int main(int argc, char **argv) {
   g.errors += g.closed ? (uint64_t)(g.nconns - g.nfree) : g.total - g.settled;
   /* A closed loop reports the rate it met, over the time until its last answer. */
   if (g.closed) g.rate = (double)g.answered * 1e9 / (double)(now_ns() - g.start);
+  atomic_store(&meter.stop, 1);
+  if (pthread_join(meter_thread, NULL) != 0) die("pthread_join");
   qsort(g.latencies, g.answered, sizeof *g.latencies, by_value);
+  qsort(meter.late, meter.n, sizeof *meter.late, by_value);
   printf("{\"answered\":%llu,\"rate\":%.10g,\"latencyMicros\":{\"p50\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu},"
-         "\"non2xx\":%llu,\"errors\":%llu,\"maxSendLagMicros\":%llu,\"nice\":%d}\n",
-         (unsigned long long)g.answered, g.rate, (unsigned long long)percentile_us(50), (unsigned long long)percentile_us(99),
-         (unsigned long long)percentile_us(99.9), (unsigned long long)(g.answered ? (g.latencies[g.answered - 1] + 500) / 1000 : 0),
-         (unsigned long long)g.non2xx, (unsigned long long)g.errors, (unsigned long long)((g.max_lag + 500) / 1000), nice);
+         "\"non2xx\":%llu,\"errors\":%llu,\"maxSendLagMicros\":%llu,\"nice\":%d,"
+         "\"wakeLateMicros\":{\"p50\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu},\"wakes\":%llu,\"meterNice\":%d}\n",
+         (unsigned long long)g.answered, g.rate, (unsigned long long)percentile_us(g.latencies, g.answered, 50),
+         (unsigned long long)percentile_us(g.latencies, g.answered, 99), (unsigned long long)percentile_us(g.latencies, g.answered, 99.9),
+         (unsigned long long)percentile_us(g.latencies, g.answered, 100), (unsigned long long)g.non2xx, (unsigned long long)g.errors,
+         (unsigned long long)((g.max_lag + 500) / 1000), nice, (unsigned long long)percentile_us(meter.late, meter.n, 50),
+         (unsigned long long)percentile_us(meter.late, meter.n, 99), (unsigned long long)percentile_us(meter.late, meter.n, 99.9),
+         (unsigned long long)percentile_us(meter.late, meter.n, 100), (unsigned long long)meter.n, meter.nice);
   return 0;
 }

@@ -1,5 +1,6 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { readdir, readFile } from 'node:fs/promises';
 import { getPriority } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
 import { closedLoop, openLoop } from './load-generator.ts';
@@ -17,6 +18,19 @@ async function serve(
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, server, count: () => count };
+}
+
+/** The pid of the generator process sending to `url` (its first argument), once it has started. */
+async function generatorPid(url: string): Promise<number> {
+  for (let attempt = 0; attempt < 400; attempt++) {
+    for (const entry of await readdir('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const argv = await readFile(`/proc/${entry}/cmdline`, 'utf8').then((text) => text.split('\0'), () => []);
+      if (argv[0]?.includes('gw-load-generator') && argv[1] === url) return Number(entry);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error(`no load generator sending to ${url}`);
 }
 
 describe('bench: the load generator', () => {
@@ -60,8 +74,33 @@ describe('bench: the load generator', () => {
     expect(result.latencyMicros.max).toBeGreaterThanOrEqual(90_000);
     // About a third of the requests were due during the pause: the 99th percentile shows it.
     expect(result.latencyMicros.p99).toBeGreaterThanOrEqual(50_000);
-    // The generator runs in a process of its own: the server's pause is not its own.
+    // The generator runs in a process of its own: the server's pause is not its own, nor the machine's.
     expect(result.maxSendLagMicros).toBeLessThan(50_000);
+    expect(result.wakeLateMicros.max).toBeLessThan(50_000);
+  });
+
+  it('meters how late a thread at the servers\' priority wakes: a pause of the machine shows once, not as a run of late wakes', async () => {
+    const target = await serve(() => 200);
+    server = target.server;
+    const url = `${target.url}/meter`;
+    const running = openLoop({ url, rate: 500, durationMs: 400, connections: 2 });
+    // Stopping the generator's process is what a host that does not run a virtual CPU does to everything on it.
+    const pid = await generatorPid(url);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    process.kill(pid, 'SIGSTOP');
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    process.kill(pid, 'SIGCONT');
+    const result = await running;
+    expect(result).toMatchObject({ answered: 200, errors: 0 });
+    expect(result.wakeLateMicros.max).toBeGreaterThanOrEqual(140_000);
+    // One wake-up was late by the pause; the schedule starts again from it, so the 99th percentile stays clear of it.
+    expect(result.wakeLateMicros.p99).toBeLessThan(50_000);
+    expect(result.wakeLateMicros.p50).toBeLessThanOrEqual(result.wakeLateMicros.p99);
+    // About one wake per ms the meter was not stopped.
+    expect(result.wakes).toBeGreaterThanOrEqual(100);
+    expect(result.wakes).toBeLessThanOrEqual(450);
+    // The meter keeps the priority the generator was started at (the servers'), whatever the generator raised its own to.
+    expect(result.meterNice).toBe(getPriority());
   });
 
   it('counts a refused connection as an error, not an answer', async () => {

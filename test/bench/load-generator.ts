@@ -42,6 +42,15 @@ const resultSchema = z.object({
   maxSendLagMicros: micros,
   /** The generator's nice value: raised ahead of the servers it measures when the bench runs as root. */
   nice: z.number().int(),
+  /**
+   * How late a thread at the servers' priority woke from 1 ms sleeps during the run, in µs: what
+   * the machine made any process wait for a core meanwhile, the floor under a server's tail.
+   */
+  wakeLateMicros: z.object({ p50: micros, p99: micros, p99_9: micros, max: micros }),
+  /** The meter's wake-ups (about one per ms of the run). */
+  wakes: z.number().int().nonnegative(),
+  /** The meter's nice value: the priority the generator was started at, as the servers were. */
+  meterNice: z.number().int(),
 });
 
 export type LoadResult = z.infer<typeof resultSchema>;
@@ -56,7 +65,7 @@ function generator(): Promise<string> {
     if (existsSync(binary)) return binary;
     await ensureDebianPackages({ step: 'install-cc', packages: ['gcc', 'libc6-dev'], provides: ['/usr/bin/cc', '/usr/include/stdio.h'] });
     const partial = `${binary}.${process.pid}`;
-    await run('cc', ['-O2', '-std=c11', '-Wall', '-Wextra', '-Werror', '-o', partial, SOURCE]);
+    await run('cc', ['-O2', '-std=c11', '-Wall', '-Wextra', '-Werror', '-pthread', '-o', partial, SOURCE]);
     await rename(partial, binary);
     return binary;
   })();

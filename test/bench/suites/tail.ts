@@ -8,6 +8,10 @@
  * bare forwarder's p99 in the same round. Each row also gives the proxy's CPU per request
  * under this load and the share of a core that makes: requests that arrive one at a time
  * cost more than the batches of a closed loop, so half its maximum is not half a core.
+ * Beside each row, how late a thread at the servers' priority woke from 1 ms sleeps during it
+ * (the generator's meter): the wait for a core the machine imposed on any process meanwhile,
+ * which no server's p99 can be under. Over the row's p50 it is the smallest p99 / p50 the row
+ * could have shown on this machine at this load.
  */
 import { CONNECTIONS, median, measureRounds, roundCount, withCpuPerRequest, type Target, type WithCpu } from '../http-load.ts';
 import { openLoop, type LoadResult } from '../load-generator.ts';
@@ -39,7 +43,8 @@ const tailSuite: BenchSuite = async (ctx) => {
         );
         const proxyCpuMicros = result.cpuMicrosPerRequest.proxy!;
         const { p50, p99, p99_9, max } = result.latencyMicros;
-        ctx.log(`${target.name} at ${result.rate} req/s: p50 ${p50} µs, p99 ${p99} µs, p99.9 ${p99_9} µs, max ${max} µs; proxy CPU ${proxyCpuMicros.toFixed(0)} µs per request; generator lag at worst ${result.maxSendLagMicros} µs (nice ${result.nice})`);
+        const late = result.wakeLateMicros;
+        ctx.log(`${target.name} at ${result.rate} req/s: p50 ${p50} µs, p99 ${p99} µs, p99.9 ${p99_9} µs, max ${max} µs; proxy CPU ${proxyCpuMicros.toFixed(0)} µs per request; generator lag at worst ${result.maxSendLagMicros} µs (nice ${result.nice}); the machine's wake-up lateness p50 ${late.p50} µs, p99 ${late.p99} µs, max ${late.max} µs (nice ${result.meterNice})`);
         if (result.non2xx > 0 || result.errors > 0) throw new Error(`${target.name}: ${result.non2xx} non-2xx and ${result.errors} errors`);
         runs.get(target.name)!.push(result);
       }
@@ -58,6 +63,9 @@ const tailSuite: BenchSuite = async (ctx) => {
         { suite: SUITE, name: `${name}: p99 / p50`, value: at((r) => r.latencyMicros.p99 / r.latencyMicros.p50), unit: 'ratio' },
         { suite: SUITE, name: `${name}: CPU per request: proxy`, value: at((r) => r.cpuMicrosPerRequest.proxy!), unit: 'µs' },
         { suite: SUITE, name: `${name}: proxy's share of a core`, value: at((r) => (r.cpuMicrosPerRequest.proxy! * r.rate) / 1e6), unit: 'ratio' },
+        { suite: SUITE, name: `${name}: the machine's wake-up lateness meanwhile, p99`, value: at((r) => r.wakeLateMicros.p99), unit: 'µs' },
+        { suite: SUITE, name: `${name}: the machine's wake-up lateness meanwhile, p99.9`, value: at((r) => r.wakeLateMicros.p99_9), unit: 'µs' },
+        { suite: SUITE, name: `${name}: the machine's p99 wake-up lateness / the row's p50`, value: at((r) => r.wakeLateMicros.p99 / r.latencyMicros.p50), unit: 'ratio' },
       );
       if (target.name !== BARE) {
         const added = median(own.map((r, i) => (r.latencyMicros.p99 - bare[i]!.latencyMicros.p99) / 1000));
