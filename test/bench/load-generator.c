@@ -24,6 +24,11 @@
  *   load-generator URL RATE|closed DURATION_MS CONNECTIONS ['Name: value' ...]
  *
  * prints one JSON object (the fields of LoadResult in load-generator.ts) on stdout.
+ *
+ *   load-generator meter DURATION_MS
+ *
+ * runs the meter alone, sending nothing (the machine before and after a bench run), and prints
+ * its fields (WakeLateness in load-generator.ts).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -374,7 +379,28 @@ static void build_request(const char *url, char **headers, int nheaders) {
   g.request_len = (size_t)n;
 }
 
+static void print_wake_lateness(void) {
+  qsort(meter.late, meter.n, sizeof *meter.late, by_value);
+  printf("\"wakeLateMicros\":{\"p50\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu},\"wakes\":%llu,\"meterNice\":%d",
+         (unsigned long long)percentile_us(meter.late, meter.n, 50), (unsigned long long)percentile_us(meter.late, meter.n, 99),
+         (unsigned long long)percentile_us(meter.late, meter.n, 99.9), (unsigned long long)percentile_us(meter.late, meter.n, 100),
+         (unsigned long long)meter.n, meter.nice);
+}
+
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "meter") == 0) {
+    double duration_ms = strtod(argv[2], NULL);
+    errno = 0;
+    if (!(duration_ms >= 1)) die("DURATION_MS must be at least 1");
+    meter.cap = (uint64_t)duration_ms;
+    meter.late = malloc(meter.cap * sizeof *meter.late);
+    if (!meter.late) die("malloc");
+    run_meter(NULL);
+    printf("{");
+    print_wake_lateness();
+    printf("}\n");
+    return 0;
+  }
   if (argc < 5) {
     fprintf(stderr, "usage: load-generator URL RATE|closed DURATION_MS CONNECTIONS ['Name: value' ...]\n");
     return 2;
@@ -442,15 +468,13 @@ int main(int argc, char **argv) {
   atomic_store(&meter.stop, 1);
   if (pthread_join(meter_thread, NULL) != 0) die("pthread_join");
   qsort(g.latencies, g.answered, sizeof *g.latencies, by_value);
-  qsort(meter.late, meter.n, sizeof *meter.late, by_value);
   printf("{\"answered\":%llu,\"rate\":%.10g,\"latencyMicros\":{\"p50\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu},"
-         "\"non2xx\":%llu,\"errors\":%llu,\"maxSendLagMicros\":%llu,\"nice\":%d,"
-         "\"wakeLateMicros\":{\"p50\":%llu,\"p99\":%llu,\"p99_9\":%llu,\"max\":%llu},\"wakes\":%llu,\"meterNice\":%d}\n",
+         "\"non2xx\":%llu,\"errors\":%llu,\"maxSendLagMicros\":%llu,\"nice\":%d,",
          (unsigned long long)g.answered, g.rate, (unsigned long long)percentile_us(g.latencies, g.answered, 50),
          (unsigned long long)percentile_us(g.latencies, g.answered, 99), (unsigned long long)percentile_us(g.latencies, g.answered, 99.9),
          (unsigned long long)percentile_us(g.latencies, g.answered, 100), (unsigned long long)g.non2xx, (unsigned long long)g.errors,
-         (unsigned long long)((g.max_lag + 500) / 1000), nice, (unsigned long long)percentile_us(meter.late, meter.n, 50),
-         (unsigned long long)percentile_us(meter.late, meter.n, 99), (unsigned long long)percentile_us(meter.late, meter.n, 99.9),
-         (unsigned long long)percentile_us(meter.late, meter.n, 100), (unsigned long long)meter.n, meter.nice);
+         (unsigned long long)((g.max_lag + 500) / 1000), nice);
+  print_wake_lateness();
+  printf("}\n");
   return 0;
 }

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { readdir, readFile } from 'node:fs/promises';
 import { getPriority } from 'node:os';
 import { afterEach, describe, expect, it } from 'vitest';
-import { closedLoop, openLoop } from './load-generator.ts';
+import { closedLoop, meterMachine, openLoop } from './load-generator.ts';
 
 /** A loopback server whose `answer` decides each request's status; returns its base URL. */
 async function serve(
@@ -100,6 +100,14 @@ describe('bench: the load generator', () => {
     expect(result.wakes).toBeGreaterThanOrEqual(100);
     expect(result.wakes).toBeLessThanOrEqual(450);
     // The meter keeps the priority the generator was started at (the servers'), whatever the generator raised its own to.
+    expect(result.meterNice).toBe(getPriority());
+  });
+
+  it('meters the machine alone, sending nothing, one wake-up per ms at the priority it was started at', async () => {
+    const result = await meterMachine(300);
+    expect(result.wakes).toBe(300);
+    expect(result.wakeLateMicros.p50).toBeLessThanOrEqual(result.wakeLateMicros.p99);
+    expect(result.wakeLateMicros.p99).toBeLessThanOrEqual(result.wakeLateMicros.max);
     expect(result.meterNice).toBe(getPriority());
   });
 

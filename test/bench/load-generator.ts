@@ -28,13 +28,30 @@ const run = promisify(execFile);
 const SOURCE = new URL('./load-generator.c', import.meta.url).pathname;
 
 const micros = z.number().int().nonnegative();
+const percentiles = z.object({ p50: micros, p99: micros, p99_9: micros, max: micros });
+
+/** The meter's figures (with every run, and alone from `meterMachine`). */
+const wakeLatenessSchema = z.object({
+  /**
+   * How late a thread at the servers' priority woke from 1 ms sleeps, in µs: how long the
+   * machine kept a ready process from a core meanwhile, the floor under a server's tail.
+   */
+  wakeLateMicros: percentiles,
+  /** The meter's wake-ups (about one per ms it ran). */
+  wakes: z.number().int().nonnegative(),
+  /** The meter's nice value: the priority the generator was started at, as the servers were. */
+  meterNice: z.number().int(),
+});
+
+export type WakeLateness = z.infer<typeof wakeLatenessSchema>;
+
 const resultSchema = z.object({
   /** Requests that answered. */
   answered: z.number().int().nonnegative(),
   /** Open loop: the rate requests were sent at (what was asked, not what was met); closed loop: answers per second. */
   rate: z.number().nonnegative(),
   /** Percentiles of latency from the time each request was due (open) or sent (closed), in µs. */
-  latencyMicros: z.object({ p50: micros, p99: micros, p99_9: micros, max: micros }),
+  latencyMicros: percentiles,
   non2xx: z.number().int().nonnegative(),
   /** Requests that found the connection refused or lost, or had no answer 30 s after the last was due (or the end, closed). */
   errors: z.number().int().nonnegative(),
@@ -42,16 +59,7 @@ const resultSchema = z.object({
   maxSendLagMicros: micros,
   /** The generator's nice value: raised ahead of the servers it measures when the bench runs as root. */
   nice: z.number().int(),
-  /**
-   * How late a thread at the servers' priority woke from 1 ms sleeps during the run, in µs: what
-   * the machine made any process wait for a core meanwhile, the floor under a server's tail.
-   */
-  wakeLateMicros: z.object({ p50: micros, p99: micros, p99_9: micros, max: micros }),
-  /** The meter's wake-ups (about one per ms of the run). */
-  wakes: z.number().int().nonnegative(),
-  /** The meter's nice value: the priority the generator was started at, as the servers were. */
-  meterNice: z.number().int(),
-});
+}).extend(wakeLatenessSchema.shape);
 
 export type LoadResult = z.infer<typeof resultSchema>;
 
@@ -94,4 +102,10 @@ export function openLoop(options: LoadOptions & { rate: number }): Promise<LoadR
 /** As many requests as the server answers for `durationMs`, one in flight per connection. */
 export function closedLoop(options: LoadOptions): Promise<LoadResult> {
   return generate('closed', options);
+}
+
+/** The meter alone for `durationMs`, nothing sent: how steady the machine itself is (the bench's runner reads it before and after). */
+export async function meterMachine(durationMs: number): Promise<WakeLateness> {
+  const { stdout } = await run(await generator(), ['meter', String(durationMs)], { timeout: durationMs + 30_000 });
+  return wakeLatenessSchema.parse(JSON.parse(stdout));
 }

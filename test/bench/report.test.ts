@@ -71,6 +71,14 @@ describe('the machine line', () => {
     );
   });
 
+  it('adds how late a thread woke on the idle machine before and after, when the run measured it', () => {
+    const machine = { ...read(resultsFile('w.json', [])).machine, idleWakeLateBefore: { p99: 110, max: 910 }, idleWakeLateAfter: { p99: 2_400, max: 12_050 } };
+    expect(machineLine(machine)).toBe(
+      'machine: Test CPU, 2 cores; load average before 1.00 1.00 1.00, after 2.00 1.00 1.00; idle wake-up lateness p99 / max before 0.11 / 0.91 ms, after 2.40 / 12.05 ms',
+    );
+    expect(machineLine({ ...machine, idleWakeLateAfter: undefined })).toMatch(/before 0\.11 \/ 0\.91 ms, after \?$/);
+  });
+
   it('reads this machine at the start of a run, the load after still to come', () => {
     const machine = machineAtStart();
     expect(machine.cores).toBeGreaterThan(0);

@@ -12,6 +12,19 @@ export interface Machine {
   /** 1, 5 and 15 minute load averages when the run started and when it ended. */
   loadBefore: number[];
   loadAfter: number[];
+  /**
+   * How late a thread woke from 1 ms sleeps on the idle machine, in µs, for 2 s before the first
+   * suite and after the last (test/bench/load-generator.ts): a virtual machine whose host is busy
+   * shows it here before it shows in the rows. Absent from files of earlier runs.
+   */
+  idleWakeLateBefore?: IdleWakeLateness;
+  idleWakeLateAfter?: IdleWakeLateness;
+}
+
+/** The idle meter's figures a run keeps, in µs. */
+export interface IdleWakeLateness {
+  p99: number;
+  max: number;
 }
 
 export interface RunResult {
@@ -31,7 +44,10 @@ export function machineAtStart(): Machine {
 export function machineLine(machine: Machine | undefined): string {
   if (machine === undefined) return 'machine: not recorded';
   const load = (l: number[]): string => (l.length === 0 ? '?' : l.map((n) => n.toFixed(2)).join(' '));
-  return `machine: ${machine.cpu}, ${machine.cores} cores; load average before ${load(machine.loadBefore)}, after ${load(machine.loadAfter)}`;
+  const idle = (w: IdleWakeLateness | undefined): string => (w === undefined ? '?' : `${(w.p99 / 1000).toFixed(2)} / ${(w.max / 1000).toFixed(2)} ms`);
+  const line = `machine: ${machine.cpu}, ${machine.cores} cores; load average before ${load(machine.loadBefore)}, after ${load(machine.loadAfter)}`;
+  if (machine.idleWakeLateBefore === undefined) return line;
+  return `${line}; idle wake-up lateness p99 / max before ${idle(machine.idleWakeLateBefore)}, after ${idle(machine.idleWakeLateAfter)}`;
 }
 
 export interface RatioChange {

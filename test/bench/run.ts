@@ -13,10 +13,18 @@ import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { startControlPlane } from '../harness/index.ts';
 import { startRedisServer } from '../harness/redis.ts';
-import { compareRatios, formatComparison, machineAtStart, machineLine, type RunResult } from './report.ts';
+import { meterMachine } from './load-generator.ts';
+import { compareRatios, formatComparison, machineAtStart, machineLine, type IdleWakeLateness, type RunResult } from './report.ts';
 import type { BenchContext, BenchRow, BenchSuite } from './types.ts';
 
 const HERE = import.meta.dirname;
+/** How long the idle machine is metered before the first suite and after the last. */
+const IDLE_METER_MS = 2_000;
+
+async function idleWakeLateness(): Promise<IdleWakeLateness> {
+  const { wakeLateMicros } = await meterMachine(IDLE_METER_MS);
+  return { p99: wakeLateMicros.p99, max: wakeLateMicros.max };
+}
 
 function suiteFiles(dir: string, filters: string[]): string[] {
   return readdirSync(dir)
@@ -98,6 +106,7 @@ async function main(): Promise<number> {
   const servers = lazyServers();
   const started = Date.now();
   const machine = machineAtStart();
+  machine.idleWakeLateBefore = await idleWakeLateness();
   console.log(machineLine(machine));
   const result: RunResult = { startedAt: new Date(started).toISOString(), node: process.version, quick, durationMs: 0, machine, rows: [], failures: [] };
   try {
@@ -118,6 +127,7 @@ async function main(): Promise<number> {
   }
   result.durationMs = Date.now() - started;
   machine.loadAfter = loadavg();
+  machine.idleWakeLateAfter = await idleWakeLateness();
   console.log(`${machineLine(machine)}\n`);
   console.log(formatTable(result.rows));
   if (earlier !== undefined) {
