@@ -63,7 +63,10 @@ USER 65532:65532
 EXPOSE 8080 8081 8082
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8082/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-ENTRYPOINT ["node", "gw-sidecar.mjs"]
+# Without pretenuring: V8 may otherwise decide early to put every request's objects in the old
+# generation, and a sidecar with a small old space (the chart's) then runs ten full collections
+# a second for its whole life, at 1.5 to 2 times the CPU per request (README.md#benchmarks).
+ENTRYPOINT ["node", "--no-allocation-site-pretenuring", "gw-sidecar.mjs"]
 
 # The chart's Redis: Debian's redis-server, as UID 999 (redisPodSecurityContext).
 FROM ${DEBIAN_IMAGE} AS redis

@@ -9,6 +9,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { bundleOnce } from '../../scripts/build/bundle.ts';
+import { imageNodeFlags } from '../../scripts/images/build.ts';
 import { jemallocEnv } from '../harness/install-image-host-files.ts';
 import { freePort } from '../harness/ports.ts';
 import { chartNodeOptions } from '../support/chart-node-options.ts';
@@ -58,15 +59,16 @@ export const SIDECAR_NODE_OPTIONS = process.env.BENCH_SIDECAR_NODE_OPTIONS ?? ch
 /**
  * A folder-mode sidecar on free loopback ports, once its /readyz answers (a large folder takes a
  * while to load). It runs as an injected sidecar runs: the bundle its image runs
- * (scripts/build/bundle.ts, built once per bench run), with SIDECAR_NODE_OPTIONS and the
- * image's allocator (jemalloc, which the bench installs like redis-server).
+ * (scripts/build/bundle.ts, built once per bench run), with the node flags of the image's
+ * entrypoint (or `nodeFlags`), SIDECAR_NODE_OPTIONS and the image's allocator (jemalloc, which
+ * the bench installs like redis-server).
  */
 export async function startSidecarProcess(
   dir: string,
-  options: { redisUrl?: string; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number } = {},
-): Promise<{ base: string; child: ChildProcess }> {
+  options: { redisUrl?: string; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; nodeFlags?: string[] } = {},
+): Promise<{ base: string; health: string; child: ChildProcess }> {
   const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
-  const args = [await bundleOnce('sidecar'), '--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`];
+  const args = [...(options.nodeFlags ?? imageNodeFlags('sidecar')), await bundleOnce('sidecar'), '--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`];
   args.push('--health-listen', `127.0.0.1:${health}`);
   if (options.redisUrl !== undefined) args.push('--redis-url', options.redisUrl);
   // One process unless a suite asks for more: the rows compare one core's work.
@@ -77,7 +79,7 @@ export async function startSidecarProcess(
     await stopChild(child);
     throw err;
   }
-  return { base: `http://127.0.0.1:${listen}`, child };
+  return { base: `http://127.0.0.1:${listen}`, health: `http://127.0.0.1:${health}`, child };
 }
 
 export interface Target {

@@ -20,6 +20,7 @@ import { Redis } from 'ioredis';
 import { Agent, request } from 'undici';
 import { keyHash } from '../../crds/key-hash.ts';
 import { bundleOnce } from '../../scripts/build/bundle.ts';
+import { imageNodeFlags } from '../../scripts/images/build.ts';
 import { startEchoUpstream } from '../../demo/upstream.ts';
 import { jemallocEnv } from '../harness/install-image-host-files.ts';
 import { freePort } from '../harness/ports.ts';
@@ -113,7 +114,7 @@ async function startSidecar(dir: string, redisUrl: string): Promise<Sidecar> {
   const allocator = await jemallocEnv();
   const child = spawn(
     process.execPath,
-    [entry, '--config', dir, '--redis-url', redisUrl, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`],
+    [...imageNodeFlags('sidecar'), entry, '--config', dir, '--redis-url', redisUrl, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`],
     { cwd: ROOT, env: { PATH: process.env.PATH, HOME: process.env.HOME, GW_ADMIN_SECRET: ADMIN_SECRET, GW_LOG_LEVEL: 'warn', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits', GW_WORKERS: '1', NODE_OPTIONS: args['node-options'], ...allocator }, stdio: ['ignore', 'ignore', 'inherit'] },
   );
   const sidecar: Sidecar = {

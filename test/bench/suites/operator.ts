@@ -13,7 +13,7 @@ import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch } from '@kubernetes/clie
 import { Redis } from 'ioredis';
 import { kinds } from '../../../crds/kinds.ts';
 import { bundleOnce } from '../../../scripts/build/bundle.ts';
-import { IMAGE_RUNTIME } from '../../../scripts/images/build.ts';
+import { imageNodeFlags } from '../../../scripts/images/build.ts';
 import { apiRequests, requestsBetween } from '../../harness/api-requests.ts';
 import { jemallocEnv } from '../../harness/install-image-host-files.ts';
 import { freePort } from '../../harness/ports.ts';
@@ -49,7 +49,7 @@ const profileArgs = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=
  */
 const nodeFlags = (process.env.BENCH_OPERATOR_NODE_FLAGS ?? chartNodeOptions('operator')).split(' ').filter(Boolean);
 /** Node's own flags in the image's entrypoint (`node <flags> gw-operator.mjs`). */
-const imageFlags = IMAGE_RUNTIME.operator.entrypoint?.slice(1, -1) ?? [];
+const imageFlags = imageNodeFlags('operator');
 
 async function spawnOperator(kubeconfig: string, redisUrl: string, namespace: string): Promise<OperatorProcess> {
   const entry = await bundleOnce('operator');

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { keyHash } from '../../../crds/key-hash.ts';
+import { imageNodeFlags } from '../../../scripts/images/build.ts';
 import { freePort } from '../../harness/ports.ts';
 import { startNginx, type RunningNginx } from '../nginx.ts';
 import { measureRounds, medianCpuRatio, medianRatio, REPO_ROOT, roundCount, rowsOf, SIDECAR_NODE_OPTIONS, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
@@ -94,7 +95,7 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
       { name: BARE, url: `http://127.0.0.1:${barePort}/bench`, baseline: 'upstream direct', cpu: { proxy: [bare.pid!] } },
     ];
     nginx = await startNginx(upstreamUrl, 1);
-    ctx.log(`sidecars run with NODE_OPTIONS '${SIDECAR_NODE_OPTIONS}' on jemalloc, as their image runs them`);
+    ctx.log(`sidecars run as their image runs them: node ${imageNodeFlags('sidecar').join(' ')}, NODE_OPTIONS '${SIDECAR_NODE_OPTIONS}', on jemalloc`);
     targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: BARE, cpu: { proxy: nginx.pids } });
     for (const forwarder of forwarders) {
       // The auth row shows the rate limit's X-RateLimit-* headers on every answer (README.md#benchmarks).
