@@ -26,6 +26,7 @@ import { jemallocEnv } from '../harness/install-image-host-files.ts';
 import { freePort } from '../harness/ports.ts';
 import { startRedisServer } from '../harness/redis.ts';
 import { chartNodeOptions } from '../support/chart-node-options.ts';
+import { sampleValue } from '../support/metric-sample.ts';
 import { floors, judge, type Sample, type TrendLimit, type TrendVerdict } from './trend.ts';
 
 const ROOT = new URL('../../', import.meta.url).pathname;
@@ -278,8 +279,7 @@ async function socketsOf(pid: number): Promise<number> {
 }
 
 async function sidecarMetric(world: World, name: string): Promise<number> {
-  const metrics = await (await fetch(`${world.sidecar.health}/metrics`)).text();
-  return Number(new RegExp(`^${name} ([\\d.e+-]+)$`, 'm').exec(metrics)?.[1] ?? Number.NaN);
+  return sampleValue(await (await fetch(`${world.sidecar.health}/metrics`)).text(), name) ?? Number.NaN;
 }
 
 /** Reads the heap in use every HEAP_READ_EVERY_MS until `until`. */

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { imageNodeFlags } from '../../../scripts/images/build.ts';
 import { freePort } from '../../harness/ports.ts';
+import { sampleValue } from '../../support/metric-sample.ts';
 import { CONNECTIONS, spawnEchoUpstream, startSidecarProcess, stopChild, waitFor, withCpuPerRequest } from '../http-load.ts';
 import { closedLoop } from '../load-generator.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
@@ -33,10 +34,9 @@ const VARIANTS = [
 
 /** The process's count of full (mark-compact) collections, from its metrics. */
 async function fullCollections(health: string): Promise<number> {
-  const text = await (await fetch(`${health}/metrics`)).text();
-  const count = /^gw_sidecar_nodejs_gc_duration_seconds_count\{kind="major"\} (\d+)$/m.exec(text)?.[1];
+  const count = sampleValue(await (await fetch(`${health}/metrics`)).text(), 'gw_sidecar_nodejs_gc_duration_seconds_count{kind="major"}');
   if (count === undefined) throw new Error('the sidecar\'s metrics have no count of full collections');
-  return Number(count);
+  return count;
 }
 
 const freshStartsSuite: BenchSuite = async (ctx) => {
@@ -69,12 +69,13 @@ const freshStartsSuite: BenchSuite = async (ctx) => {
     const rows: BenchRow[] = [];
     const [image, baseline] = VARIANTS.map((v) => measured.get(v.name)!);
     const slowest = (runs: { cpu: number }[]): number => Math.max(...runs.map((r) => r.cpu));
+    const fastest = (runs: { cpu: number }[]): number => Math.min(...runs.map((r) => r.cpu));
     for (const variant of VARIANTS) {
       const runs = measured.get(variant.name)!;
       const name = `fresh sidecars ${variant.name}`;
       rows.push(
         { suite: SUITE, name: `${name}: CPU per keyless request, slowest of ${STARTS}`, value: slowest(runs), unit: 'µs' },
-        { suite: SUITE, name: `${name}: CPU per keyless request, fastest of ${STARTS}`, value: Math.min(...runs.map((r) => r.cpu)), unit: 'µs' },
+        { suite: SUITE, name: `${name}: CPU per keyless request, fastest of ${STARTS}`, value: fastest(runs), unit: 'µs' },
         { suite: SUITE, name: `${name}: full collections per second, most of ${STARTS}`, value: Math.max(...runs.map((r) => r.majorsPerSecond)), unit: '/s' },
         { suite: SUITE, name: `${name}: starts at over ${COSTLY_MAJORS_PER_SECOND} full collections per second`, value: runs.filter((r) => r.majorsPerSecond > COSTLY_MAJORS_PER_SECOND).length, unit: `of ${STARTS}` },
       );

@@ -18,6 +18,7 @@ import { apiRequests, requestsBetween } from '../../harness/api-requests.ts';
 import { jemallocEnv } from '../../harness/install-image-host-files.ts';
 import { freePort } from '../../harness/ports.ts';
 import { chartNodeOptions } from '../../support/chart-node-options.ts';
+import { sampleValue } from '../../support/metric-sample.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
@@ -222,7 +223,7 @@ async function fromScratch(ctx: BenchContext, kc: KubeConfig, kubeconfig: string
     const series = (name: string) => [...metrics.matchAll(new RegExp(`^${name}\\{kind="(\\w+)"[^}]*\\} ([\\d.]+)`, 'gm'))].map((m) => `${m[1]} ${Number(m[2]).toFixed(0)}`);
     ctx.log(`reconciles: ${series('gw_operator_reconciles_total').join(', ')}; seconds spent: ${series('gw_operator_reconcile_duration_seconds_sum').join(', ')}`);
     ctx.log(`from scratch: ${seconds.toFixed(1)} s, peak RSS ${peak.toFixed(0)} MiB`);
-    const gauge = (name: string) => Number(new RegExp(`^${name} ([\\d.e+]+)`, 'm').exec(metrics)?.[1] ?? 0) / (1024 * 1024);
+    const gauge = (name: string) => (sampleValue(metrics, name) ?? 0) / (1024 * 1024);
     ctx.log(`V8 heap used ${gauge('gw_operator_nodejs_heap_size_used_bytes').toFixed(0)} of ${gauge('gw_operator_nodejs_heap_size_total_bytes').toFixed(0)} MiB, external ${gauge('gw_operator_nodejs_external_memory_bytes').toFixed(0)} MiB`);
     const requests = requestsBetween(requestsBefore, await apiRequests(kubeconfig));
     // Steady state: the backlog is done; what stays is the caches and what the heap kept.
