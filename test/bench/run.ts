@@ -42,6 +42,7 @@ function lazyServers(): { ctx: Omit<BenchContext, 'durationMs' | 'log'>; teardow
     ctx: {
       redisUrl: async () => (await (redis ??= startRedisServer())).url,
       kubeconfig: async () => (await (plane ??= startControlPlane())).kubeconfig,
+      controlPlanePids: async () => (await (plane ??= startControlPlane())).pids(),
     },
     teardown: async () => {
       const stops = [redis?.then((r) => r.dispose()), plane?.then((p) => p.stop())];

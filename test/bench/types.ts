@@ -19,6 +19,8 @@ export interface BenchContext {
   redisUrl(): Promise<string>;
   /** Path of a kubeconfig for a control plane started for this run. */
   kubeconfig(): Promise<string>;
+  /** PIDs of that control plane's etcd and kube-apiserver, to read what CPU they spent. */
+  controlPlanePids(): Promise<number[]>;
   /** Bounded duration for one measurement, in ms (short under BENCH_QUICK=1). */
   durationMs: number;
   log(message: string): void;
