@@ -1,15 +1,17 @@
 import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
-import { flatKey } from '../../common/flat-key.ts';
 import type { Logger } from '../../common/logger.ts';
 import { RestartingInformer } from '../../common/restarting-informer.ts';
 import type { OwnWrites } from '../kit/own-writes.ts';
 import type { Source, Verb, WatchEvent } from '../kit/watch.ts';
 import type { ResourceType } from './resources.ts';
+import { internRepeatedValues, StringPool } from './string-pool.ts';
 
 const RESTART_BASE_MS = 250;
 /** Objects per page of the initial list (and of each re-list after a watch expired). */
 export const LIST_PAGE_SIZE = 500;
 const RESTART_MAX_MS = 10_000;
+/** Shared by every cache of the process: the namespace and apiVersion repeat across kinds. */
+const repeatedValues = new StringPool();
 
 /**
  * The informer cache of one kind over the watched namespaces (one informer per
@@ -21,8 +23,12 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
   readonly #running: RestartingInformer<T>[] = [];
   readonly #log: Logger;
   readonly #handlers: Array<(event: WatchEvent<T>) => void> = [];
-  /** The version of each object last handed on: the cache holds these very objects, so this costs one map entry each. */
-  readonly #lastSeen = new Map<string, T>();
+  /**
+   * The version of each object last handed on, by namespace and name: the cache holds these
+   * very objects, and the maps are keyed by their own name strings, so this costs one map
+   * entry each and no new string.
+   */
+  readonly #lastSeen = new Map<string, Map<string, T>>();
 
   readonly #prune: ((object: T) => void) | undefined;
   readonly #ownWrites: OwnWrites | undefined;
@@ -108,23 +114,35 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
    * a third of the cache's memory with 10,000 Keys and their Secrets. Trimming twice is harmless.
    * The field is set undefined, not deleted: V8 turns an object that loses a property other
    * than its last into a hash table (about 450 bytes instead of under 100 for metadata).
+   * Values that repeat across objects then share one copy (operator/runtime/string-pool.ts).
    */
   #trim(object: T): void {
     if (object.metadata?.managedFields) object.metadata.managedFields = undefined;
     this.#prune?.(object);
+    internRepeatedValues(repeatedValues, object);
+  }
+
+  /** Records `object` as its name's last version (forgets it on delete); returns the version before. */
+  #swapLastSeen(object: T, verb: Verb): T | undefined {
+    const namespace = object.metadata?.namespace ?? '';
+    const name = object.metadata?.name ?? '';
+    let inNamespace = this.#lastSeen.get(namespace);
+    const old = inNamespace?.get(name);
+    if (verb === 'delete') {
+      inNamespace?.delete(name);
+      if (inNamespace?.size === 0) this.#lastSeen.delete(namespace);
+    } else {
+      if (!inNamespace) this.#lastSeen.set(namespace, (inNamespace = new Map()));
+      inNamespace.set(name, object);
+    }
+    return old;
   }
 
   #emit(object: T, verb: Verb): void {
     this.#trim(object);
-    const id = flatKey(object.metadata?.namespace ?? '', object.metadata?.name ?? '');
-    const old = this.#lastSeen.get(id);
-    if (verb === 'delete') {
-      this.#lastSeen.delete(id);
-      this.#ownWrites?.forget(this.#kind, object);
-    } else {
-      this.#lastSeen.set(id, object);
-      if (this.#ownWrites?.take(this.#kind, object)) return;
-    }
+    const old = this.#swapLastSeen(object, verb);
+    if (verb === 'delete') this.#ownWrites?.forget(this.#kind, object);
+    else if (this.#ownWrites?.take(this.#kind, object)) return;
     const event: WatchEvent<T> = { kind: this.#kind, verb, object, old: verb === 'add' ? undefined : old };
     for (const handler of this.#handlers) handler(event);
   }
