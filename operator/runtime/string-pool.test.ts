@@ -51,6 +51,14 @@ describe('StringPool', () => {
     expect(pool.size).toBe(1);
   });
 
+  it('does not pool values longer than its maximum length', () => {
+    const pool = new StringPool(10, 8);
+    expect(pool.intern('x'.repeat(9))).toBe('x'.repeat(9));
+    expect(pool.size).toBe(0);
+    pool.intern('x'.repeat(8));
+    expect(pool.size).toBe(1);
+  });
+
   it('leaves every value as it was and names, uids and hashes out of the pool', () => {
     const pool = new StringPool();
     const key = parsedKey(7, 'shop', 'session stored');

@@ -7,18 +7,22 @@ import type { KubernetesObject } from '@kubernetes/client-node';
  * condition's reason and message, and of each policy a Key names (README.md#benchmarks).
  * The pool is bounded: when it is full it starts again, so values that never repeat (a
  * timestamp, a changing message) cannot grow it; the objects keep the copies they hold.
+ * Values longer than `maxLength` are not pooled, so what the pool alone keeps alive (values
+ * of objects since changed or deleted) stays under capacity x maxLength characters.
  */
 export class StringPool {
   readonly #pool = new Map<string, string>();
   readonly #capacity: number;
+  readonly #maxLength: number;
 
-  constructor(capacity = 8192) {
+  constructor(capacity = 4096, maxLength = 256) {
     this.#capacity = capacity;
+    this.#maxLength = maxLength;
   }
 
-  /** The pooled copy of `value` (equal to it); `value` itself the first time it is seen. */
+  /** The pooled copy of `value` (equal to it); `value` itself the first time it is seen, or when too long to pool. */
   intern<S extends string | undefined>(value: S): S {
-    if (value === undefined) return value;
+    if (value === undefined || value.length > this.#maxLength) return value;
     const pooled = this.#pool.get(value);
     if (pooled !== undefined) return pooled as S;
     if (this.#pool.size >= this.#capacity) this.#pool.clear();
