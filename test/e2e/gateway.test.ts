@@ -10,6 +10,7 @@ import { sessionKey } from '../../common/redis-keys.ts';
 import { compiledConfigSchema } from '../../crds/compiled.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../demo/upstream.ts';
 import { createNamespace, kubectl, testEnv } from '../harness/index.ts';
+import { isReady } from '../support/ready.ts';
 import { serviceAccountToken } from '../support/service-account.ts';
 import { EXAMPLE_API_IDS, EXAMPLES_DIR, examplesManifest, waitForExamples } from './support/examples.ts';
 import { startGwStack, type GwStack } from './support/gw-stack.ts';
@@ -166,7 +167,6 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     }
     const apis = (await getJson(['gwapi'])).items;
     expect(apis.map((a) => a.metadata.name).sort()).toEqual(['auth-token-api', 'billing-api', 'keyless-api', 'oas-api', 'stream-limited-api']);
-    const isReady = (item: Item): boolean => item.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
     const all = await waitFor('every example resource Ready', async () => {
       const items = (await getJson(['gw'])).items;
       return items.every(isReady) && items;

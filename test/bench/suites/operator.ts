@@ -20,6 +20,7 @@ import { jemallocEnv } from '../../harness/install-image-host-files.ts';
 import { freePort } from '../../harness/ports.ts';
 import { chartNodeOptions } from '../../support/chart-node-options.ts';
 import { sampleValue } from '../../support/metric-sample.ts';
+import { isReady, type WithConditions } from '../../support/ready.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
 const root = new URL('../../../', import.meta.url).pathname;
@@ -133,9 +134,8 @@ async function timeToWatchEvent(kc: KubeConfig, namespace: string, names: string
   return times.sort((a, b) => a - b);
 }
 
-interface WatchedObject {
+interface WatchedObject extends WithConditions {
   metadata?: { name?: string; resourceVersion?: string };
-  status?: { conditions?: Array<{ type: string; status: string }> };
 }
 
 const MAX_WATCH_RESTARTS = 50;
@@ -254,14 +254,13 @@ async function fromScratch(ctx: BenchContext, kc: KubeConfig, kubeconfig: string
   const neededWrites = 3 * SCRATCH_KEYS + 2 * SCRATCH_APIS + POLICIES;
   const floorSeconds = neededWrites / writesPerSecond;
   ctx.log(`API server: ${writesPerSecond.toFixed(0)} creates/s at 64 in flight; the operator's ${neededWrites} writes need ${floorSeconds.toFixed(1)} s at that rate`);
-  const ready = (obj: WatchedObject): boolean => obj.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
   const path = (kind: 'ApiDefinition' | 'Key') => `/apis/${kinds[kind].group}/${kinds[kind].version}/namespaces/${namespace}/${kinds[kind].plural}`;
   // Watches, not lists, tell when the work is done: listing 10,000 Keys or 1,000 compiled
   // ConfigMaps every poll costs the API server (shared with the operator) more than the
   // watch events it sends anyway, and a list's own duration would add to the figure.
   const trackers = [
-    await trackWatch(kc, path('ApiDefinition'), {}, ready, SCRATCH_APIS),
-    await trackWatch(kc, path('Key'), {}, ready, SCRATCH_KEYS),
+    await trackWatch(kc, path('ApiDefinition'), {}, isReady, SCRATCH_APIS),
+    await trackWatch(kc, path('Key'), {}, isReady, SCRATCH_KEYS),
     await trackWatch(kc, `/api/v1/namespaces/${namespace}/configmaps`, { labelSelector: 'app.kubernetes.io/managed-by=gw-operator' }, () => true, 0),
   ] as const;
   const [apisReady, keysReady, configMaps] = trackers;

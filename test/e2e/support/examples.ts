@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from './processes.ts';
 import { waitFor } from './wait.ts';
+import { isReady } from '../../support/ready.ts';
 
 export const EXAMPLES_DIR = join(REPO_ROOT, 'examples');
 
@@ -41,7 +42,7 @@ export interface ResourceList {
 export async function waitForExamples(getJson: (args: string[]) => Promise<ResourceList>, timeoutMs = 60_000): Promise<void> {
   await waitFor('every example ApiDefinition Ready with its ConfigMap', async () => {
     const apis = (await getJson(['apidefinitions'])).items;
-    const ready = apis.filter((a) => a.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    const ready = apis.filter(isReady);
     if (ready.length !== EXAMPLE_API_IDS.length) return false;
     const maps = (await getJson(['configmaps', '-l', 'app.kubernetes.io/managed-by=gw-operator'])).items;
     return maps.length === EXAMPLE_API_IDS.length;
