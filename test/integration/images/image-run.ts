@@ -5,7 +5,7 @@
  * volume asked for. The mounts live in a private mount namespace and go with the process.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readImage, type ReadImage } from '../../../scripts/images/oci.ts';
 
@@ -68,21 +68,80 @@ export function runImage(image: ExtractedImage, options: RunOptions = {}): Child
   const [uid = '0', gid = uid] = config.User.split(':');
   const argv = [...(options.command ?? config.Entrypoint ?? []), ...(options.args ?? config.Cmd ?? [])];
   const env = Object.fromEntries(config.Env.map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]));
+  // A group of its own, so a program that hangs can be killed with everything it started.
   return spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', script(uid, gid, config.WorkingDir || '/', options), 'sh', image.rootfs, ...argv], {
     env: { ...env, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
   });
 }
 
-/** Runs the image's program to its end: exit code and output. */
-export function runImageToEnd(image: ExtractedImage, options: RunOptions = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+const read = (path: string): string => {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch {
+    return '?';
+  }
+};
+
+/**
+ * What each process of a group and each of its threads is doing: state, the kernel function it
+ * waits in and its system call (202 is futex), so a hang says where it hangs.
+ */
+export function describeGroup(pgid: number): string {
+  const lines: string[] = [];
+  for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
+    // Fields after the parenthesised name: state, ppid, pgrp.
+    const stat = read(`/proc/${pid}/stat`);
+    const [state, ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(pgrp) !== pgid) continue;
+    lines.push(`pid ${pid} (ppid ${ppid}) ${state} ${read(`/proc/${pid}/cmdline`).replaceAll('\0', ' ').trim().slice(0, 200)}`);
+    let tasks: string[] = [];
+    try {
+      tasks = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      // it ended meanwhile
+    }
+    for (const tid of tasks) {
+      const task = `/proc/${pid}/task/${tid}`;
+      const taskStat = read(`${task}/stat`);
+      lines.push(`  tid ${tid} ${read(`${task}/comm`)} ${taskStat.slice(taskStat.lastIndexOf(')') + 2, taskStat.lastIndexOf(')') + 3)} wchan=${read(`${task}/wchan`)} syscall=${read(`${task}/syscall`).split(' ')[0]}`);
+      lines.push(...read(`${task}/stack`).split('\n').slice(0, 8).map((frame) => `      ${frame}`));
+    }
+  }
+  return lines.join('\n');
+}
+
+/**
+ * Runs the image's program to its end: exit code and output. A program still running after
+ * `limitMs` is killed with everything it started, and the run fails with what each of its
+ * processes was doing.
+ */
+export function runImageToEnd(image: ExtractedImage, options: RunOptions = {}, limitMs = 40_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = runImage(image, options);
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
   child.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
   return new Promise((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
+    let overran: Error | undefined;
+    const limit = setTimeout(() => {
+      const pgid = child.pid as number;
+      overran = new Error(`${[...(options.command ?? []), ...(options.args ?? [])].join(' ').slice(0, 200)}: still running after ${limitMs} ms\n${describeGroup(pgid)}`);
+      try {
+        process.kill(-pgid, 'SIGKILL');
+      } catch {
+        // it ended meanwhile
+      }
+    }, limitMs);
+    child.once('error', (error) => {
+      clearTimeout(limit);
+      reject(error);
+    });
+    child.once('close', (code) => {
+      clearTimeout(limit);
+      if (overran) reject(new Error(`${overran.message}\nstdout: ${stdout}\nstderr: ${stderr}`));
+      else resolve({ code, stdout, stderr });
+    });
   });
 }

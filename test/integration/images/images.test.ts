@@ -19,6 +19,7 @@ import { buildImageFromBinary, pauseImage, toolsImage } from '../../../scripts/i
 import { ensureDebianPackages } from '../../harness/install-debian.ts';
 import { ensureImageHostFiles } from '../../harness/install-image-host-files.ts';
 import { freePort } from '../../harness/ports.ts';
+import { isAlive } from '../../harness/procs.ts';
 import { withContainerd } from './containerd.ts';
 import { extractImage, runImage, runImageToEnd, type ExtractedImage } from './image-run.ts';
 
@@ -233,6 +234,20 @@ describe('npm run images', () => {
       } finally {
         server.close();
       }
+    });
+
+    it('a program past its time limit fails the run with what each of its processes waits in, and is killed with them', async () => {
+      const run = runImageToEnd(image('gw-tools'), { args: ['sh', '-c', 'sleep 300; echo never'] }, 1500);
+      const error = await run.then(() => undefined, (e: unknown) => e as Error);
+      expect(error?.message).toMatch(/still running after 1500 ms\n/);
+      // The shell waits for its child (61 is wait4), the child sleeps (230 is clock_nanosleep).
+      expect(error?.message).toMatch(/^pid \d+ \(ppid \d+\) S sh -c sleep 300; echo never\n {2}tid \d+ sh S wchan=do_wait syscall=61\n/m);
+      expect(error?.message).toMatch(/^pid \d+ \(ppid \d+\) S sleep 300\n {2}tid \d+ sleep S wchan=hrtimer_nanosleep syscall=230\n/m);
+      const pids = [...(error?.message ?? '').matchAll(/^pid (\d+) /gm)].map((m) => Number(m[1]));
+      expect(pids).toHaveLength(2);
+      // SIGKILL reached both; the grandchild's exit may still be under way.
+      for (let i = 0; i < 20 && pids.some(isAlive); i += 1) await new Promise((resolve) => setTimeout(resolve, 50));
+      expect(pids.filter(isAlive)).toEqual([]);
     });
 
     it('a dynamically linked binary on its own runs with the libraries ldd names', async () => {
