@@ -1,4 +1,7 @@
 import { X509Certificate } from 'node:crypto';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { issueCa, issueServing, rotationNeeded, servingNames, SERVING_DAYS } from './certs.ts';
 
@@ -30,4 +33,23 @@ describe('webhook certificates', () => {
     const otherCa = await issueCa();
     expect(rotationNeeded({ ...pki, caCert: otherCa.caCert, caKey: otherCa.caKey }, names)).toBe('serving');
   }, 30_000);
+
+  it('kills an openssl that overruns its time, though it ignores SIGTERM, and the issuance fails', async () => {
+    const bin = mkdtempSync(join(tmpdir(), 'gw-wedged-openssl-'));
+    const pidFile = join(bin, 'pid');
+    writeFileSync(join(bin, 'openssl'), `#!/bin/sh\ntrap '' TERM\necho $$ > '${pidFile}'\nexec sleep 60\n`);
+    chmodSync(join(bin, 'openssl'), 0o755);
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path ?? ''}`;
+    try {
+      const started = Date.now();
+      await expect(issueCa({ timeoutMs: 500 })).rejects.toMatchObject({ killed: true, signal: 'SIGKILL' });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      const pid = Number(readFileSync(pidFile, 'utf8'));
+      expect(() => process.kill(pid, 0)).toThrow();
+    } finally {
+      process.env.PATH = path;
+      rmSync(bin, { recursive: true, force: true });
+    }
+  });
 });

@@ -50,19 +50,30 @@ function nearExpiry(cert: X509Certificate, now: number): boolean {
   return now > to - (to - from) / 3 || now < from - DAY_MS;
 }
 
-async function openssl(dir: string, args: string[]): Promise<void> {
-  await run('openssl', args, { cwd: dir, timeout: 30_000 });
+/**
+ * SIGKILL when openssl overruns: a child that hangs before it runs openssl still has the signals
+ * Node blocked for the fork, so a SIGTERM would wait with it, and the issuance with them.
+ */
+async function openssl(dir: string, args: string[], timeoutMs: number): Promise<void> {
+  await run('openssl', args, { cwd: dir, timeout: timeoutMs, killSignal: 'SIGKILL' });
 }
 
+/** How long each openssl call may take before it is killed and the issuance fails. */
+export interface IssueOptions {
+  timeoutMs?: number;
+}
+
+const OPENSSL_TIMEOUT_MS = 30_000;
+
 /** A new self-signed CA (P-256). */
-export async function issueCa(): Promise<Pick<WebhookPki, 'caCert' | 'caKey'>> {
+export async function issueCa({ timeoutMs = OPENSSL_TIMEOUT_MS }: IssueOptions = {}): Promise<Pick<WebhookPki, 'caCert' | 'caKey'>> {
   const dir = await mkdtemp(join(tmpdir(), 'gw-ca-'));
   try {
     await openssl(dir, [
       'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
       '-keyout', 'ca.key', '-out', 'ca.crt', '-days', String(CA_DAYS), '-subj', '/CN=gw-webhook-ca',
       '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-    ]);
+    ], timeoutMs);
     return { caCert: await readFile(join(dir, 'ca.crt'), 'utf8'), caKey: await readFile(join(dir, 'ca.key'), 'utf8') };
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -70,7 +81,7 @@ export async function issueCa(): Promise<Pick<WebhookPki, 'caCert' | 'caKey'>> {
 }
 
 /** A serving certificate signed by the CA for the given names. */
-export async function issueServing(ca: Pick<WebhookPki, 'caCert' | 'caKey'>, names: { dns: string[]; ips: string[] }): Promise<WebhookPki> {
+export async function issueServing(ca: Pick<WebhookPki, 'caCert' | 'caKey'>, names: { dns: string[]; ips: string[] }, { timeoutMs = OPENSSL_TIMEOUT_MS }: IssueOptions = {}): Promise<WebhookPki> {
   const dir = await mkdtemp(join(tmpdir(), 'gw-tls-'));
   try {
     await writeFile(join(dir, 'ca.crt'), ca.caCert);
@@ -80,11 +91,11 @@ export async function issueServing(ca: Pick<WebhookPki, 'caCert' | 'caKey'>, nam
       join(dir, 'ext.cnf'),
       `subjectAltName=${san}\nextendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\nbasicConstraints=critical,CA:FALSE\n`,
     );
-    await openssl(dir, ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'tls.key', '-out', 'tls.csr', '-subj', `/CN=${names.dns[0]}`]);
+    await openssl(dir, ['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'tls.key', '-out', 'tls.csr', '-subj', `/CN=${names.dns[0]}`], timeoutMs);
     await openssl(dir, [
       'x509', '-req', '-in', 'tls.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', `0x${randomBytes(16).toString('hex')}`,
       '-days', String(SERVING_DAYS), '-extfile', 'ext.cnf', '-out', 'tls.crt',
-    ]);
+    ], timeoutMs);
     return { ...ca, tlsCert: await readFile(join(dir, 'tls.crt'), 'utf8'), tlsKey: await readFile(join(dir, 'tls.key'), 'utf8') };
   } finally {
     await rm(dir, { recursive: true, force: true });
