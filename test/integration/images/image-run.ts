@@ -8,6 +8,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readImage, type ReadImage } from '../../../scripts/images/oci.ts';
+import { killGroup } from '../../harness/procs.ts';
 
 export interface ExtractedImage {
   archive: ReadImage;
@@ -84,16 +85,20 @@ const read = (path: string): string => {
   }
 };
 
+/** The fields of a /proc stat file after the parenthesised name: state, ppid, pgrp, ... */
+const statFields = (path: string): string[] => {
+  const stat = read(path);
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+};
+
 /**
  * What each process of a group and each of its threads is doing: state, the kernel function it
  * waits in and its system call (202 is futex), so a hang says where it hangs.
  */
-export function describeGroup(pgid: number): string {
+function describeGroup(pgid: number): string {
   const lines: string[] = [];
   for (const pid of readdirSync('/proc').filter((name) => /^\d+$/.test(name))) {
-    // Fields after the parenthesised name: state, ppid, pgrp.
-    const stat = read(`/proc/${pid}/stat`);
-    const [state, ppid, pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const [state, ppid, pgrp] = statFields(`/proc/${pid}/stat`);
     if (Number(pgrp) !== pgid) continue;
     lines.push(`pid ${pid} (ppid ${ppid}) ${state} ${read(`/proc/${pid}/cmdline`).replaceAll('\0', ' ').trim().slice(0, 200)}`);
     let tasks: string[] = [];
@@ -104,8 +109,7 @@ export function describeGroup(pgid: number): string {
     }
     for (const tid of tasks) {
       const task = `/proc/${pid}/task/${tid}`;
-      const taskStat = read(`${task}/stat`);
-      lines.push(`  tid ${tid} ${read(`${task}/comm`)} ${taskStat.slice(taskStat.lastIndexOf(')') + 2, taskStat.lastIndexOf(')') + 3)} wchan=${read(`${task}/wchan`)} syscall=${read(`${task}/syscall`).split(' ')[0]}`);
+      lines.push(`  tid ${tid} ${read(`${task}/comm`)} ${statFields(`${task}/stat`)[0]} wchan=${read(`${task}/wchan`)} syscall=${read(`${task}/syscall`).split(' ')[0]}`);
       lines.push(...read(`${task}/stack`).split('\n').slice(0, 8).map((frame) => `      ${frame}`));
     }
   }
@@ -124,15 +128,11 @@ export function runImageToEnd(image: ExtractedImage, options: RunOptions = {}, l
   child.stdout?.on('data', (chunk: Buffer) => { stdout += chunk.toString(); });
   child.stderr?.on('data', (chunk: Buffer) => { stderr += chunk.toString(); });
   return new Promise((resolve, reject) => {
-    let overran: Error | undefined;
+    let overran: string | undefined;
     const limit = setTimeout(() => {
       const pgid = child.pid as number;
-      overran = new Error(`${[...(options.command ?? []), ...(options.args ?? [])].join(' ').slice(0, 200)}: still running after ${limitMs} ms\n${describeGroup(pgid)}`);
-      try {
-        process.kill(-pgid, 'SIGKILL');
-      } catch {
-        // it ended meanwhile
-      }
+      overran = `${[...(options.command ?? []), ...(options.args ?? [])].join(' ').slice(0, 200)}: still running after ${limitMs} ms\n${describeGroup(pgid)}`;
+      killGroup(pgid, 'SIGKILL');
     }, limitMs);
     child.once('error', (error) => {
       clearTimeout(limit);
@@ -140,7 +140,7 @@ export function runImageToEnd(image: ExtractedImage, options: RunOptions = {}, l
     });
     child.once('close', (code) => {
       clearTimeout(limit);
-      if (overran) reject(new Error(`${overran.message}\nstdout: ${stdout}\nstderr: ${stderr}`));
+      if (overran) reject(new Error(`${overran}\nstdout: ${stdout}\nstderr: ${stderr}`));
       else resolve({ code, stdout, stderr });
     });
   });
