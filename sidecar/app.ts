@@ -23,7 +23,7 @@ import { createHealthHandler, type Readiness } from '../common/health.ts';
 import { createLimitBackends } from './limits/backends.ts';
 import { createLimitEngine } from './limits/engine.ts';
 import { liveGateways } from './limits/heartbeat.ts';
-import { StreamLimiters } from './limits/stream-limiter.ts';
+import { StreamLimiters, type StreamSlots } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEvent, SmoothingEventSink } from './limits/types.ts';
 import { drain, listen, urlOf } from '../common/listen.ts';
 import { createSidecarMetrics, type SidecarMetrics } from './metrics.ts';
@@ -62,6 +62,8 @@ export interface WorkerRole {
     retain(apiId: string): Promise<void>;
     allowance(event: SmoothingEvent): void;
   };
+  /** The stream rate-limit resources, whose slots the primary gives for every worker. */
+  streams: StreamSlots;
 }
 
 /** Each URL is 'off' where this process does not listen (a worker: health always, admin but in worker 0). */
@@ -230,7 +232,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     sessions: new SessionCache(parts.sessions),
     forwarders: { undici, 'http-proxy': httpProxy },
     upgrades: httpProxy,
-    streams: new StreamLimiters(),
+    streams: overrides.worker?.streams ?? new StreamLimiters(),
     metrics,
     logger,
   });

@@ -7,7 +7,7 @@ import type { GatewaySettings } from '../../crds/settings.ts';
 import { authenticate } from '../auth/authenticator.ts';
 import type { SessionCache } from '../auth/session-cache.ts';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
-import { streamMaxWaitMs, type StreamLimiters } from '../limits/stream-limiter.ts';
+import { streamMaxWaitMs, type StreamSlots } from '../limits/stream-limiter.ts';
 import type { DecisionOutcome, LimitEngine } from '../limits/types.ts';
 import { statusClass, type SidecarMetrics } from '../metrics.ts';
 import { clientGone, type Forwarder, type UpgradeForwarder } from '../proxy/forwarder.ts';
@@ -30,7 +30,7 @@ export interface GatewayDeps {
   sessions: SessionCache;
   forwarders: Record<GatewaySettings['forwarder'], Forwarder>;
   upgrades: UpgradeForwarder;
-  streams: StreamLimiters;
+  streams: StreamSlots;
   metrics: SidecarMetrics;
   logger: Logger;
 }
@@ -139,7 +139,7 @@ export class Gateway {
       const rateHeaders = rateHeadersFor(decision, state.settings.rate_limit_response_headers);
       const refusal = refusals[decision.outcome];
       if (refusal === null && route.api.stream_limit !== null) {
-        await this.#deps.streams.get(route.api.api_id, route.api.stream_limit).acquire(streamMaxWaitMs(state.settings), signal);
+        await this.#deps.streams.acquire(route.api.api_id, route.api.stream_limit, streamMaxWaitMs(state.settings), signal);
       }
       return { error: refusal, rateHeaders };
     } catch (err) {

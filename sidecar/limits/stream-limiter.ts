@@ -9,6 +9,43 @@ export function streamMaxWaitMs(settings: GatewaySettings): number {
 }
 
 /**
+ * Where a request waits for a slot of its API's stream rate-limit resource before its
+ * upstream call: `StreamLimiters` in one process, the primary's limiters for the workers of
+ * one gateway (sidecar/workers/stream-slots.ts). Rejects with StreamRateLimitWaitError when
+ * the slot is more than `maxWaitMs` away, and with the signal's reason when the caller leaves.
+ */
+export interface StreamSlots {
+  acquire(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void>;
+}
+
+/** A slot given (`startMs`, on Date.now()'s clock), or refused because it would come `refusedWaitMs` from now. */
+export type SlotReservation = { startMs: number } | { refusedWaitMs: number };
+
+/**
+ * The callers of one slot wait on one timer, so they go on in arrival order: timers of
+ * different lengths set at different times may fire in either order at the same moment.
+ */
+export class SlotWait {
+  readonly #now: () => number;
+  #pending: { start: number; ready: Promise<void> } | undefined;
+
+  constructor(now: () => number = Date.now) {
+    this.#now = now;
+  }
+
+  /** Resolves when the slot starting at `start` comes; rejects with the signal's reason as soon as the caller leaves. */
+  until(start: number, signal: AbortSignal | undefined): Promise<void> {
+    if (this.#pending?.start !== start) this.#pending = { start, ready: this.#sleepUntil(start) };
+    return abortable(this.#pending.ready, signal);
+  }
+
+  async #sleepUntil(start: number): Promise<void> {
+    // Timers may fire a little early: wait until the slot's time has really come.
+    for (let left = start - this.#now(); left > 0; left = start - this.#now()) await sleep(left);
+  }
+}
+
+/**
  * The stream rate-limit resource (docs/behaviour.md#the-stream-rate-limit-resource): a local limiter, `count` per `interval_ms`,
  * shared by every component of one pipeline that names its label; not distributed.
  *
@@ -26,11 +63,7 @@ export class StreamLimiter {
   /** Start of the latest interval a slot was given in, and how many it has given. */
   #windowStart = Number.NEGATIVE_INFINITY;
   #given = 0;
-  /**
-   * The callers of one slot wait on one timer, so they go on in arrival order: timers of
-   * different lengths set at different times may fire in either order at the same moment.
-   */
-  #pending: { start: number; ready: Promise<void> } | undefined;
+  readonly #wait: SlotWait;
 
   constructor(limit: CompiledStreamLimit, now: () => number = Date.now) {
     this.label = limit.label;
@@ -38,16 +71,14 @@ export class StreamLimiter {
     this.#count = limit.count;
     this.#intervalMs = limit.interval_ms;
     this.#now = now;
+    this.#wait = new SlotWait(now);
   }
 
   /**
-   * Resolves when this caller's slot comes. Rejects at once with StreamRateLimitWaitError
-   * when the slot is more than `maxWaitMs` away, and with the signal's reason when the
-   * caller leaves while waiting (its slot then goes to the next caller, if it is still the
-   * latest one given).
+   * Gives the caller the earliest slot not given yet, unless it is more than `maxWaitMs`
+   * away: then it is refused and takes nothing.
    */
-  async acquire(maxWaitMs: number, signal?: AbortSignal): Promise<void> {
-    signal?.throwIfAborted();
+  reserve(maxWaitMs: number): SlotReservation {
     const nowMs = this.#now();
     let start = this.#windowStart;
     let given = this.#given;
@@ -59,34 +90,49 @@ export class StreamLimiter {
       given = 0;
     }
     const waitMs = Math.max(0, start - nowMs);
-    if (waitMs > maxWaitMs) throw new StreamRateLimitWaitError(this.label, maxWaitMs, waitMs);
+    if (waitMs > maxWaitMs) return { refusedWaitMs: waitMs };
     this.#windowStart = start;
     this.#given = given + 1;
-    if (waitMs === 0) return;
-    try {
-      await abortable(this.#readyAt(start), signal);
-    } catch (error) {
-      if (this.#windowStart === start) this.#given -= 1;
-      // Surface the caller's own reason rather than a generic AbortError.
-      signal?.throwIfAborted();
-      throw error;
-    }
+    return { startMs: start };
   }
 
-  #readyAt(start: number): Promise<void> {
-    if (this.#pending?.start !== start) this.#pending = { start, ready: this.#sleepUntil(start) };
-    return this.#pending.ready;
+  /** A caller that left before its slot came gives it back: to the next caller, if it is still the latest one given. */
+  release(startMs: number): void {
+    if (this.#windowStart === startMs) this.#given -= 1;
   }
 
-  async #sleepUntil(start: number): Promise<void> {
-    // Timers may fire a little early: wait until the slot's time has really come.
-    for (let left = start - this.#now(); left > 0; left = start - this.#now()) await sleep(left);
+  /**
+   * Resolves when this caller's slot comes. Rejects at once with StreamRateLimitWaitError
+   * when the slot is more than `maxWaitMs` away, and with the signal's reason when the
+   * caller leaves while waiting (its slot then goes back, as `release` says).
+   */
+  async acquire(maxWaitMs: number, signal?: AbortSignal): Promise<void> {
+    signal?.throwIfAborted();
+    const reservation = this.reserve(maxWaitMs);
+    if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(this.label, maxWaitMs, reservation.refusedWaitMs);
+    await waitForSlot(this.#wait, reservation.startMs, this.#now, signal, () => this.release(reservation.startMs));
   }
 }
 
-/** `ready`, or the signal's reason as soon as the caller leaves. */
+/**
+ * Waits for the slot starting at `startMs` (at once when it has come); a caller that leaves
+ * meanwhile gives it back with `release` and gets the signal's own reason, not a generic AbortError.
+ */
+export async function waitForSlot(wait: SlotWait, startMs: number, now: () => number, signal: AbortSignal | undefined, release: () => void): Promise<void> {
+  if (startMs <= now() && !signal?.aborted) return;
+  try {
+    await wait.until(startMs, signal);
+  } catch (error) {
+    release();
+    signal?.throwIfAborted();
+    throw error;
+  }
+}
+
+/** `ready`, or the signal's reason as soon as the caller leaves (at once if it has left). */
 function abortable(ready: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
   if (!signal) return ready;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
   return new Promise((resolve, reject) => {
     const leave = (): void => reject(signal.reason as Error);
     signal.addEventListener('abort', leave, { once: true });
@@ -98,7 +144,7 @@ function abortable(ready: Promise<void>, signal: AbortSignal | undefined): Promi
 }
 
 /** One limiter per API and label, shared in process by every caller that names it. */
-export class StreamLimiters {
+export class StreamLimiters implements StreamSlots {
   readonly #limiters = new Map<string, StreamLimiter>();
   readonly #now: () => number;
 
@@ -115,5 +161,18 @@ export class StreamLimiters {
       this.#limiters.set(id, limiter);
     }
     return limiter;
+  }
+
+  acquire(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void> {
+    return this.get(apiId, limit).acquire(maxWaitMs, signal);
+  }
+
+  /** A slot for a caller that waits for it elsewhere (a worker, as the primary gives them: sidecar/workers/stream-slots.ts). */
+  reserve(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number): SlotReservation {
+    return this.get(apiId, limit).reserve(maxWaitMs);
+  }
+
+  release(apiId: string, limit: CompiledStreamLimit, startMs: number): void {
+    this.get(apiId, limit).release(startMs);
   }
 }

@@ -5,6 +5,8 @@
  * prom-client sends on the same channel for metrics.
  */
 import type { Readiness } from '../../common/health.ts';
+import type { SlotReservation } from '../limits/stream-limiter.ts';
+import type { SlotRelease, SlotRequest } from './stream-slots.ts';
 
 /** The environment variable the primary gives each worker its index in. */
 export const WORKER_INDEX_ENV = 'GW_WORKER_INDEX';
@@ -16,6 +18,12 @@ export const WORKER_INDEX_ENV = 'GW_WORKER_INDEX';
  */
 export const OTHERS_TIMEOUT_MS = 30_000;
 
+/**
+ * How long a worker waits for the primary to give a stream rate-limit slot before its own
+ * limiter decides: the primary answers at once unless its event loop is stuck.
+ */
+export const STREAM_SLOT_TIMEOUT_MS = 1000;
+
 /** What the primary asks of a worker. */
 export type WorkerMethods = {
   readiness: { params: undefined; result: Readiness };
@@ -25,9 +33,11 @@ export type WorkerMethods = {
   retain: { params: { apiId: string }; result: undefined };
 };
 
-/** What a worker asks of the primary: the same call made on every other worker. */
+/** What a worker asks of the primary: the same call made on every other worker, or a slot of a stream rate-limit resource. */
 export type PrimaryMethods = {
   others: { params: OthersCall; result: undefined };
+  /** Slots of stream rate-limit resources, given in the order asked. */
+  streamSlots: { params: SlotRequest[]; result: SlotReservation[] };
 };
 
 export type OthersCall = { [M in keyof WorkerMethods]: { method: M; params: WorkerMethods[M]['params'] } }[keyof WorkerMethods];
@@ -40,6 +50,8 @@ export interface Notices {
   started: undefined;
   /** Drain and exit. */
   stop: undefined;
+  /** A worker's caller left before the stream rate-limit slot the primary gave it. */
+  streamRelease: SlotRelease;
 }
 
 type Methods = Record<string, { params: unknown; result: unknown }>;

@@ -5,6 +5,7 @@ import { drain, listen, urlOf } from '../../common/listen.ts';
 import type { Logger } from '../../common/logger.ts';
 import { boundedServer } from '../bounded-server.ts';
 import { smoothingAllowanceGauge } from '../limits/metrics.ts';
+import { StreamLimiters } from '../limits/stream-limiter.ts';
 import type { SidecarOptions } from '../cli.ts';
 import { IpcPeer, OTHERS_TIMEOUT_MS, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 
@@ -90,8 +91,9 @@ export async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
  * forks the workers, which share the proxy and admin listeners through node:cluster;
  * restarts one that ends, with a growing delay while it keeps ending; serves /healthz,
  * /readyz (every worker's readiness) and /metrics (the workers' metrics summed, with
- * prom-client's AggregatorRegistry); runs on every other worker what one worker asks; and
- * stops them all on SIGTERM. A worker that ends before all have started fails the start.
+ * prom-client's AggregatorRegistry); runs on every other worker what one worker asks; gives
+ * the slots of the stream rate-limit resources for all of them; and stops them all on
+ * SIGTERM. A worker that ends before all have started fails the start.
  */
 export async function startPrimary(options: SidecarOptions, count: number, logger: Logger): Promise<RunningPrimary> {
   const metrics = primaryMetrics();
@@ -105,6 +107,9 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
     startFailed = reject;
   });
   const restartTimers = new Set<NodeJS.Timeout>();
+  // The gateway's stream rate-limit resources, one limiter each for all the workers: they
+  // outlive a worker's restart, as they would one process's reload.
+  const streams = new StreamLimiters();
 
   const live = (): Slot[] => slots.filter((s) => s.worker?.isConnected() === true);
 
@@ -119,9 +124,13 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
     const worker = cluster.fork({ [WORKER_INDEX_ENV]: String(slot.index) });
     const peer = new IpcPeer<PrimaryMethods, WorkerMethods>(
       (message) => worker.send(message),
-      { others: (call) => onOthers(slot.index, call) },
+      {
+        others: (call) => onOthers(slot.index, call),
+        streamSlots: (requests) => requests.map(({ apiId, limit, maxWaitMs }) => streams.reserve(apiId, limit, maxWaitMs)),
+      },
       {
         allowance: ({ labels, value }) => metrics.allowance.set(labels, value),
+        streamRelease: ({ apiId, limit, startMs }) => streams.release(apiId, limit, startMs),
         started: () => {
           slot.started = true;
           slot.startedAt = Date.now();

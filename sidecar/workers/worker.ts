@@ -3,9 +3,13 @@ import type { Readiness } from '../../common/health.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { RunningSidecar, WorkerRole } from '../app.ts';
 import { FolderResourceStore } from '../resources/folder-store.ts';
-import { IpcPeer, OTHERS_TIMEOUT_MS, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+import { StreamLimiters } from '../limits/stream-limiter.ts';
+import { IpcPeer, OTHERS_TIMEOUT_MS, STREAM_SLOT_TIMEOUT_MS, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+import { PrimaryStreamSlots } from './stream-slots.ts';
 
 const STARTING: Readiness = { ready: false, reasons: ['starting'], problems: [] };
+/** How often a worker logs that the primary gave it no stream rate-limit slot in time. */
+const LOCAL_SLOTS_WARN_EVERY_MS = 10_000;
 
 export interface PrimaryLink {
   /** What app.ts needs to act as one worker of several. */
@@ -19,11 +23,13 @@ export interface PrimaryLink {
 /**
  * This process as worker `index` of a gateway (docs/architecture.md#workers): answers the
  * primary's calls (readiness, reload, retain), asks it to run on every other worker what
- * this one did that they must do too, and hands its metrics to the primary's aggregate.
+ * this one did that they must do too and for the slots of stream rate-limit resources, and
+ * hands its metrics to the primary's aggregate.
  */
 export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
   let running: RunningSidecar | undefined;
   let stop: (() => void) | undefined;
+  let localWarnedAt = Number.NEGATIVE_INFINITY;
   const primary = new IpcPeer<WorkerMethods, PrimaryMethods>(
     (message) => process.send?.(message),
     {
@@ -54,6 +60,17 @@ export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
       retain: (apiId) => primary.call('others', { method: 'retain', params: { apiId } }, OTHERS_TIMEOUT_MS),
       allowance: (event) => primary.notify('allowance', { labels: { kind: event.source.kind, namespace: event.source.namespace, name: event.source.name }, value: event.newAllowance }),
     },
+    streams: new PrimaryStreamSlots({
+      reserve: (requests) => primary.call('streamSlots', requests, STREAM_SLOT_TIMEOUT_MS),
+      release: (slot) => primary.notify('streamRelease', slot),
+      local: new StreamLimiters(),
+      onLocal: (error) => {
+        // Once per interval while the primary stays silent, not once per request.
+        if (Date.now() - localWarnedAt < LOCAL_SLOTS_WARN_EVERY_MS) return;
+        localWarnedAt = Date.now();
+        logger.warn({ err: error }, 'the primary gave no stream rate-limit slot in time: this worker decides alone meanwhile');
+      },
+    }),
   };
   return {
     role,

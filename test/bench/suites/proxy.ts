@@ -28,12 +28,25 @@ import { UndiciForwarder } from '${REPO_ROOT}sidecar/proxy/undici-forwarder.ts';
 const f = new UndiciForwarder({ timeoutMs: () => 30000, maxBodyBytes: () => 1e7 });
 createServer((req, res) => void f.forward({ req, res, origin: '${upstream}', path: req.url, rateHeaders: null, answerHeaders: {}, signal: clientGone(res) })).listen(${port}, '127.0.0.1');`;
 
-/** A keyless API and an auth-token API on `upstream`, and a Key for the latter whose limit is never reached. */
+/**
+ * A keyless API, the same with a stream rate-limit resource that is never reached, and an
+ * auth-token API on `upstream`, and a Key for the latter whose limit is never reached.
+ */
 export function benchResources(upstream: string, hash: string): string {
   return `apiVersion: gw.dev/v1alpha1
 kind: ApiDefinition
 metadata: { name: bench-keyless }
 spec: { api_id: bench-keyless, name: bench keyless, use_keyless: true, proxy: { listen_path: /keyless/, target_url: '${upstream}', strip_listen_path: true } }
+---
+apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: bench-stream }
+spec:
+  api_id: bench-stream
+  name: bench stream
+  use_keyless: true
+  proxy: { listen_path: /stream/, target_url: '${upstream}', strip_listen_path: true, rate_limit: guard }
+  rate_limit_resources: [{ label: guard, local: { count: 2000000000, interval: 1s } }]
 ---
 apiVersion: gw.dev/v1alpha1
 kind: ApiDefinition

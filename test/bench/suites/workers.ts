@@ -80,6 +80,7 @@ const workersSuite: BenchSuite = async (ctx) => {
       if (forked.length !== (workers > 1 ? workers : 0)) throw new Error(`the sidecar with ${workers} workers forked ${forked.length}`);
       const proxy = [sidecar.child.pid!, ...forked];
       const label = await confine(proxy, workers);
+      const keyless = `sidecar keyless, ${label}`;
       for (const row of [
         { kind: 'sidecar keyless', url: `${sidecar.base}/keyless/bench` },
         { kind: 'sidecar auth-token + sliding log', url: `${sidecar.base}/auth/bench`, headers: { authorization: rawKey } },
@@ -87,6 +88,10 @@ const workersSuite: BenchSuite = async (ctx) => {
         const name = `${row.kind}, ${label}`;
         targets.push({ name, url: row.url, headers: row.headers, baseline: baselineOf(row.kind, name), connections: CONNECTIONS_PER_ROW, cpu: { proxy } });
       }
+      // Keyless again through a stream rate-limit resource that is never reached: with two
+      // workers each request asks the primary for its slot (docs/architecture.md#workers),
+      // so the ratio to keyless on the same workers is what that call costs.
+      targets.push({ name: `sidecar keyless + stream rate-limit resource, ${label}`, url: `${sidecar.base}/stream/bench`, baseline: keyless, connections: CONNECTIONS_PER_ROW, cpu: { proxy } });
     }
     const rounds = await measureRounds(ctx, targets, roundCount(3));
     return targets.flatMap((t) => rowsOf('workers', t, rounds));

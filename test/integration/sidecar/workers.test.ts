@@ -71,7 +71,8 @@ spec:
   smoothing: { enabled: true, threshold: 2, step: 2, trigger: 0.5, delay: 0 }
   access_rights: { auth: { api_id: auth, api_name: auth } }
 `;
-    const yaml = [apiYaml('open', ''), apiYaml('kept', ''), apiYaml('limited', 'global_rate_limit: { rate: 20, per: 3600 },'), apiYaml('auth', ''), smoothedKey]
+    const guarded = apiYaml('guarded', "rate_limit_resources: [{ label: guard, local: { count: 10, interval: '1h' } }],").replace('strip_listen_path: true', 'strip_listen_path: true, rate_limit: guard');
+    const yaml = [apiYaml('open', ''), apiYaml('kept', ''), apiYaml('limited', 'global_rate_limit: { rate: 20, per: 3600 },'), apiYaml('auth', ''), guarded, smoothedKey]
       .join('---\n')
       .replace('{ api_id: auth, name: auth, use_keyless: true,', '{ api_id: auth, name: auth, use_keyless: false,');
     await writeFile(join(dir, 'apis.yaml'), yaml.replaceAll('{{upstream}}', upstream.url));
@@ -159,6 +160,35 @@ spec:
       expect(await childPids(gw.child.proc.pid!)).toEqual([]);
     } finally {
       if (gw.child.proc.exitCode === null) gw.child.proc.kill('SIGKILL');
+    }
+  });
+
+  it('gives the slots of a stream rate-limit resource for every worker: its count per interval across them, through a worker\'s restart', async () => {
+    const gw = await startGateway(dir, redis.url, '2', { GW_STREAM_RATE_LIMIT_MAX_WAIT_MS: '0' });
+    try {
+      // 10 upstream calls an hour, no waiting. Of 60 new connections each worker meets more
+      // than 10 (all but certainly), so exactly 10 pass; a limiter per worker would pass 20.
+      const first = await statuses(`${gw.proxy}/guarded/x`, 60);
+      expect(first.filter((s) => s === 200)).toHaveLength(10);
+      expect(first.filter((s) => s === 429)).toHaveLength(50);
+      const refused = await call(`${gw.proxy}/guarded/x`);
+      expect(refused.status).toBe(429);
+      expect(refused.json()).toEqual({ error: 'Upstream rate limit exceeded' });
+      // The next slot is the next hour's.
+      expect(Number(refused.headers['retry-after'])).toBeGreaterThan(3500);
+
+      // The slots given are the primary's: a worker started again gives none of them anew.
+      const pids = await childPids(gw.child.proc.pid!);
+      process.kill(pids[0]!, 'SIGKILL');
+      await eventually(async () => {
+        const res = await call(`${gw.health}/readyz`);
+        return (await childPids(gw.child.proc.pid!)).length === 2 && res.status === 200 && (res.json().problems as unknown[]).length === 0;
+      }, 20_000, 'worker restarted and ready');
+      expect(await statuses(`${gw.proxy}/guarded/x`, 30)).toEqual(Array(30).fill(429));
+      expect(await statuses(`${gw.proxy}/kept/x`, 4)).toEqual(Array(4).fill(200));
+    } finally {
+      gw.child.proc.kill('SIGTERM');
+      expect(await gw.child.exited).toBe(0);
     }
   });
 

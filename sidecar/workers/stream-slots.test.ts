@@ -1,0 +1,129 @@
+import { describe, expect, it } from 'vitest';
+import { StreamRateLimitWaitError } from '../limits/errors.ts';
+import { StreamLimiters } from '../limits/stream-limiter.ts';
+import { IpcPeer, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+import { PrimaryStreamSlots } from './stream-slots.ts';
+
+const API = 'payments-api';
+
+/**
+ * A primary's limiters and `n` workers' slots, joined by IpcPeers over an asynchronous link
+ * as node:cluster's channel joins them. `locals` counts the requests a worker's own limiter decided.
+ */
+function gateway(n: number, timeoutMs = 1000): { workers: PrimaryStreamSlots[]; primary: StreamLimiters; locals: unknown[] } {
+  const primary = new StreamLimiters();
+  const locals: unknown[] = [];
+  const workers = Array.from({ length: n }, () => {
+    const fromWorker: IpcPeer<PrimaryMethods, WorkerMethods> = new IpcPeer<PrimaryMethods, WorkerMethods>(
+      (message) => setImmediate(() => toWorker.receive(message)),
+      { others: () => undefined, streamSlots: (requests) => requests.map(({ apiId, limit, maxWaitMs }) => primary.reserve(apiId, limit, maxWaitMs)) },
+      { streamRelease: ({ apiId, limit, startMs }) => primary.release(apiId, limit, startMs) },
+    );
+    const unanswered = { readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined };
+    const toWorker = new IpcPeer<WorkerMethods, PrimaryMethods>((message) => setImmediate(() => fromWorker.receive(message)), unanswered);
+    return new PrimaryStreamSlots({
+      reserve: (requests) => toWorker.call('streamSlots', requests, timeoutMs),
+      release: (slot) => toWorker.notify('streamRelease', slot),
+      local: new StreamLimiters(),
+      onLocal: (error) => locals.push(error),
+    });
+  });
+  return { workers, primary, locals };
+}
+
+const settle = (p: Promise<void>, started: number): Promise<{ ok: boolean; ms: number; error?: unknown }> =>
+  p.then(
+    () => ({ ok: true, ms: Date.now() - started }),
+    (error: unknown) => ({ ok: false, ms: Date.now() - started, error }),
+  );
+
+describe('PrimaryStreamSlots', () => {
+  it('admits a resource\'s count per interval across the workers, as one process does, and refuses the rest at once', async () => {
+    const { workers: [a, b], locals } = gateway(2);
+    const limit = { label: 'upstream-guard', count: 2, interval_ms: 5000 };
+    const started = Date.now();
+    const settled = await Promise.all([a!, b!, a!, b!, a!].map((w) => settle(w.acquire(API, limit, 0), started)));
+    // Each worker's requests of one turn reach the primary together, so which worker's come first is the channel's order.
+    expect(settled.filter((s) => s.ok)).toHaveLength(2);
+    for (const refused of settled.filter((s) => !s.ok)) {
+      expect(refused.error).toBeInstanceOf(StreamRateLimitWaitError);
+      expect(refused.error).toMatchObject({ code: 'stream_rate_limit_wait_exceeded', status: 429 });
+      expect((refused.error as StreamRateLimitWaitError).waitMs).toBeGreaterThan(4000);
+      expect(refused.ms).toBeLessThan(200);
+    }
+    expect(locals).toEqual([]);
+  });
+
+  it('lets the callers of every worker wait their turn: one slot per interval, back to back', async () => {
+    const { workers: [a, b] } = gateway(2);
+    const limit = { label: 'l', count: 1, interval_ms: 200 };
+    const started = Date.now();
+    const settled = await Promise.all([a!, b!, a!].map((w) => settle(w.acquire(API, limit, 10_000), started)));
+    expect(settled.every((s) => s.ok)).toBe(true);
+    const [first, second, third] = settled.map((s) => s.ms).sort((x, y) => x - y);
+    expect(first).toBeLessThan(100);
+    expect(second).toBeGreaterThanOrEqual(200);
+    expect(third).toBeGreaterThanOrEqual(400);
+    expect(Math.max(first!, second!, third!)).toBeLessThan(900);
+  });
+
+  it('gives the primary back the slot of a caller that leaves, while waiting or before the primary answered', async () => {
+    const { workers: [a, b], primary } = gateway(2);
+    const limit = { label: 'l', count: 1, interval_ms: 300 };
+    await a!.acquire(API, limit, 0);
+    const waiting = new AbortController();
+    const leaving = b!.acquire(API, limit, 10_000, waiting.signal);
+    setTimeout(() => waiting.abort(new Error('client went away')), 20);
+    await expect(leaving).rejects.toThrow('client went away');
+    await new Promise((r) => setImmediate(r)); // the notice reaches the primary
+    const started = Date.now();
+    await a!.acquire(API, limit, 10_000);
+    // The slot it left (the next interval), not the one after.
+    expect(Date.now() - started).toBeLessThan(450);
+
+    // Left while its call was on the way: the slot it was given (free at once) goes back too.
+    const fresh = { label: 'fresh', count: 1, interval_ms: 5000 };
+    const early = new AbortController();
+    const gone = b!.acquire(API, fresh, 0, early.signal);
+    early.abort(new Error('client left early'));
+    await expect(gone).rejects.toThrow('client left early');
+    await new Promise((r) => setImmediate(r));
+    expect(primary.reserve(API, fresh, 0)).toMatchObject({ startMs: expect.any(Number) });
+  });
+
+  it('asks for the slots of one event-loop turn\'s requests in one call, each answered in its order', async () => {
+    const primary = new StreamLimiters();
+    const calls: number[] = [];
+    const slots = new PrimaryStreamSlots({
+      reserve: async (requests) => {
+        calls.push(requests.length);
+        return requests.map(({ apiId, limit, maxWaitMs }) => primary.reserve(apiId, limit, maxWaitMs));
+      },
+      release: () => undefined,
+      local: new StreamLimiters(),
+      onLocal: () => undefined,
+    });
+    const limit = { label: 'l', count: 3, interval_ms: 5000 };
+    const started = Date.now();
+    const settled = await Promise.all(Array.from({ length: 5 }, () => settle(slots.acquire(API, limit, 0), started)));
+    expect(settled.map((s) => s.ok)).toEqual([true, true, true, false, false]);
+    expect(calls).toEqual([5]);
+    await expect(slots.acquire(API, limit, 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    expect(calls).toEqual([5, 1]);
+  });
+
+  it('decides with the worker\'s own limiter when the primary does not answer in time', async () => {
+    const locals: unknown[] = [];
+    const slots = new PrimaryStreamSlots({
+      reserve: (requests) => new IpcPeer<WorkerMethods, PrimaryMethods>(() => undefined, { readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined }).call('streamSlots', requests, 20),
+      release: () => undefined,
+      local: new StreamLimiters(),
+      onLocal: (error) => locals.push(error),
+    });
+    const limit = { label: 'l', count: 1, interval_ms: 5000 };
+    await expect(slots.acquire(API, limit, 0)).resolves.toBeUndefined();
+    await expect(slots.acquire(API, limit, 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    expect(locals).toHaveLength(2);
+    expect((locals[0] as Error).message).toBe('streamSlots: no answer within 20 ms');
+  });
+});

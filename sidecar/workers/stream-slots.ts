@@ -1,0 +1,97 @@
+import type { CompiledStreamLimit } from '../../crds/compiled.ts';
+import { StreamRateLimitWaitError } from '../limits/errors.ts';
+import { SlotWait, waitForSlot, type SlotReservation, type StreamSlots } from '../limits/stream-limiter.ts';
+
+/** A slot asked of the primary. */
+export interface SlotRequest {
+  apiId: string;
+  limit: CompiledStreamLimit;
+  maxWaitMs: number;
+}
+
+/** A slot given back to the primary by a caller that left before it came. */
+export interface SlotRelease {
+  apiId: string;
+  limit: CompiledStreamLimit;
+  startMs: number;
+}
+
+export interface PrimaryStreamSlotsOptions {
+  /** Asks the primary for slots, answered in order (one IPC call with a timeout). */
+  reserve(requests: SlotRequest[]): Promise<SlotReservation[]>;
+  /** Gives a slot back to the primary (an IPC notice). */
+  release(slot: SlotRelease): void;
+  /** Decides a request the primary did not answer for: this worker's own limiters. */
+  local: StreamSlots;
+  /** The primary did not answer in time: `local` decided. */
+  onLocal(error: unknown): void;
+  now?: () => number;
+}
+
+/**
+ * The stream rate-limit resources of one worker of a gateway run as several processes
+ * (docs/architecture.md#workers): the primary gives every slot, from one limiter per API and
+ * label for all the workers, so a resource admits its `count` per interval across them as it
+ * does in one process; the caller waits for its slot here, and one that leaves first gives it
+ * back. Should the primary not answer, the worker's own limiter decides, `count` per worker:
+ * a request is never lost to the primary's silence. The requests that come due in one turn of
+ * the event loop ask in one call, so a busy worker pays the channel's cost once for all of them.
+ */
+export class PrimaryStreamSlots implements StreamSlots {
+  readonly #options: PrimaryStreamSlotsOptions;
+  readonly #now: () => number;
+  /** One wait per API and label, so that the callers of one slot go on in arrival order here too. */
+  readonly #waits = new Map<string, SlotWait>();
+  #queue: { request: SlotRequest; resolve: (reservation: SlotReservation) => void; reject: (error: unknown) => void }[] = [];
+
+  constructor(options: PrimaryStreamSlotsOptions) {
+    this.#options = options;
+    this.#now = options.now ?? Date.now;
+  }
+
+  async acquire(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void> {
+    signal?.throwIfAborted();
+    let reservation: SlotReservation;
+    try {
+      reservation = await this.#reserve({ apiId, limit, maxWaitMs });
+    } catch (error) {
+      this.#options.onLocal(error);
+      return this.#options.local.acquire(apiId, limit, maxWaitMs, signal);
+    }
+    if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(limit.label, maxWaitMs, reservation.refusedWaitMs);
+    const { startMs } = reservation;
+    await waitForSlot(this.#waitOf(apiId, limit.label), startMs, this.#now, signal, () => this.#options.release({ apiId, limit, startMs }));
+  }
+
+  #reserve(request: SlotRequest): Promise<SlotReservation> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ request, resolve, reject });
+      // After the I/O callbacks of this loop turn: every request they started asks in one call.
+      if (this.#queue.length === 1) setImmediate(this.#flush);
+    });
+  }
+
+  readonly #flush = (): void => {
+    const batch = this.#queue;
+    this.#queue = [];
+    this.#options.reserve(batch.map((queued) => queued.request)).then(
+      (reservations) =>
+        batch.forEach((queued, i) => {
+          const reservation = reservations[i];
+          if (reservation === undefined) queued.reject(new Error(`the primary answered ${reservations.length} of ${batch.length} slot requests`));
+          else queued.resolve(reservation);
+        }),
+      (error: unknown) => batch.forEach((queued) => queued.reject(error)),
+    );
+  };
+
+  #waitOf(apiId: string, label: string): SlotWait {
+    const id = `${apiId}\u0000${label}`;
+    let wait = this.#waits.get(id);
+    if (wait === undefined) {
+      wait = new SlotWait(this.#now);
+      this.#waits.set(id, wait);
+    }
+    return wait;
+  }
+}
