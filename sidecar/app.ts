@@ -7,6 +7,7 @@ import { shareConnections } from '../common/kube-connections.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { MemorySessionStore, RedisSessionStore, type SessionStore } from '../common/session-store.ts';
 import { loadLocalSettings, resolveSettings } from '../common/settings-loader.ts';
+import type { CompiledApi } from '../crds/compiled.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { SessionCache } from './auth/session-cache.ts';
 import { PROXY_OFF, TLS_LISTENERS, type SidecarOptions, type TlsListener } from './cli.ts';
@@ -60,6 +61,8 @@ export interface WorkerRole {
   others: {
     reload(release: boolean): Promise<void>;
     retain(apiId: string): Promise<void>;
+    /** The APIs the other workers retain (deleted, served until the next reload): a worker started again serves them too. */
+    retainedApis(): Promise<CompiledApi[]>;
     allowance(event: SmoothingEvent): void;
   };
   /** The stream rate-limit resources, whose slots the primary gives for every worker. */
@@ -127,13 +130,31 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
   return { logger, metrics, redis, sessions, kubeConfig, events, engine, resources };
 }
 
-function selectSource(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, settings: GatewaySettings): ConfigSource {
+/**
+ * A worker of a folder-mode gateway that starts while the others retain deleted APIs (it was
+ * started again) retains them too, so that every worker serves the same APIs until the next
+ * reload. None when the others cannot tell: the worker then serves what its folder holds.
+ */
+async function retainedByOtherWorkers(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts): Promise<CompiledApi[]> {
+  const { worker } = overrides;
+  if (worker === undefined || options.configDir === undefined || overrides.source || !(parts.resources instanceof FolderResourceStore)) return [];
+  try {
+    const apis = await worker.others.retainedApis();
+    for (const api of apis) parts.resources.retain(api.api_id);
+    return apis;
+  } catch (err) {
+    parts.logger.warn({ err }, 'the other workers did not tell the APIs they retain: serving what the folder holds');
+    return [];
+  }
+}
+
+function selectSource(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, settings: GatewaySettings, retainedElsewhere: readonly CompiledApi[]): ConfigSource {
   if (overrides.source) return overrides.source;
   if (options.configDir) {
     const { sessions, logger, metrics, resources } = parts;
     // APIs deleted through the admin operations stay served until a reload, even as the watched folder is re-read.
     const retainedApis = resources instanceof FolderResourceStore ? () => resources.deletedApiIds() : undefined;
-    return new FolderConfigSource({ dir: options.configDir, defaultNamespace: options.namespace, sessions, logger, metrics, retainedApis });
+    return new FolderConfigSource({ dir: options.configDir, defaultNamespace: options.namespace, sessions, logger, metrics, retainedApis, retainedElsewhere });
   }
   if (parts.kubeConfig === undefined) throw new Error('no config source: give --config DIR or a kubeconfig');
   return new KubeConfigSource({
@@ -217,7 +238,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   const httpProxy = new HttpProxyForwarder(forwarderOptions);
   const undici = new UndiciForwarder(forwarderOptions);
   const runtime = new ConfigRuntime({
-    source: selectSource(options, overrides, parts, settings),
+    source: selectSource(options, overrides, parts, settings, await retainedByOtherWorkers(options, overrides, parts)),
     local,
     engine,
     logger,

@@ -3,7 +3,7 @@ import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import type { SessionStore } from '../../common/session-store.ts';
 import { compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
-import type { CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
+import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
 import { documentsOf, readFolder, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
 import type { SidecarMetrics } from '../metrics.ts';
 import { watchFolder, type FolderWatch } from './folder-watch.ts';
@@ -18,6 +18,11 @@ export interface FolderSourceOptions {
   metrics: SidecarMetrics;
   /** api_ids deleted through the admin operations: served until an explicit reload, like a cluster's. */
   retainedApis?: () => ReadonlySet<string>;
+  /**
+   * A worker started again while the other workers retain deleted APIs: their compiled
+   * versions, which its first load serves as the others do (the folder no longer has them).
+   */
+  retainedElsewhere?: readonly CompiledApi[];
   /** Quiet time after a change in the folder before it is applied; null: no watching (reloads are explicit). */
   watchDebounceMs?: number | null;
 }
@@ -183,15 +188,16 @@ export class FolderConfigSource implements ConfigSource {
   /**
    * Puts back, from the last published config, what the compile step now leaves out
    * although its resource is still there: APIs and policies refused after a bad edit,
-   * and APIs deleted through the admin operations and not yet released by a reload.
-   * Returns the resources (`Kind ns/name`) kept at their last good version.
+   * and APIs deleted through the admin operations and not yet released by a reload (before
+   * the first publish, those the other workers retain). Returns the resources
+   * (`Kind ns/name`) kept at their last good version.
    */
   #keepLastGood(config: CompiledConfig, problems: readonly CompileProblem[]): Set<string> {
     const refused = new Set(problems.map((p) => refName(p.ref)));
     const retained = this.#options.retainedApis?.() ?? new Set<string>();
     const kept = new Set<string>();
     const served = new Set(config.apis.map((api) => api.api_id));
-    for (const api of this.#published?.apis ?? []) {
+    for (const api of this.#lastApis()) {
       if (served.has(api.api_id)) continue;
       const badEdit = refused.has(refName(api.source));
       if (!badEdit && !retained.has(api.api_id)) continue;
@@ -207,6 +213,11 @@ export class FolderConfigSource implements ConfigSource {
       kept.add(refName(policy.source));
     }
     return kept;
+  }
+
+  /** The APIs of the last published config; before the first, those the other workers retain. */
+  #lastApis(): readonly CompiledApi[] {
+    return this.#published?.apis ?? this.#options.retainedElsewhere ?? [];
   }
 
   /**

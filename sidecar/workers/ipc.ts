@@ -5,6 +5,7 @@
  * prom-client sends on the same channel for metrics.
  */
 import type { Readiness } from '../../common/health.ts';
+import type { CompiledApi } from '../../crds/compiled.ts';
 import type { SlotReservation } from '../limits/stream-limiter.ts';
 import type { SlotRelease, SlotRequest } from './stream-slots.ts';
 
@@ -24,6 +25,12 @@ export const OTHERS_TIMEOUT_MS = 30_000;
  */
 export const STREAM_SLOT_TIMEOUT_MS = 1000;
 
+/**
+ * How long a worker starting again waits for the APIs the others retain: each answers from
+ * memory. Past it the worker starts without them.
+ */
+export const RETAINED_TIMEOUT_MS = 5000;
+
 /** What the primary asks of a worker. */
 export type WorkerMethods = {
   readiness: { params: undefined; result: Readiness };
@@ -31,16 +38,23 @@ export type WorkerMethods = {
   reload: { params: { release: boolean }; result: undefined };
   /** Keep serving an API whose definition was deleted from the folder until the next reload. */
   retain: { params: { apiId: string }; result: undefined };
+  /** The compiled APIs this worker serves though their definitions were deleted (retained until the next reload). */
+  retainedApis: { params: undefined; result: CompiledApi[] };
 };
 
-/** What a worker asks of the primary: the same call made on every other worker, or a slot of a stream rate-limit resource. */
+/**
+ * What a worker asks of the primary: the same call made on every other worker, the APIs the
+ * others retain (a worker started again), or a slot of a stream rate-limit resource.
+ */
 export type PrimaryMethods = {
   others: { params: OthersCall; result: undefined };
+  retainedApis: { params: undefined; result: CompiledApi[] };
   /** Slots of stream rate-limit resources, given in the order asked. */
   streamSlots: { params: SlotRequest[]; result: SlotReservation[] };
 };
 
-export type OthersCall = { [M in keyof WorkerMethods]: { method: M; params: WorkerMethods[M]['params'] } }[keyof WorkerMethods];
+type RunOnOthers = Exclude<keyof WorkerMethods, 'retainedApis'>;
+export type OthersCall = { [M in RunOnOthers]: { method: M; params: WorkerMethods[M]['params'] } }[RunOnOthers];
 
 /** One-way notices, either direction. */
 export interface Notices {

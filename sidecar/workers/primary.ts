@@ -7,7 +7,8 @@ import { boundedServer } from '../bounded-server.ts';
 import { smoothingAllowanceGauge } from '../limits/metrics.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
 import type { SidecarOptions } from '../cli.ts';
-import { IpcPeer, OTHERS_TIMEOUT_MS, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+import type { CompiledApi } from '../../crds/compiled.ts';
+import { IpcPeer, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 
 /** A worker that answers no readiness call within this counts as not ready. */
 const READINESS_TIMEOUT_MS = 2000;
@@ -113,6 +114,17 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
 
   const live = (): Slot[] => slots.filter((s) => s.worker?.isConnected() === true);
 
+  /**
+   * The APIs every serving worker but `from` retains, once each (they retain the same ones).
+   * Only workers that have started are asked: one still starting retains nothing yet, and may
+   * not listen on its channel yet either.
+   */
+  const retainedByOthers = async (from: number): Promise<CompiledApi[]> => {
+    const others = live().filter((s) => s.index !== from && s.started);
+    const answers = await Promise.all(others.map((s) => s.peer!.call('retainedApis', undefined, RETAINED_TIMEOUT_MS).catch(() => [])));
+    return [...new Map(answers.flat().map((api) => [api.api_id, api])).values()];
+  };
+
   /** Runs `call` on every running worker but `from`, and fails with the first failure. */
   const onOthers = async (from: number, call: OthersCall): Promise<undefined> => {
     const others = live().filter((s) => s.index !== from);
@@ -126,6 +138,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
       (message) => worker.send(message),
       {
         others: (call) => onOthers(slot.index, call),
+        retainedApis: () => retainedByOthers(slot.index),
         streamSlots: (requests) => requests.map(({ apiId, limit, maxWaitMs }) => streams.reserve(apiId, limit, maxWaitMs)),
       },
       {

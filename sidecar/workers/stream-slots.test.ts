@@ -16,10 +16,10 @@ function gateway(n: number, timeoutMs = 1000): { workers: PrimaryStreamSlots[]; 
   const workers = Array.from({ length: n }, () => {
     const fromWorker: IpcPeer<PrimaryMethods, WorkerMethods> = new IpcPeer<PrimaryMethods, WorkerMethods>(
       (message) => setImmediate(() => toWorker.receive(message)),
-      { others: () => undefined, streamSlots: (requests) => requests.map(({ apiId, limit, maxWaitMs }) => primary.reserve(apiId, limit, maxWaitMs)) },
+      { others: () => undefined, retainedApis: () => [], streamSlots: (requests) => requests.map(({ apiId, limit, maxWaitMs }) => primary.reserve(apiId, limit, maxWaitMs)) },
       { streamRelease: ({ apiId, limit, startMs }) => primary.release(apiId, limit, startMs) },
     );
-    const unanswered = { readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined };
+    const unanswered = { readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [] };
     const toWorker = new IpcPeer<WorkerMethods, PrimaryMethods>((message) => setImmediate(() => fromWorker.receive(message)), unanswered);
     return new PrimaryStreamSlots({
       reserve: (requests) => toWorker.call('streamSlots', requests, timeoutMs),
@@ -115,7 +115,7 @@ describe('PrimaryStreamSlots', () => {
   it('decides with the worker\'s own limiter when the primary does not answer in time', async () => {
     const locals: unknown[] = [];
     const slots = new PrimaryStreamSlots({
-      reserve: (requests) => new IpcPeer<WorkerMethods, PrimaryMethods>(() => undefined, { readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined }).call('streamSlots', requests, 20),
+      reserve: (requests) => new IpcPeer<WorkerMethods, PrimaryMethods>(() => undefined, { readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [] }).call('streamSlots', requests, 20),
       release: () => undefined,
       local: new StreamLimiters(),
       onLocal: (error) => locals.push(error),

@@ -4,7 +4,7 @@ import type { Logger } from '../../common/logger.ts';
 import type { RunningSidecar, WorkerRole } from '../app.ts';
 import { FolderResourceStore } from '../resources/folder-store.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
-import { IpcPeer, OTHERS_TIMEOUT_MS, STREAM_SLOT_TIMEOUT_MS, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+import { IpcPeer, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, STREAM_SLOT_TIMEOUT_MS, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 import { PrimaryStreamSlots } from './stream-slots.ts';
 
 const STARTING: Readiness = { ready: false, reasons: ['starting'], problems: [] };
@@ -22,7 +22,7 @@ export interface PrimaryLink {
 
 /**
  * This process as worker `index` of a gateway (docs/architecture.md#workers): answers the
- * primary's calls (readiness, reload, retain), asks it to run on every other worker what
+ * primary's calls (readiness, reload, retain, the APIs it retains), asks it to run on every other worker what
  * this one did that they must do too and for the slots of stream rate-limit resources, and
  * hands its metrics to the primary's aggregate.
  */
@@ -44,6 +44,11 @@ export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
         if (running?.resources instanceof FolderResourceStore) running.resources.retain(apiId);
         return undefined;
       },
+      retainedApis: () => {
+        if (!(running?.resources instanceof FolderResourceStore)) return [];
+        const retained = running.resources.deletedApiIds();
+        return running.runtime.apis().filter((api) => retained.has(api.api_id));
+      },
     },
     { stop: () => stop?.() },
   );
@@ -58,6 +63,7 @@ export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
     others: {
       reload: (release) => primary.call('others', { method: 'reload', params: { release } }, OTHERS_TIMEOUT_MS),
       retain: (apiId) => primary.call('others', { method: 'retain', params: { apiId } }, OTHERS_TIMEOUT_MS),
+      retainedApis: () => primary.call('retainedApis', undefined, RETAINED_TIMEOUT_MS),
       allowance: (event) => primary.notify('allowance', { labels: { kind: event.source.kind, namespace: event.source.namespace, name: event.source.name }, value: event.newAllowance }),
     },
     streams: new PrimaryStreamSlots({
