@@ -34,6 +34,8 @@ export interface KubeEventWriterOptions {
   /** API writes allowed at once, then per second. */
   burst?: number;
   perSecond?: number;
+  /** Series remembered at most (default 5,000), so that a storm of distinct notes has a bounded cost. */
+  maxSeries?: number;
   onWrite?: (reason: string, result: EventWriteResult) => void;
 }
 
@@ -48,7 +50,7 @@ interface Series {
 }
 
 const NOTE_LIMIT = 1024;
-const MAX_REMEMBERED = 5_000;
+const DEFAULT_MAX_SERIES = 5_000;
 
 /**
  * Both binaries' Events, written as events.k8s.io/v1. Repeats of one note update that
@@ -63,6 +65,7 @@ export class KubeEventWriter {
   readonly #options: KubeEventWriterOptions;
   readonly #windowMs: number;
   readonly #bucket: TokenBucket;
+  readonly #maxSeries: number;
   readonly #series = new Map<string, Series>();
   #timer: NodeJS.Timeout | undefined;
   #flushing: Promise<void> = Promise.resolve();
@@ -72,6 +75,7 @@ export class KubeEventWriter {
     this.#api = options.kubeConfig.makeApiClient(EventsV1Api);
     this.#windowMs = options.windowMs ?? 10 * 60_000;
     this.#bucket = new TokenBucket(options.burst ?? 10, options.perSecond ?? 1);
+    this.#maxSeries = options.maxSeries ?? DEFAULT_MAX_SERIES;
   }
 
   write(note: EventNote): void {
@@ -96,13 +100,26 @@ export class KubeEventWriter {
   }
 
   #remember(id: string, series: Series): void {
-    // Forget the oldest series first; it is re-created as a new Event if it recurs.
-    if (this.#series.size >= MAX_REMEMBERED) {
-      const oldest = this.#series.keys().next().value;
-      if (oldest !== undefined) this.#series.delete(oldest);
-    }
     this.#series.delete(id);
+    if (this.#series.size >= this.#maxSeries) this.#forgetOne();
     this.#series.set(id, series);
+  }
+
+  /**
+   * Makes room for a series: the oldest one already written goes (it is re-created as a new
+   * Event if it recurs), so that observations still to write are kept. Only when every
+   * series remembered has some does the oldest go with them.
+   */
+  #forgetOne(): void {
+    let oldest: string | undefined;
+    for (const [id, series] of this.#series) {
+      oldest ??= id;
+      if (!series.dirty) {
+        this.#series.delete(id);
+        return;
+      }
+    }
+    if (oldest !== undefined) this.#series.delete(oldest);
   }
 
   #schedule(delayMs: number): void {

@@ -16,6 +16,8 @@ export interface KubeEventSinkOptions {
   /** API writes allowed at once, then per second. */
   burst?: number;
   perSecond?: number;
+  /** Series remembered at most (common/kube-events.ts). */
+  maxSeries?: number;
 }
 
 const limiterDigest = (limiterKey: string): string => createHash('sha256').update(limiterKey).digest('hex').slice(0, 16);
@@ -38,6 +40,7 @@ export class KubeEventSink implements SmoothingEventSink {
       windowMs: options.windowMs,
       burst: options.burst,
       perSecond: options.perSecond,
+      maxSeries: options.maxSeries,
       onWrite: (reason, result) => options.metrics.events.inc({ reason, result }),
     });
   }

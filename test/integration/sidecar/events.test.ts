@@ -76,6 +76,23 @@ describe('smoothing Events (events.k8s.io/v1)', () => {
     expect(await eventsIn(namespace)).toHaveLength(3);
   });
 
+  it('forgets a series already written before one with observations still to write', async () => {
+    const namespace = await createNamespace('sc-events-forget');
+    // Two series remembered at most; after the burst, one write every 2 s.
+    sink = new KubeEventSink({ kubeConfig: kubeConfig(), instanceId: 'pod-d', logger: quietLogger, metrics: createSidecarMetrics(), burst: 2, perSecond: 0.5, maxSeries: 2 });
+    sink.emit(smoothing(namespace, 'first', 'RateLimitSmoothingUp', 1, 2));
+    sink.emit(smoothing(namespace, 'second', 'RateLimitSmoothingUp', 1, 2));
+    await eventually(async () => (await eventsIn(namespace)).length === 2, 10_000, 'both written');
+    // A repeat of the first waits for a token; a third series must make room for itself.
+    sink.emit(smoothing(namespace, 'first', 'RateLimitSmoothingUp', 2, 3));
+    sink.emit(smoothing(namespace, 'third', 'RateLimitSmoothingUp', 1, 2));
+    await eventually(async () => (await eventsIn(namespace)).length === 3, 15_000, 'third written');
+    const events = await eventsIn(namespace);
+    // The second (written, nothing pending) was forgotten; the first's repeat was kept and written.
+    expect(events.find((e) => e.involvedObject.name === 'first')?.series?.count).toBe(2);
+    expect(events.find((e) => e.involvedObject.name === 'third')?.series).toBeUndefined();
+  });
+
   it('logs and counts API errors instead of throwing', async () => {
     const metrics = createSidecarMetrics();
     sink = new KubeEventSink({ kubeConfig: kubeConfig(), instanceId: 'pod-c', logger: quietLogger, metrics });
