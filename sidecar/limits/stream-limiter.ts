@@ -18,8 +18,22 @@ export interface StreamSlots {
   acquire(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void>;
 }
 
+/** A slot asked for by a caller that waits for it elsewhere (a worker, of the primary's limiters). */
+export interface SlotRequest {
+  apiId: string;
+  limit: CompiledStreamLimit;
+  maxWaitMs: number;
+}
+
 /** A slot given (`startMs`, on Date.now()'s clock), or refused because it would come `refusedWaitMs` from now. */
 export type SlotReservation = { startMs: number } | { refusedWaitMs: number };
+
+/** A slot given back by a caller that left before it came. */
+export interface SlotRelease {
+  apiId: string;
+  limit: CompiledStreamLimit;
+  startMs: number;
+}
 
 /**
  * The callers of one slot wait on one timer, so they go on in arrival order: timers of
@@ -33,10 +47,21 @@ export class SlotWait {
     this.#now = now;
   }
 
-  /** Resolves when the slot starting at `start` comes; rejects with the signal's reason as soon as the caller leaves. */
-  until(start: number, signal: AbortSignal | undefined): Promise<void> {
+  /**
+   * Resolves when the slot starting at `start` comes (at once when it has come). A caller that
+   * leaves meanwhile gives it back with `release` and gets the signal's own reason, not a
+   * generic AbortError.
+   */
+  async until(start: number, signal: AbortSignal | undefined, release: () => void): Promise<void> {
+    if (start <= this.#now() && !signal?.aborted) return;
     if (this.#pending?.start !== start) this.#pending = { start, ready: this.#sleepUntil(start) };
-    return abortable(this.#pending.ready, signal);
+    try {
+      await abortable(this.#pending.ready, signal);
+    } catch (error) {
+      release();
+      signal?.throwIfAborted();
+      throw error;
+    }
   }
 
   async #sleepUntil(start: number): Promise<void> {
@@ -110,22 +135,7 @@ export class StreamLimiter {
     signal?.throwIfAborted();
     const reservation = this.reserve(maxWaitMs);
     if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(this.label, maxWaitMs, reservation.refusedWaitMs);
-    await waitForSlot(this.#wait, reservation.startMs, this.#now, signal, () => this.release(reservation.startMs));
-  }
-}
-
-/**
- * Waits for the slot starting at `startMs` (at once when it has come); a caller that leaves
- * meanwhile gives it back with `release` and gets the signal's own reason, not a generic AbortError.
- */
-export async function waitForSlot(wait: SlotWait, startMs: number, now: () => number, signal: AbortSignal | undefined, release: () => void): Promise<void> {
-  if (startMs <= now() && !signal?.aborted) return;
-  try {
-    await wait.until(startMs, signal);
-  } catch (error) {
-    release();
-    signal?.throwIfAborted();
-    throw error;
+    await this.#wait.until(reservation.startMs, signal, () => this.release(reservation.startMs));
   }
 }
 
@@ -168,11 +178,11 @@ export class StreamLimiters implements StreamSlots {
   }
 
   /** A slot for a caller that waits for it elsewhere (a worker, as the primary gives them: sidecar/workers/stream-slots.ts). */
-  reserve(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number): SlotReservation {
+  reserve({ apiId, limit, maxWaitMs }: SlotRequest): SlotReservation {
     return this.get(apiId, limit).reserve(maxWaitMs);
   }
 
-  release(apiId: string, limit: CompiledStreamLimit, startMs: number): void {
+  release({ apiId, limit, startMs }: SlotRelease): void {
     this.get(apiId, limit).release(startMs);
   }
 }

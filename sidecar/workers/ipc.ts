@@ -6,8 +6,7 @@
  */
 import type { Readiness } from '../../common/health.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
-import type { SlotReservation } from '../limits/stream-limiter.ts';
-import type { SlotRelease, SlotRequest } from './stream-slots.ts';
+import type { SlotRelease, SlotRequest, SlotReservation } from '../limits/stream-limiter.ts';
 
 /** The environment variable the primary gives each worker its index in. */
 export const WORKER_INDEX_ENV = 'GW_WORKER_INDEX';

@@ -139,11 +139,11 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
       {
         others: (call) => onOthers(slot.index, call),
         retainedApis: () => retainedByOthers(slot.index),
-        streamSlots: (requests) => requests.map(({ apiId, limit, maxWaitMs }) => streams.reserve(apiId, limit, maxWaitMs)),
+        streamSlots: (requests) => requests.map((request) => streams.reserve(request)),
       },
       {
         allowance: ({ labels, value }) => metrics.allowance.set(labels, value),
-        streamRelease: ({ apiId, limit, startMs }) => streams.release(apiId, limit, startMs),
+        streamRelease: (slot) => streams.release(slot),
         started: () => {
           slot.started = true;
           slot.startedAt = Date.now();

@@ -16,8 +16,8 @@ function gateway(n: number, timeoutMs = 1000): { workers: PrimaryStreamSlots[]; 
   const workers = Array.from({ length: n }, () => {
     const fromWorker: IpcPeer<PrimaryMethods, WorkerMethods> = new IpcPeer<PrimaryMethods, WorkerMethods>(
       (message) => setImmediate(() => toWorker.receive(message)),
-      { others: () => undefined, retainedApis: () => [], streamSlots: (requests) => requests.map(({ apiId, limit, maxWaitMs }) => primary.reserve(apiId, limit, maxWaitMs)) },
-      { streamRelease: ({ apiId, limit, startMs }) => primary.release(apiId, limit, startMs) },
+      { others: () => undefined, retainedApis: () => [], streamSlots: (requests) => requests.map((request) => primary.reserve(request)) },
+      { streamRelease: (slot) => primary.release(slot) },
     );
     const unanswered = { readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [] };
     const toWorker = new IpcPeer<WorkerMethods, PrimaryMethods>((message) => setImmediate(() => fromWorker.receive(message)), unanswered);
@@ -88,7 +88,7 @@ describe('PrimaryStreamSlots', () => {
     early.abort(new Error('client left early'));
     await expect(gone).rejects.toThrow('client left early');
     await new Promise((r) => setImmediate(r));
-    expect(primary.reserve(API, fresh, 0)).toMatchObject({ startMs: expect.any(Number) });
+    expect(primary.reserve({ apiId: API, limit: fresh, maxWaitMs: 0 })).toMatchObject({ startMs: expect.any(Number) });
   });
 
   it('asks for the slots of one event-loop turn\'s requests in one call, each answered in its order', async () => {
@@ -97,7 +97,7 @@ describe('PrimaryStreamSlots', () => {
     const slots = new PrimaryStreamSlots({
       reserve: async (requests) => {
         calls.push(requests.length);
-        return requests.map(({ apiId, limit, maxWaitMs }) => primary.reserve(apiId, limit, maxWaitMs));
+        return requests.map((request) => primary.reserve(request));
       },
       release: () => undefined,
       local: new StreamLimiters(),

@@ -1,20 +1,6 @@
 import type { CompiledStreamLimit } from '../../crds/compiled.ts';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
-import { SlotWait, waitForSlot, type SlotReservation, type StreamSlots } from '../limits/stream-limiter.ts';
-
-/** A slot asked of the primary. */
-export interface SlotRequest {
-  apiId: string;
-  limit: CompiledStreamLimit;
-  maxWaitMs: number;
-}
-
-/** A slot given back to the primary by a caller that left before it came. */
-export interface SlotRelease {
-  apiId: string;
-  limit: CompiledStreamLimit;
-  startMs: number;
-}
+import { SlotWait, type SlotRelease, type SlotRequest, type SlotReservation, type StreamSlots } from '../limits/stream-limiter.ts';
 
 export interface PrimaryStreamSlotsOptions {
   /** Asks the primary for slots, answered in order (one IPC call with a timeout). */
@@ -25,7 +11,6 @@ export interface PrimaryStreamSlotsOptions {
   local: StreamSlots;
   /** The primary did not answer in time: `local` decided. */
   onLocal(error: unknown): void;
-  now?: () => number;
 }
 
 /**
@@ -39,14 +24,12 @@ export interface PrimaryStreamSlotsOptions {
  */
 export class PrimaryStreamSlots implements StreamSlots {
   readonly #options: PrimaryStreamSlotsOptions;
-  readonly #now: () => number;
   /** One wait per API and label, so that the callers of one slot go on in arrival order here too. */
   readonly #waits = new Map<string, SlotWait>();
   #queue: { request: SlotRequest; resolve: (reservation: SlotReservation) => void; reject: (error: unknown) => void }[] = [];
 
   constructor(options: PrimaryStreamSlotsOptions) {
     this.#options = options;
-    this.#now = options.now ?? Date.now;
   }
 
   async acquire(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void> {
@@ -60,7 +43,7 @@ export class PrimaryStreamSlots implements StreamSlots {
     }
     if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(limit.label, maxWaitMs, reservation.refusedWaitMs);
     const { startMs } = reservation;
-    await waitForSlot(this.#waitOf(apiId, limit.label), startMs, this.#now, signal, () => this.#options.release({ apiId, limit, startMs }));
+    await this.#waitOf(apiId, limit.label).until(startMs, signal, () => this.#options.release({ apiId, limit, startMs }));
   }
 
   #reserve(request: SlotRequest): Promise<SlotReservation> {
@@ -89,7 +72,7 @@ export class PrimaryStreamSlots implements StreamSlots {
     const id = `${apiId}\u0000${label}`;
     let wait = this.#waits.get(id);
     if (wait === undefined) {
-      wait = new SlotWait(this.#now);
+      wait = new SlotWait();
       this.#waits.set(id, wait);
     }
     return wait;
