@@ -88,9 +88,31 @@ describe('StreamLimiters', () => {
     await expect(limiters.get('b', limit).acquire(0)).resolves.toBeUndefined();
   });
 
-  it('a changed resource starts a fresh limiter', async () => {
+  it('a changed resource goes on from the slots given: its new count applies to the slots still to give', async () => {
     const limiters = new StreamLimiters();
-    await limiters.get('a', { label: 'x', count: 1, interval_ms: 5000 }).acquire(0);
-    await expect(limiters.get('a', { label: 'x', count: 2, interval_ms: 5000 }).acquire(0)).resolves.toBeUndefined();
+    const small = { label: 'x', count: 1, interval_ms: 5000 };
+    const large = { label: 'x', count: 3, interval_ms: 5000 };
+    await limiters.get('a', small).acquire(0);
+    await expect(limiters.get('a', small).acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    // Raised to 3: two more in this interval, not three.
+    await limiters.get('a', large).acquire(0);
+    await limiters.get('a', large).acquire(0);
+    await expect(limiters.get('a', large).acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+  });
+
+  it('settings that alternate (workers on two config versions) admit no more than the larger count', async () => {
+    const limiters = new StreamLimiters();
+    const versions = [
+      { label: 'x', count: 2, interval_ms: 60_000 },
+      { label: 'x', count: 3, interval_ms: 60_000 },
+    ];
+    const outcomes = versions.flatMap(() => Array.from({ length: 10 }, (_, i) => limiters.reserve({ apiId: 'a', limit: versions[i % 2]!, maxWaitMs: 0 })));
+    expect(outcomes.filter((outcome) => 'startMs' in outcome)).toHaveLength(3);
+  });
+
+  it('a lowered count takes no slot given back from callers already admitted', async () => {
+    const limiters = new StreamLimiters();
+    for (let i = 0; i < 3; i += 1) await limiters.get('a', { label: 'x', count: 3, interval_ms: 60_000 }).acquire(0);
+    await expect(limiters.get('a', { label: 'x', count: 1, interval_ms: 60_000 }).acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
   });
 });

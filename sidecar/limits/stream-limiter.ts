@@ -100,6 +100,19 @@ export class StreamLimiter {
   }
 
   /**
+   * The resource with changed settings, going on from the slots this one has given: the new
+   * `count` and `interval` apply to the slots still to give. Starting afresh instead would let
+   * a whole new `count` through at each change, and while workers run two config versions
+   * (a reload under way) the primary sees the settings alternate request by request.
+   */
+  changedTo(limit: CompiledStreamLimit): StreamLimiter {
+    const next = new StreamLimiter(limit, this.#now);
+    next.#windowStart = this.#windowStart;
+    next.#given = this.#given;
+    return next;
+  }
+
+  /**
    * Gives the caller the earliest slot not given yet, unless it is more than `maxWaitMs`
    * away: then it is refused and takes nothing.
    */
@@ -164,13 +177,11 @@ export class StreamLimiters implements StreamSlots {
 
   get(apiId: string, limit: CompiledStreamLimit): StreamLimiter {
     const id = `${apiId}\u0000${limit.label}`;
-    let limiter = this.#limiters.get(id);
-    // A config change to the resource starts a fresh limiter with the new settings.
-    if (!limiter || limiter.settings.count !== limit.count || limiter.settings.interval_ms !== limit.interval_ms) {
-      limiter = new StreamLimiter(limit, this.#now);
-      this.#limiters.set(id, limiter);
-    }
-    return limiter;
+    const limiter = this.#limiters.get(id);
+    if (limiter && limiter.settings.count === limit.count && limiter.settings.interval_ms === limit.interval_ms) return limiter;
+    const current = limiter ? limiter.changedTo(limit) : new StreamLimiter(limit, this.#now);
+    this.#limiters.set(id, current);
+    return current;
   }
 
   acquire(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void> {
