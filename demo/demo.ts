@@ -7,6 +7,7 @@ import { createLogger } from '../common/logger.ts';
 import { startSidecar, type RunningSidecar } from '../sidecar/app.ts';
 import { splitHostPort } from '../common/listen.ts';
 import { startEchoUpstream, type EchoUpstream } from './upstream.ts';
+import { WARM_UP_DEFAULT_REQUESTS } from '../sidecar/warm-up-bounds.ts';
 
 /**
  * `npm start`: the gateway standalone on a copy of examples/ (folder mode, in-memory
@@ -162,6 +163,7 @@ async function start(addresses: DemoAddresses, adminSecret: string, dir: string)
         healthListen: addresses.healthListen,
         redisUrl: undefined,
         workers: 1,
+        warmUpRequests: WARM_UP_DEFAULT_REQUESTS,
         settingsFile: undefined,
         apis: '*',
         namespace: 'default',

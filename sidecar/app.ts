@@ -6,7 +6,7 @@ import { loadKubeConfig } from '../common/kube.ts';
 import { shareConnections } from '../common/kube-connections.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
 import { MemorySessionStore, RedisSessionStore, type SessionStore } from '../common/session-store.ts';
-import { loadLocalSettings, resolveSettings } from '../common/settings-loader.ts';
+import { loadLocalSettings, resolveSettings, type LocalSettings } from '../common/settings-loader.ts';
 import type { CompiledApi } from '../crds/compiled.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { SessionCache } from './auth/session-cache.ts';
@@ -34,6 +34,7 @@ import { createRedis } from './redis.ts';
 import { ReloadingTlsFiles } from '../common/tls-files.ts';
 import { FolderResourceStore } from './resources/folder-store.ts';
 import { KubernetesResourceStore } from './resources/kubernetes-store.ts';
+import { warmUp } from './warm-up.ts';
 
 /** What a caller (main, the demo, tests) may supply instead of the defaults. */
 export interface SidecarOverrides {
@@ -218,6 +219,16 @@ function listenAll(options: SidecarOptions, worker: WorkerRole | undefined, serv
   ]);
 }
 
+/** The warm-up before readiness (sidecar/warm-up.ts); one that fails leaves the gateway serving cold, as it would without. */
+async function warmRequestPath(requests: number, local: LocalSettings, logger: Logger, signal: AbortSignal): Promise<void> {
+  try {
+    const { statuses, failed, elapsedMs } = await warmUp({ requests, local, logger, signal });
+    logger.info({ statuses, failed, elapsedMs }, 'request path warmed up');
+  } catch (err) {
+    logger.warn({ err }, 'warm-up failed: serving without it');
+  }
+}
+
 /**
  * One gateway process: proxy, admin and health listeners over one config runtime, one
  * limit engine and one store. Invalid local settings (SettingsError) and a TLS pair that
@@ -257,12 +268,15 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     metrics,
     logger,
   });
+  const warming = new AbortController();
+  let warmedUp = options.warmUpRequests === 0 || options.listen === PROXY_OFF;
   // Redis away makes the gateway unready only when it then refuses (failure mode closed):
   // failing open, it serves on, and an unready pod would take the app out of its Service.
   const readiness = (): Readiness => {
     const reasons: string[] = [];
     const problems = [...runtime.problems()];
     if (!runtime.loaded) reasons.push('config not loaded');
+    if (!warmedUp) reasons.push('warming up');
     if (redis && redis.status !== 'ready') {
       if (runtime.state().settings.redis_failure_mode === 'closed') reasons.push(`redis ${redis.status}`);
       else problems.push({ subject: 'Redis', reason: `${redis.status}; requests admitted (redis_failure_mode open)` });
@@ -276,8 +290,10 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'));
   tls?.watch(TLS_POLL_MS);
   const drainMs = overrides.drainMs ?? 10_000;
+  let warm: Promise<void> = Promise.resolve();
   const close = async (): Promise<void> => {
-    await Promise.all([drain(proxyServer, drainMs), drain(adminServer, drainMs)]);
+    warming.abort();
+    await Promise.all([drain(proxyServer, drainMs), drain(adminServer, drainMs), warm]);
     await drain(healthServer, 1000);
     await runtime.stop();
     tls?.close();
@@ -287,6 +303,8 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   };
   try {
     const [proxyInfo, adminInfo, healthInfo] = await listenAll(options, overrides.worker, { proxy: proxyServer, admin: adminServer, health: healthServer });
+    // While the config loads (in a cluster, mostly a wait on the API server).
+    if (!warmedUp) warm = warmRequestPath(options.warmUpRequests, local, logger, warming.signal).finally(() => (warmedUp = true));
     await runtime.start();
     const schemeOf = (listener: TlsListener): 'http' | 'https' => (tlsOf(listener) ? 'https' : 'http');
     const proxyUrl = proxyInfo ? urlOf(proxyInfo, schemeOf('proxy')) : PROXY_OFF;

@@ -6,6 +6,7 @@ import { defaultGatewaySettings, gatewaySettingsSchema } from '../crds/settings.
 import { staticTokensSchema } from './admin/bearer.ts';
 import { splitHostPort } from '../common/listen.ts';
 import { workersOption, type WorkerNeeds } from './workers/count.ts';
+import { WARM_UP_DEADLINE_MS, WARM_UP_DEFAULT_REQUESTS } from './warm-up-bounds.ts';
 
 /** The proxy listener address of a gateway that serves only the admin operations. */
 export const PROXY_OFF = 'off';
@@ -70,6 +71,13 @@ const table = {
     env: 'GW_WORKERS',
     help: 'Gateway processes sharing the listeners, each counted as a gateway by DRL. auto: one per CPU this process may use (its cgroup CPU limit included), no more than one per 128 MiB of its memory limit beyond the first, and 1 without Redis. More than one needs --redis-url. Default: auto (the injected sidecar is given 1).',
     schema: workersOption.default('auto'),
+  },
+  warmUpRequests: {
+    flag: 'warm-up-requests',
+    value: 'N',
+    env: 'GW_WARM_UP_REQUESTS',
+    help: `Requests sent through a loopback copy of the request path before /readyz turns ready, so the first users meet compiled code (docs/architecture.md#warm-up); at most ${WARM_UP_DEADLINE_MS / 1000} s. 0: none. Default: ${WARM_UP_DEFAULT_REQUESTS}.`,
+    schema: z.coerce.number().int().min(0).max(1_000_000).default(WARM_UP_DEFAULT_REQUESTS),
   },
   settingsFile: { flag: 'settings', value: 'FILE', env: 'GW_SETTINGS', help: 'Gateway settings file (YAML or JSON).', schema: z.string().optional() },
   apis: {

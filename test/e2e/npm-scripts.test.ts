@@ -68,13 +68,15 @@ describe('npm run sidecar / npm run operator', () => {
       const started = spawnGroup({ command: 'unshare', args: ['--net', 'bash', '-c', setUp, configDir], logPath, env: { ...userEnv, GW_LOG_LEVEL: 'info' }, cwd: REPO_ROOT });
       if (started === null) throw new Error('could not run unshare');
       sidecar = started;
+      // Until its warm-up ends, the process also has the warm-up's loopback listeners.
       await waitFor(
-        'the sidecar listening',
+        'the sidecar listening and warmed up',
         async () => {
           if (sidecar.hasExited()) throw new Error(`the sidecar exited:\n${await readFile(logPath, 'utf8')}`);
           // Until unshare has run, the process is still in this namespace, whose sockets are not the sidecar's.
           const own = (await readlink(`/proc/${sidecar.pid}/ns/net`)) !== (await readlink('/proc/self/ns/net'));
-          return own && (await readFile(logPath, 'utf8')).includes('gw-sidecar listening');
+          const log = await readFile(logPath, 'utf8');
+          return own && log.includes('gw-sidecar listening') && log.includes('request path warmed up');
         },
         60_000,
       );

@@ -49,11 +49,13 @@ describe('npm run images', () => {
   const images: Record<string, ExtractedImage> = {};
   const archives: string[] = [];
   const image = (name: string): ExtractedImage => images[name] as ExtractedImage;
-  const stderrOf = (child: ReturnType<typeof runImage>): (() => string) => {
+  const outputOf = (stream: 'stdout' | 'stderr') => (child: ReturnType<typeof runImage>): (() => string) => {
     let text = '';
-    child.stderr?.on('data', (chunk: Buffer) => { text += chunk.toString(); });
+    child[stream]?.on('data', (chunk: Buffer) => { text += chunk.toString(); });
     return () => text;
   };
+  const stderrOf = outputOf('stderr');
+  const stdoutOf = outputOf('stdout');
 
   beforeAll(async () => {
     await ensureImageHostFiles();
@@ -143,17 +145,22 @@ describe('npm run images', () => {
     });
   });
 
-  it('gw-sidecar: the entrypoint serves, as 65532 on a read-only root, the examples as its folder config', async () => {
+  it('gw-sidecar: the entrypoint warms up and serves, as 65532 on a read-only root, the examples as its folder config', async () => {
     const [proxy, admin, health] = [await freePort(), await freePort(), await freePort()];
     const sidecar = runImage(image('gw-sidecar'), {
       tmpFiles: [[join(ROOT, 'examples'), 'config']],
-      env: { GW_CONFIG_DIR: '/tmp/config', GW_LISTEN: `127.0.0.1:${proxy}`, GW_ADMIN_LISTEN: `127.0.0.1:${admin}`, GW_HEALTH_LISTEN: `127.0.0.1:${health}` },
+      // A warm-up short enough to end well within its 10 s bound on a busy machine.
+      env: { GW_CONFIG_DIR: '/tmp/config', GW_LISTEN: `127.0.0.1:${proxy}`, GW_ADMIN_LISTEN: `127.0.0.1:${admin}`, GW_HEALTH_LISTEN: `127.0.0.1:${health}`, GW_WARM_UP_REQUESTS: '500' },
     });
     const stderr = stderrOf(sidecar);
+    const stdout = stdoutOf(sidecar);
     try {
       await waitFor200(`http://127.0.0.1:${health}/readyz`, sidecar).catch((err: Error) => {
         throw new Error(`${err.message}\n${stderr()}`);
       });
+      // Ready only after the warm-up: its log line is there, every request of it answered 200.
+      const warmed = stdout().split('\n').find((line) => line.includes('request path warmed up'));
+      expect(JSON.parse(warmed ?? '{}'), stdout()).toMatchObject({ statuses: { 200: 500 }, failed: 0 });
     } finally {
       expect(await stop(sidecar)).toBe(0);
     }

@@ -52,6 +52,8 @@ export function sidecarOptions(namespace: string, redisUrl: string | undefined =
     healthListen: '127.0.0.1:0',
     redisUrl,
     workers: 1,
+    // The warm-up's own tests turn it on (warm-up.test.ts): elsewhere it would only compete with the test for the CPU.
+    warmUpRequests: 0,
     settingsFile: undefined,
     apis: '*',
     namespace,
@@ -145,10 +147,13 @@ export interface SidecarChild {
   exited: Promise<number | null>;
 }
 
-/** The gw-sidecar binary as a child process, warnings and errors on its stderr. */
+/**
+ * The gw-sidecar binary as a child process, warnings and errors on its stderr; without the
+ * warm-up unless `env` asks for it (as `sidecarOptions`: it only competes with the tests for the CPU).
+ */
 export function spawnSidecar(args: string[], env: NodeJS.ProcessEnv = {}): SidecarChild {
   const root = new URL('../../../', import.meta.url).pathname;
-  const proc = spawn(process.execPath, ['sidecar/main.ts', ...args], { cwd: root, env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(process.execPath, ['sidecar/main.ts', ...args], { cwd: root, env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'warn', GW_WARM_UP_REQUESTS: '0', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   proc.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
