@@ -47,6 +47,12 @@ const table = {
     help: 'NODE_OPTIONS of the injected sidecar, V8 heap sizes such as --max-semi-space-size=8 --max-old-space-size=160, the old space for the --sidecar-resources memory limit and scaled to a pod\'s annotated one (default: unset, Node sizes the heap)',
     schema: z.string().optional(),
   },
+  sidecarWarmUpRequests: {
+    flag: 'sidecar-warm-up-requests',
+    env: 'GW_SIDECAR_WARM_UP_REQUESTS',
+    help: 'GW_WARM_UP_REQUESTS of the injected sidecar: requests through its warm-up before it turns ready, 0 for none (default: unset, the sidecar\'s own default)',
+    schema: z.coerce.number().int().min(0).max(1_000_000).optional(),
+  },
   sidecarRedisUrl: { flag: 'sidecar-redis-url', env: 'GW_SIDECAR_REDIS_URL', help: 'GW_REDIS_URL given to injected sidecars (default: --redis-url)', schema: redisUrlOption.optional() },
   sidecarEnvSecret: { flag: 'sidecar-env-secret', env: 'GW_SIDECAR_ENV_SECRET', help: 'Secret whose keys become env of injected sidecars (admin secrets, Redis password)', schema: z.string().optional() },
   leaderElection: { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)', schema: booleanOption.default(true) },

@@ -113,4 +113,12 @@ describe('injectionPatch', () => {
     expect(env(undefined)).toEqual([]);
     expect(env('')).toEqual([]);
   });
+
+  it('gives the configured warm-up request count, 0 included, and leaves the sidecar its default when none is configured', () => {
+    const env = (warmUpRequests: number | undefined) =>
+      ((patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), { ...options, warmUpRequests }))[0]!.value as V1Container[])[0]!.env ?? []).filter((e) => e.name === 'GW_WARM_UP_REQUESTS');
+    expect(env(2000)).toEqual([{ name: 'GW_WARM_UP_REQUESTS', value: '2000' }]);
+    expect(env(0)).toEqual([{ name: 'GW_WARM_UP_REQUESTS', value: '0' }]);
+    expect(env(undefined)).toEqual([]);
+  });
 });

@@ -74,6 +74,7 @@ export class WebhookRunner {
       imagePullPolicy: this.#options.sidecarImagePullPolicy,
       resources: this.#options.sidecarResources,
       nodeOptions: this.#options.sidecarNodeOptions,
+      warmUpRequests: this.#options.sidecarWarmUpRequests,
       redisUrl: this.#options.sidecarRedisUrl ?? this.#options.redisUrl,
       envSecretName: this.#options.sidecarEnvSecret,
     };

@@ -179,6 +179,21 @@ describe('helm template with default values', () => {
     }
   });
 
+  it('gives sidecar.warmUpRequests to the operator for injected sidecars, 0 included; null leaves the sidecar its default; the schema refuses a negative count', async () => {
+    const operatorEnv = async (value: number): Promise<Record<string, string>> => {
+      const env = containerEnv(findObject(await renderChart(ns, { 'sidecar.warmUpRequests': value }), 'Deployment', 'gw-operator'));
+      return Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+    };
+    expect((await operatorEnv(2000)).GW_SIDECAR_WARM_UP_REQUESTS).toBe('2000');
+    const off = await operatorEnv(0);
+    expect(off.GW_SIDECAR_WARM_UP_REQUESTS).toBe('0');
+    // What the operator parses from it (the Redis URL comes from a Secret, so one stands in for it here).
+    expect(parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', ...off })).toMatchObject({ sidecarWarmUpRequests: 0 });
+    expect(containerEnv(findObject(objects, 'Deployment', 'gw-operator')).some((e) => e.name === 'GW_SIDECAR_WARM_UP_REQUESTS')).toBe(false);
+    const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'sidecar.warmUpRequests': -1 })], { allowFail: true });
+    expect(bad.stderr).toContain('sidecar/warmUpRequests');
+  });
+
   it('configures the operator through its documented environment', () => {
     const operator = findObject(objects, 'Deployment', 'gw-operator');
     const env = containerEnv(operator);
