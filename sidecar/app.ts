@@ -301,11 +301,17 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     if (redis) await redis.quit().catch(() => redis.disconnect());
     logger.info('gw-sidecar stopped');
   };
+  const warmUpNow = (): Promise<void> => (warm = warmedUp ? warm : warmRequestPath(options.warmUpRequests, local, logger, warming.signal).finally(() => (warmedUp = true)));
   try {
+    // A worker joins the proxy port only once warmed up: the kernel hands every socket of the
+    // port's group its share of new connections at once, ready or not (docs/architecture.md#warm-up).
+    if (overrides.worker) await Promise.all([warmUpNow(), runtime.start()]);
     const [proxyInfo, adminInfo, healthInfo] = await listenAll(options, overrides.worker, { proxy: proxyServer, admin: adminServer, health: healthServer });
-    // While the config loads (in a cluster, mostly a wait on the API server).
-    if (!warmedUp) warm = warmRequestPath(options.warmUpRequests, local, logger, warming.signal).finally(() => (warmedUp = true));
-    await runtime.start();
+    if (!overrides.worker) {
+      // While the config loads (in a cluster, mostly a wait on the API server); /readyz waits for both.
+      void warmUpNow();
+      await runtime.start();
+    }
     const schemeOf = (listener: TlsListener): 'http' | 'https' => (tlsOf(listener) ? 'https' : 'http');
     const proxyUrl = proxyInfo ? urlOf(proxyInfo, schemeOf('proxy')) : PROXY_OFF;
     const adminUrl = adminInfo ? urlOf(adminInfo, schemeOf('admin')) : PROXY_OFF;

@@ -1,5 +1,6 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
@@ -37,6 +38,18 @@ async function startGateway(dir: string, redisUrl: string | undefined, workers: 
   await eventually(async () => (await call(`${gateway.health}/readyz`).catch(() => ({ status: 0 }))).status === 200 || child.proc.exitCode !== null, 30_000, 'ready');
   expect(child.proc.exitCode, child.stderr()).toBeNull();
   return gateway;
+}
+
+/** Whether a TCP connection to the port is accepted, or the error code it meets. */
+function connectOutcome(port: number): Promise<string> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve('connected');
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? error.message));
+  });
 }
 
 /** Every request on a new connection, so node:cluster hands them to the workers in turn. */
@@ -192,6 +205,25 @@ spec:
     } finally {
       gw.child.proc.kill('SIGTERM');
       expect(await gw.child.exited).toBe(0);
+    }
+  });
+
+  it('a worker joins the proxy port only once warmed up: until then the port refuses and /readyz names each worker starting', async () => {
+    const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
+    const args = ['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', '2', '--redis-url', redis.url];
+    // More requests than its 10 s bound lets a warm-up send: each worker warms up for 10 s.
+    const child = spawnSidecar(args, { GW_INSTANCE_ID: 'workers-warm-up', GW_WARM_UP_REQUESTS: '1000000' });
+    try {
+      // The primary serves /readyz from its start; the workers are warming up meanwhile.
+      await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`).catch(() => ({ status: 0 }))).status === 503, 10_000, '/readyz served');
+      const starting = (await call(`http://127.0.0.1:${health}/readyz`)).json();
+      expect(starting).toMatchObject({ status: 'not ready', reasons: ['worker 0: starting', 'worker 1: starting'] });
+      expect(await connectOutcome(listen)).toBe('ECONNREFUSED');
+      await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`)).status === 200, 30_000, 'ready after the warm-up');
+      expect(await statuses(`http://127.0.0.1:${listen}/kept/x`, 10)).toEqual(Array(10).fill(200));
+    } finally {
+      child.proc.kill('SIGTERM');
+      expect(await child.exited).toBe(0);
     }
   });
 
