@@ -20,15 +20,17 @@ async function runPrimary(options: SidecarOptions, count: number, logger: Logger
   // The settings are checked here too, so a bad one stops the start before any worker is forked.
   const { loadLocalSettings } = await import('../common/settings-loader.ts');
   const { startPrimary } = await import('./workers/primary.ts');
+  let close: (() => Promise<void>) | undefined;
+  // Before the workers start: a stop while they warm up stops them (and ends a start that has not ended).
+  stopOnSignals(logger, 'stopping: draining the workers', () => close?.() ?? Promise.resolve());
   let primary;
   try {
     loadLocalSettings(options.settingsFile, process.env);
-    primary = await startPrimary(options, count, logger);
+    primary = await startPrimary(options, count, logger, (stop) => (close = stop));
   } catch (err) {
     cannotStart(logger, err);
   }
   const running = primary;
-  stopOnSignals(logger, 'stopping: draining the workers', () => running.close());
   process.on('SIGHUP', () => running.reload());
 }
 

@@ -96,7 +96,7 @@ export async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
  * the slots of the stream rate-limit resources for all of them; and stops them all on
  * SIGTERM. A worker that ends before all have started fails the start.
  */
-export async function startPrimary(options: SidecarOptions, count: number, logger: Logger): Promise<RunningPrimary> {
+export async function startPrimary(options: SidecarOptions, count: number, logger: Logger, stoppable?: (close: () => Promise<void>) => void): Promise<RunningPrimary> {
   const metrics = primaryMetrics();
   const aggregator = new AggregatorRegistry();
   const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first, rejoining: false }));
@@ -212,6 +212,8 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
   try {
     const healthInfo = await listen(healthServer, options.healthListen);
     for (const slot of slots) fork(slot);
+    // The workers warm up before they start (up to 10 s each): a stop meanwhile stops them.
+    stoppable?.(close);
     await started;
     startFailed = undefined;
     logger.info({ workers: count, health: urlOf(healthInfo) }, 'gw-sidecar workers started');

@@ -10,6 +10,7 @@ import { gatewayHeartbeatKey } from '../../../common/redis-keys.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { startRedis, type RedisHandle } from '../../harness/index.ts';
 import { freePort } from '../../harness/ports.ts';
+import { isAlive } from '../../harness/procs.ts';
 import { call, eventually, spawnSidecar, type SidecarChild } from './helpers.ts';
 
 const ADMIN = { 'x-gw-authorization': 'workers-admin-secret' };
@@ -225,6 +226,35 @@ spec:
       child.proc.kill('SIGTERM');
       expect(await child.exited).toBe(0);
     }
+  });
+
+  it('stopped while its workers warm up, it stops them and exits 0 at once', async () => {
+    const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
+    const args = ['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', '2', '--redis-url', redis.url];
+    const child = spawnSidecar(args, { GW_INSTANCE_ID: 'workers-warm-up-stop', GW_WARM_UP_REQUESTS: '1000000' });
+    try {
+      await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`).catch(() => ({ status: 0 }))).status === 503, 10_000, '/readyz served');
+      const workers = await childPids(child.proc.pid!);
+      expect(workers).toHaveLength(2);
+      const stopped = Date.now();
+      child.proc.kill('SIGTERM');
+      expect(await child.exited, child.stderr()).toBe(0);
+      expect(Date.now() - stopped).toBeLessThan(5_000);
+      expect(workers.filter((pid) => isAlive(pid))).toEqual([]);
+    } finally {
+      if (child.proc.exitCode === null) child.proc.kill('SIGKILL');
+    }
+  });
+
+  it('workers still warming up end when their primary is killed, instead of living on without it', async () => {
+    const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
+    const args = ['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', '2', '--redis-url', redis.url];
+    const child = spawnSidecar(args, { GW_INSTANCE_ID: 'workers-warm-up-orphans', GW_WARM_UP_REQUESTS: '1000000' });
+    await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`).catch(() => ({ status: 0 }))).status === 503, 10_000, '/readyz served');
+    const workers = await childPids(child.proc.pid!);
+    expect(workers).toHaveLength(2);
+    child.proc.kill('SIGKILL');
+    await eventually(() => workers.every((pid) => !isAlive(pid)), 5_000, 'the workers to end');
   });
 
   it('shows the last smoothing move of any worker as the one gw_smoothing_allowance', async () => {
