@@ -30,12 +30,19 @@ interface Gateway {
   health: string;
 }
 
-async function startGateway(dir: string, redisUrl: string | undefined, workers: string, env: NodeJS.ProcessEnv = {}): Promise<Gateway> {
+/** The gateway on free ports, started. */
+async function spawnGateway(dir: string, redisUrl: string | undefined, workers: string, env: NodeJS.ProcessEnv = {}): Promise<Gateway & { proxyPort: number }> {
   const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
   const args = ['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', workers];
   if (redisUrl !== undefined) args.push('--redis-url', redisUrl);
   const child = spawnSidecar(args, { GW_ADMIN_SECRET: 'workers-admin-secret', GW_INSTANCE_ID: 'workers-test', ...env });
-  const gateway = { child, proxy: `http://127.0.0.1:${listen}`, admin: `http://127.0.0.1:${admin}`, health: `http://127.0.0.1:${health}` };
+  return { child, proxyPort: listen, proxy: `http://127.0.0.1:${listen}`, admin: `http://127.0.0.1:${admin}`, health: `http://127.0.0.1:${health}` };
+}
+
+/** The gateway, once its /readyz answers 200. */
+async function startGateway(dir: string, redisUrl: string | undefined, workers: string, env: NodeJS.ProcessEnv = {}): Promise<Gateway> {
+  const gateway = await spawnGateway(dir, redisUrl, workers, env);
+  const { child } = gateway;
   await eventually(async () => (await call(`${gateway.health}/readyz`).catch(() => ({ status: 0 }))).status === 200 || child.proc.exitCode !== null, 30_000, 'ready');
   expect(child.proc.exitCode, child.stderr()).toBeNull();
   return gateway;
@@ -98,6 +105,16 @@ spec:
     await redis?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
+
+  /**
+   * Two workers warming up for their full 10 s (more requests than the bound lets a warm-up
+   * send), once the primary's /readyz answers (503 meanwhile).
+   */
+  async function warmingGateway(instanceId: string): Promise<Gateway & { proxyPort: number }> {
+    const gateway = await spawnGateway(dir, redis.url, '2', { GW_INSTANCE_ID: instanceId, GW_WARM_UP_REQUESTS: '1000000' });
+    await eventually(async () => (await call(`${gateway.health}/readyz`).catch(() => ({ status: 0 }))).status === 503, 10_000, '/readyz served');
+    return gateway;
+  }
 
   it('refuses more than one worker without Redis, and a bad setting before forking any', async () => {
     const noRedis = spawnSidecar(['--config', dir, '--workers', '2']);
@@ -210,18 +227,13 @@ spec:
   });
 
   it('a worker joins the proxy port only once warmed up: until then the port refuses and /readyz names each worker starting', async () => {
-    const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
-    const args = ['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', '2', '--redis-url', redis.url];
-    // More requests than its 10 s bound lets a warm-up send: each worker warms up for 10 s.
-    const child = spawnSidecar(args, { GW_INSTANCE_ID: 'workers-warm-up', GW_WARM_UP_REQUESTS: '1000000' });
+    const { child, health, proxy, proxyPort } = await warmingGateway('workers-warm-up');
     try {
-      // The primary serves /readyz from its start; the workers are warming up meanwhile.
-      await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`).catch(() => ({ status: 0 }))).status === 503, 10_000, '/readyz served');
-      const starting = (await call(`http://127.0.0.1:${health}/readyz`)).json();
+      const starting = (await call(`${health}/readyz`)).json();
       expect(starting).toMatchObject({ status: 'not ready', reasons: ['worker 0: starting', 'worker 1: starting'] });
-      expect(await connectOutcome(listen)).toBe('ECONNREFUSED');
-      await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`)).status === 200, 30_000, 'ready after the warm-up');
-      expect(await statuses(`http://127.0.0.1:${listen}/kept/x`, 10)).toEqual(Array(10).fill(200));
+      expect(await connectOutcome(proxyPort)).toBe('ECONNREFUSED');
+      await eventually(async () => (await call(`${health}/readyz`)).status === 200, 30_000, 'ready after the warm-up');
+      expect(await statuses(`${proxy}/kept/x`, 10)).toEqual(Array(10).fill(200));
     } finally {
       child.proc.kill('SIGTERM');
       expect(await child.exited).toBe(0);
@@ -229,11 +241,8 @@ spec:
   });
 
   it('stopped while its workers warm up, it stops them and exits 0 at once', async () => {
-    const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
-    const args = ['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', '2', '--redis-url', redis.url];
-    const child = spawnSidecar(args, { GW_INSTANCE_ID: 'workers-warm-up-stop', GW_WARM_UP_REQUESTS: '1000000' });
+    const { child } = await warmingGateway('workers-warm-up-stop');
     try {
-      await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`).catch(() => ({ status: 0 }))).status === 503, 10_000, '/readyz served');
       const workers = await childPids(child.proc.pid!);
       expect(workers).toHaveLength(2);
       const stopped = Date.now();
@@ -247,10 +256,7 @@ spec:
   });
 
   it('workers still warming up end when their primary is killed, instead of living on without it', async () => {
-    const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
-    const args = ['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', '2', '--redis-url', redis.url];
-    const child = spawnSidecar(args, { GW_INSTANCE_ID: 'workers-warm-up-orphans', GW_WARM_UP_REQUESTS: '1000000' });
-    await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`).catch(() => ({ status: 0 }))).status === 503, 10_000, '/readyz served');
+    const { child } = await warmingGateway('workers-warm-up-orphans');
     const workers = await childPids(child.proc.pid!);
     expect(workers).toHaveLength(2);
     child.proc.kill('SIGKILL');
