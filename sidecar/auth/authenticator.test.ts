@@ -49,8 +49,27 @@ describe('authenticate', () => {
     expect(await authenticate({ authorization: 'good' }, 'authorization', 'api1', {}, cache)).toMatchObject({ ok: true, keyHash: keyHash('good') });
   });
 
-  it('503 when the session store fails', async () => {
-    const failing = { get: () => Promise.reject(new Error('down')), put: async () => undefined, delete: async () => undefined };
+  it('answers a key whose session is cached at once, with the same result', async () => {
+    const store = new MemorySessionStore();
+    await store.put(keyHash('good'), sessionSchema.parse({ access_rights: grant }));
+    const cache = new SessionCache(store, 10_000);
+    const first = authenticate({ authorization: 'good' }, 'authorization', 'api1', {}, cache);
+    expect(first).toBeInstanceOf(Promise);
+    expect(await first).toMatchObject({ ok: true, keyHash: keyHash('good') });
+    const cached = authenticate({ authorization: 'good' }, 'authorization', 'api1', {}, cache);
+    expect(cached).not.toBeInstanceOf(Promise);
+    expect(cached).toMatchObject({ ok: true, keyHash: keyHash('good') });
+    await authenticate({ authorization: 'bad' }, 'authorization', 'api1', {}, cache);
+    expect(authenticate({ authorization: 'bad' }, 'authorization', 'api1', {}, cache)).toEqual({ ok: false, error: gatewayErrors.accessDenied });
+  });
+
+  it.each([
+    ['rejects', () => Promise.reject(new Error('down'))],
+    ['throws', () => {
+      throw new Error('down');
+    }],
+  ])('503 when the session store %s', async (_how, get) => {
+    const failing = { get, put: async () => undefined, delete: async () => undefined };
     const result = await authenticate({ authorization: 'k' }, 'authorization', 'api1', {}, new SessionCache(failing));
     expect(result).toEqual({ ok: false, error: gatewayErrors.sessionStoreUnavailable });
   });

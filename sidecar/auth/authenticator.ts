@@ -41,23 +41,33 @@ export function accessRefusal(
   return session.access_rights[apiId] !== undefined || policyGrants(session, apiId, policies) ? null : 'not_granted';
 }
 
-/** Auth-token authentication (docs/behaviour.md#gateway-answers): 401 without a key, 403 for any key that may not call the API. */
-export async function authenticate(
+/**
+ * Auth-token authentication (docs/behaviour.md#gateway-answers): 401 without a key, 403 for any
+ * key that may not call the API. A key whose session is cached is answered without a promise.
+ */
+export function authenticate(
   headers: IncomingHttpHeaders,
   headerName: string,
   apiId: string,
   policies: Readonly<Record<string, CompiledPolicy>>,
   sessions: SessionCache,
-): Promise<AuthResult> {
+): AuthResult | Promise<AuthResult> {
   const rawKey = extractKey(headers, headerName);
   if (rawKey === null) return { ok: false, error: gatewayErrors.authMissing };
   const keyHash = hashKey(rawKey);
-  let session: Session | null;
+  let session: Session | null | Promise<Session | null>;
   try {
-    session = await sessions.get(keyHash);
+    session = sessions.get(keyHash);
   } catch {
-    return { ok: false, error: gatewayErrors.sessionStoreUnavailable };
+    return storeUnavailable;
   }
+  if (session instanceof Promise) return session.then((read) => admitSession(read, keyHash, apiId, policies), () => storeUnavailable);
+  return admitSession(session, keyHash, apiId, policies);
+}
+
+const storeUnavailable: AuthResult = { ok: false, error: gatewayErrors.sessionStoreUnavailable };
+
+function admitSession(session: Session | null, keyHash: string, apiId: string, policies: Readonly<Record<string, CompiledPolicy>>): AuthResult {
   if (session === null || accessRefusal(session, apiId, policies, Date.now() / 1000) !== null) {
     return { ok: false, error: gatewayErrors.accessDenied };
   }

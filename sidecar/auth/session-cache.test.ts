@@ -23,6 +23,18 @@ describe('SessionCache', () => {
     expect(store.reads).toBe(1);
   });
 
+  it('hands a cached session back as it is, so the request path takes no promise for it', async () => {
+    const store = new CountingStore();
+    await store.put('h', sessionSchema.parse({ alias: 'a' }));
+    const cache = new SessionCache(store, 10_000);
+    expect(cache.get('h')).toBeInstanceOf(Promise);
+    await cache.get('h');
+    const hit = cache.get('h');
+    expect(hit).not.toBeInstanceOf(Promise);
+    expect((hit as Awaited<typeof hit>)?.alias).toBe('a');
+    expect(cache.get('unknown')).toBeInstanceOf(Promise);
+  });
+
   it('reads again after the TTL, so changes reach the gateway quickly', async () => {
     const store = new CountingStore();
     await store.put('h', sessionSchema.parse({ alias: 'old' }));

@@ -27,10 +27,11 @@ export class SessionCache {
     this.#maxEntries = maxEntries;
   }
 
-  get(keyHash: string): Promise<Session | null> {
+  /** The session (null: no such key); a cached one is returned as it is, so a hit takes no promise. */
+  get(keyHash: string): Session | null | Promise<Session | null> {
     const now = Date.now();
     const entry = this.#entries.get(keyHash);
-    if (entry !== undefined && entry.expiresAt > now) return Promise.resolve(entry.session);
+    if (entry !== undefined && entry.expiresAt > now) return entry.session;
     const pending = this.#inFlight.get(keyHash);
     if (pending !== undefined) return pending;
     const read = this.#store.get(keyHash).then(

@@ -3,12 +3,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../common/logger.ts';
 import type { CompiledPolicy } from '../../crds/compiled.ts';
+import type { Session } from '../../crds/session.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
-import { authenticate } from '../auth/authenticator.ts';
+import { authenticate, type AuthResult } from '../auth/authenticator.ts';
 import type { SessionCache } from '../auth/session-cache.ts';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
 import { streamMaxWaitMs, type StreamSlots } from '../limits/stream-limiter.ts';
-import type { DecisionOutcome, LimitEngine } from '../limits/types.ts';
+import type { DecisionOutcome, LimitDecision, LimitEngine } from '../limits/types.ts';
 import { statusClass, type SidecarMetrics } from '../metrics.ts';
 import { clientGone, type Forwarder, type UpgradeForwarder } from '../proxy/forwarder.ts';
 import { gatewayErrors, type GatewayError } from '../http/errors.ts';
@@ -44,6 +45,15 @@ interface Admission {
 interface Admitted extends Admission {
   state: GatewayState;
   match: RouteMatch | null;
+}
+
+/** A routed request on its way through the limits, with the state it was routed on. */
+interface Limit {
+  route: RouteMatch['route'];
+  method: string;
+  path: string;
+  state: GatewayState;
+  exchange: Exchange;
 }
 
 /** Admission attempts when the config keeps changing under it (see `#admitCurrent`). */
@@ -99,14 +109,16 @@ export class Gateway {
    * policies, and the runtime swaps the engine's config and this state in one step. A swap
    * while the session was being read therefore starts admission over on the new state (the
    * session is then cached, so the retry costs no store read); the last attempt keeps what it has.
+   * A request that waits for nothing (a keyless API with no limit to count) is admitted
+   * without a promise (docs/architecture.md#performance).
    */
-  async #admitCurrent(req: IncomingMessage, exchange: Exchange): Promise<Admitted> {
-    for (let attempt = 1; ; attempt++) {
-      const state = this.#deps.state();
-      const match = state.routes.match(req.url ?? '/');
-      const admission = await this.#admit(req, exchange, match, state, attempt < maxAdmissions);
-      if (admission !== null) return { ...admission, state, match };
-    }
+  #admitCurrent(req: IncomingMessage, exchange: Exchange, attempt = 1): Admitted | Promise<Admitted> {
+    const state = this.#deps.state();
+    const match = state.routes.match(req.url ?? '/');
+    const admitted = (admission: Admission | null): Admitted | Promise<Admitted> =>
+      admission === null ? this.#admitCurrent(req, exchange, attempt + 1) : { error: admission.error, rateHeaders: admission.rateHeaders, state, match };
+    const admission = this.#admit(req, exchange, match, state, attempt < maxAdmissions);
+    return admission instanceof Promise ? admission.then(admitted) : admitted(admission);
   }
 
   /**
@@ -114,43 +126,64 @@ export class Gateway {
    * the rate headers either way); null altogether when `retryOnSwap` and the config changed
    * during authentication.
    */
-  async #admit(
+  #admit(
     req: IncomingMessage,
-    { requestId, signal }: Exchange,
+    exchange: Exchange,
     match: RouteMatch | null,
     state: GatewayState,
     retryOnSwap: boolean,
-  ): Promise<Admission | null> {
+  ): Admission | null | Promise<Admission | null> {
     if (match === null) return { error: gatewayErrors.notFound, rateHeaders: null };
     const { route, relativePath } = match;
     if (!route.api.active) return { error: gatewayErrors.apiInactive, rateHeaders: null };
     const method = req.method ?? 'GET';
-    let session = null;
-    let keyHash = null;
-    if (!route.api.keyless && !isIgnored(route, method, relativePath)) {
-      const auth = await authenticate(req.headers, route.authHeader, route.api.api_id, state.policies, this.#deps.sessions);
-      if (!auth.ok) return { error: auth.error, rateHeaders: null };
-      ({ session, keyHash } = auth);
-    }
+    const limit: Limit = { route, method, path: relativePath, state, exchange };
+    if (route.api.keyless || isIgnored(route, method, relativePath)) return this.#limit(limit, null, null, retryOnSwap);
+    const authenticated = (auth: AuthResult): Admission | null | Promise<Admission | null> =>
+      auth.ok ? this.#limit(limit, auth.session, auth.keyHash, retryOnSwap) : { error: auth.error, rateHeaders: null };
+    const auth = authenticate(req.headers, route.authHeader, route.api.api_id, state.policies, this.#deps.sessions);
+    return auth instanceof Promise ? auth.then(authenticated) : authenticated(auth);
+  }
+
+  /** The limits a routed (and, unless keyless, authenticated) request meets, and its stream slot. */
+  #limit(limit: Limit, session: Session | null, keyHash: string | null, retryOnSwap: boolean): Admission | null | Promise<Admission> {
     // Nothing is awaited from here to the engine's synchronous planning, so the check holds for it.
-    if (retryOnSwap && this.#deps.state() !== state) return null;
+    if (retryOnSwap && this.#deps.state() !== limit.state) return null;
+    const { route, method, path, exchange } = limit;
+    let decision: LimitDecision | Promise<LimitDecision>;
     try {
-      const decision = await this.#deps.engine.decide({ api: route.api, method, path: relativePath, session, keyHash }, signal);
+      decision = this.#deps.engine.decide({ api: route.api, method, path, session, keyHash }, exchange.signal);
+    } catch (err) {
+      return this.#limitFailed(limit, err);
+    }
+    if (decision instanceof Promise) return decision.then((decided) => this.#decided(limit, decided), (err: unknown) => this.#limitFailed(limit, err));
+    return this.#decided(limit, decision);
+  }
+
+  /** The decision's refusal and headers; an admitted request on a stream-limited API waits for its slot first. */
+  #decided(limit: Limit, decision: LimitDecision): Admission | Promise<Admission> {
+    const { route, state, exchange } = limit;
+    try {
       const rateHeaders = rateHeadersFor(decision, state.settings.rate_limit_response_headers);
       const refusal = refusals[decision.outcome];
-      if (refusal === null && route.api.stream_limit !== null) {
-        await this.#deps.streams.acquire(route.api.api_id, route.api.stream_limit, streamMaxWaitMs(state.settings), signal);
-      }
-      return { error: refusal, rateHeaders };
+      if (refusal !== null || route.api.stream_limit === null) return { error: refusal, rateHeaders };
+      return this.#deps.streams.acquire(route.api.api_id, route.api.stream_limit, streamMaxWaitMs(state.settings), exchange.signal).then(
+        () => ({ error: null, rateHeaders }),
+        (err: unknown) => this.#limitFailed(limit, err),
+      );
     } catch (err) {
-      if (err instanceof StreamRateLimitWaitError) {
-        // When the refused request's slot would have come: a hint for the caller's retry.
-        return { error: gatewayErrors.streamRateLimitWaitExceeded, rateHeaders: { 'retry-after': String(Math.ceil(err.waitMs / 1000)) } };
-      }
-      // An abort means the client left while waiting (throttle, stream slot): nothing to report.
-      if (!signal?.aborted) this.#log(requestId).error({ err, api: route.api.api_id }, 'limit decision failed');
-      return { error: gatewayErrors.storeUnavailable, rateHeaders: null };
+      return this.#limitFailed(limit, err);
     }
+  }
+
+  #limitFailed({ route, exchange: { requestId, signal } }: Limit, err: unknown): Admission {
+    if (err instanceof StreamRateLimitWaitError) {
+      // When the refused request's slot would have come: a hint for the caller's retry.
+      return { error: gatewayErrors.streamRateLimitWaitExceeded, rateHeaders: { 'retry-after': String(Math.ceil(err.waitMs / 1000)) } };
+    }
+    // An abort means the client left while waiting (throttle, stream slot): nothing to report.
+    if (!signal?.aborted) this.#log(requestId).error({ err, api: route.api.api_id }, 'limit decision failed');
+    return { error: gatewayErrors.storeUnavailable, rateHeaders: null };
   }
 
   /** A request's logger: made only when something is logged, so the hot path pays nothing for it. */
@@ -182,7 +215,8 @@ export class Gateway {
     const signal = clientGone(res);
     const timed = this.#timingSampler.next();
     const started = timed ? performance.now() : 0;
-    const admission = await this.#admitCurrent(req, { requestId, signal });
+    const admitting = this.#admitCurrent(req, { requestId, signal });
+    const admission = admitting instanceof Promise ? await admitting : admitting;
     const { state, match } = admission;
     const api = match?.route.api.api_id ?? '';
     if (timed) this.#deps.metrics.admissionSeconds.observe({ api }, (performance.now() - started) / 1000);

@@ -49,6 +49,31 @@ describe('every algorithm (in-memory store)', () => {
   });
 });
 
+describe('decide', () => {
+  it('answers a request with nothing to count at once, and one that meets a limit with a promise', async () => {
+    const open = api('open');
+    const limited = api('limited', { api_limit: { rate: 1, per: 10 } });
+    const { engine } = setup(config({ settings: { enable_redis_rolling_limiter: true }, apis: [open, limited] }));
+    const free = engine.decide(request(open, null));
+    expect(free).not.toBeInstanceOf(Promise);
+    expect(free).toEqual({ outcome: 'allowed', rate: null, quota: null });
+    const counted = engine.decide(request(limited, null));
+    expect(counted).toBeInstanceOf(Promise);
+    expect((await counted).outcome).toBe('allowed');
+    expect((await engine.decide(request(limited, null))).outcome).toBe('api_rate_limited');
+  });
+
+  it('answers a request that meets only DRL limits at once too: it is decided in process', () => {
+    const limited = api('limited', { api_limit: { rate: 1, per: 10 } });
+    const { engine } = setup(config({ apis: [limited] }));
+    const first = engine.decide(request(limited, null));
+    const second = engine.decide(request(limited, null));
+    expect(first).not.toBeInstanceOf(Promise);
+    expect(second).not.toBeInstanceOf(Promise);
+    expect([first, second].map((d) => (d as Awaited<typeof d>).outcome)).toEqual(['allowed', 'api_rate_limited']);
+  });
+});
+
 describe('sliding log', () => {
   it('spike arrest: blocked requests are logged, traffic resumes only after a quiet window', async () => {
     const a = api('a', { api_limit: { rate: 2, per: 1 } });

@@ -9,7 +9,7 @@ import type { GatewayHeartbeat } from './heartbeat.ts';
 import { createLimitMetrics, type LimitMetrics } from './metrics.ts';
 import { isRateLimited, toDecision, type Evaluated, type Step, type StepResult } from './outcome.ts';
 import { isApiScope } from './plan-types.ts';
-import type { PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
+import type { PlannedLimit, QuotaPlan, RequestPlan, ThrottlePlan } from './plan-types.ts';
 import { Planner } from './plan.ts';
 import type { StoreHealth } from './store-health.ts';
 import type { LimitStore, StoreOp, StoreResult } from './stores/store.ts';
@@ -53,6 +53,14 @@ function opOf(step: Step): StoreOp {
   const op = toOp(step);
   storeOps.set(step.limit, op);
   return op;
+}
+
+/** One evaluation's local part, waiting for the store's: `quotaAt` is the quota op's index among the store's ops. */
+interface Counted {
+  steps: Step[];
+  results: (StepResult | undefined)[];
+  remote: number[];
+  quotaAt: number | null;
 }
 
 const noLimits = (): Evaluated => ({ decision: { outcome: 'allowed', rate: null, quota: null }, algorithm: 'none' });
@@ -115,7 +123,7 @@ class Engine implements LimitEngine {
     else void this.#heartbeat.stop();
   }
 
-  async decide(request: LimitRequest, signal?: AbortSignal): Promise<LimitDecision> {
+  decide(request: LimitRequest, signal?: AbortSignal): LimitDecision | Promise<LimitDecision> {
     const started = this.#now();
     const plan = this.#planner.plan(request, started);
     // Nothing to count (a keyless API without an API limit): no store, nothing to wait for.
@@ -124,17 +132,25 @@ class Engine implements LimitEngine {
       this.#metrics.decisions.inc(algorithm, decision.outcome);
       return decision;
     }
-    let evaluated = await this.#evaluate(plan);
-    const throttle = plan.throttle;
-    if (throttle) {
-      const deadline = started + this.#config.settings.throttle_max_wait_ms;
-      for (let retry = 0; retry < throttle.retries && isRateLimited(evaluated.decision); retry++) {
-        if (this.#now() + throttle.intervalMs > deadline || !(await this.#wait(throttle.intervalMs, signal))) break;
-        evaluated = await this.#evaluate(plan);
-      }
-    }
+    const evaluated = this.#evaluate(plan);
+    if (plan.throttle !== null) return this.#throttled(plan, plan.throttle, started, evaluated, signal);
+    return evaluated instanceof Promise ? evaluated.then(this.#counted) : this.#counted(evaluated);
+  }
+
+  readonly #counted = (evaluated: Evaluated): LimitDecision => {
     this.#metrics.decisions.inc(evaluated.algorithm, evaluated.decision.outcome);
     return evaluated.decision;
+  };
+
+  /** A rate-limited request of a throttled key is evaluated again every interval, until admitted or out of retries or time. */
+  async #throttled(plan: RequestPlan, throttle: ThrottlePlan, started: number, first: Evaluated | Promise<Evaluated>, signal: AbortSignal | undefined): Promise<LimitDecision> {
+    let evaluated = await first;
+    const deadline = started + this.#config.settings.throttle_max_wait_ms;
+    for (let retry = 0; retry < throttle.retries && isRateLimited(evaluated.decision); retry++) {
+      if (this.#now() + throttle.intervalMs > deadline || !(await this.#wait(throttle.intervalMs, signal))) break;
+      evaluated = await this.#evaluate(plan);
+    }
+    return this.#counted(evaluated);
   }
 
   async explain(request: LimitRequest): Promise<LimitExplanation> {
@@ -211,7 +227,7 @@ class Engine implements LimitEngine {
    * nothing: the store undoes the admissions it made (in the same call), and the DRL
    * tokens taken for the other limits are given back here.
    */
-  async #evaluate(plan: RequestPlan): Promise<Evaluated> {
+  #evaluate(plan: RequestPlan): Evaluated | Promise<Evaluated> {
     const nowMs = this.#now();
     const steps = plan.limits.map((limit) => this.#step(limit));
     const { results, cut } = this.#takeLocal(steps, nowMs);
@@ -220,14 +236,22 @@ class Engine implements LimitEngine {
     const remote = steps.flatMap((step, i) => (i < cut && step.algorithm !== 'drl' ? [i] : []));
     const ops = remote.map((i) => opOf(steps[i]!));
     if (!refusedLocally && plan.quota) ops.push(quotaOp(plan.quota));
-    const stored = ops.length > 0 ? await this.#runStore(ops, refusedLocally) : [];
+    const counted: Counted = { steps, results, remote, quotaAt: !refusedLocally && plan.quota ? ops.length - 1 : null };
+    // Only DRL limits (the default algorithm) and no quota: decided in process, with no promise.
+    if (ops.length === 0) return this.#conclude(counted, []);
+    return this.#runStore(ops, refusedLocally).then((stored) => this.#conclude(counted, stored));
+  }
+
+  /** The decision from the local results and what the store returned (null/undefined: see `#runStore`). */
+  #conclude({ steps, results, remote, quotaAt }: Counted, stored: StoreResult[] | null | undefined): Evaluated {
     if (stored === null) {
       this.#refund(steps, results);
       return { decision: { outcome: 'store_unavailable', rate: null, quota: null }, algorithm: steps[0]?.algorithm ?? 'none' };
     }
     remote.forEach((i, j) => (results[i] = stored?.[j]));
     this.#emitSmoothing(remote.map((i) => steps[i]!), stored ?? []);
-    const quota = plan.quota && stored && stored.length === ops.length && !refusedLocally ? stored.at(-1)! : null;
+    // The store stops at the first refusal, so a quota it did not reach has no result.
+    const quota = quotaAt !== null && stored && stored.length === quotaAt + 1 ? stored[quotaAt]! : null;
     const evaluated = toDecision(steps, results, quota);
     if (evaluated.decision.outcome !== 'allowed') this.#refund(steps, results);
     return evaluated;

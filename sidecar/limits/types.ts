@@ -110,7 +110,12 @@ export interface LimitExplanation {
 }
 
 export interface LimitEngine {
-  decide(request: LimitRequest, signal?: AbortSignal): Promise<LimitDecision>;
+  /**
+   * The request's decision: the decision itself when nothing is counted (no store call, no
+   * wait), so a request with no limit to meet takes no promise on the request path
+   * (docs/architecture.md#performance). Throws where it would otherwise reject.
+   */
+  decide(request: LimitRequest, signal?: AbortSignal): LimitDecision | Promise<LimitDecision>;
   /** Reads what `decide` would meet for the request; takes nothing. Throws when the store cannot be read. */
   explain(request: LimitRequest): Promise<LimitExplanation>;
   /** Swap in a new compiled config (settings, APIs, policies); counters are kept. */

@@ -96,7 +96,7 @@ export async function timedDecide(
 /** `total` concurrent decisions spread round-robin over the gateways; allowed counts per gateway. */
 export async function burst(gateways: readonly Gateway[], request: LimitRequest, total: number): Promise<number[]> {
   const outcomes = await Promise.all(
-    Array.from({ length: total }, (_, i) => gateways[i % gateways.length]!.engine.decide(request).then((d) => [i % gateways.length, d.outcome] as const)),
+    Array.from({ length: total }, async (_, i) => [i % gateways.length, (await gateways[i % gateways.length]!.engine.decide(request)).outcome] as const),
   );
   const allowed = gateways.map(() => 0);
   for (const [g, outcome] of outcomes) if (outcome === 'allowed') allowed[g]! += 1;

@@ -25,7 +25,7 @@ describe('decisions in flight together share script calls', () => {
     const observer = await watchCommands(testEnv().redisUrl);
     try {
       await sleep(50);
-      const outcomes = await Promise.all(Array.from({ length: 99 }, () => gateway.engine.decide(req).then((d) => d.outcome)));
+      const outcomes = await Promise.all(Array.from({ length: 99 }, async () => (await gateway.engine.decide(req)).outcome));
       await sleep(100);
       expect(outcomes.filter((o) => o === 'allowed')).toHaveLength(39);
       expect(outcomes.filter((o) => o === 'api_rate_limited')).toHaveLength(60);

@@ -89,8 +89,12 @@ async function throughFailover(set: RedisSentinelHandle, failover: () => Promise
   const outcomes: Record<string, number> = {};
   const traffic = (async () => {
     while (running) {
-      const outcome = await gateway.engine.decide(request(steady, null)).then((d) => d.outcome, (err: unknown) => void failures.push(err));
-      if (outcome) outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+      try {
+        const { outcome } = await gateway.engine.decide(request(steady, null));
+        outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+      } catch (err) {
+        failures.push(err);
+      }
       await sleep(10);
     }
   })();
