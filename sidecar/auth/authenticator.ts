@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import type { MaybePromise } from '../../common/maybe-promise.ts';
 import type { CompiledPolicy } from '../../crds/compiled.ts';
 import { keyHash as hashKey } from '../../crds/key-hash.ts';
 import { appliedPolicyIds, type Session } from '../../crds/session.ts';
@@ -41,6 +42,8 @@ export function accessRefusal(
   return session.access_rights[apiId] !== undefined || policyGrants(session, apiId, policies) ? null : 'not_granted';
 }
 
+const storeUnavailable: AuthResult = { ok: false, error: gatewayErrors.sessionStoreUnavailable };
+
 /**
  * Auth-token authentication (docs/behaviour.md#gateway-answers): 401 without a key, 403 for any
  * key that may not call the API. A key whose session is cached is answered without a promise.
@@ -51,21 +54,20 @@ export function authenticate(
   apiId: string,
   policies: Readonly<Record<string, CompiledPolicy>>,
   sessions: SessionCache,
-): AuthResult | Promise<AuthResult> {
+): MaybePromise<AuthResult> {
   const rawKey = extractKey(headers, headerName);
   if (rawKey === null) return { ok: false, error: gatewayErrors.authMissing };
   const keyHash = hashKey(rawKey);
-  let session: Session | null | Promise<Session | null>;
+  let session: MaybePromise<Session | null>;
   try {
     session = sessions.get(keyHash);
   } catch {
     return storeUnavailable;
   }
+  // A store that fails is answered with 503, whether it threw above or rejects here.
   if (session instanceof Promise) return session.then((read) => admitSession(read, keyHash, apiId, policies), () => storeUnavailable);
   return admitSession(session, keyHash, apiId, policies);
 }
-
-const storeUnavailable: AuthResult = { ok: false, error: gatewayErrors.sessionStoreUnavailable };
 
 function admitSession(session: Session | null, keyHash: string, apiId: string, policies: Readonly<Record<string, CompiledPolicy>>): AuthResult {
   if (session === null || accessRefusal(session, apiId, policies, Date.now() / 1000) !== null) {

@@ -1,3 +1,4 @@
+import type { MaybePromise } from '../../common/maybe-promise.ts';
 import type { SessionStore } from '../../common/session-store.ts';
 import type { Session } from '../../crds/session.ts';
 
@@ -28,7 +29,7 @@ export class SessionCache {
   }
 
   /** The session (null: no such key); a cached one is returned as it is, so a hit takes no promise. */
-  get(keyHash: string): Session | null | Promise<Session | null> {
+  get(keyHash: string): MaybePromise<Session | null> {
     const now = Date.now();
     const entry = this.#entries.get(keyHash);
     if (entry !== undefined && entry.expiresAt > now) return entry.session;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../common/logger.ts';
+import { andThen, type MaybePromise } from '../../common/maybe-promise.ts';
 import type { CompiledPolicy } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
@@ -112,13 +113,12 @@ export class Gateway {
    * A request that waits for nothing (a keyless API with no limit to count) is admitted
    * without a promise (docs/architecture.md#performance).
    */
-  #admitCurrent(req: IncomingMessage, exchange: Exchange, attempt = 1): Admitted | Promise<Admitted> {
+  #admitCurrent(req: IncomingMessage, exchange: Exchange, attempt = 1): MaybePromise<Admitted> {
     const state = this.#deps.state();
     const match = state.routes.match(req.url ?? '/');
-    const admitted = (admission: Admission | null): Admitted | Promise<Admitted> =>
+    const admitted = (admission: Admission | null): MaybePromise<Admitted> =>
       admission === null ? this.#admitCurrent(req, exchange, attempt + 1) : { error: admission.error, rateHeaders: admission.rateHeaders, state, match };
-    const admission = this.#admit(req, exchange, match, state, attempt < maxAdmissions);
-    return admission instanceof Promise ? admission.then(admitted) : admitted(admission);
+    return andThen(this.#admit(req, exchange, match, state, attempt < maxAdmissions), admitted);
   }
 
   /**
@@ -132,36 +132,36 @@ export class Gateway {
     match: RouteMatch | null,
     state: GatewayState,
     retryOnSwap: boolean,
-  ): Admission | null | Promise<Admission | null> {
+  ): MaybePromise<Admission | null> {
     if (match === null) return { error: gatewayErrors.notFound, rateHeaders: null };
     const { route, relativePath } = match;
     if (!route.api.active) return { error: gatewayErrors.apiInactive, rateHeaders: null };
     const method = req.method ?? 'GET';
     const limit: Limit = { route, method, path: relativePath, state, exchange };
     if (route.api.keyless || isIgnored(route, method, relativePath)) return this.#limit(limit, null, null, retryOnSwap);
-    const authenticated = (auth: AuthResult): Admission | null | Promise<Admission | null> =>
+    const authenticated = (auth: AuthResult): MaybePromise<Admission | null> =>
       auth.ok ? this.#limit(limit, auth.session, auth.keyHash, retryOnSwap) : { error: auth.error, rateHeaders: null };
-    const auth = authenticate(req.headers, route.authHeader, route.api.api_id, state.policies, this.#deps.sessions);
-    return auth instanceof Promise ? auth.then(authenticated) : authenticated(auth);
+    return andThen(authenticate(req.headers, route.authHeader, route.api.api_id, state.policies, this.#deps.sessions), authenticated);
   }
 
   /** The limits a routed (and, unless keyless, authenticated) request meets, and its stream slot. */
-  #limit(limit: Limit, session: Session | null, keyHash: string | null, retryOnSwap: boolean): Admission | null | Promise<Admission> {
+  #limit(limit: Limit, session: Session | null, keyHash: string | null, retryOnSwap: boolean): MaybePromise<Admission> | null {
     // Nothing is awaited from here to the engine's synchronous planning, so the check holds for it.
     if (retryOnSwap && this.#deps.state() !== limit.state) return null;
     const { route, method, path, exchange } = limit;
-    let decision: LimitDecision | Promise<LimitDecision>;
+    let decision: MaybePromise<LimitDecision>;
     try {
       decision = this.#deps.engine.decide({ api: route.api, method, path, session, keyHash }, exchange.signal);
     } catch (err) {
       return this.#limitFailed(limit, err);
     }
+    // A failed decision is answered too, whether it threw above or rejects here.
     if (decision instanceof Promise) return decision.then((decided) => this.#decided(limit, decided), (err: unknown) => this.#limitFailed(limit, err));
     return this.#decided(limit, decision);
   }
 
   /** The decision's refusal and headers; an admitted request on a stream-limited API waits for its slot first. */
-  #decided(limit: Limit, decision: LimitDecision): Admission | Promise<Admission> {
+  #decided(limit: Limit, decision: LimitDecision): MaybePromise<Admission> {
     const { route, state, exchange } = limit;
     try {
       const rateHeaders = rateHeadersFor(decision, state.settings.rate_limit_response_headers);

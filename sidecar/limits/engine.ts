@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../common/logger.ts';
+import { andThen, type MaybePromise } from '../../common/maybe-promise.ts';
 import type { CompiledConfig } from '../../crds/compiled.ts';
 import { algorithmFor, algorithmMode, drlShare, type AlgorithmMode } from './algorithm.ts';
 import type { LimitBackends } from './backends.ts';
@@ -123,7 +124,7 @@ class Engine implements LimitEngine {
     else void this.#heartbeat.stop();
   }
 
-  decide(request: LimitRequest, signal?: AbortSignal): LimitDecision | Promise<LimitDecision> {
+  decide(request: LimitRequest, signal?: AbortSignal): MaybePromise<LimitDecision> {
     const started = this.#now();
     const plan = this.#planner.plan(request, started);
     // Nothing to count (a keyless API without an API limit): no store, nothing to wait for.
@@ -134,7 +135,7 @@ class Engine implements LimitEngine {
     }
     const evaluated = this.#evaluate(plan);
     if (plan.throttle !== null) return this.#throttled(plan, plan.throttle, started, evaluated, signal);
-    return evaluated instanceof Promise ? evaluated.then(this.#counted) : this.#counted(evaluated);
+    return andThen(evaluated, this.#counted);
   }
 
   readonly #counted = (evaluated: Evaluated): LimitDecision => {
@@ -143,7 +144,7 @@ class Engine implements LimitEngine {
   };
 
   /** A rate-limited request of a throttled key is evaluated again every interval, until admitted or out of retries or time. */
-  async #throttled(plan: RequestPlan, throttle: ThrottlePlan, started: number, first: Evaluated | Promise<Evaluated>, signal: AbortSignal | undefined): Promise<LimitDecision> {
+  async #throttled(plan: RequestPlan, throttle: ThrottlePlan, started: number, first: MaybePromise<Evaluated>, signal: AbortSignal | undefined): Promise<LimitDecision> {
     let evaluated = await first;
     const deadline = started + this.#config.settings.throttle_max_wait_ms;
     for (let retry = 0; retry < throttle.retries && isRateLimited(evaluated.decision); retry++) {
@@ -227,7 +228,7 @@ class Engine implements LimitEngine {
    * nothing: the store undoes the admissions it made (in the same call), and the DRL
    * tokens taken for the other limits are given back here.
    */
-  #evaluate(plan: RequestPlan): Evaluated | Promise<Evaluated> {
+  #evaluate(plan: RequestPlan): MaybePromise<Evaluated> {
     const nowMs = this.#now();
     const steps = plan.limits.map((limit) => this.#step(limit));
     const { results, cut } = this.#takeLocal(steps, nowMs);

@@ -1,3 +1,4 @@
+import type { MaybePromise } from '../../common/maybe-promise.ts';
 import type { CompiledApi, CompiledConfig, CompiledSmoothing, ResourceRef } from '../../crds/compiled.ts';
 import type { Algorithm } from './algorithm.ts';
 import type { Alternative } from './plan.ts';
@@ -115,7 +116,7 @@ export interface LimitEngine {
    * wait), so a request with no limit to meet takes no promise on the request path
    * (docs/architecture.md#performance). Throws where it would otherwise reject.
    */
-  decide(request: LimitRequest, signal?: AbortSignal): LimitDecision | Promise<LimitDecision>;
+  decide(request: LimitRequest, signal?: AbortSignal): MaybePromise<LimitDecision>;
   /** Reads what `decide` would meet for the request; takes nothing. Throws when the store cannot be read. */
   explain(request: LimitRequest): Promise<LimitExplanation>;
   /** Swap in a new compiled config (settings, APIs, policies); counters are kept. */
