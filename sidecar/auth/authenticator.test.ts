@@ -63,6 +63,18 @@ describe('authenticate', () => {
     expect(authenticate({ authorization: 'bad' }, 'authorization', 'api1', {}, cache)).toEqual({ ok: false, error: gatewayErrors.accessDenied });
   });
 
+  it('remembers the hash of a key whose session was found, and of no other key', async () => {
+    const store = new MemorySessionStore();
+    await store.put(keyHash('good'), sessionSchema.parse({ access_rights: grant }));
+    await store.put(keyHash('elsewhere'), sessionSchema.parse({ access_rights: { api2: { api_id: 'api2' } } }));
+    const cache = new SessionCache(store, 10_000);
+    for (const key of ['good', 'elsewhere', 'bad']) await authenticate({ authorization: key }, 'authorization', 'api1', {}, cache);
+    // Telling the cache a stand-in hash changes only what it had not remembered yet.
+    for (const key of ['good', 'elsewhere', 'bad']) cache.rememberKey(key, `stand-in-${key}`);
+    // A found key is remembered even where it may not call the API: the hash is the key's, whatever it may call.
+    expect(['good', 'elsewhere', 'bad'].map((key) => cache.keyHashOf(key))).toEqual([keyHash('good'), keyHash('elsewhere'), 'stand-in-bad']);
+  });
+
   it.each([
     ['rejects', () => Promise.reject(new Error('down'))],
     ['throws', () => {

@@ -1,7 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { MaybePromise } from '../../common/maybe-promise.ts';
 import type { CompiledPolicy } from '../../crds/compiled.ts';
-import { keyHash as hashKey } from '../../crds/key-hash.ts';
 import { appliedPolicyIds, type Session } from '../../crds/session.ts';
 import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import type { SessionCache } from './session-cache.ts';
@@ -57,15 +56,24 @@ export function authenticate(
 ): MaybePromise<AuthResult> {
   const rawKey = extractKey(headers, headerName);
   if (rawKey === null) return { ok: false, error: gatewayErrors.authMissing };
-  const keyHash = hashKey(rawKey);
+  const keyHash = sessions.keyHashOf(rawKey);
   let session: MaybePromise<Session | null>;
   try {
     session = sessions.get(keyHash);
   } catch {
     return storeUnavailable;
   }
-  // A store that fails is answered with 503, whether it threw above or rejects here.
-  if (session instanceof Promise) return session.then((read) => admitSession(read, keyHash, apiId, policies), () => storeUnavailable);
+  // A store that fails is answered with 503, whether it threw above or rejects here. A key
+  // found in the store is remembered, so its hash comes from memory while it is in use.
+  if (session instanceof Promise) {
+    return session.then(
+      (read) => {
+        if (read !== null) sessions.rememberKey(rawKey, keyHash);
+        return admitSession(read, keyHash, apiId, policies);
+      },
+      () => storeUnavailable,
+    );
+  }
   return admitSession(session, keyHash, apiId, policies);
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MemorySessionStore } from '../../common/session-store.ts';
+import { keyHash } from '../../crds/key-hash.ts';
 import { sessionSchema } from '../../crds/session.ts';
 import { SessionCache } from './session-cache.ts';
 
@@ -56,5 +57,26 @@ describe('SessionCache', () => {
     await cache.get('c');
     await cache.get('a');
     expect(store.reads).toBe(4);
+  });
+
+  describe('key hashes', () => {
+    it('hashes a key it was not told of, and gives back the hash it remembered for one it was', () => {
+      const cache = new SessionCache(new MemorySessionStore());
+      expect(cache.keyHashOf('k1')).toBe(keyHash('k1'));
+      // A stand-in hash shows the answer came from memory rather than from hashing again.
+      cache.rememberKey('k1', 'remembered');
+      expect(cache.keyHashOf('k1')).toBe('remembered');
+      expect(cache.keyHashOf('k2')).toBe(keyHash('k2'));
+    });
+
+    it('keeps at most its size bound of keys, oldest out first, and no key longer than 256 characters', () => {
+      const cache = new SessionCache(new MemorySessionStore(), 10_000, 2);
+      for (const key of ['a', 'b', 'c']) cache.rememberKey(key, `remembered-${key}`);
+      expect(['a', 'b', 'c'].map((key) => cache.keyHashOf(key))).toEqual([keyHash('a'), 'remembered-b', 'remembered-c']);
+      const long = 'x'.repeat(257);
+      cache.rememberKey(long, 'remembered-long');
+      expect(cache.keyHashOf(long)).toBe(keyHash(long));
+      expect(cache.keyHashOf('c')).toBe('remembered-c');
+    });
   });
 });

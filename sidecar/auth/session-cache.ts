@@ -1,6 +1,13 @@
 import type { MaybePromise } from '../../common/maybe-promise.ts';
 import type { SessionStore } from '../../common/session-store.ts';
+import { keyHash } from '../../crds/key-hash.ts';
 import type { Session } from '../../crds/session.ts';
+
+/**
+ * Raw keys longer than this are hashed every time rather than remembered, so the memo of
+ * known keys' hashes stays small whatever keys clients send.
+ */
+const maxRememberedKeyLength = 256;
 
 interface Entry {
   session: Session | null;
@@ -14,6 +21,12 @@ interface Entry {
  * second; so the TTL stays at a few hundred milliseconds, never minutes. Unknown keys are
  * cached too, so a flood of bad keys cannot turn into a flood of store reads, and
  * concurrent misses for one key share a single read.
+ *
+ * It also remembers the hash of each raw key whose session was found lately (as many keys as
+ * sessions), so a known key's next request is not hashed again: SHA-256 was a gateway's
+ * largest single cost per authenticated request after the socket writes
+ * (docs/architecture.md#performance). Unknown keys are hashed every time, so a flood of them
+ * cannot push the known keys out.
  */
 export class SessionCache {
   readonly #store: SessionStore;
@@ -21,6 +34,8 @@ export class SessionCache {
   readonly #maxEntries: number;
   readonly #entries = new Map<string, Entry>();
   readonly #inFlight = new Map<string, Promise<Session | null>>();
+  /** Raw key -> its hash, for keys whose session was found; oldest first. */
+  readonly #hashes = new Map<string, string>();
 
   constructor(store: SessionStore, ttlMs = 250, maxEntries = 10_000) {
     this.#store = store;
@@ -48,6 +63,21 @@ export class SessionCache {
     );
     this.#inFlight.set(keyHash, read);
     return read;
+  }
+
+  /** The key's hash (crds/key-hash.ts), from memory when the key authenticated lately. */
+  keyHashOf(rawKey: string): string {
+    return this.#hashes.get(rawKey) ?? keyHash(rawKey);
+  }
+
+  /** Remembers a raw key whose session was found, so `keyHashOf` need not hash it again. */
+  rememberKey(rawKey: string, hash: string): void {
+    if (rawKey.length > maxRememberedKeyLength || this.#hashes.has(rawKey)) return;
+    if (this.#hashes.size >= this.#maxEntries) {
+      const oldest = this.#hashes.keys().next().value;
+      if (oldest !== undefined) this.#hashes.delete(oldest);
+    }
+    this.#hashes.set(rawKey, hash);
   }
 
   #remember(keyHash: string, session: Session | null): void {

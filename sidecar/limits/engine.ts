@@ -230,12 +230,21 @@ class Engine implements LimitEngine {
    */
   #evaluate(plan: RequestPlan): MaybePromise<Evaluated> {
     const nowMs = this.#now();
-    const steps = plan.limits.map((limit) => this.#step(limit));
+    // Plain loops: this runs for every limited request, and flatMap's and entries()'s
+    // per-element arrays were the larger part of its cost (docs/architecture.md#performance).
+    const steps: Step[] = [];
+    for (const limit of plan.limits) steps.push(this.#step(limit));
     const { results, cut } = this.#takeLocal(steps, nowMs);
     const refusedLocally = cut < steps.length;
     // Limits before a local refusal still run: an API-level refusal there is the answer.
-    const remote = steps.flatMap((step, i) => (i < cut && step.algorithm !== 'drl' ? [i] : []));
-    const ops = remote.map((i) => opOf(steps[i]!));
+    const remote: number[] = [];
+    const ops: StoreOp[] = [];
+    for (let i = 0; i < cut; i++) {
+      const step = steps[i]!;
+      if (step.algorithm === 'drl') continue;
+      remote.push(i);
+      ops.push(opOf(step));
+    }
     if (!refusedLocally && plan.quota) ops.push(quotaOp(plan.quota));
     const counted: Counted = { steps, results, remote, quotaAt: !refusedLocally && plan.quota ? ops.length - 1 : null };
     // Only DRL limits (the default algorithm) and no quota: decided in process, with no promise.
@@ -249,8 +258,10 @@ class Engine implements LimitEngine {
       this.#refund(steps, results);
       return { decision: { outcome: 'store_unavailable', rate: null, quota: null }, algorithm: steps[0]?.algorithm ?? 'none' };
     }
-    remote.forEach((i, j) => (results[i] = stored?.[j]));
-    this.#emitSmoothing(remote.map((i) => steps[i]!), stored ?? []);
+    if (stored !== undefined) {
+      for (let j = 0; j < remote.length; j++) results[remote[j]!] = stored[j];
+      this.#emitSmoothing(steps, remote, stored);
+    }
     // The store stops at the first refusal, so a quota it did not reach has no result.
     const quota = quotaAt !== null && stored && stored.length === quotaAt + 1 ? stored[quotaAt]! : null;
     const evaluated = toDecision(steps, results, quota);
@@ -261,7 +272,8 @@ class Engine implements LimitEngine {
   /** Takes DRL tokens in order; `cut` is the index of the first local refusal (or the length). */
   #takeLocal(steps: readonly Step[], nowMs: number): { results: (StepResult | undefined)[]; cut: number } {
     const results: (StepResult | undefined)[] = [];
-    for (const [i, step] of steps.entries()) {
+    for (let i = 0; i < steps.length; i++) {
+      const step = steps[i]!;
       if (step.algorithm !== 'drl') continue;
       const result = this.#buckets.take(step.limit.limiterId, step.share, step.limit.perMs, nowMs);
       results[i] = result;
@@ -296,10 +308,13 @@ class Engine implements LimitEngine {
     }
   }
 
-  #emitSmoothing(steps: readonly Step[], stored: readonly StoreResult[]): void {
-    stored.forEach((result, j) => {
-      const smoothing = steps[j]?.limit.smoothing;
-      if (!result.smoothing || !smoothing) return;
+  /** Smoothing events of the store's results; `remote[j]` is the step of `stored[j]` (the quota's result has none). */
+  #emitSmoothing(steps: readonly Step[], remote: readonly number[], stored: readonly StoreResult[]): void {
+    for (let j = 0; j < remote.length && j < stored.length; j++) {
+      const result = stored[j]!;
+      const step = steps[remote[j]!]!;
+      const smoothing = step.limit.smoothing;
+      if (!result.smoothing || !smoothing) continue;
       const { oldAllowance, newAllowance } = result.smoothing;
       const reason = newAllowance > oldAllowance ? 'RateLimitSmoothingUp' : 'RateLimitSmoothingDown';
       this.#metrics.smoothingEvents.inc({ reason });
@@ -308,7 +323,7 @@ class Engine implements LimitEngine {
         this.#options.events.emit({
           reason,
           source: smoothing.source,
-          limiterKey: steps[j]!.limit.limiterId,
+          limiterKey: step.limit.limiterId,
           oldAllowance,
           newAllowance,
           time: new Date(this.#now()),
@@ -316,7 +331,7 @@ class Engine implements LimitEngine {
       } catch (error) {
         this.#options.logger.warn({ err: error }, 'smoothing event sink failed');
       }
-    });
+    }
   }
 }
 

@@ -19,6 +19,13 @@ describe('upstreamRequestHeaders', () => {
     });
   });
 
+  it('drops a plain Connection: keep-alive and its Keep-Alive, whatever the case of the name it gives', () => {
+    for (const connection of ['keep-alive', 'Keep-Alive']) {
+      const out = upstreamRequestHeaders(request({ host: 'gw.example', connection, 'keep-alive': 'timeout=5', accept: 'text/plain' }));
+      expect(out).toEqual({ accept: 'text/plain', 'x-forwarded-for': '10.0.0.9', 'x-forwarded-proto': 'http', 'x-forwarded-host': 'gw.example' });
+    }
+  });
+
   it('appends to an existing X-Forwarded-For and keeps an earlier proxy proto and host', () => {
     const out = upstreamRequestHeaders(request({ host: 'inner', 'x-forwarded-for': '1.2.3.4', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'outer' }));
     expect(out['x-forwarded-for']).toBe('1.2.3.4, 10.0.0.9');

@@ -24,7 +24,9 @@ const hopByHop = new Set([
 const rateLimitPrefix = 'x-ratelimit-';
 
 function connectionTokens(value: string | string[] | undefined): Set<string> | null {
-  if (value === undefined) return null;
+  // Nearly every request and answer says just this, which names a hop-by-hop header already:
+  // nothing more to drop, and no split, array and Set on every exchange.
+  if (value === undefined || value === 'keep-alive') return null;
   const joined = Array.isArray(value) ? value.join(',') : value;
   const tokens = joined.split(',').map((t) => t.trim().toLowerCase()).filter((t) => t.length > 0);
   return tokens.length > 0 ? new Set(tokens) : null;
