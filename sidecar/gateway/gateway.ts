@@ -49,7 +49,7 @@ interface Admitted extends Admission {
 }
 
 /** A routed request on its way through the limits, with the state it was routed on. */
-interface Limit {
+interface RoutedRequest {
   route: RouteMatch['route'];
   method: string;
   path: string;
@@ -137,46 +137,46 @@ export class Gateway {
     const { route, relativePath } = match;
     if (!route.api.active) return { error: gatewayErrors.apiInactive, rateHeaders: null };
     const method = req.method ?? 'GET';
-    const limit: Limit = { route, method, path: relativePath, state, exchange };
-    if (route.api.keyless || isIgnored(route, method, relativePath)) return this.#limit(limit, null, null, retryOnSwap);
+    const routed: RoutedRequest = { route, method, path: relativePath, state, exchange };
+    if (route.api.keyless || isIgnored(route, method, relativePath)) return this.#limit(routed, null, null, retryOnSwap);
     const authenticated = (auth: AuthResult): MaybePromise<Admission | null> =>
-      auth.ok ? this.#limit(limit, auth.session, auth.keyHash, retryOnSwap) : { error: auth.error, rateHeaders: null };
+      auth.ok ? this.#limit(routed, auth.session, auth.keyHash, retryOnSwap) : { error: auth.error, rateHeaders: null };
     return andThen(authenticate(req.headers, route.authHeader, route.api.api_id, state.policies, this.#deps.sessions), authenticated);
   }
 
   /** The limits a routed (and, unless keyless, authenticated) request meets, and its stream slot. */
-  #limit(limit: Limit, session: Session | null, keyHash: string | null, retryOnSwap: boolean): MaybePromise<Admission> | null {
+  #limit(routed: RoutedRequest, session: Session | null, keyHash: string | null, retryOnSwap: boolean): MaybePromise<Admission> | null {
     // Nothing is awaited from here to the engine's synchronous planning, so the check holds for it.
-    if (retryOnSwap && this.#deps.state() !== limit.state) return null;
-    const { route, method, path, exchange } = limit;
+    if (retryOnSwap && this.#deps.state() !== routed.state) return null;
+    const { route, method, path, exchange } = routed;
     let decision: MaybePromise<LimitDecision>;
     try {
       decision = this.#deps.engine.decide({ api: route.api, method, path, session, keyHash }, exchange.signal);
     } catch (err) {
-      return this.#limitFailed(limit, err);
+      return this.#limitFailed(routed, err);
     }
     // A failed decision is answered too, whether it threw above or rejects here.
-    if (decision instanceof Promise) return decision.then((decided) => this.#decided(limit, decided), (err: unknown) => this.#limitFailed(limit, err));
-    return this.#decided(limit, decision);
+    if (decision instanceof Promise) return decision.then((decided) => this.#decided(routed, decided), (err: unknown) => this.#limitFailed(routed, err));
+    return this.#decided(routed, decision);
   }
 
   /** The decision's refusal and headers; an admitted request on a stream-limited API waits for its slot first. */
-  #decided(limit: Limit, decision: LimitDecision): MaybePromise<Admission> {
-    const { route, state, exchange } = limit;
+  #decided(routed: RoutedRequest, decision: LimitDecision): MaybePromise<Admission> {
+    const { route, state, exchange } = routed;
     try {
       const rateHeaders = rateHeadersFor(decision, state.settings.rate_limit_response_headers);
       const refusal = refusals[decision.outcome];
       if (refusal !== null || route.api.stream_limit === null) return { error: refusal, rateHeaders };
       return this.#deps.streams.acquire(route.api.api_id, route.api.stream_limit, streamMaxWaitMs(state.settings), exchange.signal).then(
         () => ({ error: null, rateHeaders }),
-        (err: unknown) => this.#limitFailed(limit, err),
+        (err: unknown) => this.#limitFailed(routed, err),
       );
     } catch (err) {
-      return this.#limitFailed(limit, err);
+      return this.#limitFailed(routed, err);
     }
   }
 
-  #limitFailed({ route, exchange: { requestId, signal } }: Limit, err: unknown): Admission {
+  #limitFailed({ route, exchange: { requestId, signal } }: RoutedRequest, err: unknown): Admission {
     if (err instanceof StreamRateLimitWaitError) {
       // When the refused request's slot would have come: a hint for the caller's retry.
       return { error: gatewayErrors.streamRateLimitWaitExceeded, rateHeaders: { 'retry-after': String(Math.ceil(err.waitMs / 1000)) } };
