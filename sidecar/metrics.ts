@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { BatchedHistogram } from '../common/batched-histogram.ts';
 import { LabelPairCounter } from '../common/label-pair-counter.ts';
 import { TIMING_SAMPLE_EVERY } from '../common/sampler.ts';
 
@@ -7,8 +8,8 @@ export interface SidecarMetrics {
   registry: Registry;
   requests: LabelPairCounter<'api', 'code_class'>;
   gatewayErrors: Counter<'api' | 'code'>;
-  upstreamSeconds: Histogram<'api'>;
-  admissionSeconds: Histogram<'api'>;
+  upstreamSeconds: BatchedHistogram<'api'>;
+  admissionSeconds: BatchedHistogram<'api'>;
   configReloads: Counter<'source' | 'result'>;
   configReloadErrors: Counter<'api_id'>;
   configProblems: Gauge<'kind' | 'reason'>;
@@ -34,14 +35,14 @@ export function createSidecarMetrics(registry = new Registry(), { processMetrics
       labelNames: ['api', 'code'],
       registers,
     }),
-    upstreamSeconds: new Histogram({
+    upstreamSeconds: new BatchedHistogram({
       name: 'gw_upstream_duration_seconds',
       help: `Time from sending a request upstream to its response headers. One request in ${TIMING_SAMPLE_EVERY} is timed.`,
       labelNames: ['api'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers,
     }),
-    admissionSeconds: new Histogram({
+    admissionSeconds: new BatchedHistogram({
       name: 'gw_admission_duration_seconds',
       help: `Time the gateway takes to route, authenticate and rate-limit a request before it is forwarded or refused: the latency the gateway adds. One request in ${TIMING_SAMPLE_EVERY} is timed.`,
       labelNames: ['api'],

@@ -219,7 +219,7 @@ export class Gateway {
     const admission = admitting instanceof Promise ? await admitting : admitting;
     const { state, match } = admission;
     const api = match?.route.api.api_id ?? '';
-    if (timed) this.#deps.metrics.admissionSeconds.observe({ api }, (performance.now() - started) / 1000);
+    if (timed) this.#deps.metrics.admissionSeconds.observe((performance.now() - started) / 1000, api);
     if (signal.aborted) {
       // The client left during admission: nobody would read the upstream's answer, so it is never asked.
       req.destroy();
@@ -251,7 +251,7 @@ export class Gateway {
     });
     this.#deps.metrics.requests.inc(api, statusClass(result.status));
     if (result.error !== null) this.#deps.metrics.gatewayErrors.inc({ api, code: result.error.code });
-    if (timed && result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe({ api }, result.upstreamSeconds);
+    if (timed && result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe(result.upstreamSeconds, api);
   }
 
   /** Connection upgrades (WebSocket) pass the same route, auth and limits before http-proxy carries them. */

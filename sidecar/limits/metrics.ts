@@ -1,4 +1,5 @@
-import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { BatchedHistogram } from '../../common/batched-histogram.ts';
 import { LabelPairCounter } from '../../common/label-pair-counter.ts';
 import { TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
 
@@ -6,7 +7,7 @@ export interface LimitMetrics {
   decisions: LabelPairCounter<'algorithm', 'outcome'>;
   smoothingEvents: Counter<'reason'>;
   smoothingAllowance: Gauge<'kind' | 'namespace' | 'name'>;
-  storeSeconds: Histogram;
+  storeSeconds: BatchedHistogram;
 }
 
 /**
@@ -41,9 +42,10 @@ export function createLimitMetrics(registry?: Registry): LimitMetrics {
       registers,
     }),
     smoothingAllowance: smoothingAllowanceGauge(registers, 'omit'),
-    storeSeconds: new Histogram({
+    storeSeconds: new BatchedHistogram({
       name: 'gw_limit_store_duration_seconds',
       help: `Time of one call to the limit store (for Redis: the round trip of one EVALSHA, queueing in the client included). One call in ${TIMING_SAMPLE_EVERY} is timed.`,
+      labelNames: [],
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers,
     }),
