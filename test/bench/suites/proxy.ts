@@ -1,10 +1,11 @@
 /**
  * Proxy throughput and latency (issue 5 benchmark): the same echo upstream called
- * directly, through a bare undici forwarder with no gateway logic, through nginx with a
- * limit_req (a C peer), and through the sidecar (keyless API; auth-token API with the
- * sliding log in Redis) with each forwarder. Each server runs in its own process; the C
- * load generator's closed loop drives them one after another in this run (three interleaved
- * rounds, or BENCH_ROUNDS; medians kept), so the ratios compare like with like.
+ * directly, through a bare undici forwarder with no gateway logic, through that forwarder
+ * with one Redis script call per event-loop turn in front of it (the Redis floor), through
+ * nginx with a limit_req (a C peer), and through the sidecar (keyless API; auth-token API
+ * with the sliding log in Redis) with each forwarder. Each server runs in its own process;
+ * the C load generator's closed loop drives them one after another in this run (three
+ * interleaved rounds, or BENCH_ROUNDS; medians kept), so the ratios compare like with like.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -21,12 +22,48 @@ import type { BenchContext, BenchSuite } from '../types.ts';
 /** The proxy rows' baseline: the gateway's own forwarder with nothing of the gateway around it. */
 export const BARE = 'bare undici forwarder';
 
-const bareScript = (port: number, upstream: string): string => `
+const forwarderScript = (upstream: string): string => `
 import { createServer } from 'node:http';
 import { clientGone } from '${REPO_ROOT}sidecar/proxy/forwarder.ts';
 import { UndiciForwarder } from '${REPO_ROOT}sidecar/proxy/undici-forwarder.ts';
 const f = new UndiciForwarder({ timeoutMs: () => 30000, maxBodyBytes: () => 1e7 });
-createServer((req, res) => void f.forward({ req, res, origin: '${upstream}', path: req.url, rateHeaders: null, answerHeaders: {}, signal: clientGone(res) })).listen(${port}, '127.0.0.1');`;
+const forward = (req, res) => void f.forward({ req, res, origin: '${upstream}', path: req.url, rateHeaders: null, answerHeaders: {}, signal: clientGone(res) });`;
+
+const bareScript = (port: number, upstream: string): string => `${forwarderScript(upstream)}
+createServer(forward).listen(${port}, '127.0.0.1');`;
+
+/** The floor under any exact limit shared through Redis: the bare forwarder behind one Redis round trip. */
+export const REDIS_FLOOR = 'Redis floor: bare undici forwarder after one Redis call per loop turn';
+
+/**
+ * The Redis floor's server: what the auth-token row's limit costs at the least, with none of
+ * the gateway's logic. Each event-loop turn's requests wait for one script call, as the
+ * sidecar's store sends them (docs/architecture.md#performance), and the script does the
+ * sliding log's per-request commands (ZCARD, ZADD) on one log, trimmed and given its expiry
+ * once per call, as limits.lua does for a log a call meets again. A failed call answers 503,
+ * which the bench counts as an error.
+ */
+const redisFloorScript = (port: number, upstream: string, redisUrl: string): string => `${forwarderScript(upstream)}
+import { Redis } from 'ioredis';
+const redis = new Redis('${redisUrl}');
+redis.defineCommand('slidingLog', {
+  numberOfKeys: 1,
+  lua: "local now = tonumber(ARGV[1]) redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 1000) redis.call('PEXPIRE', KEYS[1], 1000) local counts = {} for i = 2, #ARGV do counts[i - 1] = redis.call('ZCARD', KEYS[1]) redis.call('ZADD', KEYS[1], now, ARGV[i]) end return counts",
+});
+let waiting = [];
+let sequence = 0;
+const call = () => {
+  const batch = waiting;
+  waiting = [];
+  redis.slidingLog('bench:redis-floor', Date.now(), ...batch.map(() => String(sequence++))).then(
+    () => { for (const [req, res] of batch) forward(req, res); },
+    () => { for (const [, res] of batch) res.writeHead(503).end(); },
+  );
+};
+createServer((req, res) => {
+  if (waiting.length === 0) setImmediate(call);
+  waiting.push([req, res]);
+}).listen(${port}, '127.0.0.1');`;
 
 /**
  * A keyless API, the same with a stream rate-limit resource that is never reached, and an
@@ -87,7 +124,7 @@ export interface ProxyTargets {
  * keyless row and an auth-token + sliding log row each), every one in its own process.
  */
 export async function startProxyTargets(ctx: BenchContext, forwarders: readonly string[]): Promise<ProxyTargets> {
-  const [upstreamPort, barePort] = await Promise.all([freePort(), freePort()]);
+  const [upstreamPort, barePort, floorPort] = await Promise.all([freePort(), freePort(), freePort()]);
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
   const bare = spawnNode(['--input-type=module', '-e', bareScript(barePort, upstreamUrl)]);
   const children = [spawnEchoUpstream(upstreamPort), bare];
@@ -103,9 +140,13 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
     await Promise.all([waitFor(`${upstreamUrl}/`), waitFor(`http://127.0.0.1:${barePort}/`)]);
     const redisUrl = await ctx.redisUrl();
     const redisPid = await redisProcessId(redisUrl);
+    const floor = spawnNode(['--input-type=module', '-e', redisFloorScript(floorPort, upstreamUrl, redisUrl)]);
+    children.push(floor);
+    await waitFor(`http://127.0.0.1:${floorPort}/`);
     const targets: Target[] = [
       { name: 'upstream direct', url: `${upstreamUrl}/bench` },
       { name: BARE, url: `http://127.0.0.1:${barePort}/bench`, baseline: 'upstream direct', cpu: { proxy: [bare.pid!] } },
+      { name: REDIS_FLOOR, url: `http://127.0.0.1:${floorPort}/bench`, baseline: BARE, cpu: { proxy: [floor.pid!], redis: [redisPid] } },
     ];
     nginx = await startNginx(upstreamUrl, 1);
     ctx.log(`sidecars run as their image runs them: node ${imageNodeFlags('sidecar').join(' ')}, NODE_OPTIONS '${SIDECAR_NODE_OPTIONS}', on jemalloc`);
@@ -146,6 +187,11 @@ const proxySuite: BenchSuite = async (ctx) => {
     for (const t of targets.filter((t) => t.baseline === BARE)) {
       const ratio = medianCpuRatio(rounds, t.name, BARE, 'proxy');
       rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the bare forwarder's / this row's`, value: ratio, unit: 'ratio', baseline: BARE, ratio });
+    }
+    // What the limited rows spend beyond the Redis round trip that any exact shared limit pays.
+    for (const t of targets.filter((t) => t.cpu?.redis !== undefined && t.name !== REDIS_FLOOR)) {
+      const ratio = medianCpuRatio(rounds, t.name, REDIS_FLOOR, 'proxy');
+      rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the Redis floor's / this row's`, value: ratio, unit: 'ratio', baseline: REDIS_FLOOR, ratio });
     }
     return rows;
   } finally {
