@@ -35,6 +35,9 @@ createServer(forward).listen(${port}, '127.0.0.1');`;
 /** The floor under any exact limit shared through Redis: the bare forwarder behind one Redis round trip. */
 export const REDIS_FLOOR = 'Redis floor: bare undici forwarder after one Redis call per loop turn';
 
+/** A sidecar row whose limit counts in Redis: the rows the Redis floor is the least cost of. */
+export const limitedInRedis = (target: Target): boolean => target.cpu?.redis !== undefined && target.name !== REDIS_FLOOR;
+
 /**
  * The Redis floor's server: what the auth-token row's limit costs at the least, with none of
  * the gateway's logic. Each event-loop turn's requests wait for one script call, as the
@@ -189,7 +192,7 @@ const proxySuite: BenchSuite = async (ctx) => {
       rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the bare forwarder's / this row's`, value: ratio, unit: 'ratio', baseline: BARE, ratio });
     }
     // What the limited rows spend beyond the Redis round trip that any exact shared limit pays.
-    for (const t of targets.filter((t) => t.cpu?.redis !== undefined && t.name !== REDIS_FLOOR)) {
+    for (const t of targets.filter(limitedInRedis)) {
       const ratio = medianCpuRatio(rounds, t.name, REDIS_FLOOR, 'proxy');
       rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the Redis floor's / this row's`, value: ratio, unit: 'ratio', baseline: REDIS_FLOOR, ratio });
     }

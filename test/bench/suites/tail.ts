@@ -6,9 +6,10 @@
  * interleaved rounds.
  * What the issue asks of the sidecar rows: p99 at most 3× p50, and at most 5 ms over the
  * bare forwarder's p99 in the same round; the auth-token row is also given against the Redis
- * floor's p99, the round trip its limit cannot do without. Each row also gives the proxy's CPU per request
- * under this load and the share of a core that makes: requests that arrive one at a time
- * cost more than the batches of a closed loop, so half its maximum is not half a core.
+ * floor's p99, the round trip its limit cannot do without. Each row also gives the proxy's
+ * CPU per request under this load and the share of a core that makes: requests that arrive
+ * one at a time cost more than the batches of a closed loop, so half its maximum is not half
+ * a core.
  * Beside each row, how late a thread at the servers' priority woke from 1 ms sleeps during it
  * (the generator's meter): the wait for a core the machine imposed on any process meanwhile,
  * which no server's p99 can be under. Over the row's p50 it is the smallest p99 / p50 the row
@@ -17,7 +18,7 @@
 import { CONNECTIONS, median, measureRounds, roundCount, withCpuPerRequest, type Target, type WithCpu } from '../http-load.ts';
 import { openLoop, type LoadResult } from '../load-generator.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
-import { BARE, REDIS_FLOOR, startProxyTargets } from './proxy.ts';
+import { BARE, limitedInRedis, REDIS_FLOOR, startProxyTargets } from './proxy.ts';
 
 const SUITE = 'tail';
 
@@ -74,10 +75,7 @@ const tailSuite: BenchSuite = async (ctx) => {
         { suite: SUITE, name: `${name}: the machine's p99 wake-up lateness / the row's p50`, value: at((r) => r.wakeLateMicros.p99 / r.latencyMicros.p50), unit: 'ratio' },
       );
       if (target.name !== BARE) rows.push({ suite: SUITE, name: `${name}: p99 added over the bare forwarder's`, value: p99Added(own, bare), unit: 'ms' });
-      // The limited rows against the round trip any exact shared limit pays (proxy.ts).
-      if (target.cpu?.redis !== undefined && target.name !== REDIS_FLOOR) {
-        rows.push({ suite: SUITE, name: `${name}: p99 added over the Redis floor's`, value: p99Added(own, floor), unit: 'ms' });
-      }
+      if (limitedInRedis(target)) rows.push({ suite: SUITE, name: `${name}: p99 added over the Redis floor's`, value: p99Added(own, floor), unit: 'ms' });
     }
     return rows;
   } finally {
