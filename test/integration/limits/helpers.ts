@@ -121,7 +121,11 @@ export async function metricValues(registry: Registry, name: string): Promise<Re
  * them too, which is why it cannot measure round trips).
  */
 export async function watchCommands(url: string): Promise<{ counts(): Record<string, number>; stop(): void }> {
-  const client = redisClient(url);
+  // Only the MONITOR connection connects (the base client is lazy). ioredis switches that
+  // connection to monitoring one microtask after MONITOR's OK; a command another client sends
+  // meanwhile (the base client's own ready check, when it connected too) arrives in the same
+  // read and ioredis takes it for a reply nobody asked for ("Command queue state error").
+  const client = new Redis(url, { lazyConnect: true });
   const monitor = await client.monitor();
   const counts: Record<string, number> = {};
   monitor.on('monitor', (_time: string, args: string[], source: string) => {
