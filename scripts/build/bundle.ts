@@ -44,6 +44,19 @@ export const latin1Source: Plugin = {
   },
 };
 
+/**
+ * Node defines these globals as getters (kept for an ES module deprecation path), so every
+ * read of one is a call that V8's optimizing compiler does not fold away. The gateway's
+ * dependencies read `Buffer` dozens of times per request (ioredis for every argument it
+ * encodes), so the bundle imports them from their modules instead: the same objects, bound
+ * once (docs/architecture.md#performance).
+ */
+export const nodeGlobals: Record<string, [string, string]> = {
+  Buffer: ['node:buffer', 'Buffer'],
+  performance: ['node:perf_hooks', 'performance'],
+  process: ['node:process', 'default'],
+};
+
 /** The path of a program's entry module in a bundle folder. */
 export function bundleEntry(program: Program, out = DEFAULT_BUNDLE_DIR): string {
   return join(out, program, `gw-${program}.mjs`);
@@ -57,6 +70,7 @@ export async function bundle(program: Program, out = DEFAULT_BUNDLE_DIR): Promis
     platform: 'node',
     logLevel: 'warn',
     plugins: [latin1Source],
+    transform: { inject: nodeGlobals },
     output: {
       dir,
       format: 'esm',
