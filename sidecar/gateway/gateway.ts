@@ -37,25 +37,31 @@ export interface GatewayDeps {
   logger: Logger;
 }
 
-interface Admission {
+/** An admission: the refusal to answer (null to forward), the rate headers either way, and the state and route it was decided on. */
+interface Admitted {
   error: GatewayError | null;
   rateHeaders: Record<string, string> | null;
-}
-
-/** An admission with the state and route it was decided on. */
-interface Admitted extends Admission {
   state: GatewayState;
   match: RouteMatch | null;
 }
 
-/** A routed request on its way through the limits, with the state it was routed on. */
+/** A routed request on its way through admission, with the state it was routed on and its attempt (see `#admitCurrent`). */
 interface RoutedRequest {
-  route: RouteMatch['route'];
-  method: string;
-  path: string;
-  state: GatewayState;
+  req: IncomingMessage;
   exchange: Exchange;
+  state: GatewayState;
+  match: RouteMatch;
+  method: string;
+  attempt: number;
 }
+
+/** The admission of a routed request with this refusal (or none) and these headers. */
+const admitted = ({ state, match }: RoutedRequest, error: GatewayError | null, rateHeaders: Record<string, string> | null): Admitted => ({
+  error,
+  rateHeaders,
+  state,
+  match,
+});
 
 /** Admission attempts when the config keeps changing under it (see `#admitCurrent`). */
 const maxAdmissions = 3;
@@ -111,47 +117,31 @@ export class Gateway {
    * while the session was being read therefore starts admission over on the new state (the
    * session is then cached, so the retry costs no store read); the last attempt keeps what it has.
    * A request that waits for nothing (a keyless API with no limit to count) is admitted
-   * without a promise (docs/architecture.md#performance).
+   * without a promise, and one that waits takes one promise per step it waits on
+   * (docs/architecture.md#performance).
    */
   #admitCurrent(req: IncomingMessage, exchange: Exchange, attempt = 1): MaybePromise<Admitted> {
     const state = this.#deps.state();
     const match = state.routes.match(req.url ?? '/');
-    const admitted = (admission: Admission | null): MaybePromise<Admitted> =>
-      admission === null ? this.#admitCurrent(req, exchange, attempt + 1) : { error: admission.error, rateHeaders: admission.rateHeaders, state, match };
-    return andThen(this.#admit(req, exchange, match, state, attempt < maxAdmissions), admitted);
-  }
-
-  /**
-   * Route, authenticate and limit a request: the refusal to answer, or null to forward (with
-   * the rate headers either way); null altogether when `retryOnSwap` and the config changed
-   * during authentication.
-   */
-  #admit(
-    req: IncomingMessage,
-    exchange: Exchange,
-    match: RouteMatch | null,
-    state: GatewayState,
-    retryOnSwap: boolean,
-  ): MaybePromise<Admission | null> {
-    if (match === null) return { error: gatewayErrors.notFound, rateHeaders: null };
+    if (match === null) return { error: gatewayErrors.notFound, rateHeaders: null, state, match };
     const { route, relativePath } = match;
-    if (!route.api.active) return { error: gatewayErrors.apiInactive, rateHeaders: null };
+    if (!route.api.active) return { error: gatewayErrors.apiInactive, rateHeaders: null, state, match };
     const method = req.method ?? 'GET';
-    const routed: RoutedRequest = { route, method, path: relativePath, state, exchange };
-    if (route.api.keyless || isIgnored(route, method, relativePath)) return this.#limit(routed, null, null, retryOnSwap);
-    const authenticated = (auth: AuthResult): MaybePromise<Admission | null> =>
-      auth.ok ? this.#limit(routed, auth.session, auth.keyHash, retryOnSwap) : { error: auth.error, rateHeaders: null };
+    const routed: RoutedRequest = { req, exchange, state, match, method, attempt };
+    if (route.api.keyless || isIgnored(route, method, relativePath)) return this.#limit(routed, null, null);
+    const authenticated = (auth: AuthResult): MaybePromise<Admitted> =>
+      auth.ok ? this.#limit(routed, auth.session, auth.keyHash) : admitted(routed, auth.error, null);
     return andThen(authenticate(req.headers, route.authHeader, route.api.api_id, state.policies, this.#deps.sessions), authenticated);
   }
 
   /** The limits a routed (and, unless keyless, authenticated) request meets, and its stream slot. */
-  #limit(routed: RoutedRequest, session: Session | null, keyHash: string | null, retryOnSwap: boolean): MaybePromise<Admission> | null {
+  #limit(routed: RoutedRequest, session: Session | null, keyHash: string | null): MaybePromise<Admitted> {
     // Nothing is awaited from here to the engine's synchronous planning, so the check holds for it.
-    if (retryOnSwap && this.#deps.state() !== routed.state) return null;
-    const { route, method, path, exchange } = routed;
+    if (routed.attempt < maxAdmissions && this.#deps.state() !== routed.state) return this.#admitCurrent(routed.req, routed.exchange, routed.attempt + 1);
+    const { match, method, exchange } = routed;
     let decision: MaybePromise<LimitDecision>;
     try {
-      decision = this.#deps.engine.decide({ api: route.api, method, path, session, keyHash }, exchange.signal);
+      decision = this.#deps.engine.decide({ api: match.route.api, method, path: match.relativePath, session, keyHash }, exchange.signal);
     } catch (err) {
       return this.#limitFailed(routed, err);
     }
@@ -161,14 +151,14 @@ export class Gateway {
   }
 
   /** The decision's refusal and headers; an admitted request on a stream-limited API waits for its slot first. */
-  #decided(routed: RoutedRequest, decision: LimitDecision): MaybePromise<Admission> {
-    const { route, state, exchange } = routed;
+  #decided(routed: RoutedRequest, decision: LimitDecision): MaybePromise<Admitted> {
+    const { match: { route }, state, exchange } = routed;
     try {
       const rateHeaders = rateHeadersFor(decision, state.settings.rate_limit_response_headers);
       const refusal = refusals[decision.outcome];
-      if (refusal !== null || route.api.stream_limit === null) return { error: refusal, rateHeaders };
+      if (refusal !== null || route.api.stream_limit === null) return admitted(routed, refusal, rateHeaders);
       return this.#deps.streams.acquire(route.api.api_id, route.api.stream_limit, streamMaxWaitMs(state.settings), exchange.signal).then(
-        () => ({ error: null, rateHeaders }),
+        () => admitted(routed, null, rateHeaders),
         (err: unknown) => this.#limitFailed(routed, err),
       );
     } catch (err) {
@@ -176,14 +166,15 @@ export class Gateway {
     }
   }
 
-  #limitFailed({ route, exchange: { requestId, signal } }: RoutedRequest, err: unknown): Admission {
+  #limitFailed(routed: RoutedRequest, err: unknown): Admitted {
+    const { match: { route }, exchange: { requestId, signal } } = routed;
     if (err instanceof StreamRateLimitWaitError) {
       // When the refused request's slot would have come: a hint for the caller's retry.
-      return { error: gatewayErrors.streamRateLimitWaitExceeded, rateHeaders: { 'retry-after': String(Math.ceil(err.waitMs / 1000)) } };
+      return admitted(routed, gatewayErrors.streamRateLimitWaitExceeded, { 'retry-after': String(Math.ceil(err.waitMs / 1000)) });
     }
     // An abort means the client left while waiting (throttle, stream slot): nothing to report.
     if (!signal?.aborted) this.#log(requestId).error({ err, api: route.api.api_id }, 'limit decision failed');
-    return { error: gatewayErrors.storeUnavailable, rateHeaders: null };
+    return admitted(routed, gatewayErrors.storeUnavailable, null);
   }
 
   /** A request's logger: made only when something is logged, so the hot path pays nothing for it. */

@@ -230,26 +230,33 @@ class Engine implements LimitEngine {
    */
   #evaluate(plan: RequestPlan): MaybePromise<Evaluated> {
     const nowMs = this.#now();
-    // Plain loops: this runs for every limited request, and flatMap's and entries()'s
-    // per-element arrays were the larger part of its cost (docs/architecture.md#performance).
-    const steps: Step[] = [];
-    for (const limit of plan.limits) steps.push(this.#step(limit));
-    const { results, cut } = this.#takeLocal(steps, nowMs);
-    const refusedLocally = cut < steps.length;
+    // Plain loops into arrays of the size they need: this runs for every limited request,
+    // flatMap's and entries()'s per-element arrays were the larger part of its cost, and an
+    // empty array grows to 16 slots at its first push (docs/architecture.md#performance).
+    const count = plan.limits.length;
+    const steps = new Array<Step>(count);
+    for (let i = 0; i < count; i++) steps[i] = this.#step(plan.limits[i]!);
+    const results = new Array<StepResult | undefined>(count);
+    const cut = this.#takeLocal(steps, results, nowMs);
+    const refusedLocally = cut < count;
     // Limits before a local refusal still run: an API-level refusal there is the answer.
-    const remote: number[] = [];
-    const ops: StoreOp[] = [];
+    const remote = new Array<number>(cut);
+    const ops = new Array<StoreOp>(cut + 1);
+    let sent = 0;
     for (let i = 0; i < cut; i++) {
       const step = steps[i]!;
       if (step.algorithm === 'drl') continue;
-      remote.push(i);
-      ops.push(opOf(step));
+      remote[sent] = i;
+      ops[sent++] = opOf(step);
     }
-    if (!refusedLocally && plan.quota) ops.push(quotaOp(plan.quota));
-    const counted: Counted = { steps, results, remote, quotaAt: !refusedLocally && plan.quota ? ops.length - 1 : null };
+    remote.length = sent;
+    const quotaAt = !refusedLocally && plan.quota ? sent : null;
+    if (quotaAt !== null) ops[sent++] = quotaOp(plan.quota!);
+    ops.length = sent;
+    const counted: Counted = { steps, results, remote, quotaAt };
     // Only DRL limits (the default algorithm) and no quota: decided in process, with no promise.
-    if (ops.length === 0) return this.#conclude(counted, []);
-    return this.#runStore(ops, refusedLocally).then((stored) => this.#conclude(counted, stored));
+    if (sent === 0) return this.#conclude(counted, []);
+    return this.#runStore(ops, refusedLocally, counted);
   }
 
   /** The decision from the local results and what the store returned (null/undefined: see `#runStore`). */
@@ -269,36 +276,45 @@ class Engine implements LimitEngine {
     return evaluated;
   }
 
-  /** Takes DRL tokens in order; `cut` is the index of the first local refusal (or the length). */
-  #takeLocal(steps: readonly Step[], nowMs: number): { results: (StepResult | undefined)[]; cut: number } {
-    const results: (StepResult | undefined)[] = [];
+  /** Takes DRL tokens in order, into `results`; the index of the first local refusal (or the length). */
+  #takeLocal(steps: readonly Step[], results: (StepResult | undefined)[], nowMs: number): number {
     for (let i = 0; i < steps.length; i++) {
       const step = steps[i]!;
       if (step.algorithm !== 'drl') continue;
       const result = this.#buckets.take(step.limit.limiterId, step.share, step.limit.perMs, nowMs);
       results[i] = result;
-      if (!result.allowed) return { results, cut: i };
+      if (!result.allowed) return i;
     }
-    return { results, cut: steps.length };
+    return steps.length;
   }
 
   /**
-   * null: the store failed and the failure mode is `closed`. undefined: it failed and the
-   * mode is `open`, so the request goes on with the limits that did not need the store.
+   * The store's part of an evaluation, concluded: when the store fails, with null for the
+   * `closed` failure mode, and with undefined for `open`, where the request goes on with the
+   * limits that did not need the store. One `then` for the call and the conclusion: every
+   * limited request passes here (docs/architecture.md#performance).
    */
-  async #runStore(ops: StoreOp[], refused: boolean): Promise<StoreResult[] | null | undefined> {
+  #runStore(ops: StoreOp[], refused: boolean, counted: Counted): Promise<Evaluated> {
     const timed = this.#timingSampler.next();
     const started = timed ? performance.now() : 0;
+    let running: Promise<StoreResult[]>;
     try {
-      const stored = await this.#store.run(ops, refused);
-      this.#health.succeeded();
-      return stored;
+      running = this.#store.run(ops, refused);
     } catch (error) {
-      this.#health.failed(error);
-      return this.#config.settings.redis_failure_mode === 'closed' ? null : undefined;
-    } finally {
-      if (timed) this.#metrics.storeSeconds.observe((performance.now() - started) / 1000);
+      running = Promise.reject(error);
     }
+    return running.then(
+      (stored) => {
+        if (timed) this.#metrics.storeSeconds.observe((performance.now() - started) / 1000);
+        this.#health.succeeded();
+        return this.#conclude(counted, stored);
+      },
+      (error: unknown) => {
+        if (timed) this.#metrics.storeSeconds.observe((performance.now() - started) / 1000);
+        this.#health.failed(error);
+        return this.#conclude(counted, this.#config.settings.redis_failure_mode === 'closed' ? null : undefined);
+      },
+    );
   }
 
   /** Gives back every DRL token this refused request took. */

@@ -63,8 +63,10 @@ interface Ran {
   rows: number[];
 }
 
+/** A request's decision waiting for the next batched call. */
 interface Queued extends Call {
-  resolve: (ran: Ran) => void;
+  ops: readonly StoreOp[];
+  resolve: (results: StoreResult[]) => void;
   reject: (error: unknown) => void;
 }
 
@@ -255,19 +257,38 @@ export class RedisLimitStore implements LimitStore {
     this.#settings = settings;
   }
 
-  async run(ops: readonly StoreOp[], refused: boolean): Promise<StoreResult[]> {
+  /**
+   * One promise per decision, settled by the batch's callback with the results themselves:
+   * every limited request passes here, and each async step in between was a promise, a
+   * microtask and a closure more (docs/architecture.md#performance).
+   */
+  run(ops: readonly StoreOp[], refused: boolean): Promise<StoreResult[]> {
     const member = `${this.#instanceId}:${(this.#sequence = (this.#sequence + 1) % Number.MAX_SAFE_INTEGER)}`;
     if (this.#redis.isCluster) return this.#runOnCluster(ops, refused, member);
-    const ran = await new Promise<Ran>((resolve, reject) => {
-      this.#queue.push({ encoded: ops.map(encodeOnce), member, mode: refused ? 'refused' : 'admit', resolve, reject });
+    return new Promise<StoreResult[]>((resolve, reject) => {
+      this.#queue.push({ ops, encoded: ops.map(encodeOnce), member, mode: refused ? 'refused' : 'admit', resolve, reject });
       if (this.#flushScheduled) return;
       this.#flushScheduled = true;
       // After the I/O callbacks of this loop turn: every decision they started goes in one call.
       setImmediate(this.#flush);
     });
-    const results = resultsOf(ran);
-    if (ops.some((op) => op.kind === 'sentinel')) this.#trimSentinelLogs(ops.slice(0, results.length), ran.nowMs);
-    return results;
+  }
+
+  /** A queued decision's results, once its call answered; its sentinel logs join the next trim. */
+  #settle({ ops, resolve, reject }: Queued, ran: Ran): void {
+    try {
+      const results = resultsOf(ran);
+      for (let i = 0; i < results.length; i++) {
+        if (ops[i]!.kind === 'sentinel') {
+          this.#trimSentinelLogs(ops.slice(0, results.length), ran.nowMs);
+          break;
+        }
+      }
+      resolve(results);
+    } catch (error) {
+      // Only this decision fails; the rest of its batch is settled all the same.
+      reject(error);
+    }
   }
 
   /** One call, outside the batches: peeks are rare (an admin read), and on a Cluster each op is its own call. */
@@ -290,7 +311,7 @@ export class RedisLimitStore implements LimitStore {
     for (let i = 0; i < queue.length; i += maxBatch) {
       const batch = queue.slice(i, i + maxBatch);
       this.#call(batch).then(
-        (ran) => ran.forEach((r, j) => (r instanceof Error ? batch[j]!.reject(r) : batch[j]!.resolve(r))),
+        (ran) => ran.forEach((r, j) => (r instanceof Error ? batch[j]!.reject(r) : this.#settle(batch[j]!, r))),
         (error: unknown) => batch.forEach((q) => q.reject(error)),
       );
     }
