@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../common/logger.ts';
-import { andThen, type MaybePromise } from '../../common/maybe-promise.ts';
+import type { MaybePromise } from '../../common/maybe-promise.ts';
 import type { CompiledConfig } from '../../crds/compiled.ts';
 import { algorithmFor, algorithmMode, drlShare, type AlgorithmMode } from './algorithm.ts';
 import type { LimitBackends } from './backends.ts';
@@ -63,6 +63,9 @@ interface Counted {
   remote: number[];
   quotaAt: number | null;
 }
+
+/** `#evaluate`'s continuation for an evaluation that is not the decision yet (a throttled key's). */
+const asEvaluated = (evaluated: Evaluated): Evaluated => evaluated;
 
 const noLimits = (): Evaluated => ({ decision: { outcome: 'allowed', rate: null, quota: null }, algorithm: 'none' });
 
@@ -133,9 +136,9 @@ class Engine implements LimitEngine {
       this.#metrics.decisions.inc(algorithm, decision.outcome);
       return decision;
     }
-    const evaluated = this.#evaluate(plan);
-    if (plan.throttle !== null) return this.#throttled(plan, plan.throttle, started, evaluated, signal);
-    return andThen(evaluated, this.#counted);
+    // A throttled key's first evaluation may be followed by others: the decision is counted once, at the end.
+    if (plan.throttle !== null) return this.#throttled(plan, plan.throttle, started, this.#evaluate(plan, asEvaluated), signal);
+    return this.#evaluate(plan, this.#counted);
   }
 
   readonly #counted = (evaluated: Evaluated): LimitDecision => {
@@ -149,7 +152,7 @@ class Engine implements LimitEngine {
     const deadline = started + this.#config.settings.throttle_max_wait_ms;
     for (let retry = 0; retry < throttle.retries && isRateLimited(evaluated.decision); retry++) {
       if (this.#now() + throttle.intervalMs > deadline || !(await this.#wait(throttle.intervalMs, signal))) break;
-      evaluated = await this.#evaluate(plan);
+      evaluated = await this.#evaluate(plan, asEvaluated);
     }
     return this.#counted(evaluated);
   }
@@ -226,9 +229,10 @@ class Engine implements LimitEngine {
    * DRL limits are taken in process first; every other limit (and the quota, when no
    * local limit refused) goes to the store in one call. A refused request consumes
    * nothing: the store undoes the admissions it made (in the same call), and the DRL
-   * tokens taken for the other limits are given back here.
+   * tokens taken for the other limits are given back here. `then` takes the evaluation
+   * where it concludes, so a store call costs the request one promise reaction, not two.
    */
-  #evaluate(plan: RequestPlan): MaybePromise<Evaluated> {
+  #evaluate<T>(plan: RequestPlan, then: (evaluated: Evaluated) => T): MaybePromise<T> {
     const nowMs = this.#now();
     // Plain loops into arrays of the size they need: this runs for every limited request,
     // flatMap's and entries()'s per-element arrays were the larger part of its cost, and an
@@ -255,8 +259,8 @@ class Engine implements LimitEngine {
     ops.length = sent;
     const counted: Counted = { steps, results, remote, quotaAt };
     // Only DRL limits (the default algorithm) and no quota: decided in process, with no promise.
-    if (sent === 0) return this.#conclude(counted, []);
-    return this.#runStore(ops, refusedLocally, counted);
+    if (sent === 0) return then(this.#conclude(counted, []));
+    return this.#runStore(ops, refusedLocally, counted, then);
   }
 
   /** The decision from the local results and what the store returned (null/undefined: see `#runStore`). */
@@ -294,7 +298,7 @@ class Engine implements LimitEngine {
    * limits that did not need the store. One `then` for the call and the conclusion: every
    * limited request passes here (docs/architecture.md#performance).
    */
-  #runStore(ops: StoreOp[], refused: boolean, counted: Counted): Promise<Evaluated> {
+  #runStore<T>(ops: StoreOp[], refused: boolean, counted: Counted, then: (evaluated: Evaluated) => T): Promise<T> {
     const timed = this.#timingSampler.next();
     const started = timed ? performance.now() : 0;
     let running: Promise<StoreResult[]>;
@@ -307,12 +311,12 @@ class Engine implements LimitEngine {
       (stored) => {
         if (timed) this.#metrics.storeSeconds.observe((performance.now() - started) / 1000);
         this.#health.succeeded();
-        return this.#conclude(counted, stored);
+        return then(this.#conclude(counted, stored));
       },
       (error: unknown) => {
         if (timed) this.#metrics.storeSeconds.observe((performance.now() - started) / 1000);
         this.#health.failed(error);
-        return this.#conclude(counted, this.#config.settings.redis_failure_mode === 'closed' ? null : undefined);
+        return then(this.#conclude(counted, this.#config.settings.redis_failure_mode === 'closed' ? null : undefined));
       },
     );
   }
