@@ -8,12 +8,17 @@ import { sessionKey } from './redis-keys.ts';
  */
 export interface SessionStore {
   get(keyHash: string): Promise<Session | null>;
+  /**
+   * The stored JSON as it is, unparsed (null: no such key): for a reader that keeps what it
+   * parsed last and parses again only what changed (sidecar/auth/session-cache.ts).
+   */
+  getJson(keyHash: string): Promise<string | null>;
   put(keyHash: string, session: Session): Promise<void>;
   delete(keyHash: string): Promise<void>;
 }
 
 /** A stored value that no longer parses is treated as absent: the key is refused, not crashed on. */
-function parseSession(raw: string | null): Session | null {
+export function parseSession(raw: string | null): Session | null {
   if (raw === null) return null;
   try {
     const parsed = sessionSchema.safeParse(JSON.parse(raw));
@@ -31,7 +36,11 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async get(keyHash: string): Promise<Session | null> {
-    return parseSession(await this.#redis.get(sessionKey(keyHash)));
+    return parseSession(await this.getJson(keyHash));
+  }
+
+  getJson(keyHash: string): Promise<string | null> {
+    return this.#redis.get(sessionKey(keyHash));
   }
 
   async put(keyHash: string, session: Session): Promise<void> {
@@ -48,7 +57,11 @@ export class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, string>();
 
   async get(keyHash: string): Promise<Session | null> {
-    return parseSession(this.#sessions.get(keyHash) ?? null);
+    return parseSession(await this.getJson(keyHash));
+  }
+
+  async getJson(keyHash: string): Promise<string | null> {
+    return this.#sessions.get(keyHash) ?? null;
   }
 
   async put(keyHash: string, session: Session): Promise<void> {

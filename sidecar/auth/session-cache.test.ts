@@ -7,9 +7,9 @@ import { SessionCache } from './session-cache.ts';
 class CountingStore extends MemorySessionStore {
   reads = 0;
 
-  override get(keyHash: string): ReturnType<MemorySessionStore['get']> {
+  override getJson(keyHash: string): ReturnType<MemorySessionStore['getJson']> {
     this.reads += 1;
-    return super.get(keyHash);
+    return super.getJson(keyHash);
   }
 }
 
@@ -45,6 +45,29 @@ describe('SessionCache', () => {
     await new Promise((r) => setTimeout(r, 40));
     expect((await cache.get('h'))?.alias).toBe('new');
     expect(store.reads).toBe(2);
+  });
+
+  it('keeps the session it parsed while the stored JSON stays the same, and parses a changed one', async () => {
+    const store = new CountingStore();
+    await store.put('h', sessionSchema.parse({ alias: 'same' }));
+    const cache = new SessionCache(store, 20);
+    const first = await cache.get('h');
+    // Written again with the same content: the next read finds the same JSON.
+    await store.put('h', sessionSchema.parse({ alias: 'same' }));
+    await new Promise((r) => setTimeout(r, 40));
+    const second = await cache.get('h');
+    expect(store.reads).toBe(2);
+    expect(second).toBe(first);
+    await store.put('h', sessionSchema.parse({ alias: 'changed' }));
+    await new Promise((r) => setTimeout(r, 40));
+    const third = await cache.get('h');
+    expect(store.reads).toBe(3);
+    expect(third).not.toBe(first);
+    expect(third?.alias).toBe('changed');
+    // A key deleted from the store is unknown at the next read.
+    await store.delete('h');
+    await new Promise((r) => setTimeout(r, 40));
+    expect(await cache.get('h')).toBeNull();
   });
 
   it('caches unknown keys too and evicts the oldest entry past its size bound', async () => {

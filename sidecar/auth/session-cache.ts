@@ -1,5 +1,6 @@
+import { hash } from 'node:crypto';
 import type { MaybePromise } from '../../common/maybe-promise.ts';
-import type { SessionStore } from '../../common/session-store.ts';
+import { parseSession, type SessionStore } from '../../common/session-store.ts';
 import { keyHash } from '../../crds/key-hash.ts';
 import type { Session } from '../../crds/session.ts';
 
@@ -11,6 +12,8 @@ const maxRememberedKeyLength = 256;
 
 interface Entry {
   session: Session | null;
+  /** SHA-1 of the stored JSON the session was parsed from; null when there was none. */
+  digest: string | null;
   expiresAt: number;
 }
 
@@ -27,6 +30,11 @@ interface Entry {
  * largest single cost per authenticated request after the socket writes
  * (docs/architecture.md#performance). Unknown keys are hashed every time, so a flood of them
  * cannot push the known keys out.
+ *
+ * A read that finds the same JSON as the entry it replaces keeps the session parsed from it
+ * (the same object), instead of parsing it again: the parse cost about ten times the digest
+ * that tells them apart, and the limit engine's per-session plans and the store's encodings
+ * are kept per session object, so they stay built too (docs/architecture.md#performance).
  */
 export class SessionCache {
   readonly #store: SessionStore;
@@ -50,10 +58,13 @@ export class SessionCache {
     if (entry !== undefined && entry.expiresAt > now) return entry.session;
     const pending = this.#inFlight.get(keyHash);
     if (pending !== undefined) return pending;
-    const read = this.#store.get(keyHash).then(
-      (session) => {
+    const read = this.#store.getJson(keyHash).then(
+      (json) => {
         this.#inFlight.delete(keyHash);
-        this.#remember(keyHash, session);
+        const digest = json === null ? null : hash('sha1', json, 'base64');
+        const previous = this.#entries.get(keyHash);
+        const session = previous !== undefined && previous.digest === digest ? previous.session : parseSession(json);
+        this.#remember(keyHash, session, digest);
         return session;
       },
       (err: unknown) => {
@@ -80,13 +91,13 @@ export class SessionCache {
     this.#hashes.set(rawKey, hash);
   }
 
-  #remember(keyHash: string, session: Session | null): void {
+  #remember(keyHash: string, session: Session | null, digest: string | null): void {
     this.#entries.delete(keyHash);
     if (this.#entries.size >= this.#maxEntries) {
       // Maps iterate in insertion order: the first entry is the oldest.
       const oldest = this.#entries.keys().next().value;
       if (oldest !== undefined) this.#entries.delete(oldest);
     }
-    this.#entries.set(keyHash, { session, expiresAt: Date.now() + this.#ttlMs });
+    this.#entries.set(keyHash, { session, digest, expiresAt: Date.now() + this.#ttlMs });
   }
 }

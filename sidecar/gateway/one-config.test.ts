@@ -49,6 +49,11 @@ class GatedStore implements SessionStore {
     return this.#inner.get(hash);
   }
 
+  async getJson(hash: string): Promise<string | null> {
+    await this.gate.promise;
+    return this.#inner.getJson(hash);
+  }
+
   put = (hash: string, value: Session): Promise<void> => this.#inner.put(hash, value);
   delete = (hash: string): Promise<void> => this.#inner.delete(hash);
 }
