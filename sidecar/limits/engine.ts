@@ -301,13 +301,7 @@ class Engine implements LimitEngine {
   #runStore<T>(ops: StoreOp[], refused: boolean, counted: Counted, then: (evaluated: Evaluated) => T): Promise<T> {
     const timed = this.#timingSampler.next();
     const started = timed ? performance.now() : 0;
-    let running: Promise<StoreResult[]>;
-    try {
-      running = this.#store.run(ops, refused);
-    } catch (error) {
-      running = Promise.reject(error);
-    }
-    return running.then(
+    return this.#store.run(ops, refused).then(
       (stored) => {
         if (timed) this.#metrics.storeSeconds.observe((performance.now() - started) / 1000);
         this.#health.succeeded();

@@ -275,20 +275,10 @@ export class RedisLimitStore implements LimitStore {
   }
 
   /** A queued decision's results, once its call answered; its sentinel logs join the next trim. */
-  #settle({ ops, resolve, reject }: Queued, ran: Ran): void {
-    try {
-      const results = resultsOf(ran);
-      for (let i = 0; i < results.length; i++) {
-        if (ops[i]!.kind === 'sentinel') {
-          this.#trimSentinelLogs(ops.slice(0, results.length), ran.nowMs);
-          break;
-        }
-      }
-      resolve(results);
-    } catch (error) {
-      // Only this decision fails; the rest of its batch is settled all the same.
-      reject(error);
-    }
+  #settle({ ops, resolve }: Queued, ran: Ran): void {
+    const results = resultsOf(ran);
+    this.#trimSentinelLogs(ops, results.length, ran.nowMs);
+    resolve(results);
   }
 
   /** One call, outside the batches: peeks are rare (an admin read), and on a Cluster each op is its own call. */
@@ -343,7 +333,7 @@ export class RedisLimitStore implements LimitStore {
     const rateOps = ops.filter((op) => op.kind !== 'quota');
     const quotaOps = ops.filter((op) => op.kind === 'quota');
     const ran = await Promise.all(rateOps.map((op) => this.#eval([encodeOnce(op)], member, 'admit')));
-    rateOps.forEach((op, i) => this.#trimSentinelLogs([op], ran[i]!.nowMs));
+    rateOps.forEach((op, i) => this.#trimSentinelLogs([op], 1, ran[i]!.nowMs));
     const results = ran.map((one) => resultsOf(one)[0]!);
     const refusedAt = results.findIndex((r) => !r.allowed);
     if (refused || refusedAt >= 0) {
@@ -370,10 +360,12 @@ export class RedisLimitStore implements LimitStore {
    * The sentinel's log writes happen off the request path: logs touched by decisions are
    * trimmed together every `trimDelayMs`, in a MULTI, or a plain pipeline with
    * enable_non_transactional_rate_limiter. One batch per flush on standalone Redis; one
-   * per log on a Cluster, where a batch must stay in one slot.
+   * per log on a Cluster, where a batch must stay in one slot. Only the first `ran` ops ran
+   * (the store stops at the first refusal).
    */
-  #trimSentinelLogs(ops: readonly StoreOp[], nowMs: number): void {
-    for (const op of ops) {
+  #trimSentinelLogs(ops: readonly StoreOp[], ran: number, nowMs: number): void {
+    for (let i = 0; i < ran; i++) {
+      const op = ops[i]!;
       if (op.kind === 'sentinel') this.#pendingTrims.set(limiterKey(op.limiterId, 'log'), { perMs: op.perMs, nowMs });
     }
     if (this.#pendingTrims.size === 0 || this.#trimTimer) return;
