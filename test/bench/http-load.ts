@@ -87,6 +87,8 @@ export interface Target {
   url: string;
   baseline?: string;
   headers?: Record<string, string>;
+  /** The requests take turns among this many variants of `headers` (load-generator.ts). */
+  rotate?: number;
   connections?: number;
   /**
    * The processes whose CPU time each request costs, by the name of their part (the proxy,
@@ -141,10 +143,10 @@ export const CONNECTIONS = 32;
 const ms = (micros: number): string => (micros / 1000).toFixed(2);
 
 async function measure(ctx: BenchContext, target: Target): Promise<Measured> {
-  const { name, url, headers, connections = CONNECTIONS } = target;
+  const { name, url, headers, rotate, connections = CONNECTIONS } = target;
   // A warm-up, so the measured run meets compiled code and open connections upstream.
-  await closedLoop({ url, durationMs: 1_000, connections: 8, headers });
-  const result = await withCpuPerRequest(target.cpu ?? {}, () => closedLoop({ url, durationMs: ctx.durationMs, connections, headers }));
+  await closedLoop({ url, durationMs: 1_000, connections: 8, headers, rotate });
+  const result = await withCpuPerRequest(target.cpu ?? {}, () => closedLoop({ url, durationMs: ctx.durationMs, connections, headers, rotate }));
   const cpu = Object.entries(result.cpuMicrosPerRequest)
     .map(([part, micros]) => `${part} ${micros.toFixed(0)} µs`)
     .join(', ');

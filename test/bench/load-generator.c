@@ -21,9 +21,11 @@
  * framed by Content-Length or chunked. A connection that is refused or lost fails the request
  * it carried (counted as an error) and is opened again for the next one.
  *
- *   load-generator URL RATE|closed DURATION_MS CONNECTIONS ['Name: value' ...]
+ *   load-generator [--rotate N] URL RATE|closed DURATION_MS CONNECTIONS ['Name: value' ...]
  *
- * prints one JSON object (the fields of LoadResult in load-generator.ts) on stdout.
+ * prints one JSON object (the fields of LoadResult in load-generator.ts) on stdout. With
+ * `--rotate N`, the requests take turns among N variants: in the i-th, every `{i}` of a header
+ * reads i (0 to N-1), so a run can spread over N API keys as a fleet of clients does.
  *
  *   load-generator meter DURATION_MS
  *
@@ -71,14 +73,17 @@ struct conn {
   int wants_out;
   uint64_t due;
   size_t sent;
+  const char *request; /* the variant this connection is sending */
+  size_t request_len;
   char *buf;
   size_t len, cap;
 };
 
 static struct {
   struct addrinfo *addr;
-  char *request;
-  size_t request_len;
+  char *requests;        /* the variants, one after another */
+  size_t *request_starts; /* variant i is requests[request_starts[i] .. request_starts[i + 1]) */
+  uint64_t nrequests, sequence;
   double rate;
   int closed;       /* closed loop: no schedule, a connection sends again when answered */
   uint64_t total;   /* open loop: the requests of the schedule */
@@ -175,8 +180,8 @@ static void answer(struct conn *c, int status) {
 }
 
 static void write_request(struct conn *c) {
-  while (c->sent < g.request_len) {
-    ssize_t n = send(c->fd, g.request + c->sent, g.request_len - c->sent, MSG_NOSIGNAL);
+  while (c->sent < c->request_len) {
+    ssize_t n = send(c->fd, c->request + c->sent, c->request_len - c->sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EAGAIN) {
         if (!c->wants_out) watch(c, EPOLL_CTL_MOD, 1);
@@ -191,6 +196,9 @@ static void write_request(struct conn *c) {
 }
 
 static void start_request(struct conn *c, uint64_t due) {
+  uint64_t variant = g.sequence++ % g.nrequests;
+  c->request = g.requests + g.request_starts[variant];
+  c->request_len = g.request_starts[variant + 1] - g.request_starts[variant];
   c->due = due;
   c->sent = 0;
   c->len = 0;
@@ -333,7 +341,7 @@ static void on_event(struct epoll_event *ev) {
     write_request(c);
     return;
   }
-  if (c->state == BUSY && (ev->events & EPOLLOUT) && c->sent < g.request_len) write_request(c);
+  if (c->state == BUSY && (ev->events & EPOLLOUT) && c->sent < c->request_len) write_request(c);
   if (c->state != CLOSED && (ev->events & (EPOLLIN | EPOLLERR | EPOLLHUP))) readable(c);
 }
 
@@ -350,7 +358,22 @@ static uint64_t percentile_us(const uint64_t *sorted, uint64_t n, double p) {
   return (sorted[rank - 1] + 500) / 1000;
 }
 
-static void build_request(const char *url, char **headers, int nheaders) {
+/* Appends `header` to `out` with every `{i}` read as `variant`; returns the bytes written. */
+static size_t expand_header(char *out, const char *header, uint64_t variant) {
+  size_t n = 0;
+  for (const char *p = header; *p;) {
+    if (strncmp(p, "{i}", 3) == 0) {
+      n += (size_t)sprintf(out + n, "%llu", (unsigned long long)variant);
+      p += 3;
+    } else {
+      out[n++] = *p++;
+    }
+  }
+  memcpy(out + n, "\r\n", 2);
+  return n + 2;
+}
+
+static void build_requests(const char *url, char **headers, int nheaders) {
   if (strncmp(url, "http://", 7) != 0) {
     errno = 0;
     die("only http:// URLs");
@@ -370,13 +393,21 @@ static void build_request(const char *url, char **headers, int nheaders) {
   }
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
   if (getaddrinfo(host, port, &hints, &g.addr) != 0) die("getaddrinfo");
-  size_t cap = strlen(path) + alen + 64;
-  for (int i = 0; i < nheaders; i++) cap += strlen(headers[i]) + 2;
-  g.request = malloc(cap);
-  int n = snprintf(g.request, cap, "GET %s HTTP/1.1\r\nHost: %.*s\r\n", path, (int)alen, authority);
-  for (int i = 0; i < nheaders; i++) n += snprintf(g.request + n, cap - (size_t)n, "%s\r\n", headers[i]);
-  n += snprintf(g.request + n, cap - (size_t)n, "\r\n");
-  g.request_len = (size_t)n;
+  /* A `{i}` (3 bytes) reads as at most 20 digits. */
+  size_t each = strlen(path) + alen + 64;
+  for (int i = 0; i < nheaders; i++) each += strlen(headers[i]) * 7 + 2;
+  g.requests = malloc(each * g.nrequests);
+  g.request_starts = malloc((g.nrequests + 1) * sizeof *g.request_starts);
+  if (!g.requests || !g.request_starts) die("malloc");
+  size_t n = 0;
+  for (uint64_t v = 0; v < g.nrequests; v++) {
+    g.request_starts[v] = n;
+    n += (size_t)sprintf(g.requests + n, "GET %s HTTP/1.1\r\nHost: %.*s\r\n", path, (int)alen, authority);
+    for (int i = 0; i < nheaders; i++) n += expand_header(g.requests + n, headers[i], v);
+    memcpy(g.requests + n, "\r\n", 2);
+    n += 2;
+  }
+  g.request_starts[g.nrequests] = n;
 }
 
 static void print_wake_lateness(void) {
@@ -401,11 +432,20 @@ int main(int argc, char **argv) {
     printf("}\n");
     return 0;
   }
+  g.nrequests = 1;
+  if (argc > 2 && strcmp(argv[1], "--rotate") == 0) {
+    long long variants = atoll(argv[2]);
+    errno = 0;
+    if (variants < 1) die("--rotate N must be at least 1");
+    g.nrequests = (uint64_t)variants;
+    argc -= 2;
+    argv += 2;
+  }
   if (argc < 5) {
-    fprintf(stderr, "usage: load-generator URL RATE|closed DURATION_MS CONNECTIONS ['Name: value' ...]\n");
+    fprintf(stderr, "usage: load-generator [--rotate N] URL RATE|closed DURATION_MS CONNECTIONS ['Name: value' ...]\n");
     return 2;
   }
-  build_request(argv[1], argv + 5, argc - 5);
+  build_requests(argv[1], argv + 5, argc - 5);
   double duration_ms = strtod(argv[3], NULL);
   /* Started before the generator raises its own priority (per thread on Linux), so it keeps the servers'. */
   meter.cap = (uint64_t)(duration_ms > 0 ? duration_ms : 0) + 1000;

@@ -25,8 +25,8 @@ async function generatorPid(url: string): Promise<number> {
   for (let attempt = 0; attempt < 400; attempt++) {
     for (const entry of await readdir('/proc')) {
       if (!/^\d+$/.test(entry)) continue;
-      const argv = await readFile(`/proc/${entry}/cmdline`, 'utf8').then((text) => text.split('\0'), () => []);
-      if (argv[0]?.includes('gw-load-generator') && argv[1] === url) return Number(entry);
+      const argv = await readFile(`/proc/${entry}/cmdline`, 'utf8').then((text) => text.split('\0'), (): string[] => []);
+      if (argv[0]?.includes('gw-load-generator') && argv.includes(url)) return Number(entry);
     }
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
@@ -135,6 +135,19 @@ describe('bench: the load generator', () => {
     expect(target.count()).toBe(100);
     const unauthorized = await openLoop({ url: `${target.url}/bench`, rate: 400, durationMs: 50, connections: 3 });
     expect(unauthorized).toMatchObject({ answered: 20, non2xx: 20, errors: 0 });
+  });
+
+  it('takes turns among the variants of --rotate, each header\'s {i} read as the variant\'s number', async () => {
+    const seen: string[] = [];
+    const target = await serve(() => 200, (req, res) => {
+      seen.push(`${String(req.headers.authorization)} ${String(req.headers['x-plain'])}`);
+      res.end('ok');
+    });
+    server = target.server;
+    const result = await openLoop({ url: `${target.url}/bench`, rate: 1_000, durationMs: 30, connections: 1, headers: { authorization: 'key-{i}-of-{i}', 'x-plain': 'same' }, rotate: 12 });
+    expect(result).toMatchObject({ answered: 30, non2xx: 0, errors: 0 });
+    // One connection sends in turn, so the server sees the variants in order, round and round.
+    expect(seen).toEqual(Array.from({ length: 30 }, (_, n) => `key-${n % 12}-of-${n % 12} same`));
   });
 
   it('closed loop: keeps one request in flight per connection for the duration, and reports the rate met', async () => {

@@ -85,10 +85,12 @@ interface LoadOptions {
   durationMs: number;
   connections: number;
   headers?: Record<string, string>;
+  /** The requests take turns among this many variants: in the i-th, a header's `{i}` reads i (0 to n-1). */
+  rotate?: number;
 }
 
-async function generate(rate: string, { url, durationMs, connections, headers = {} }: LoadOptions): Promise<LoadResult> {
-  const args = [url, rate, String(durationMs), String(connections), ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`)];
+async function generate(rate: string, { url, durationMs, connections, headers = {}, rotate }: LoadOptions): Promise<LoadResult> {
+  const args = [...(rotate === undefined ? [] : ['--rotate', String(rotate)]), url, rate, String(durationMs), String(connections), ...Object.entries(headers).map(([name, value]) => `${name}: ${value}`)];
   // The generator gives up on answers 30 s after the last request was due; this only stops a generator that hangs.
   const { stdout } = await run(await generator(), args, { timeout: durationMs + 60_000 });
   return resultSchema.parse(JSON.parse(stdout));

@@ -69,6 +69,32 @@ createServer((req, res) => {
 }).listen(${port}, '127.0.0.1');`;
 
 /**
+ * How many keys the fleet row spreads its requests over, in turn: enough that each key comes
+ * back less often than every few seconds at this row's rate, as most keys of a real fleet do,
+ * where the auth-token row's one key is always hot (README.md#benchmarks).
+ */
+export const FLEET_KEYS = 10_000;
+
+/** The fleet row's raw keys: `prefix-0` to `prefix-(n-1)`, the load generator's `{i}` filled in. */
+const fleetKey = (prefix: string, i: number | '{i}'): string => `${prefix}-${i}`;
+
+/** A Key for the auth-token API whose limit is never reached. */
+const benchKey = (name: string, hash: string): string => `apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: ${name} }
+spec:
+  key_hash: ${hash}
+  rate: 1000000000
+  per: 1
+  access_rights: { bench-auth: { api_id: bench-auth, api_name: bench auth } }
+`;
+
+/** The fleet row's Keys, one per raw key of `fleetKey`. */
+export function fleetResources(prefix: string): string {
+  return Array.from({ length: FLEET_KEYS }, (_, i) => benchKey(`bench-fleet-${i}`, keyHash(fleetKey(prefix, i)))).join('---\n');
+}
+
+/**
  * A keyless API, the same with a stream rate-limit resource that is never reached, and an
  * auth-token API on `upstream`, and a Key for the latter whose limit is never reached.
  */
@@ -93,15 +119,7 @@ kind: ApiDefinition
 metadata: { name: bench-auth }
 spec: { api_id: bench-auth, name: bench auth, use_keyless: false, proxy: { listen_path: /auth/, target_url: '${upstream}', strip_listen_path: true } }
 ---
-apiVersion: gw.dev/v1alpha1
-kind: Key
-metadata: { name: bench-key }
-spec:
-  key_hash: ${hash}
-  rate: 1000000000
-  per: 1
-  access_rights: { bench-auth: { api_id: bench-auth, api_name: bench auth } }
-`;
+${benchKey('bench-key', hash)}`;
 }
 
 /** The redis-server process behind `url`, whose CPU time the limited rows count. */
@@ -140,6 +158,7 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
   };
   try {
     await writeFile(join(dir, 'bench.yaml'), benchResources(upstreamUrl, keyHash(rawKey)));
+    await writeFile(join(dir, 'fleet.yaml'), fleetResources(rawKey));
     await Promise.all([waitFor(`${upstreamUrl}/`), waitFor(`http://127.0.0.1:${barePort}/`)]);
     const redisUrl = await ctx.redisUrl();
     const redisPid = await redisProcessId(redisUrl);
@@ -157,7 +176,7 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
     for (const forwarder of forwarders) {
       // The auth row shows the rate limit's X-RateLimit-* headers on every answer (README.md#benchmarks).
       const env = { GW_FORWARDER: forwarder, GW_ENABLE_REDIS_ROLLING_LIMITER: 'true', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' };
-      const sidecar = await startSidecarProcess(dir, { redisUrl, env });
+      const sidecar = await startSidecarProcess(dir, { redisUrl, env, readyTimeoutMs: 60_000 });
       children.push(sidecar.child);
       const baseline = BARE;
       const proxy = [sidecar.child.pid!];
@@ -167,6 +186,15 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
         url: `${sidecar.base}/auth/bench`,
         baseline,
         headers: { authorization: rawKey },
+        cpu: { proxy, redis: [redisPid] },
+      });
+      if (forwarder !== 'undici') continue;
+      targets.push({
+        name: `sidecar auth-token + sliding log, ${FLEET_KEYS.toLocaleString('en')} keys in turn (${forwarder})`,
+        url: `${sidecar.base}/auth/bench`,
+        baseline,
+        headers: { authorization: fleetKey(rawKey, '{i}') },
+        rotate: FLEET_KEYS,
         cpu: { proxy, redis: [redisPid] },
       });
     }
