@@ -5,8 +5,11 @@
  */
 const prefix = 'gw:';
 
+/** What every session's key starts with: the sidecar asks Redis to report changes under it. */
+export const sessionKeyPrefix = `${prefix}session:`;
+
 /** Session of a key, by the hex SHA-256 of the raw key. */
-export const sessionKey = (keyHash: string): string => `${prefix}session:${keyHash}`;
+export const sessionKey = (keyHash: string): string => `${sessionKeyPrefix}${keyHash}`;
 
 /** Heartbeat set of live gateways serving one API (members: instance ids, score: expiry ms). */
 export const gatewayHeartbeatKey = (apiId: string): string => `${prefix}gateways:${apiId}`;

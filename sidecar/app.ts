@@ -1,7 +1,7 @@
 import type { RequestListener, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
-import type { Cluster, Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { loadKubeConfig } from '../common/kube.ts';
 import { shareConnections } from '../common/kube-connections.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
@@ -10,6 +10,7 @@ import { loadLocalSettings, resolveSettings, type LocalSettings } from '../commo
 import type { CompiledApi } from '../crds/compiled.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { SessionCache } from './auth/session-cache.ts';
+import { SessionChangeFeed } from './auth/session-changes.ts';
 import { PROXY_OFF, TLS_LISTENERS, type SidecarOptions, type TlsListener } from './cli.ts';
 import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator } from './admin/index.ts';
 import { FolderConfigSource } from './config/folder-source.ts';
@@ -93,6 +94,15 @@ interface Parts {
   engine: LimitEngine;
   /** What the admin operations write: the cluster's resources, or the `--config` folder. */
   resources: KubernetesResourceStore | FolderResourceStore;
+}
+
+/** The gateway's session cache, told of session changes where Redis can report them (docs/architecture.md#sessions). */
+function cachedSessions(parts: Parts): { cache: SessionCache; close: () => Promise<void> } {
+  const cache = new SessionCache(parts.sessions);
+  // On a Cluster each node would need a report connection of its own: sessions keep the short TTL there.
+  if (!(parts.redis instanceof Redis)) return { cache, close: () => Promise.resolve() };
+  const feed = new SessionChangeFeed(parts.redis, cache, parts.logger, { tracked: parts.metrics.sessionChangesTracked });
+  return { cache, close: () => feed.close() };
 }
 
 function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settings: GatewaySettings): Parts {
@@ -258,10 +268,11 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
       for (const forwarder of [undici, httpProxy]) forwarder.retainOrigins(state.routes.origins);
     },
   });
+  const sessions = cachedSessions(parts);
   const gateway = new Gateway({
     state: runtime.state,
     engine,
-    sessions: new SessionCache(parts.sessions),
+    sessions: sessions.cache,
     forwarders: { undici, 'http-proxy': httpProxy },
     upgrades: httpProxy,
     streams: overrides.worker?.streams ?? new StreamLimiters(),
@@ -298,6 +309,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     await runtime.stop();
     tls?.close();
     await Promise.all([engine.close(), undici.close(), httpProxy.close(), parts.events.close?.()]);
+    await sessions.close();
     if (redis) await redis.quit().catch(() => redis.disconnect());
     logger.info('gw-sidecar stopped');
   };

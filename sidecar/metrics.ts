@@ -2,6 +2,7 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { BatchedHistogram } from '../common/batched-histogram.ts';
 import { LabelPairCounter } from '../common/label-pair-counter.ts';
 import { TIMING_SAMPLE_EVERY } from '../common/sampler.ts';
+import { SESSION_TTL_MS } from './auth/session-cache.ts';
 
 /** The sidecar's own Prometheus metrics; the limit engine registers its own on the same registry. */
 export interface SidecarMetrics {
@@ -15,6 +16,7 @@ export interface SidecarMetrics {
   configProblems: Gauge<'kind' | 'reason'>;
   events: Counter<'reason' | 'result'>;
   redisErrors: Counter;
+  sessionChangesTracked: Gauge;
 }
 
 /** `processMetrics: false` leaves out Node's process metrics, whose observers live as long as the process (the warm-up's gateway has no use for them). */
@@ -76,6 +78,13 @@ export function createSidecarMetrics(registry = new Registry(), { processMetrics
       registers,
     }),
     redisErrors: new Counter({ name: 'gw_redis_client_errors_total', help: 'Redis connection errors seen by the sidecar client.', registers }),
+    sessionChangesTracked: new Gauge({
+      name: 'gw_session_changes_tracked',
+      help: `1 while Redis reports every change to a stored session, so sessions stay cached until they change; 0 while they are read again every ${SESSION_TTL_MS} ms.`,
+      // With workers, 1 only when every worker is told of every change.
+      aggregator: 'min',
+      registers,
+    }),
   };
 }
 

@@ -82,6 +82,86 @@ describe('SessionCache', () => {
     expect(store.reads).toBe(4);
   });
 
+  describe('while changes are tracked', () => {
+    const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+    /** A store holding a session per alias (keyed by the alias), and a cache tracking its changes: 20 ms untracked, 10 s tracked. */
+    async function tracked(aliases: string[], trackedTtlMs = 10_000): Promise<{ store: CountingStore; cache: SessionCache }> {
+      const store = new CountingStore();
+      for (const alias of aliases) await store.put(alias, sessionSchema.parse({ alias }));
+      const cache = new SessionCache(store, 20, 100, trackedTtlMs);
+      cache.trackingStarted();
+      return { store, cache };
+    }
+
+    it('keeps a session past the short TTL until its change is reported, then reads it again', async () => {
+      const { store, cache } = await tracked(['h', 'other']);
+      expect((await cache.get('h'))?.alias).toBe('h');
+      await cache.get('other');
+      await store.put('h', sessionSchema.parse({ alias: 'new' }));
+      await sleep(40);
+      // Past the short TTL, and no change reported: still the session read first, without a read.
+      expect((await cache.get('h'))?.alias).toBe('h');
+      expect(store.reads).toBe(2);
+      cache.changed('h');
+      expect((await cache.get('h'))?.alias).toBe('new');
+      expect((await cache.get('other'))?.alias).toBe('other');
+      expect(store.reads).toBe(3);
+    });
+
+    it('keeps what a read under way brings for the short TTL only when its key changed meanwhile', async () => {
+      const { store, cache } = await tracked(['h']);
+      // The report of a change may arrive before the answer of a read that was served before it.
+      const reading = cache.get('h');
+      cache.changed('h');
+      expect((await reading)?.alias).toBe('h');
+      await sleep(40);
+      await cache.get('h');
+      expect(store.reads).toBe(2);
+      // The read after it began with no change reported since: it stays.
+      await sleep(40);
+      await cache.get('h');
+      expect(store.reads).toBe(2);
+    });
+
+    it('reads every session again when the store was flushed, and keeps tracking', async () => {
+      const { store, cache } = await tracked(['a']);
+      await Promise.all([cache.get('a'), cache.get('b')]);
+      await store.delete('a');
+      cache.allChanged();
+      expect(await cache.get('a')).toBeNull();
+      await cache.get('b');
+      expect(store.reads).toBe(4);
+      await sleep(40);
+      await Promise.all([cache.get('a'), cache.get('b')]);
+      expect(store.reads).toBe(4);
+    });
+
+    it('forgets every entry when reports may be lost, and keeps what it reads then for the short TTL only', async () => {
+      const { store, cache } = await tracked(['h']);
+      await cache.get('h');
+      await store.put('h', sessionSchema.parse({ alias: 'new' }));
+      const reading = cache.get('other');
+      cache.trackingStopped();
+      await reading;
+      expect((await cache.get('h'))?.alias).toBe('new');
+      expect(store.reads).toBe(3);
+      await cache.get('other');
+      expect(store.reads).toBe(3);
+      await sleep(40);
+      await Promise.all([cache.get('h'), cache.get('other')]);
+      expect(store.reads).toBe(5);
+    });
+
+    it('bounds a tracked session\'s life by its own TTL, in case a report was lost without a sign', async () => {
+      const { store, cache } = await tracked(['h'], 30);
+      await cache.get('h');
+      await store.put('h', sessionSchema.parse({ alias: 'new' }));
+      await sleep(60);
+      expect((await cache.get('h'))?.alias).toBe('new');
+    });
+  });
+
   describe('key hashes', () => {
     it('hashes a key it was not told of, and gives back the hash it remembered for one it was', () => {
       const cache = new SessionCache(new MemorySessionStore());

@@ -10,6 +10,9 @@ import type { Session } from '../../crds/session.ts';
  */
 const maxRememberedKeyLength = 256;
 
+/** How long a session read stays cached while changes are not reported. */
+export const SESSION_TTL_MS = 250;
+
 interface Entry {
   session: Session | null;
   /** SHA-1 of the stored JSON the session was parsed from; null when there was none. */
@@ -17,13 +20,24 @@ interface Entry {
   expiresAt: number;
 }
 
+/** A store read under way, shared by the requests that wait for it. */
+interface Read {
+  result: Promise<Session | null>;
+  /** Changes were tracked from before the read, and none of this key has been reported since. */
+  tracked: boolean;
+}
+
 /**
- * A very short-lived in-process cache in front of the session store. A hot key then costs
- * one store read per TTL per sidecar instead of one per request, while a revoked,
- * deactivated or re-policied key is honoured fleet-wide within the same fraction of a
- * second; so the TTL stays at a few hundred milliseconds, never minutes. Unknown keys are
- * cached too, so a flood of bad keys cannot turn into a flood of store reads, and
- * concurrent misses for one key share a single read.
+ * An in-process cache in front of the session store. While the store's changes are tracked
+ * (sidecar/auth/session-changes.ts: Redis reports every change to a session), a session read
+ * stays cached until its change is reported, so a fleet of keys that each come back every few
+ * seconds costs no store read per request, and a revoked, deactivated or re-policied key is
+ * honoured as soon as the report arrives. The tracked TTL only bounds what a lost report could
+ * cost. While changes are not tracked (no Redis, a Redis Cluster, the report connection down),
+ * an entry lives a few hundred milliseconds, never minutes, so a change is honoured fleet-wide
+ * within that fraction of a second; losing the reports forgets every entry. Unknown keys are
+ * cached too, so a flood of bad keys cannot turn into a flood of store reads, and concurrent
+ * misses for one key share a single read (docs/architecture.md#sessions).
  *
  * It also remembers the hash of each raw key whose session was found lately (as many keys as
  * sessions), so a known key's next request is not hashed again: SHA-256 was a gateway's
@@ -40,15 +54,18 @@ export class SessionCache {
   readonly #store: SessionStore;
   readonly #ttlMs: number;
   readonly #maxEntries: number;
+  readonly #trackedTtlMs: number;
   readonly #entries = new Map<string, Entry>();
-  readonly #inFlight = new Map<string, Promise<Session | null>>();
+  readonly #inFlight = new Map<string, Read>();
   /** Raw key -> its hash, for keys whose session was found; oldest first. */
   readonly #hashes = new Map<string, string>();
+  #tracking = false;
 
-  constructor(store: SessionStore, ttlMs = 250, maxEntries = 10_000) {
+  constructor(store: SessionStore, ttlMs = SESSION_TTL_MS, maxEntries = 10_000, trackedTtlMs = 60_000) {
     this.#store = store;
     this.#ttlMs = ttlMs;
     this.#maxEntries = maxEntries;
+    this.#trackedTtlMs = trackedTtlMs;
   }
 
   /** The session (null: no such key); a cached one is returned as it is, so a hit takes no promise. */
@@ -57,23 +74,57 @@ export class SessionCache {
     const entry = this.#entries.get(keyHash);
     if (entry !== undefined && entry.expiresAt > now) return entry.session;
     const pending = this.#inFlight.get(keyHash);
-    if (pending !== undefined) return pending;
-    const read = this.#store.getJson(keyHash).then(
+    if (pending !== undefined) return pending.result;
+    const read: Read = { result: this.#store.getJson(keyHash).then(
       (json) => {
         this.#inFlight.delete(keyHash);
         const digest = json === null ? null : hash('sha1', json, 'base64');
         const previous = this.#entries.get(keyHash);
         const session = previous !== undefined && previous.digest === digest ? previous.session : parseSession(json);
-        this.#remember(keyHash, session, digest);
+        this.#remember(keyHash, session, digest, read.tracked ? this.#trackedTtlMs : this.#ttlMs);
         return session;
       },
       (err: unknown) => {
         this.#inFlight.delete(keyHash);
         throw err;
       },
-    );
+    ), tracked: this.#tracking };
     this.#inFlight.set(keyHash, read);
-    return read;
+    return read.result;
+  }
+
+  /**
+   * From now on every change to a stored session is reported (`changed`, `allChanged`) until
+   * `trackingStopped`: what is read from here on may stay cached until its change is.
+   */
+  trackingStarted(): void {
+    this.#tracking = true;
+  }
+
+  /**
+   * Changes may go unreported from now on: every entry is read again at its next request,
+   * and is then cached for the short TTL only.
+   */
+  trackingStopped(): void {
+    this.#tracking = false;
+    this.allChanged();
+  }
+
+  /**
+   * The stored session of `keyHash` changed: its next request reads it again. A read under
+   * way may have answered before the change, so what it brings is kept for the short TTL only.
+   */
+  changed(keyHash: string): void {
+    const entry = this.#entries.get(keyHash);
+    if (entry !== undefined) entry.expiresAt = 0;
+    const pending = this.#inFlight.get(keyHash);
+    if (pending !== undefined) pending.tracked = false;
+  }
+
+  /** Any stored session may have changed (the store was flushed, or reports were lost). */
+  allChanged(): void {
+    for (const entry of this.#entries.values()) entry.expiresAt = 0;
+    for (const pending of this.#inFlight.values()) pending.tracked = false;
   }
 
   /** The key's hash (crds/key-hash.ts), from memory when the key authenticated lately. */
@@ -91,13 +142,13 @@ export class SessionCache {
     this.#hashes.set(rawKey, hash);
   }
 
-  #remember(keyHash: string, session: Session | null, digest: string | null): void {
+  #remember(keyHash: string, session: Session | null, digest: string | null, ttlMs: number): void {
     this.#entries.delete(keyHash);
     if (this.#entries.size >= this.#maxEntries) {
       // Maps iterate in insertion order: the first entry is the oldest.
       const oldest = this.#entries.keys().next().value;
       if (oldest !== undefined) this.#entries.delete(oldest);
     }
-    this.#entries.set(keyHash, { session, digest, expiresAt: Date.now() + this.#ttlMs });
+    this.#entries.set(keyHash, { session, digest, expiresAt: Date.now() + ttlMs });
   }
 }

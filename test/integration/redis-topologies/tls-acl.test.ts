@@ -18,12 +18,13 @@ import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gatew
 
 /**
  * The least-privilege Redis user of the README's Redis section, word for word: its keys
- * (`gw:*`), no channels, and only the commands gw sends, the Lua script's own included
- * (Redis checks those against the user too).
+ * (`gw:*`), the one channel of session changes, and only the commands gw sends, the Lua
+ * script's own included (Redis checks those against the user too).
  */
 const ACL_RULES = [
-  'resetkeys', '~gw:*', 'resetchannels', '-@all',
+  'resetkeys', '~gw:*', 'resetchannels', '&__redis__:invalidate', '-@all',
   '+evalsha', '+eval', '+get', '+set', '+del', '+multi', '+exec', '+info', '+ping',
+  '+client|id', '+client|tracking', '+subscribe',
   '+zadd', '+zrem', '+zrangebyscore', '+zremrangebyscore', '+zcard', '+zcount', '+zrange',
   '+pexpire', '+pexpireat', '+incr', '+decr', '+exists', '+hmget', '+hset', '+time',
 ];
@@ -183,6 +184,8 @@ spec: { api_id: ${id}, name: ${id}, use_keyless: ${keyless}, ${limit} proxy: { l
     expect((await call(`${proxy}/tls-keyed/x`, { headers: { authorization: raw } })).status).toBe(403);
 
     expect(output).toContain('redis connected');
+    // Session changes are reported to it, within these rules (docs/architecture.md#sessions).
+    expect(output).toContain('Redis reports session changes');
     expect(output).not.toMatch(/NOPERM|certificate|self.signed/i);
     expect(output).not.toContain(password);
     expect(await deniedSinceReset()).toEqual([]);

@@ -1,0 +1,136 @@
+import type { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sessionKey } from '../../../common/redis-keys.ts';
+import { RedisSessionStore } from '../../../common/session-store.ts';
+import { keyHash } from '../../../crds/key-hash.ts';
+import { sessionSchema } from '../../../crds/session.ts';
+import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
+import type { RunningSidecar } from '../../../sidecar/app.ts';
+import { SESSION_TTL_MS } from '../../../sidecar/auth/session-cache.ts';
+import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
+import { metricValues } from '../limits/helpers.ts';
+import { call, compiledApi, deployApi, eventually, servesApi, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
+import { Redis as RedisClient } from 'ioredis';
+import { pino } from 'pino';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The sidecar's gw_session_changes_tracked: 1 while Redis reports every session change to it. */
+const tracked = async (sidecar: RunningSidecar): Promise<number | undefined> => Object.values(await metricValues(sidecar.metrics.registry, 'gw_session_changes_tracked'))[0];
+
+/**
+ * Server-assisted caching of sessions (docs/architecture.md#sessions), on a Redis of its own
+ * so the connections it kills and the GETs it counts are this file's alone.
+ */
+describe('sessions stay cached until Redis reports their change', () => {
+  let upstream: EchoUpstream;
+  let redis: RedisHandle;
+  let client: Redis;
+  let monitor: Redis;
+  let sidecar: RunningSidecar;
+  let namespace: string;
+  let apiId: string;
+  /** GETs of each session key, as Redis saw them. */
+  const reads = new Map<string, number>();
+  const readsOf = (rawKey: string): number => reads.get(sessionKey(keyHash(rawKey))) ?? 0;
+  const callWith = (rawKey: string) => call(`${sidecar.proxyUrl}/${apiId}/`, { headers: { authorization: rawKey } });
+  const grant = (): Record<string, unknown> => ({ access_rights: { [apiId]: { api_id: apiId, api_name: apiId } } });
+
+  beforeAll(async () => {
+    namespace = await createNamespace('sc-session-changes');
+    upstream = await startEchoUpstream();
+    redis = await startRedis();
+    client = new RedisClient(redis.url, { maxRetriesPerRequest: 1 });
+    monitor = await client.monitor();
+    monitor.on('monitor', (_time: string, args: string[]) => {
+      if (args[0]?.toLowerCase() === 'get' && args[1] !== undefined) reads.set(args[1], (reads.get(args[1]) ?? 0) + 1);
+    });
+    sidecar = await startTestSidecar(sidecarOptions(namespace, redis.url));
+    apiId = uniqueId('api');
+    await deployApi(sidecar, namespace, compiledApi(apiId, upstream.url, { keyless: false }));
+    await eventually(async () => (await tracked(sidecar)) === 1, 10_000, 'session changes tracked');
+  });
+
+  afterAll(async () => {
+    await sidecar?.close();
+    monitor?.disconnect();
+    client?.disconnect();
+    await redis?.stop();
+    await upstream?.close();
+  });
+
+  it('reads an unchanged session once, however long past the short TTL, and honours a change at once', async () => {
+    const rawKey = await storeSession(client, grant());
+    expect((await callWith(rawKey)).status).toBe(200);
+    for (let i = 0; i < 4; i++) {
+      await sleep(SESSION_TTL_MS);
+      expect((await callWith(rawKey)).status).toBe(200);
+    }
+    await eventually(() => readsOf(rawKey) >= 1, 2_000, 'the GET seen by MONITOR');
+    expect(readsOf(rawKey)).toBe(1);
+
+    // Deactivated, as the operator writes it: refused as soon as the report arrives, long before a TTL could have expired.
+    await new RedisSessionStore(client).put(keyHash(rawKey), sessionSchema.parse({ ...grant(), is_inactive: true }));
+    await eventually(async () => (await callWith(rawKey)).status === 403, 2_000, 'the deactivated key refused');
+    // Deleted: unknown, and refused the same way.
+    await client.del(sessionKey(keyHash(rawKey)));
+    await new RedisSessionStore(client).put(keyHash(rawKey), sessionSchema.parse(grant()));
+    await eventually(async () => (await callWith(rawKey)).status === 200, 2_000, 'the key active again');
+    await client.del(sessionKey(keyHash(rawKey)));
+    await eventually(async () => (await callWith(rawKey)).status === 403, 2_000, 'the deleted key refused');
+    expect((await callWith(rawKey)).json()).toEqual({ error: 'Access to this API has been disallowed' });
+  });
+
+  it('forgets every session when Redis is flushed', async () => {
+    const rawKey = await storeSession(client, grant());
+    expect((await callWith(rawKey)).status).toBe(200);
+    await client.flushall();
+    await eventually(async () => (await callWith(rawKey)).status === 403, 2_000, 'the flushed key refused');
+    expect(await tracked(sidecar)).toBe(1);
+  });
+
+  it('reads every session again once reports may have been lost, and tracks again on the next connection', async () => {
+    const rawKey = await storeSession(client, grant());
+    expect((await callWith(rawKey)).status).toBe(200);
+    const trackingClient = String(await client.client('LIST')).split('\n').find((line) => / flags=\S*t/.test(line));
+    const id = /^id=(\d+)/.exec(trackingClient ?? '')?.[1];
+    expect(id).toBeDefined();
+    // The change falls between the kill and the next connection: nobody reports it.
+    await client.client('KILL', 'ID', id!);
+    await new RedisSessionStore(client).put(keyHash(rawKey), sessionSchema.parse({ ...grant(), is_inactive: true }));
+    await eventually(async () => (await callWith(rawKey)).status === 403, 2_000, 'the change seen without a report');
+    await eventually(async () => (await tracked(sidecar)) === 1, 10_000, 'tracking again');
+
+    // Tracking again: a change is reported again.
+    await new RedisSessionStore(client).put(keyHash(rawKey), sessionSchema.parse(grant()));
+    await eventually(async () => (await callWith(rawKey)).status === 200, 2_000, 'the key active again');
+    const before = readsOf(rawKey);
+    await sleep(3 * SESSION_TTL_MS);
+    expect((await callWith(rawKey)).status).toBe(200);
+    expect(readsOf(rawKey)).toBe(before);
+  });
+
+  it('keeps the short TTL, and says why, where Redis refuses to report changes', async () => {
+    // An ACL user that may do everything the gateway does but run CLIENT: no tracking, and no harm.
+    await client.call('ACL', 'SETUSER', 'reader', 'on', '>reader-password', '~*', '&*', '+@all', '-client');
+    const url = redis.url.replace('redis://', 'redis://reader:reader-password@');
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const restricted = await startTestSidecar(sidecarOptions(namespace, url), { logger });
+    try {
+      await eventually(() => lines.some((line) => line.includes('Redis does not report session changes')), 10_000, 'the warning');
+      expect(await tracked(restricted)).toBe(0);
+      await eventually(servesApi(restricted, apiId), 10_000, 'the API served');
+      const rawKey = await storeSession(client, grant());
+      const callRestricted = () => call(`${restricted.proxyUrl}/${apiId}/`, { headers: { authorization: rawKey } });
+      expect((await callRestricted()).status).toBe(200);
+      await sleep(2 * SESSION_TTL_MS);
+      expect((await callRestricted()).status).toBe(200);
+      // Read again once the short TTL is over.
+      await eventually(() => readsOf(rawKey) >= 2, 2_000, 'the second GET seen by MONITOR');
+      expect(lines.join('')).not.toContain(rawKey);
+    } finally {
+      await restricted.close();
+    }
+  });
+});
