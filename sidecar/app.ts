@@ -10,7 +10,7 @@ import { loadLocalSettings, resolveSettings, type LocalSettings } from '../commo
 import type { CompiledApi } from '../crds/compiled.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { SessionCache } from './auth/session-cache.ts';
-import { SessionChangeFeed } from './auth/session-changes.ts';
+import { ClusterSessionChangeFeed, SessionChangeFeed, type SessionChanges } from './auth/session-changes.ts';
 import { PROXY_OFF, TLS_LISTENERS, type SidecarOptions, type TlsListener } from './cli.ts';
 import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator } from './admin/index.ts';
 import { FolderConfigSource } from './config/folder-source.ts';
@@ -97,11 +97,11 @@ interface Parts {
 }
 
 /** The gateway's session cache, told of session changes where Redis can report them (docs/architecture.md#sessions). */
-function cachedSessions(parts: Parts): { cache: SessionCache; close: () => Promise<void> } {
-  const cache = new SessionCache(parts.sessions);
-  // On a Cluster each node would need a report connection of its own: sessions keep the short TTL there.
-  if (!(parts.redis instanceof Redis)) return { cache, close: () => Promise.resolve() };
-  const feed = new SessionChangeFeed(parts.redis, cache, parts.logger, { tracked: parts.metrics.sessionChangesTracked });
+function cachedSessions({ sessions, redis, logger, metrics }: Parts): { cache: SessionCache; close: () => Promise<void> } {
+  const cache = new SessionCache(sessions);
+  if (redis === undefined) return { cache, close: () => Promise.resolve() };
+  const options = { tracked: metrics.sessionChangesTracked };
+  const feed: SessionChanges = redis instanceof Redis ? new SessionChangeFeed(redis, cache, logger, options) : new ClusterSessionChangeFeed(redis, cache, logger, options);
   return { cache, close: () => feed.close() };
 }
 

@@ -23,9 +23,12 @@ export function sidecarRedisOptions(commandTimeoutMs: number): RedisOptions {
     autoPipeliningIgnoredCommands: [limitsCommand],
     commandTimeout: commandTimeoutMs,
     maxRetriesPerRequest: 1,
-    retryStrategy: (attempt) => Math.min(100 * 2 ** Math.min(attempt, 5), 3000),
+    retryStrategy: reconnectBackoff,
   };
 }
+
+/** The wait before the sidecar's Redis connections try again: doubling from 200 ms to 3 s, forever. */
+export const reconnectBackoff = (attempt: number): number => Math.min(100 * 2 ** Math.min(attempt, 5), 3000);
 
 /**
  * The sidecar's Redis client (`sidecarRedisOptions`). The URL may name one server, a Sentinel

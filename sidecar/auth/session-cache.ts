@@ -33,7 +33,7 @@ interface Read {
  * stays cached until its change is reported, so a fleet of keys that each come back every few
  * seconds costs no store read per request, and a revoked, deactivated or re-policied key is
  * honoured as soon as the report arrives. The tracked TTL only bounds what a lost report could
- * cost. While changes are not tracked (no Redis, a Redis Cluster, the report connection down),
+ * cost. While changes are not tracked (no Redis, a Redis that refuses, a report connection down),
  * an entry lives a few hundred milliseconds, never minutes, so a change is honoured fleet-wide
  * within that fraction of a second; losing the reports forgets every entry. Unknown keys are
  * cached too, so a flood of bad keys cannot turn into a flood of store reads, and concurrent

@@ -1,8 +1,9 @@
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Gauge } from 'prom-client';
 import { reportConnectionErrors } from '../../common/redis-url.ts';
 import { sessionKeyPrefix } from '../../common/redis-keys.ts';
 import type { Logger } from '../../common/logger.ts';
+import { reconnectBackoff } from '../redis.ts';
 import { SESSION_TTL_MS } from './session-cache.ts';
 
 /** The channel a RESP2 connection's own tracking reports on, when it redirects to itself. */
@@ -14,6 +15,13 @@ export interface SessionChangeListener {
   trackingStopped(): void;
   changed(keyHash: string): void;
   allChanged(): void;
+}
+
+/** A source of the reports, running until closed. */
+export interface SessionChanges {
+  /** True while every change is reported. */
+  readonly tracking: boolean;
+  close(): Promise<void>;
 }
 
 export interface SessionChangeFeedOptions {
@@ -40,7 +48,7 @@ export interface SessionChangeFeedOptions {
  * refuses it (CLIENT not allowed by an ACL, a Redis older than 6), the cache keeps its short
  * TTL and a warning says why.
  */
-export class SessionChangeFeed {
+export class SessionChangeFeed implements SessionChanges {
   readonly #connection: Redis;
   readonly #listener: SessionChangeListener;
   readonly #logger: Logger;
@@ -56,8 +64,17 @@ export class SessionChangeFeed {
     this.#logger = logger;
     this.#tracked = options.tracked;
     this.#tracked?.set(0);
-    // A command meant for one connection must not wait for the next one (a client id is per connection).
-    this.#connection = redis.duplicate({ protocol: 2, autoResubscribe: false, enableOfflineQueue: false, enableAutoPipelining: false, lazyConnect: false });
+    // A command meant for one connection must not wait for the next one (a client id is per
+    // connection). A Cluster's node connections never reconnect (the cluster client makes new
+    // ones), so this one is told to.
+    this.#connection = redis.duplicate({
+      protocol: 2,
+      autoResubscribe: false,
+      enableOfflineQueue: false,
+      enableAutoPipelining: false,
+      lazyConnect: false,
+      retryStrategy: reconnectBackoff,
+    });
     reportConnectionErrors(this.#connection, logger, 5_000);
     this.#connection.on('ready', () => void this.#track(++this.#opened));
     this.#connection.on('close', () => this.#stop());
@@ -125,5 +142,82 @@ export class SessionChangeFeed {
       const name = key.toString();
       if (name.startsWith(sessionKeyPrefix)) this.#listener.changed(name.slice(sessionKeyPrefix.length));
     }
+  }
+}
+
+/**
+ * The reports of a Redis Cluster: each master reports the changes of the keys it holds, so there
+ * is a SessionChangeFeed per master, and changes are tracked while every master's feed tracks.
+ * The masters are taken again at each of the client's slot refreshes: a feed for a master that
+ * left is closed, and a master that joined (or a replica promoted) gets one, whose start leaves
+ * the cache untracked (it forgets every entry) until it tracks too, since keys may have moved.
+ */
+export class ClusterSessionChangeFeed implements SessionChanges {
+  readonly #cluster: Cluster;
+  readonly #listener: SessionChangeListener;
+  readonly #logger: Logger;
+  readonly #options: SessionChangeFeedOptions;
+  readonly #feeds = new Map<string, SessionChangeFeed>();
+  /** What each master's feed reports: changes go straight through, its tracking counts towards all of them. */
+  readonly #fromNode: SessionChangeListener;
+  readonly #sync = (): void => this.#syncMasters();
+  #tracking = false;
+  #closed = false;
+
+  constructor(cluster: Cluster, listener: SessionChangeListener, logger: Logger, options: SessionChangeFeedOptions = {}) {
+    this.#cluster = cluster;
+    this.#listener = listener;
+    this.#logger = logger;
+    this.#options = options;
+    options.tracked?.set(0);
+    this.#fromNode = {
+      trackingStarted: () => this.#update(),
+      trackingStopped: () => this.#update(),
+      changed: (keyHash) => listener.changed(keyHash),
+      allChanged: () => listener.allChanged(),
+    };
+    cluster.on('refresh', this.#sync);
+    cluster.on('-node', this.#sync);
+    this.#syncMasters();
+  }
+
+  get tracking(): boolean {
+    return this.#tracking;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#cluster.off('refresh', this.#sync);
+    this.#cluster.off('-node', this.#sync);
+    const feeds = [...this.#feeds.values()];
+    this.#feeds.clear();
+    this.#update();
+    await Promise.all(feeds.map((feed) => feed.close()));
+  }
+
+  #syncMasters(): void {
+    if (this.#closed) return;
+    const masters = new Map(this.#cluster.nodes('master').map((node) => [`${node.options.host}:${node.options.port}`, node]));
+    for (const [node, feed] of this.#feeds) {
+      if (masters.has(node)) continue;
+      this.#feeds.delete(node);
+      void feed.close();
+    }
+    for (const [node, redis] of masters) {
+      if (this.#feeds.has(node)) continue;
+      const { heartbeatMs } = this.#options;
+      this.#feeds.set(node, new SessionChangeFeed(redis, this.#fromNode, this.#logger.child({ node }), { heartbeatMs }));
+    }
+    this.#update();
+  }
+
+  #update(): void {
+    let all = this.#feeds.size > 0;
+    for (const feed of this.#feeds.values()) all &&= feed.tracking;
+    if (all === this.#tracking) return;
+    this.#tracking = all;
+    this.#options.tracked?.set(all ? 1 : 0);
+    if (all) this.#listener.trackingStarted();
+    else this.#listener.trackingStopped();
   }
 }
