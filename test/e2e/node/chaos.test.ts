@@ -138,7 +138,17 @@ describe('faults on the real node, under steady load', () => {
     await node?.stop();
   }, 180_000);
 
+  /** A chaos pod's sidecar's gw_session_changes_tracked, read from its /metrics inside the pod. */
+  const sessionChangesTracked = async (): Promise<string> => {
+    const pod = (await kubectl(['-n', NS, 'get', 'pods', '-l', 'app=chaos', '-o', 'jsonpath={.items[0].metadata.name}'])).trim();
+    const script = "fetch('http://127.0.0.1:' + process.env.GW_HEALTH_LISTEN.split(':').at(-1) + '/metrics').then((r) => r.text())"
+      + '.then((t) => console.log(/^gw_session_changes_tracked (\\S+)$/m.exec(t)?.[1] ?? \'none\'))';
+    return (await kubectl(['-n', NS, 'exec', pod, '-c', 'gw-sidecar', '--', 'node', '-e', script])).trim();
+  };
+
   it('Redis pod deleted: every request decided per redis_failure_mode (open), and limits hold again once it is back', async () => {
+    // The chart's Redis reports session changes to the injected sidecar (docs/architecture.md#sessions).
+    expect(await sessionChangesTracked()).toBe('1');
     // Fail open: while Redis is away every request is let through, none errors.
     const [report, recovery] = await underFault('/chaos-api/redis', 30,
       () => kubectl(['-n', 'gw-system', 'delete', 'pod', 'gw-redis-0', '--wait=false']),
@@ -148,6 +158,8 @@ describe('faults on the real node, under steady load', () => {
     const r = row('Redis pod deleted', report, (s) => s === 200, recovery);
     expect(r.wrong).toBe(0);
     expectNoneLostByGw(report);
+    // The report connection follows Redis to its new pod, so sessions are cached until they change again.
+    await waitFor('session changes tracked again', 60_000, async () => (await sessionChangesTracked()) === '1');
   }, 300_000);
 
   it('Redis away for longer than the readiness budget (scaled to 0 for 20 s): gateways failing open stay in their Service', async () => {
