@@ -150,6 +150,8 @@ spec:
       expect(metrics).toMatch(/^gw_requests_total\{api="limited",code_class="4xx"\} 80$/m);
       expect(metrics).toMatch(/^gw_workers 2$/m);
       expect(metrics).toMatch(/^gw_config_reloads_total\{source="folder",result="ok"\} 2$/m);
+      // Each worker tracks session changes on its own connection; the primary shows the least of them, not a sum.
+      await eventually(async () => /^gw_session_changes_tracked 1$/m.test((await call(`${gw.health}/metrics`)).text), 10_000, 'session changes tracked');
 
       // SIGHUP to the primary reloads every worker.
       gw.child.proc.kill('SIGHUP');
