@@ -82,6 +82,21 @@ describe('SessionCache', () => {
     expect(store.reads).toBe(4);
   });
 
+  it('keeps unknown keys within a bound of their own, so a flood of them cannot push a known key out', async () => {
+    const store = new CountingStore();
+    await store.put('known', sessionSchema.parse({ alias: 'known' }));
+    const cache = new SessionCache(store, 10_000, 2);
+    await cache.get('known');
+    for (let i = 0; i < 5; i++) expect(await cache.get(`bad-${i}`)).toBeNull();
+    expect(store.reads).toBe(6);
+    expect((await cache.get('known'))?.alias).toBe('known');
+    // The last two unknown keys are still cached; the first is out.
+    await Promise.all([cache.get('bad-3'), cache.get('bad-4')]);
+    expect(store.reads).toBe(6);
+    await cache.get('bad-0');
+    expect(store.reads).toBe(7);
+  });
+
   describe('while changes are tracked', () => {
     const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 

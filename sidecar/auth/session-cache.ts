@@ -36,8 +36,9 @@ interface Read {
  * cost. While changes are not tracked (no Redis, a Redis that refuses, a report connection down),
  * an entry lives a few hundred milliseconds, never minutes, so a change is honoured fleet-wide
  * within that fraction of a second; losing the reports forgets every entry. Unknown keys are
- * cached too, so a flood of bad keys cannot turn into a flood of store reads, and concurrent
- * misses for one key share a single read (docs/architecture.md#sessions).
+ * cached too, so a flood of bad keys cannot turn into a flood of store reads, and within a
+ * bound of their own, so it cannot push the known keys' sessions out either. Concurrent misses
+ * for one key share a single read (docs/architecture.md#sessions).
  *
  * It also remembers the hash of each raw key whose session was found lately (as many keys as
  * sessions), so a known key's next request is not hashed again: SHA-256 was a gateway's
@@ -55,7 +56,10 @@ export class SessionCache {
   readonly #ttlMs: number;
   readonly #maxEntries: number;
   readonly #trackedTtlMs: number;
+  /** Keys whose session was found, oldest first. */
   readonly #entries = new Map<string, Entry>();
+  /** Keys with no session, oldest first: a bound of their own, so they cannot push found ones out. */
+  readonly #unknown = new Map<string, Entry>();
   readonly #inFlight = new Map<string, Read>();
   /** Raw key -> its hash, for keys whose session was found; oldest first. */
   readonly #hashes = new Map<string, string>();
@@ -71,7 +75,7 @@ export class SessionCache {
   /** The session (null: no such key); a cached one is returned as it is, so a hit takes no promise. */
   get(keyHash: string): MaybePromise<Session | null> {
     const now = Date.now();
-    const entry = this.#entries.get(keyHash);
+    const entry = this.#entries.get(keyHash) ?? this.#unknown.get(keyHash);
     if (entry !== undefined && entry.expiresAt > now) return entry.session;
     const pending = this.#inFlight.get(keyHash);
     if (pending !== undefined) return pending.result;
@@ -115,7 +119,7 @@ export class SessionCache {
    * way may have answered before the change, so what it brings is kept for the short TTL only.
    */
   changed(keyHash: string): void {
-    const entry = this.#entries.get(keyHash);
+    const entry = this.#entries.get(keyHash) ?? this.#unknown.get(keyHash);
     if (entry !== undefined) entry.expiresAt = 0;
     const pending = this.#inFlight.get(keyHash);
     if (pending !== undefined) pending.tracked = false;
@@ -124,6 +128,7 @@ export class SessionCache {
   /** Any stored session may have changed (the store was flushed, or reports were lost). */
   allChanged(): void {
     for (const entry of this.#entries.values()) entry.expiresAt = 0;
+    for (const entry of this.#unknown.values()) entry.expiresAt = 0;
     for (const pending of this.#inFlight.values()) pending.tracked = false;
   }
 
@@ -144,11 +149,13 @@ export class SessionCache {
 
   #remember(keyHash: string, session: Session | null, digest: string | null, ttlMs: number): void {
     this.#entries.delete(keyHash);
-    if (this.#entries.size >= this.#maxEntries) {
+    this.#unknown.delete(keyHash);
+    const entries = session === null ? this.#unknown : this.#entries;
+    if (entries.size >= this.#maxEntries) {
       // Maps iterate in insertion order: the first entry is the oldest.
-      const oldest = this.#entries.keys().next().value;
-      if (oldest !== undefined) this.#entries.delete(oldest);
+      const oldest = entries.keys().next().value;
+      if (oldest !== undefined) entries.delete(oldest);
     }
-    this.#entries.set(keyHash, { session, digest, expiresAt: Date.now() + ttlMs });
+    entries.set(keyHash, { session, digest, expiresAt: Date.now() + ttlMs });
   }
 }
