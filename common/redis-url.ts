@@ -85,6 +85,9 @@ export function createRedisClient(url: string, options: RedisOptions): Redis | C
   }
 }
 
+/** The wait before a sidecar's Redis connection tries again: doubling from 200 ms to 3 s, forever. */
+export const reconnectBackoff = (attempt: number): number => Math.min(100 * 2 ** Math.min(attempt, 5), 3000);
+
 /**
  * Connection errors logged once per `everyMs` while Redis stays away (not once per
  * reconnect attempt), counted by `onError`, and never thrown into the process: ioredis

@@ -1,5 +1,5 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
-import { createRedisClient, reportConnectionErrors } from '../common/redis-url.ts';
+import { createRedisClient, reconnectBackoff, reportConnectionErrors } from '../common/redis-url.ts';
 import type { Logger } from '../common/logger.ts';
 import { limitsCommand } from './limits/stores/redis-store.ts';
 import type { SidecarMetrics } from './metrics.ts';
@@ -26,9 +26,6 @@ export function sidecarRedisOptions(commandTimeoutMs: number): RedisOptions {
     retryStrategy: reconnectBackoff,
   };
 }
-
-/** The wait before the sidecar's Redis connections try again: doubling from 200 ms to 3 s, forever. */
-export const reconnectBackoff = (attempt: number): number => Math.min(100 * 2 ** Math.min(attempt, 5), 3000);
 
 /**
  * The sidecar's Redis client (`sidecarRedisOptions`). The URL may name one server, a Sentinel

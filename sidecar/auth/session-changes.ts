@@ -1,9 +1,8 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { Gauge } from 'prom-client';
-import { reportConnectionErrors } from '../../common/redis-url.ts';
+import { reconnectBackoff, reportConnectionErrors } from '../../common/redis-url.ts';
 import { sessionKeyPrefix } from '../../common/redis-keys.ts';
 import type { Logger } from '../../common/logger.ts';
-import { reconnectBackoff } from '../redis.ts';
 import { SESSION_TTL_MS } from './session-cache.ts';
 
 /** The channel a RESP2 connection's own tracking reports on, when it redirects to itself. */

@@ -10,7 +10,7 @@ import { startRedisCluster, type RedisClusterHandle } from '../../harness/index.
 import { alignTo, metricValues, sleep, uniqueId } from '../limits/helpers.ts';
 import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gateways.ts';
 import { eventually, quietLogger } from '../sidecar/helpers.ts';
-import { SessionCache } from '../../../sidecar/auth/session-cache.ts';
+import { killReportConnection, withReportedSessions } from '../../support/session-changes.ts';
 import { ClusterSessionChangeFeed } from '../../../sidecar/auth/session-changes.ts';
 
 let cluster: RedisClusterHandle;
@@ -151,12 +151,7 @@ describe('Redis Cluster through redis+cluster://', () => {
 
   it('every master reports the changes of the sessions it holds; one report connection lost, every session is read again', async () => {
     const redis = createRedisClient(cluster.url, {}) as Cluster;
-    const store = new RedisSessionStore(redis);
-    // Untracked entries live 20 ms, tracked ones a minute: a change seen within 10 s was reported.
-    const cache = new SessionCache(store, 20, 1_000, 60_000);
-    const feed = new ClusterSessionChangeFeed(redis, cache, quietLogger);
-    try {
-      await eventually(() => feed.tracking, 10_000, 'session changes tracked on every master');
+    await withReportedSessions(redis, (cluster, cache) => new ClusterSessionChangeFeed(cluster, cache, quietLogger), async ({ store, cache, feed }) => {
       // Enough keys that every master holds some.
       const hashes = Array.from({ length: 30 }, () => keyHashOf(uniqueId('raw')));
       const slots = await Promise.all(hashes.map(async (h) => Number(await redis.cluster('KEYSLOT', sessionKey(h)))));
@@ -167,18 +162,13 @@ describe('Redis Cluster through redis+cluster://', () => {
       await eventually(async () => (await Promise.all(hashes.map((h) => cache.get(h)))).every((s) => s?.alias === 'after'), 10_000, 'every change reported');
 
       // One master's report connection killed: the change that falls before the next is still seen.
-      const victim = redis.nodes('master')[0]!;
-      const line = String(await victim.client('LIST')).split('\n').find((l) => / flags=\S*t/.test(l));
-      await victim.client('KILL', 'ID', /^id=(\d+)/.exec(line ?? '')![1]!);
+      await killReportConnection(redis.nodes('master')[0]!);
       await Promise.all(hashes.map((h) => store.put(h, session({ alias: 'unreported' }))));
       await eventually(async () => (await Promise.all(hashes.map((h) => cache.get(h)))).every((s) => s?.alias === 'unreported'), 10_000, 'the changes seen without reports');
       await eventually(() => feed.tracking, 10_000, 'tracking again');
       await Promise.all(hashes.map((h) => store.delete(h)));
       await eventually(async () => (await Promise.all(hashes.map((h) => cache.get(h)))).every((s) => s === null), 10_000, 'the deletes reported');
-    } finally {
-      await feed.close();
-      redis.disconnect();
-    }
+    });
   });
 });
 

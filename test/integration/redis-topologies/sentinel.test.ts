@@ -8,7 +8,7 @@ import { keyHashOf, request } from '../../support/limits-fixtures.ts';
 import { startRedisSentinel, type RedisSentinelHandle } from '../../harness/index.ts';
 import { metricValues, sleep, uniqueId } from '../limits/helpers.ts';
 import { eventually, quietLogger } from '../sidecar/helpers.ts';
-import { SessionCache } from '../../../sidecar/auth/session-cache.ts';
+import { withReportedSessions } from '../../support/session-changes.ts';
 import { SessionChangeFeed } from '../../../sidecar/auth/session-changes.ts';
 import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gateways.ts';
 
@@ -51,13 +51,7 @@ describe('Redis Sentinel through redis+sentinel://', () => {
   });
 
   it('after SENTINEL FAILOVER the client follows the new master within 5 s; nothing throws meanwhile; session changes are reported from the new master', async () => {
-    const redis = createRedisClient(sentinel.url, {}) as Redis;
-    const store = new RedisSessionStore(redis);
-    // Untracked entries live 20 ms, tracked ones a minute: a change seen within 10 s was reported.
-    const cache = new SessionCache(store, 20, 100, 60_000);
-    const feed = new SessionChangeFeed(redis, cache, quietLogger);
-    try {
-      await eventually(() => feed.tracking, 10_000, 'session changes tracked');
+    await withReportedSessions(createRedisClient(sentinel.url, {}) as Redis, (redis, cache) => new SessionChangeFeed(redis, cache, quietLogger), async ({ store, cache, feed }) => {
       const { figures } = await throughFailover(sentinel, () => sentinel.failover(), 5_000);
       process.stderr.write(`sentinel failover (SENTINEL FAILOVER): ${figures}\n`);
 
@@ -66,10 +60,7 @@ describe('Redis Sentinel through redis+sentinel://', () => {
       await eventually(async () => (await cache.get(hash))?.alias === 'before', 10_000, 'the session read');
       await store.put(hash, session({ alias: 'after' }));
       await eventually(async () => (await cache.get(hash))?.alias === 'after', 10_000, 'the change reported');
-    } finally {
-      await feed.close();
-      redis.disconnect();
-    }
+    });
   });
 });
 

@@ -9,6 +9,7 @@ import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { SESSION_TTL_MS } from '../../../sidecar/auth/session-cache.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues } from '../limits/helpers.ts';
+import { killReportConnection } from '../../support/session-changes.ts';
 import { call, compiledApi, deployApi, eventually, servesApi, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import { Redis as RedisClient } from 'ioredis';
 import { pino } from 'pino';
@@ -92,11 +93,8 @@ describe('sessions stay cached until Redis reports their change', () => {
   it('reads every session again once reports may have been lost, and tracks again on the next connection', async () => {
     const rawKey = await storeSession(client, grant());
     expect((await callWith(rawKey)).status).toBe(200);
-    const trackingClient = String(await client.client('LIST')).split('\n').find((line) => / flags=\S*t/.test(line));
-    const id = /^id=(\d+)/.exec(trackingClient ?? '')?.[1];
-    expect(id).toBeDefined();
     // The change falls between the kill and the next connection: nobody reports it.
-    await client.client('KILL', 'ID', id!);
+    await killReportConnection(client);
     await new RedisSessionStore(client).put(keyHash(rawKey), sessionSchema.parse({ ...grant(), is_inactive: true }));
     await eventually(async () => (await callWith(rawKey)).status === 403, 2_000, 'the change seen without a report');
     await eventually(async () => (await tracked(sidecar)) === 1, 10_000, 'tracking again');
