@@ -59,6 +59,11 @@ export type OthersCall = { [M in RunOnOthers]: { method: M; params: WorkerMethod
 export interface Notices {
   /** A smoothed limit moved to `value`: the primary's gauge gw_smoothing_allowance holds the last move of any worker. */
   allowance: { labels: { kind: string; namespace: string; name: string }; value: number };
+  /**
+   * A worker's side of the channel is open: it has loaded its code and answers calls from now
+   * on, though it may still be warming up or loading its config.
+   */
+  listening: undefined;
   /** A worker started and serves. */
   started: undefined;
   /** Drain and exit. */

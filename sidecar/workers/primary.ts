@@ -10,8 +10,13 @@ import type { SidecarOptions } from '../cli.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
 import { IpcPeer, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 
-/** A worker that answers no readiness call within this counts as not ready. */
-const READINESS_TIMEOUT_MS = 2000;
+/**
+ * A worker that answers no readiness call within this counts as not ready. It is under the
+ * probes' 2 s timeout (charts/gw, the injected sidecar), so the kubelet reads the reason
+ * rather than a probe that timed out.
+ */
+const READINESS_TIMEOUT_MS = 1500;
+const STARTING: Readiness = { ready: false, reasons: ['starting'], problems: [] };
 /** Time a worker has to drain after SIGTERM (its own drain is 10 s) before it is killed. */
 const STOP_GRACE_MS = 15_000;
 /** Restart delays of a worker that keeps exiting: doubling from the first, up to the last. */
@@ -23,6 +28,11 @@ export interface Slot {
   index: number;
   worker: Worker | undefined;
   peer: IpcPeer<PrimaryMethods, WorkerMethods> | undefined;
+  /**
+   * The worker has loaded its code and answers calls. Before that it is starting: a call
+   * would wait on its channel until it has loaded, seconds on a busy node.
+   */
+  listening: boolean;
   started: boolean;
   startedAt: number;
   restartDelayMs: number;
@@ -62,6 +72,7 @@ export async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
   const answers = await Promise.all(
     slots.map(async (slot) => {
       if (slot.peer === undefined || slot.worker?.isConnected() !== true) return undefined;
+      if (!slot.listening) return STARTING;
       return slot.peer.call('readiness', undefined, READINESS_TIMEOUT_MS).catch((error: unknown) => ({ ready: false, reasons: [(error as Error).message], problems: [] }));
     }),
   );
@@ -99,7 +110,7 @@ export async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
 export async function startPrimary(options: SidecarOptions, count: number, logger: Logger, stoppable?: (close: () => Promise<void>) => void): Promise<RunningPrimary> {
   const metrics = primaryMetrics();
   const aggregator = new AggregatorRegistry();
-  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first, rejoining: false }));
+  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, listening: false, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first, rejoining: false }));
   let stopping = false;
   let startFailed: ((error: Error) => void) | undefined;
   let allStarted: (() => void) | undefined;
@@ -144,6 +155,9 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
       {
         allowance: ({ labels, value }) => metrics.allowance.set(labels, value),
         streamRelease: (slot) => streams.release(slot),
+        listening: () => {
+          slot.listening = true;
+        },
         started: () => {
           slot.started = true;
           slot.startedAt = Date.now();
@@ -152,7 +166,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
         },
       },
     );
-    Object.assign(slot, { worker, peer, started: false });
+    Object.assign(slot, { worker, peer, listening: false, started: false });
     worker.on('message', (message: unknown) => peer.receive(message));
     worker.on('exit', (code, signal) => {
       peer.close(`worker ${slot.index} ended`);

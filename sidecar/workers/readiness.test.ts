@@ -6,16 +6,31 @@ import { readinessOf, type Slot } from './primary.ts';
 function running(index: number, answer: Readiness, rejoining = false): Slot {
   const worker = { isConnected: () => true } as unknown as Slot['worker'];
   const peer = { call: () => Promise.resolve(answer) } as unknown as Slot['peer'];
-  return { index, worker, peer, started: true, startedAt: 0, restartDelayMs: 500, rejoining };
+  return { index, worker, peer, listening: true, started: true, startedAt: 0, restartDelayMs: 500, rejoining };
 }
 
-const down = (index: number): Slot => ({ index, worker: undefined, peer: undefined, started: false, startedAt: 0, restartDelayMs: 500, rejoining: true });
+/** A worker slot whose process runs but is still loading its code: a call to it would not be answered. */
+function loading(index: number, rejoining = false): Slot & { calls: number } {
+  const slot = { ...running(index, ready, rejoining), listening: false, started: false, calls: 0 };
+  slot.peer = { call: () => ((slot.calls += 1), new Promise<never>(() => undefined)) } as unknown as Slot['peer'];
+  return slot;
+}
+
+const down = (index: number): Slot => ({ index, worker: undefined, peer: undefined, listening: false, started: false, startedAt: 0, restartDelayMs: 500, rejoining: true });
 const ready: Readiness = { ready: true, reasons: [], problems: [] };
 const starting: Readiness = { ready: false, reasons: ['starting'], problems: [] };
 
 describe('the primary\'s readiness over its workers', () => {
   it('a first start is not ready until every worker is', async () => {
     expect(await readinessOf([running(0, ready), running(1, starting)])).toEqual({ ready: false, reasons: ['worker 1: starting'], problems: [] });
+  });
+
+  it('a worker still loading its code is starting, answered at once without a call it could not answer yet', async () => {
+    const first = loading(1);
+    expect(await readinessOf([running(0, ready), first])).toEqual({ ready: false, reasons: ['worker 1: starting'], problems: [] });
+    const again = loading(1, true);
+    expect(await readinessOf([running(0, ready), again])).toEqual({ ready: true, reasons: [], problems: [{ subject: 'worker 1', reason: 'restarted; not ready yet (starting)' }] });
+    expect(first.calls + again.calls).toBe(0);
   });
 
   it('a restarted worker, down or starting again, is a problem while another serves; ready again, it is neither', async () => {

@@ -53,6 +53,7 @@ export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
     { stop: () => stop?.() },
   );
   process.on('message', (message) => primary.receive(message));
+  primary.notify('listening', undefined);
   process.on('disconnect', () => {
     primary.close('the primary is gone');
     logger.warn('the primary process is gone: stopping');

@@ -11,7 +11,7 @@ import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts'
 import { startRedis, type RedisHandle } from '../../harness/index.ts';
 import { freePort } from '../../harness/ports.ts';
 import { isAlive } from '../../harness/procs.ts';
-import { call, eventually, spawnSidecar, type SidecarChild } from './helpers.ts';
+import { call, eventually, spawnSidecar, type CallResult, type SidecarChild } from './helpers.ts';
 
 const ADMIN = { 'x-gw-authorization': 'workers-admin-secret' };
 
@@ -108,12 +108,13 @@ spec:
 
   /**
    * Two workers warming up for their full 10 s (more requests than the bound lets a warm-up
-   * send), once the primary's /readyz answers (503 meanwhile).
+   * send), once the primary's /readyz answers, with its first answer.
    */
-  async function warmingGateway(instanceId: string): Promise<Gateway & { proxyPort: number }> {
+  async function warmingGateway(instanceId: string): Promise<Gateway & { proxyPort: number; firstReadyz: CallResult }> {
     const gateway = await spawnGateway(dir, redis.url, '2', { GW_INSTANCE_ID: instanceId, GW_WARM_UP_REQUESTS: '1000000' });
-    await eventually(async () => (await call(`${gateway.health}/readyz`).catch(() => ({ status: 0 }))).status === 503, 10_000, '/readyz served');
-    return gateway;
+    let firstReadyz: CallResult | undefined;
+    await eventually(async () => (firstReadyz = await call(`${gateway.health}/readyz`).catch(() => undefined)) !== undefined, 10_000, '/readyz served');
+    return { ...gateway, firstReadyz: firstReadyz! };
   }
 
   it('refuses more than one worker without Redis, and a bad setting before forking any', async () => {
@@ -229,8 +230,12 @@ spec:
   });
 
   it('a worker joins the proxy port only once warmed up: until then the port refuses and /readyz names each worker starting', async () => {
-    const { child, health, proxy, proxyPort } = await warmingGateway('workers-warm-up');
+    const { child, health, proxy, proxyPort, firstReadyz } = await warmingGateway('workers-warm-up');
     try {
+      // From the first answer on, while the workers load their code and then warm up: not a
+      // readiness call that timed out on a worker that could not answer it yet.
+      expect(firstReadyz.status).toBe(503);
+      expect(firstReadyz.json()).toMatchObject({ status: 'not ready', reasons: ['worker 0: starting', 'worker 1: starting'] });
       const starting = (await call(`${health}/readyz`)).json();
       expect(starting).toMatchObject({ status: 'not ready', reasons: ['worker 0: starting', 'worker 1: starting'] });
       expect(await connectOutcome(proxyPort)).toBe('ECONNREFUSED');
