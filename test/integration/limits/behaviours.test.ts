@@ -17,16 +17,18 @@ const rolling = { enable_redis_rolling_limiter: true };
 
 describe('sliding log on Redis', () => {
   it('spike arrest: knocking keeps the limit closed; a quiet window reopens it', async () => {
-    const a = api(uniqueId('spike'), { api_limit: { rate: 5, per: 1 } });
+    // Knocks every 300 ms for 3 s on a 2 s window: once the five admitted requests have left
+    // it, only the knocks, each logged, keep it at the rate. Three knocks (six entries) within
+    // 2 s are enough, so a test process that wakes up to 350 ms late still sees it closed.
+    const a = api(uniqueId('spike'), { api_limit: { rate: 5, per: 2 } });
     const gateway = startGateway(config({ settings: rolling, apis: [a] }), testEnv().redisUrl);
     const req = request(a, null);
     expect(await outcomes(gateway, req, 6)).toEqual([...Array(5).fill('allowed'), 'api_rate_limited']);
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < 10; i++) {
       await sleep(300);
-      // Each knock is logged, so the window never drops below the rate.
       expect(await outcomes(gateway, req, 2)).toEqual(['api_rate_limited', 'api_rate_limited']);
     }
-    await sleep(1050);
+    await sleep(2050);
     expect(await outcomes(gateway, req, 6)).toEqual([...Array(5).fill('allowed'), 'api_rate_limited']);
   });
 });
