@@ -295,6 +295,9 @@ export async function startRedisTls(opts: TlsRedisOptions): Promise<TlsRedisHand
     new Redis({ host: '127.0.0.1', port, password: adminPassword, tls: { ca }, lazyConnect: true, maxRetriesPerRequest: retry ? 1 : 0, ...(retry ? {} : { retryStrategy: () => null }) });
   const ready = async (port: number): Promise<boolean> => {
     const redis = connectAdmin(port, false);
+    // A server not listening yet is the answer `false`: connect() rejects with it, and the
+    // client's error event would otherwise be reported as unhandled.
+    redis.on('error', () => undefined);
     try {
       await redis.connect();
       return (await redis.ping()) === 'PONG';
