@@ -127,7 +127,7 @@ describe('chart monitoring', () => {
     const check = await runTool(promtool, ['check', 'rules', rules], { allowFail: true, timeoutMs: 60_000 });
     expect(check.code, check.stdout + check.stderr).toBe(0);
     expect(check.stdout).toContain(`SUCCESS: ${rulesOf(objects).length} rules found`);
-    expect(rulesOf(objects).map((r) => r.alert)).toEqual(['GwRedisUnreachable', 'GwLimitsWithoutRedis', 'GwLimitsFailingClosed', 'GwConfigRefused', 'GwConfigProblems',
+    expect(rulesOf(objects).map((r) => r.alert)).toEqual(['GwRedisUnreachable', 'GwLimitsWithoutRedis', 'GwLimitsFailingClosed', 'GwSessionChangesUntracked', 'GwConfigRefused', 'GwConfigProblems',
       'GwWebhookFailures', 'GwServerErrors', 'GwOperatorLeaderMissing']);
 
     // Synthetic series, one minute apart: which alerts fire at 15 minutes.
@@ -147,6 +147,10 @@ describe('chart monitoring', () => {
           { series: 'gw_redis_client_errors_total{namespace="app",pod="p1"}', values: '0+1x20' },
           { series: 'gw_operator_webhook_reviews_total{result="injected"}', values: '0+3x20' },
           { series: 'gw_config_problems{namespace="app",pod="p1",kind="Policy",reason="unknown"}', values: '0x20' },
+          // p1 never had reports and p2 always had; p3 lost them at its sixth minute, so at 16m it is still pending.
+          { series: 'gw_session_changes_tracked{namespace="app",pod="p1"}', values: '0x20' },
+          { series: 'gw_session_changes_tracked{namespace="app",pod="p2"}', values: '1x20' },
+          { series: 'gw_session_changes_tracked{namespace="app",pod="p3"}', values: '1x5 0x15' },
         ],
         alert_rule_test: [
           { eval_time: '15m', alertname: 'GwOperatorLeaderMissing', exp_alerts: [{ exp_labels: { severity: 'critical' },
@@ -160,6 +164,9 @@ describe('chart monitoring', () => {
             exp_annotations: { summary: 'Rate-limit decisions are made without Redis.', description: 'app/p1 decides requests without Redis: it admits them (redis_failure_mode open) or refuses them (closed).' } }] },
           { eval_time: '15m', alertname: 'GwRedisUnreachable', exp_alerts: [{ exp_labels: { severity: 'warning', namespace: 'app', pod: 'p1' },
             exp_annotations: { summary: 'A gateway cannot reach Redis.', description: 'app/p1 has seen Redis connection errors for 5 minutes.' } }] },
+          { eval_time: '16m', alertname: 'GwSessionChangesUntracked', exp_alerts: [{ exp_labels: { severity: 'info', namespace: 'app', pod: 'p1' },
+            exp_annotations: { summary: 'A gateway reads sessions from Redis every 250 ms instead of when they change.',
+              description: "app/p1 has had no reports of session changes from Redis for 15 minutes: it reads each key's session again every 250 ms, and refuses a revoked key within 250 ms rather than at once. Its log says why: a Redis before 6, an ACL without the commands the README's Redis section lists, or a report connection that keeps failing." } }] },
           // Only injected reviews, no config problem: quiet.
           { eval_time: '15m', alertname: 'GwWebhookFailures', exp_alerts: [] },
           { eval_time: '15m', alertname: 'GwConfigProblems', exp_alerts: [] },
@@ -178,7 +185,7 @@ describe('chart monitoring', () => {
     const configMap = findObject(objects, 'ConfigMap', 'gw-dashboard');
     expect(configMap.metadata.labels).toMatchObject({ grafana_dashboard: '1' });
     expect(dashboardOf(objects).panels.map((p) => p.title)).toEqual(['Rate-limit decisions by outcome', '429s and 403s by API', 'Latency added by the gateway',
-      'Upstream response time', 'Smoothing allowance', 'Redis round trip', 'Requests by status class', 'Operator']);
+      'Upstream response time', 'Smoothing allowance', 'Redis round trip', 'Requests by status class', 'Operator', 'Session change reports']);
     const result = await kubectl(['apply', '--dry-run=server', '--validate=strict', '-f', '-'], { input: JSON.stringify(configMap), allowFail: true });
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
