@@ -8,6 +8,7 @@ import { startSidecar, type RunningSidecar } from '../sidecar/app.ts';
 import { splitHostPort } from '../common/listen.ts';
 import { startEchoUpstream, type EchoUpstream } from './upstream.ts';
 import { WARM_UP_DEFAULT_REQUESTS } from '../sidecar/warm-up-bounds.ts';
+import { SESSION_CACHE_DEFAULT_SIZE } from '../sidecar/auth/session-cache.ts';
 
 /**
  * `npm start`: the gateway standalone on a copy of examples/ (folder mode, in-memory
@@ -164,6 +165,7 @@ async function start(addresses: DemoAddresses, adminSecret: string, dir: string)
         redisUrl: undefined,
         workers: 1,
         warmUpRequests: WARM_UP_DEFAULT_REQUESTS,
+        sessionCacheSize: SESSION_CACHE_DEFAULT_SIZE,
         settingsFile: undefined,
         apis: '*',
         namespace: 'default',

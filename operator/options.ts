@@ -53,6 +53,12 @@ const table = {
     help: 'GW_WARM_UP_REQUESTS of the injected sidecar: requests through its warm-up before it turns ready, 0 for none (default: unset, the sidecar\'s own default)',
     schema: z.coerce.number().int().min(0).max(1_000_000).optional(),
   },
+  sidecarSessionCacheSize: {
+    flag: 'sidecar-session-cache-size',
+    env: 'GW_SIDECAR_SESSION_CACHE_SIZE',
+    help: 'GW_SESSION_CACHE_SIZE of the injected sidecar: sessions it keeps, about 4.5 KB of heap each (default: unset, the sidecar\'s own 10,000)',
+    schema: z.coerce.number().int().min(1).max(1_000_000).optional(),
+  },
   sidecarRedisUrl: { flag: 'sidecar-redis-url', env: 'GW_SIDECAR_REDIS_URL', help: 'GW_REDIS_URL given to injected sidecars (default: --redis-url)', schema: redisUrlOption.optional() },
   sidecarEnvSecret: { flag: 'sidecar-env-secret', env: 'GW_SIDECAR_ENV_SECRET', help: 'Secret whose keys become env of injected sidecars (admin secrets, Redis password)', schema: z.string().optional() },
   leaderElection: { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)', schema: booleanOption.default(true) },

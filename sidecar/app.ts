@@ -97,8 +97,8 @@ interface Parts {
 }
 
 /** The gateway's session cache, told of session changes where Redis can report them (docs/architecture.md#sessions). */
-function cachedSessions({ sessions, redis, logger, metrics }: Parts): { cache: SessionCache; close: () => Promise<void> } {
-  const cache = new SessionCache(sessions);
+function cachedSessions({ sessions, redis, logger, metrics }: Parts, size: number): { cache: SessionCache; close: () => Promise<void> } {
+  const cache = new SessionCache(sessions, { size });
   if (redis === undefined) return { cache, close: () => Promise.resolve() };
   const options = { tracked: metrics.sessionChangesTracked };
   const feed: SessionChanges = redis instanceof Redis ? new SessionChangeFeed(redis, cache, logger, options) : new ClusterSessionChangeFeed(redis, cache, logger, options);
@@ -268,7 +268,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
       for (const forwarder of [undici, httpProxy]) forwarder.retainOrigins(state.routes.origins);
     },
   });
-  const sessions = cachedSessions(parts);
+  const sessions = cachedSessions(parts, options.sessionCacheSize);
   const gateway = new Gateway({
     state: runtime.state,
     engine,

@@ -51,6 +51,13 @@ describe('sidecar flags', () => {
     expect(() => parseSidecarArgs(['--workers', '2', '--listen', '127.0.0.1:0', ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs a fixed proxy port');
   });
 
+  it('takes the session cache size as a whole number of sessions, 10,000 by default', () => {
+    expect(parseSidecarArgs([], {})).toMatchObject({ sessionCacheSize: 10_000 });
+    expect(parseSidecarArgs(['--session-cache-size', '50000'], {})).toMatchObject({ sessionCacheSize: 50_000 });
+    expect(parseSidecarArgs([], { GW_SESSION_CACHE_SIZE: '200' })).toMatchObject({ sessionCacheSize: 200 });
+    for (const bad of ['0', '2.5', 'many', '1000001']) expect(() => parseSidecarArgs(['--session-cache-size', bad], {})).toThrow(/^--session-cache-size \(GW_SESSION_CACHE_SIZE\): /);
+  });
+
   it('--help asks for help; unknown flags throw', () => {
     expect(parseSidecarArgs(['--help'], {})).toBe('help');
     expect(() => parseSidecarArgs(['--nope'], {})).toThrow();

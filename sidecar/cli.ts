@@ -6,6 +6,7 @@ import { defaultGatewaySettings, gatewaySettingsSchema } from '../crds/settings.
 import { staticTokensSchema } from './admin/bearer.ts';
 import { splitHostPort } from '../common/listen.ts';
 import { workersOption, type WorkerNeeds } from './workers/count.ts';
+import { SESSION_CACHE_DEFAULT_SIZE } from './auth/session-cache.ts';
 import { WARM_UP_DEADLINE_MS, WARM_UP_DEFAULT_REQUESTS } from './warm-up-bounds.ts';
 
 /** The proxy listener address of a gateway that serves only the admin operations. */
@@ -78,6 +79,13 @@ const table = {
     env: 'GW_WARM_UP_REQUESTS',
     help: `Requests sent through a loopback copy of the request path before /readyz turns ready, so the first users meet compiled code (docs/architecture.md#warm-up); at most ${WARM_UP_DEADLINE_MS / 1000} s. 0: none. Default: ${WARM_UP_DEFAULT_REQUESTS}.`,
     schema: z.coerce.number().int().min(0).max(1_000_000).default(WARM_UP_DEFAULT_REQUESTS),
+  },
+  sessionCacheSize: {
+    flag: 'session-cache-size',
+    value: 'N',
+    env: 'GW_SESSION_CACHE_SIZE',
+    help: `Sessions each gateway process keeps, at about 4.5 KB of heap each (docs/architecture.md#sessions). Past this many keys in use at once, the ones that come back least often are read from Redis again at each of their requests. Default: ${SESSION_CACHE_DEFAULT_SIZE}.`,
+    schema: z.coerce.number().int().min(1).max(1_000_000).default(SESSION_CACHE_DEFAULT_SIZE),
   },
   settingsFile: { flag: 'settings', value: 'FILE', env: 'GW_SETTINGS', help: 'Gateway settings file (YAML or JSON).', schema: z.string().optional() },
   apis: {

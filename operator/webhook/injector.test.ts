@@ -121,4 +121,11 @@ describe('injectionPatch', () => {
     expect(env(0)).toEqual([{ name: 'GW_WARM_UP_REQUESTS', value: '0' }]);
     expect(env(undefined)).toEqual([]);
   });
+
+  it('gives the configured session cache size, and leaves the sidecar its default when none is configured', () => {
+    const env = (sessionCacheSize: number | undefined) =>
+      ((patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), { ...options, sessionCacheSize }))[0]!.value as V1Container[])[0]!.env ?? []).filter((e) => e.name === 'GW_SESSION_CACHE_SIZE');
+    expect(env(50_000)).toEqual([{ name: 'GW_SESSION_CACHE_SIZE', value: '50000' }]);
+    expect(env(undefined)).toEqual([]);
+  });
 });

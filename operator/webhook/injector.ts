@@ -26,6 +26,8 @@ export interface SidecarOptions {
   nodeOptions?: string;
   /** GW_WARM_UP_REQUESTS of the sidecar (docs/architecture.md#warm-up); unset, the sidecar's own default. */
   warmUpRequests?: number | undefined;
+  /** GW_SESSION_CACHE_SIZE of the sidecar (docs/architecture.md#sessions); unset, the sidecar's own default. */
+  sessionCacheSize?: number | undefined;
   /** Given to the sidecar as a literal GW_REDIS_URL only when there is no env Secret. */
   redisUrl: string | undefined;
   /** A Secret whose keys become the sidecar's environment (admin and portal secrets, GW_REDIS_URL). */
@@ -92,6 +94,7 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
   ];
   if (options.nodeOptions) env.push({ name: 'NODE_OPTIONS', value: options.nodeOptions });
   if (options.warmUpRequests !== undefined) env.push({ name: 'GW_WARM_UP_REQUESTS', value: String(options.warmUpRequests) });
+  if (options.sessionCacheSize !== undefined) env.push({ name: 'GW_SESSION_CACHE_SIZE', value: String(options.sessionCacheSize) });
   // With an env Secret, GW_REDIS_URL (password included) comes from it: a literal here would
   // win over envFrom and put the password in every pod spec.
   if (options.redisUrl && !options.envSecretName) env.push({ name: 'GW_REDIS_URL', value: options.redisUrl });

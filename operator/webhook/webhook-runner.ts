@@ -75,6 +75,7 @@ export class WebhookRunner {
       resources: this.#options.sidecarResources,
       nodeOptions: this.#options.sidecarNodeOptions,
       warmUpRequests: this.#options.sidecarWarmUpRequests,
+      sessionCacheSize: this.#options.sidecarSessionCacheSize,
       redisUrl: this.#options.sidecarRedisUrl ?? this.#options.redisUrl,
       envSecretName: this.#options.sidecarEnvSecret,
     };

@@ -52,7 +52,7 @@ describe('authenticate', () => {
   it('answers a key whose session is cached at once, with the same result', async () => {
     const store = new MemorySessionStore();
     await store.put(keyHash('good'), sessionSchema.parse({ access_rights: grant }));
-    const cache = new SessionCache(store, 10_000);
+    const cache = new SessionCache(store, { ttlMs: 10_000 });
     const first = authenticate({ authorization: 'good' }, 'authorization', 'api1', {}, cache);
     expect(first).toBeInstanceOf(Promise);
     expect(await first).toMatchObject({ ok: true, keyHash: keyHash('good') });
@@ -67,7 +67,7 @@ describe('authenticate', () => {
     const store = new MemorySessionStore();
     await store.put(keyHash('good'), sessionSchema.parse({ access_rights: grant }));
     await store.put(keyHash('elsewhere'), sessionSchema.parse({ access_rights: { api2: { api_id: 'api2' } } }));
-    const cache = new SessionCache(store, 10_000);
+    const cache = new SessionCache(store, { ttlMs: 10_000 });
     for (const key of ['good', 'elsewhere', 'bad']) await authenticate({ authorization: key }, 'authorization', 'api1', {}, cache);
     // Telling the cache a stand-in hash changes only what it had not remembered yet.
     for (const key of ['good', 'elsewhere', 'bad']) cache.rememberKey(key, `stand-in-${key}`);

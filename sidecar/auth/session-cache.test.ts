@@ -17,7 +17,7 @@ describe('SessionCache', () => {
   it('shares one read among concurrent misses and serves repeats from memory within the TTL', async () => {
     const store = new CountingStore();
     await store.put('h', sessionSchema.parse({ alias: 'a' }));
-    const cache = new SessionCache(store, 10_000);
+    const cache = new SessionCache(store, { ttlMs: 10_000 });
     const results = await Promise.all([cache.get('h'), cache.get('h'), cache.get('h')]);
     expect(results.map((s) => s?.alias)).toEqual(['a', 'a', 'a']);
     await cache.get('h');
@@ -27,7 +27,7 @@ describe('SessionCache', () => {
   it('hands a cached session back as it is, so the request path takes no promise for it', async () => {
     const store = new CountingStore();
     await store.put('h', sessionSchema.parse({ alias: 'a' }));
-    const cache = new SessionCache(store, 10_000);
+    const cache = new SessionCache(store, { ttlMs: 10_000 });
     expect(cache.get('h')).toBeInstanceOf(Promise);
     await cache.get('h');
     const hit = cache.get('h');
@@ -39,7 +39,7 @@ describe('SessionCache', () => {
   it('reads again after the TTL, so changes reach the gateway quickly', async () => {
     const store = new CountingStore();
     await store.put('h', sessionSchema.parse({ alias: 'old' }));
-    const cache = new SessionCache(store, 20);
+    const cache = new SessionCache(store, { ttlMs: 20 });
     expect((await cache.get('h'))?.alias).toBe('old');
     await store.put('h', sessionSchema.parse({ alias: 'new' }));
     await new Promise((r) => setTimeout(r, 40));
@@ -50,7 +50,7 @@ describe('SessionCache', () => {
   it('keeps the session it parsed while the stored JSON stays the same, and parses a changed one', async () => {
     const store = new CountingStore();
     await store.put('h', sessionSchema.parse({ alias: 'same' }));
-    const cache = new SessionCache(store, 20);
+    const cache = new SessionCache(store, { ttlMs: 20 });
     const first = await cache.get('h');
     // Written again with the same content: the next read finds the same JSON.
     await store.put('h', sessionSchema.parse({ alias: 'same' }));
@@ -72,7 +72,7 @@ describe('SessionCache', () => {
 
   it('caches unknown keys too and evicts the oldest entry past its size bound', async () => {
     const store = new CountingStore();
-    const cache = new SessionCache(store, 10_000, 2);
+    const cache = new SessionCache(store, { ttlMs: 10_000, size: 2 });
     await cache.get('a');
     await cache.get('a');
     expect(store.reads).toBe(1);
@@ -85,7 +85,7 @@ describe('SessionCache', () => {
   it('keeps unknown keys within a bound of their own, so a flood of them cannot push a known key out', async () => {
     const store = new CountingStore();
     await store.put('known', sessionSchema.parse({ alias: 'known' }));
-    const cache = new SessionCache(store, 10_000, 2);
+    const cache = new SessionCache(store, { ttlMs: 10_000, size: 2 });
     await cache.get('known');
     for (let i = 0; i < 5; i++) expect(await cache.get(`bad-${i}`)).toBeNull();
     expect(store.reads).toBe(6);
@@ -104,7 +104,7 @@ describe('SessionCache', () => {
     async function tracked(aliases: string[], trackedTtlMs = 10_000): Promise<{ store: CountingStore; cache: SessionCache }> {
       const store = new CountingStore();
       for (const alias of aliases) await store.put(alias, sessionSchema.parse({ alias }));
-      const cache = new SessionCache(store, 20, 100, trackedTtlMs);
+      const cache = new SessionCache(store, { ttlMs: 20, size: 100, trackedTtlMs });
       cache.trackingStarted();
       return { store, cache };
     }
@@ -188,7 +188,7 @@ describe('SessionCache', () => {
     });
 
     it('keeps at most its size bound of keys, oldest out first, and no key longer than 256 characters', () => {
-      const cache = new SessionCache(new MemorySessionStore(), 10_000, 2);
+      const cache = new SessionCache(new MemorySessionStore(), { ttlMs: 10_000, size: 2 });
       for (const key of ['a', 'b', 'c']) cache.rememberKey(key, `remembered-${key}`);
       expect(['a', 'b', 'c'].map((key) => cache.keyHashOf(key))).toEqual([keyHash('a'), 'remembered-b', 'remembered-c']);
       const long = 'x'.repeat(257);

@@ -13,6 +13,21 @@ const maxRememberedKeyLength = 256;
 /** How long a session read stays cached while changes are not reported. */
 export const SESSION_TTL_MS = 250;
 
+/** Sessions a gateway process keeps by default (`--session-cache-size`). */
+export const SESSION_CACHE_DEFAULT_SIZE = 10_000;
+
+export interface SessionCacheOptions {
+  /** How long an entry lives while changes are not tracked (default SESSION_TTL_MS). */
+  ttlMs?: number;
+  /**
+   * Sessions kept, the oldest out first; as many unknown keys again, and as many raw keys'
+   * hashes (default SESSION_CACHE_DEFAULT_SIZE).
+   */
+  size?: number;
+  /** How long an entry lives while changes are tracked, against a report lost without a sign (default 60 s). */
+  trackedTtlMs?: number;
+}
+
 interface Entry {
   session: Session | null;
   /** SHA-1 of the stored JSON the session was parsed from; null when there was none. */
@@ -65,10 +80,10 @@ export class SessionCache {
   readonly #hashes = new Map<string, string>();
   #tracking = false;
 
-  constructor(store: SessionStore, ttlMs = SESSION_TTL_MS, maxEntries = 10_000, trackedTtlMs = 60_000) {
+  constructor(store: SessionStore, { ttlMs = SESSION_TTL_MS, size = SESSION_CACHE_DEFAULT_SIZE, trackedTtlMs = 60_000 }: SessionCacheOptions = {}) {
     this.#store = store;
     this.#ttlMs = ttlMs;
-    this.#maxEntries = maxEntries;
+    this.#maxEntries = size;
     this.#trackedTtlMs = trackedTtlMs;
   }
 

@@ -15,7 +15,7 @@ export async function withReportedSessions<R extends Redis | Cluster>(
   body: (parts: { store: RedisSessionStore; cache: SessionCache; feed: SessionChanges }) => Promise<void>,
 ): Promise<void> {
   const store = new RedisSessionStore(redis);
-  const cache = new SessionCache(store, 20, 1_000, 60_000);
+  const cache = new SessionCache(store, { ttlMs: 20, size: 1_000, trackedTtlMs: 60_000 });
   const feed = feedFor(redis, cache);
   try {
     await waitFor('session changes tracked', async () => feed.tracking, 10_000, 50);

@@ -194,6 +194,16 @@ describe('helm template with default values', () => {
     expect(bad.stderr).toContain('sidecar/warmUpRequests');
   });
 
+  it('gives sidecar.sessionCacheSize to the operator for injected sidecars; null leaves the sidecar its default; the schema refuses 0', async () => {
+    const env = containerEnv(findObject(await renderChart(ns, { 'sidecar.sessionCacheSize': 50_000 }), 'Deployment', 'gw-operator'));
+    const given = Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+    expect(given.GW_SIDECAR_SESSION_CACHE_SIZE).toBe('50000');
+    expect(parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', ...given })).toMatchObject({ sidecarSessionCacheSize: 50_000 });
+    expect(containerEnv(findObject(objects, 'Deployment', 'gw-operator')).some((e) => e.name === 'GW_SIDECAR_SESSION_CACHE_SIZE')).toBe(false);
+    const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'sidecar.sessionCacheSize': 0 })], { allowFail: true });
+    expect(bad.stderr).toContain('sidecar/sessionCacheSize');
+  });
+
   it('configures the operator through its documented environment', () => {
     const operator = findObject(objects, 'Deployment', 'gw-operator');
     const env = containerEnv(operator);

@@ -12,6 +12,7 @@ import { sessionSchema } from '../../../crds/session.ts';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import { startSidecar, type RunningSidecar, type SidecarOverrides } from '../../../sidecar/app.ts';
 import type { SidecarOptions } from '../../../sidecar/cli.ts';
+import { SESSION_CACHE_DEFAULT_SIZE } from '../../../sidecar/auth/session-cache.ts';
 import { kubeConfig, testEnv } from '../../harness/index.ts';
 import { api, config } from '../../support/compiled-fixtures.ts';
 
@@ -54,6 +55,7 @@ export function sidecarOptions(namespace: string, redisUrl: string | undefined =
     workers: 1,
     // The warm-up's own tests turn it on (warm-up.test.ts): elsewhere it would only compete with the test for the CPU.
     warmUpRequests: 0,
+    sessionCacheSize: SESSION_CACHE_DEFAULT_SIZE,
     settingsFile: undefined,
     apis: '*',
     namespace,

@@ -108,6 +108,27 @@ describe('sessions stay cached until Redis reports their change', () => {
     expect(readsOf(rawKey)).toBe(before);
   });
 
+  it('keeps as many sessions as --session-cache-size: past it, keys taken in turn are read at each request', async () => {
+    const small = await startTestSidecar({ ...sidecarOptions(namespace, redis.url), sessionCacheSize: 2 });
+    try {
+      await eventually(servesApi(small, apiId), 10_000, 'the API served');
+      await eventually(async () => (await tracked(small)) === 1, 10_000, 'session changes tracked');
+      const inTurn = async (target: RunningSidecar, rawKeys: string[]): Promise<number[]> => {
+        for (let round = 0; round < 3; round++) {
+          for (const rawKey of rawKeys) expect((await call(`${target.proxyUrl}/${apiId}/`, { headers: { authorization: rawKey } })).status).toBe(200);
+        }
+        await sleep(200); // MONITOR's last lines
+        return rawKeys.map(readsOf);
+      };
+      // Three keys through two places: each pushes out the one that comes next.
+      expect(await inTurn(small, await Promise.all([1, 2, 3].map(() => storeSession(client, grant()))))).toEqual([3, 3, 3]);
+      // The same rotation through the default 10,000: each key read once.
+      expect(await inTurn(sidecar, await Promise.all([1, 2, 3].map(() => storeSession(client, grant()))))).toEqual([1, 1, 1]);
+    } finally {
+      await small.close();
+    }
+  });
+
   it('keeps the short TTL, and says why, where Redis refuses to report changes', async () => {
     // An ACL user that may do everything the gateway does but run CLIENT: no tracking, and no harm.
     await client.call('ACL', 'SETUSER', 'reader', 'on', '>reader-password', '~*', '&*', '+@all', '-client');
