@@ -17,6 +17,9 @@ export interface SessionStore {
   delete(keyHash: string): Promise<void>;
 }
 
+/** What a reader of stored sessions needs: the session cache (sidecar/auth/session-cache.ts). */
+export type SessionReads = Pick<SessionStore, 'getJson'>;
+
 /** A stored value that no longer parses is treated as absent: the key is refused, not crashed on. */
 export function parseSession(raw: string | null): Session | null {
   if (raw === null) return null;

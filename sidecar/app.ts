@@ -1,7 +1,7 @@
 import type { RequestListener, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { type Cluster, Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import { loadKubeConfig } from '../common/kube.ts';
 import { shareConnections } from '../common/kube-connections.ts';
 import { createLogger, type Logger } from '../common/logger.ts';
@@ -10,7 +10,7 @@ import { loadLocalSettings, resolveSettings, type LocalSettings } from '../commo
 import type { CompiledApi } from '../crds/compiled.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { SessionCache } from './auth/session-cache.ts';
-import { ClusterSessionChangeFeed, SessionChangeFeed, type SessionChanges } from './auth/session-changes.ts';
+import { reportedSessionCache } from './auth/session-changes.ts';
 import { PROXY_OFF, TLS_LISTENERS, type SidecarOptions, type TlsListener } from './cli.ts';
 import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator } from './admin/index.ts';
 import { FolderConfigSource } from './config/folder-source.ts';
@@ -98,11 +98,9 @@ interface Parts {
 
 /** The gateway's session cache, told of session changes where Redis can report them (docs/architecture.md#sessions). */
 function cachedSessions({ sessions, redis, logger, metrics }: Parts, size: number): { cache: SessionCache; close: () => Promise<void> } {
-  const cache = new SessionCache(sessions, { size });
-  if (redis === undefined) return { cache, close: () => Promise.resolve() };
-  const options = { tracked: metrics.sessionChangesTracked };
-  const feed: SessionChanges = redis instanceof Redis ? new SessionChangeFeed(redis, cache, logger, options) : new ClusterSessionChangeFeed(redis, cache, logger, options);
-  return { cache, close: () => feed.close() };
+  if (redis === undefined) return { cache: new SessionCache(sessions, { size }), close: () => Promise.resolve() };
+  const { cache, changes } = reportedSessionCache(redis, { size, logger, tracked: metrics.sessionChangesTracked });
+  return { cache, close: () => changes.close() };
 }
 
 function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settings: GatewaySettings): Parts {

@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto';
 import type { MaybePromise } from '../../common/maybe-promise.ts';
-import { parseSession, type SessionStore } from '../../common/session-store.ts';
+import { parseSession, type SessionReads } from '../../common/session-store.ts';
 import { keyHash } from '../../crds/key-hash.ts';
 import type { Session } from '../../crds/session.ts';
 
@@ -67,7 +67,7 @@ interface Read {
  * are kept per session object, so they stay built too (docs/architecture.md#performance).
  */
 export class SessionCache {
-  readonly #store: SessionStore;
+  readonly #store: SessionReads;
   readonly #ttlMs: number;
   readonly #maxEntries: number;
   readonly #trackedTtlMs: number;
@@ -80,7 +80,7 @@ export class SessionCache {
   readonly #hashes = new Map<string, string>();
   #tracking = false;
 
-  constructor(store: SessionStore, { ttlMs = SESSION_TTL_MS, size = SESSION_CACHE_DEFAULT_SIZE, trackedTtlMs = 60_000 }: SessionCacheOptions = {}) {
+  constructor(store: SessionReads, { ttlMs = SESSION_TTL_MS, size = SESSION_CACHE_DEFAULT_SIZE, trackedTtlMs = 60_000 }: SessionCacheOptions = {}) {
     this.#store = store;
     this.#ttlMs = ttlMs;
     this.#maxEntries = size;

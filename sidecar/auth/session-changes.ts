@@ -1,9 +1,10 @@
-import type { Cluster, Redis } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import type { Gauge } from 'prom-client';
 import { reconnectBackoff, reportConnectionErrors } from '../../common/redis-url.ts';
-import { sessionKeyPrefix } from '../../common/redis-keys.ts';
+import { sessionKey, sessionKeyPrefix } from '../../common/redis-keys.ts';
 import type { Logger } from '../../common/logger.ts';
-import { SESSION_TTL_MS } from './session-cache.ts';
+import { RedisSessionStore, type SessionReads } from '../../common/session-store.ts';
+import { SESSION_TTL_MS, SessionCache, type SessionCacheOptions } from './session-cache.ts';
 
 /** The channel a RESP2 connection's own tracking reports on, when it redirects to itself. */
 const INVALIDATIONS = '__redis__:invalidate';
@@ -28,24 +29,66 @@ export interface SessionChangeFeedOptions {
   heartbeatMs?: number;
   /** 1 while changes are tracked, 0 otherwise. */
   tracked?: Gauge;
+  /**
+   * The cache's reads, whose connection the feed has Redis track: Redis then reports a change
+   * only to the gateways that read the session. Without them, the feed asks for every change
+   * under the session prefix (broadcast), as on a Cluster's masters.
+   */
+  reads?: TrackedSessionReads;
 }
 
 /**
- * Redis's reports of every change to a stored session (server-assisted client-side caching:
- * CLIENT TRACKING in broadcast mode on the session prefix), handed to the session cache, so a
- * session can stay cached until it changes (docs/architecture.md#sessions).
+ * The session cache's reads on one Redis server or a Sentinel set, on a connection of their
+ * own that the feed turns tracking on for (CLIENT TRACKING in its default mode, reports
+ * redirected to the feed's connection). Redis then remembers which gateway read which session
+ * and reports each change to those gateways only: a session write costs Redis one report per
+ * gateway that holds the session, not one per gateway of the fleet (docs/architecture.md#sessions).
+ * Only this connection's reads are tracked, so the limit scripts on the main connection add
+ * nothing to Redis's table. While tracking is off, reads go to the main connection.
+ */
+export class TrackedSessionReads implements SessionReads {
+  readonly #main: Redis;
+  /** The connection whose reads are tracked: the feed runs CLIENT TRACKING on it. */
+  readonly reader: Redis;
+  /** Set by the feed: true only while this connection's tracking reports to a live feed. */
+  tracked = false;
+  /** Set by the feed: a read on the tracked connection failed, so reports may be lost. */
+  onLost: () => void = () => undefined;
+
+  constructor(redis: Redis, logger: Logger) {
+    this.#main = redis;
+    this.reader = redis.duplicate({ protocol: 2, enableOfflineQueue: false, lazyConnect: false, retryStrategy: reconnectBackoff });
+    reportConnectionErrors(this.reader, logger, 5_000);
+  }
+
+  getJson(keyHash: string): Promise<string | null> {
+    const key = sessionKey(keyHash);
+    if (!this.tracked) return this.#main.get(key);
+    return this.reader.get(key).catch(() => {
+      // The cache learns that reports may be lost before it takes this answer, which it then keeps only briefly.
+      this.onLost();
+      return this.#main.get(key);
+    });
+  }
+}
+
+/**
+ * Redis's reports of changes to stored sessions (server-assisted client-side caching: CLIENT
+ * TRACKING), handed to the session cache, so a session can stay cached until it changes
+ * (docs/architecture.md#sessions).
  *
- * One connection of its own, speaking RESP2: it turns tracking on with itself as the redirect
- * and subscribes to the reports' channel. ioredis drops RESP3's invalidation pushes, and in
- * RESP2 Redis sends the reports as Pub/Sub messages to a subscribed redirect. Broadcast mode
- * reports every change under the prefix, whoever read it, so the server keeps no table of what
- * this sidecar read, and the data connections need no tracking of their own.
+ * One connection of its own, speaking RESP2, subscribed to the reports' channel: ioredis drops
+ * RESP3's invalidation pushes, and in RESP2 Redis sends the reports as Pub/Sub messages to a
+ * subscribed redirect. Given the cache's `reads`, it turns tracking on for their connection,
+ * redirected here, and is told of the sessions this gateway read. Without them it turns
+ * tracking on for itself in broadcast mode on the session prefix, and is told of every change
+ * whoever read it (a Cluster's masters, whose reads go through the cluster client).
  *
- * Tracking lasts as long as the connection: when it closes, or stops answering the heartbeat,
- * the cache is told that reports may be lost (it forgets every entry), and tracking starts
- * again, on the connection opened next, before the cache is told it is back. Where Redis
- * refuses it (CLIENT not allowed by an ACL, a Redis older than 6), the cache keeps its short
- * TTL and a warning says why.
+ * Tracking lasts as long as both connections: when one closes, or stops answering the
+ * heartbeat, the cache is told that reports may be lost (it forgets every entry), and tracking
+ * starts again once both are open, before the cache is told it is back. Where Redis refuses it
+ * (CLIENT not allowed by an ACL, a Redis older than 6), the cache keeps its short TTL and a
+ * warning says why.
  */
 export class SessionChangeFeed implements SessionChanges {
   readonly #connection: Redis;
@@ -53,9 +96,14 @@ export class SessionChangeFeed implements SessionChanges {
   readonly #logger: Logger;
   readonly #tracked: Gauge | undefined;
   readonly #heartbeat: NodeJS.Timeout;
+  readonly #reads: TrackedSessionReads | undefined;
   #tracking = false;
   /** Counts the connection's openings, so a setup that outlived its connection does not count. */
   #opened = 0;
+  /** The same for the reads' connection. */
+  #readerOpened = 0;
+  /** This connection's id once it listens for reports, for the reads' tracking to redirect to. */
+  #redirect: { id: number; opening: number } | undefined;
   #closed = false;
 
   constructor(redis: Redis, listener: SessionChangeListener, logger: Logger, options: SessionChangeFeedOptions = {}) {
@@ -76,10 +124,23 @@ export class SessionChangeFeed implements SessionChanges {
     });
     reportConnectionErrors(this.#connection, logger, 5_000);
     this.#connection.on('ready', () => void this.#track(++this.#opened));
-    this.#connection.on('close', () => this.#stop());
+    this.#connection.on('close', () => {
+      this.#redirect = undefined;
+      this.#stop();
+    });
     this.#connection.on('messageBuffer', (channel: Buffer, message: Buffer | Buffer[] | null) => {
       if (channel.toString() === INVALIDATIONS) this.#report(message);
     });
+    this.#reads = options.reads;
+    if (this.#reads !== undefined) {
+      const reader = this.#reads.reader;
+      reader.on('ready', () => {
+        this.#readerOpened += 1;
+        void this.#trackReads();
+      });
+      reader.on('close', () => this.#stop());
+      this.#reads.onLost = () => this.#readerLost();
+    }
     this.#heartbeat = setInterval(() => this.#ping(), options.heartbeatMs ?? 1_000).unref();
   }
 
@@ -92,23 +153,60 @@ export class SessionChangeFeed implements SessionChanges {
     this.#closed = true;
     clearInterval(this.#heartbeat);
     this.#stop();
-    await this.#connection.quit().catch(() => this.#connection.disconnect());
+    const connections = [this.#connection, ...(this.#reads ? [this.#reads.reader] : [])];
+    await Promise.all(connections.map((c) => c.quit().catch(() => c.disconnect())));
   }
 
   async #track(opening: number): Promise<void> {
     const connection = this.#connection;
+    let id: number;
     try {
-      const id = await connection.client('ID');
-      await connection.client('TRACKING', 'ON', 'REDIRECT', String(id), 'BCAST', 'PREFIX', sessionKeyPrefix);
+      id = Number(await connection.client('ID'));
+      if (this.#reads === undefined) await connection.client('TRACKING', 'ON', 'REDIRECT', String(id), 'BCAST', 'PREFIX', sessionKeyPrefix);
       await connection.subscribe(INVALIDATIONS);
     } catch (err) {
-      if (opening === this.#opened && !this.#closed) {
-        this.#logger.warn({ err }, `Redis does not report session changes; sessions are read again every ${SESSION_TTL_MS} ms`);
-      }
+      if (opening === this.#opened && !this.#closed) this.#refused(err);
       return;
     }
     if (opening !== this.#opened || this.#closed || connection.status !== 'ready') return;
+    if (this.#reads === undefined) this.#start();
+    else {
+      this.#redirect = { id, opening };
+      await this.#trackReads();
+    }
+  }
+
+  /** Turns tracking on for the reads' connection, reporting here, once both connections are open. */
+  async #trackReads(): Promise<void> {
+    const redirect = this.#redirect;
+    const reader = this.#reads?.reader;
+    if (reader === undefined || redirect === undefined || this.#tracking || this.#closed || reader.status !== 'ready') return;
+    const readerOpening = this.#readerOpened;
+    try {
+      // OFF first: a connection whose redirect was an earlier feed connection is pointed at this one.
+      await reader.client('TRACKING', 'OFF');
+      await reader.client('TRACKING', 'ON', 'REDIRECT', String(redirect.id));
+    } catch (err) {
+      if (readerOpening === this.#readerOpened && !this.#closed) this.#refused(err);
+      return;
+    }
+    if (this.#unchangedSince(redirect, readerOpening)) this.#start();
+  }
+
+  /** Neither connection closed or opened again since a setup for `redirect` and the reads' opening began. */
+  #unchangedSince(redirect: { id: number; opening: number }, readerOpening: number): boolean {
+    const open = this.#connection.status === 'ready' && this.#reads?.reader.status === 'ready';
+    return open && !this.#closed && redirect === this.#redirect && redirect.opening === this.#opened && readerOpening === this.#readerOpened;
+  }
+
+  #refused(err: unknown): void {
+    this.#logger.warn({ err }, `Redis does not report session changes; sessions are read again every ${SESSION_TTL_MS} ms`);
+  }
+
+  #start(): void {
+    if (this.#tracking) return;
     this.#tracking = true;
+    if (this.#reads !== undefined) this.#reads.tracked = true;
     this.#tracked?.set(1);
     this.#listener.trackingStarted();
     this.#logger.info('Redis reports session changes; sessions stay cached until they change');
@@ -117,9 +215,16 @@ export class SessionChangeFeed implements SessionChanges {
   #stop(): void {
     if (!this.#tracking) return;
     this.#tracking = false;
+    if (this.#reads !== undefined) this.#reads.tracked = false;
     this.#tracked?.set(0);
     this.#listener.trackingStopped();
     if (!this.#closed) this.#logger.warn(`session changes are no longer reported; sessions are read again every ${SESSION_TTL_MS} ms until they are`);
+  }
+
+  /** A read on the tracked connection failed: its tracking may be gone with it, so it is opened again. */
+  #readerLost(): void {
+    this.#stop();
+    if (!this.#closed) this.#reads?.reader.disconnect(true);
   }
 
   #ping(): void {
@@ -129,6 +234,7 @@ export class SessionChangeFeed implements SessionChanges {
       this.#stop();
       if (!this.#closed) this.#connection.disconnect(true);
     });
+    this.#reads?.reader.ping().catch(() => this.#readerLost());
   }
 
   /** A report: the changed keys (one or several), or null when the whole database was flushed. */
@@ -219,4 +325,26 @@ export class ClusterSessionChangeFeed implements SessionChanges {
     if (all) this.#listener.trackingStarted();
     else this.#listener.trackingStopped();
   }
+}
+
+export interface ReportedSessionCacheOptions extends SessionCacheOptions {
+  logger: Logger;
+  /** 1 while changes are tracked (gw_session_changes_tracked). */
+  tracked?: Gauge;
+  heartbeatMs?: number;
+}
+
+/**
+ * A gateway's session cache on `redis`, kept by Redis's reports of changes: on one server or a
+ * Sentinel set, of the sessions this gateway read; on a Cluster, of every session, from each
+ * master (docs/architecture.md#sessions).
+ */
+export function reportedSessionCache(redis: Redis | Cluster, { logger, tracked, heartbeatMs, ...cacheOptions }: ReportedSessionCacheOptions): { cache: SessionCache; changes: SessionChanges } {
+  if (redis instanceof Redis) {
+    const reads = new TrackedSessionReads(redis, logger);
+    const cache = new SessionCache(reads, cacheOptions);
+    return { cache, changes: new SessionChangeFeed(redis, cache, logger, { tracked, heartbeatMs, reads }) };
+  }
+  const cache = new SessionCache(new RedisSessionStore(redis), cacheOptions);
+  return { cache, changes: new ClusterSessionChangeFeed(redis, cache, logger, { tracked, heartbeatMs }) };
 }

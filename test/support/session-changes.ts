@@ -1,22 +1,22 @@
 import type { Cluster, Redis } from 'ioredis';
+import { pino } from 'pino';
 import { RedisSessionStore } from '../../common/session-store.ts';
-import { SessionCache } from '../../sidecar/auth/session-cache.ts';
-import type { SessionChanges } from '../../sidecar/auth/session-changes.ts';
+import type { SessionCache } from '../../sidecar/auth/session-cache.ts';
+import { reportedSessionCache, type SessionChanges } from '../../sidecar/auth/session-changes.ts';
 import { waitFor } from './wait-for.ts';
 
 /**
- * Runs `body` with a session cache on `redis` that `feedFor`'s reports keep, once they are
- * tracked; then closes the feed and the client. Untracked entries live 20 ms and tracked ones a
- * minute, so a change the cache shows within seconds was reported (docs/architecture.md#sessions).
+ * Runs `body` with a gateway's session cache on `redis`, kept by Redis's reports as the sidecar
+ * wires it (`reportedSessionCache`), once they are tracked; then closes the feed and the client.
+ * Untracked entries live 20 ms and tracked ones a minute, so a change the cache shows within
+ * seconds was reported (docs/architecture.md#sessions).
  */
-export async function withReportedSessions<R extends Redis | Cluster>(
-  redis: R,
-  feedFor: (redis: R, cache: SessionCache) => SessionChanges,
+export async function withReportedSessions(
+  redis: Redis | Cluster,
   body: (parts: { store: RedisSessionStore; cache: SessionCache; feed: SessionChanges }) => Promise<void>,
 ): Promise<void> {
   const store = new RedisSessionStore(redis);
-  const cache = new SessionCache(store, { ttlMs: 20, size: 1_000, trackedTtlMs: 60_000 });
-  const feed = feedFor(redis, cache);
+  const { cache, changes: feed } = reportedSessionCache(redis, { logger: pino({ level: 'silent' }), ttlMs: 20, size: 1_000, trackedTtlMs: 60_000 });
   try {
     await waitFor('session changes tracked', async () => feed.tracking, 10_000, 50);
     await body({ store, cache, feed });
@@ -26,10 +26,15 @@ export async function withReportedSessions<R extends Redis | Cluster>(
   }
 }
 
-/** Kills the connection a gateway is told of session changes on: the one with tracking on (CLIENT LIST flag `t`). */
-export async function killReportConnection(redis: Redis): Promise<void> {
-  const line = String(await redis.client('LIST')).split('\n').find((l) => / flags=\S*t/.test(l));
+/**
+ * Kills a connection a gateway learns of session changes through (CLIENT LIST flags): the one
+ * Redis tracks (`t`: the reads' connection, or a Cluster master's report connection, which
+ * tracks itself), or the one the reports go to (`P`: subscribed).
+ */
+export async function killReportConnection(redis: Redis, which: 'tracked' | 'subscribed' = 'tracked'): Promise<void> {
+  const flag = which === 'tracked' ? 't' : 'P';
+  const line = String(await redis.client('LIST')).split('\n').find((l) => new RegExp(` flags=\\S*${flag}`).test(l));
   const id = /^id=(\d+)/.exec(line ?? '')?.[1];
-  if (id === undefined) throw new Error('no connection has tracking on');
+  if (id === undefined) throw new Error(`no connection has the flag ${flag}`);
   await redis.client('KILL', 'ID', id);
 }

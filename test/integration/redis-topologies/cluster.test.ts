@@ -9,9 +9,8 @@ import { keyHashOf, request } from '../../support/limits-fixtures.ts';
 import { startRedisCluster, type RedisClusterHandle } from '../../harness/index.ts';
 import { alignTo, metricValues, sleep, uniqueId } from '../limits/helpers.ts';
 import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gateways.ts';
-import { eventually, quietLogger } from '../sidecar/helpers.ts';
+import { eventually } from '../sidecar/helpers.ts';
 import { killReportConnection, withReportedSessions } from '../../support/session-changes.ts';
-import { ClusterSessionChangeFeed } from '../../../sidecar/auth/session-changes.ts';
 
 let cluster: RedisClusterHandle;
 beforeAll(async () => {
@@ -151,7 +150,7 @@ describe('Redis Cluster through redis+cluster://', () => {
 
   it('every master reports the changes of the sessions it holds; one report connection lost, every session is read again', async () => {
     const redis = createRedisClient(cluster.url, {}) as Cluster;
-    await withReportedSessions(redis, (cluster, cache) => new ClusterSessionChangeFeed(cluster, cache, quietLogger), async ({ store, cache, feed }) => {
+    await withReportedSessions(redis, async ({ store, cache, feed }) => {
       // Enough keys that every master holds some.
       const hashes = Array.from({ length: 30 }, () => keyHashOf(uniqueId('raw')));
       const slots = await Promise.all(hashes.map(async (h) => Number(await redis.cluster('KEYSLOT', sessionKey(h)))));

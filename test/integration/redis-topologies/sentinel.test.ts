@@ -7,9 +7,8 @@ import { api, config, session } from '../../support/compiled-fixtures.ts';
 import { keyHashOf, request } from '../../support/limits-fixtures.ts';
 import { startRedisSentinel, type RedisSentinelHandle } from '../../harness/index.ts';
 import { metricValues, sleep, uniqueId } from '../limits/helpers.ts';
-import { eventually, quietLogger } from '../sidecar/helpers.ts';
+import { eventually } from '../sidecar/helpers.ts';
 import { withReportedSessions } from '../../support/session-changes.ts';
-import { SessionChangeFeed } from '../../../sidecar/auth/session-changes.ts';
 import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gateways.ts';
 
 let sentinel: RedisSentinelHandle;
@@ -51,7 +50,7 @@ describe('Redis Sentinel through redis+sentinel://', () => {
   });
 
   it('after SENTINEL FAILOVER the client follows the new master within 5 s; nothing throws meanwhile; session changes are reported from the new master', async () => {
-    await withReportedSessions(createRedisClient(sentinel.url, {}) as Redis, (redis, cache) => new SessionChangeFeed(redis, cache, quietLogger), async ({ store, cache, feed }) => {
+    await withReportedSessions(createRedisClient(sentinel.url, {}), async ({ store, cache, feed }) => {
       const { figures } = await throughFailover(sentinel, () => sentinel.failover(), 5_000);
       process.stderr.write(`sentinel failover (SENTINEL FAILOVER): ${figures}\n`);
 

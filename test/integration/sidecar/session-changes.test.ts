@@ -6,11 +6,12 @@ import { keyHash } from '../../../crds/key-hash.ts';
 import { sessionSchema } from '../../../crds/session.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { SESSION_TTL_MS } from '../../../sidecar/auth/session-cache.ts';
+import { SESSION_TTL_MS, SessionCache } from '../../../sidecar/auth/session-cache.ts';
+import { SessionChangeFeed, TrackedSessionReads } from '../../../sidecar/auth/session-changes.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues } from '../limits/helpers.ts';
 import { killReportConnection } from '../../support/session-changes.ts';
-import { call, compiledApi, deployApi, eventually, servesApi, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
+import { call, compiledApi, deployApi, eventually, quietLogger, servesApi, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import { Redis as RedisClient } from 'ioredis';
 import { pino } from 'pino';
 
@@ -90,11 +91,12 @@ describe('sessions stay cached until Redis reports their change', () => {
     expect(await tracked(sidecar)).toBe(1);
   });
 
-  it('reads every session again once reports may have been lost, and tracks again on the next connection', async () => {
+  // Either connection: the one whose reads Redis tracks, or the one the reports go to.
+  it.each(['tracked', 'subscribed'] as const)('reads every session again once reports may have been lost (the %s connection killed), and tracks again on the next connection', async (which) => {
     const rawKey = await storeSession(client, grant());
     expect((await callWith(rawKey)).status).toBe(200);
     // The change falls between the kill and the next connection: nobody reports it.
-    await killReportConnection(client);
+    await killReportConnection(client, which);
     await new RedisSessionStore(client).put(keyHash(rawKey), sessionSchema.parse({ ...grant(), is_inactive: true }));
     await eventually(async () => (await callWith(rawKey)).status === 403, 2_000, 'the change seen without a report');
     await eventually(async () => (await tracked(sidecar)) === 1, 10_000, 'tracking again');
@@ -126,6 +128,39 @@ describe('sessions stay cached until Redis reports their change', () => {
       expect(await inTurn(sidecar, await Promise.all([1, 2, 3].map(() => storeSession(client, grant()))))).toEqual([1, 1, 1]);
     } finally {
       await small.close();
+    }
+  });
+
+  it('is told only of the sessions its gateway read: Redis tracks those keys, not the whole prefix', async () => {
+    /** A gateway's cache and feed on a client of its own, with the keys it is told of. */
+    const gateway = () => {
+      const redisClient = new RedisClient(redis.url);
+      const reads = new TrackedSessionReads(redisClient, quietLogger);
+      const cache = new SessionCache(reads);
+      const told: string[] = [];
+      const listener = { trackingStarted: () => cache.trackingStarted(), trackingStopped: () => cache.trackingStopped(), changed: (hash: string) => (told.push(hash), cache.changed(hash)), allChanged: () => cache.allChanged() };
+      const feed = new SessionChangeFeed(redisClient, listener, quietLogger, { reads });
+      return { cache, feed, told, close: async () => (await feed.close(), redisClient.disconnect()) };
+    };
+    const [a, b] = [gateway(), gateway()];
+    try {
+      await eventually(() => a.feed.tracking && b.feed.tracking, 10_000, 'both tracking');
+      const trackedKeys = async (): Promise<number> => Number(/^tracking_total_keys:(\d+)/m.exec(await client.info('stats'))?.[1]);
+      const trackedBefore = await trackedKeys();
+      const [x, y] = await Promise.all([storeSession(client, grant()), storeSession(client, grant())]).then((keys) => keys.map(keyHash));
+      expect([await a.cache.get(x!), await b.cache.get(y!)]).not.toContain(null);
+      expect(await trackedKeys()).toBe(trackedBefore + 2);
+
+      const store = new RedisSessionStore(client);
+      await store.put(x!, sessionSchema.parse({ ...grant(), is_inactive: true }));
+      await store.put(y!, sessionSchema.parse({ ...grant(), is_inactive: true }));
+      // Redis reports in the order of the writes: once each has heard of its own key, it would have heard of the other's.
+      await eventually(() => a.told.includes(x!) && b.told.includes(y!), 2_000, 'each told of the session it read');
+      expect(a.told).not.toContain(y);
+      expect(b.told).not.toContain(x);
+      expect((await a.cache.get(x!))?.is_inactive).toBe(true);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
     }
   });
 
