@@ -1,4 +1,4 @@
-import { Redis, type Cluster } from 'ioredis';
+import { Redis, ReplyError, type Cluster } from 'ioredis';
 import type { Gauge } from 'prom-client';
 import { reconnectBackoff, reportConnectionErrors } from '../../common/redis-url.ts';
 import { sessionKey, sessionKeyPrefix } from '../../common/redis-keys.ts';
@@ -8,6 +8,13 @@ import { SESSION_TTL_MS, SessionCache, type SessionCacheOptions } from './sessio
 
 /** The channel a RESP2 connection's own tracking reports on, when it redirects to itself. */
 const INVALIDATIONS = '__redis__:invalidate';
+
+/**
+ * Redis answered no (CLIENT not allowed by an ACL, a Redis older than 6): asking again will not
+ * change it. Anything else (a command timed out on a busy start, a connection lost) is tried
+ * again on a new connection.
+ */
+const refusedByRedis = (err: unknown): boolean => err instanceof (ReplyError as typeof Error);
 
 /** What learns of the changes: the session cache (sidecar/auth/session-cache.ts). */
 export interface SessionChangeListener {
@@ -88,7 +95,8 @@ export class TrackedSessionReads implements SessionReads {
  * heartbeat, the cache is told that reports may be lost (it forgets every entry), and tracking
  * starts again once both are open, before the cache is told it is back. Where Redis refuses it
  * (CLIENT not allowed by an ACL, a Redis older than 6), the cache keeps its short TTL and a
- * warning says why.
+ * warning says why. A setup that fails otherwise (a command timed out while the gateway or
+ * Redis was busy) is tried again on a new connection.
  */
 export class SessionChangeFeed implements SessionChanges {
   readonly #connection: Redis;
@@ -165,7 +173,7 @@ export class SessionChangeFeed implements SessionChanges {
       if (this.#reads === undefined) await connection.client('TRACKING', 'ON', 'REDIRECT', String(id), 'BCAST', 'PREFIX', sessionKeyPrefix);
       await connection.subscribe(INVALIDATIONS);
     } catch (err) {
-      if (opening === this.#opened && !this.#closed) this.#refused(err);
+      if (opening === this.#opened && !this.#closed) this.#failed(connection, err);
       return;
     }
     if (opening !== this.#opened || this.#closed || connection.status !== 'ready') return;
@@ -187,7 +195,7 @@ export class SessionChangeFeed implements SessionChanges {
       await reader.client('TRACKING', 'OFF');
       await reader.client('TRACKING', 'ON', 'REDIRECT', String(redirect.id));
     } catch (err) {
-      if (readerOpening === this.#readerOpened && !this.#closed) this.#refused(err);
+      if (readerOpening === this.#readerOpened && !this.#closed) this.#failed(reader, err);
       return;
     }
     if (this.#unchangedSince(redirect, readerOpening)) this.#start();
@@ -199,8 +207,14 @@ export class SessionChangeFeed implements SessionChanges {
     return open && !this.#closed && redirect === this.#redirect && redirect.opening === this.#opened && readerOpening === this.#readerOpened;
   }
 
-  #refused(err: unknown): void {
-    this.#logger.warn({ err }, `Redis does not report session changes; sessions are read again every ${SESSION_TTL_MS} ms`);
+  /** A setup command on `connection` failed: refused for good, or tried again on a new connection. */
+  #failed(connection: Redis, err: unknown): void {
+    if (refusedByRedis(err)) {
+      this.#logger.warn({ err }, `Redis does not report session changes; sessions are read again every ${SESSION_TTL_MS} ms`);
+      return;
+    }
+    this.#logger.warn({ err }, 'could not turn on reports of session changes yet; trying again on a new connection');
+    connection.disconnect(true);
   }
 
   #start(): void {

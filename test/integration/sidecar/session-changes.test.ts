@@ -7,7 +7,7 @@ import { sessionSchema } from '../../../crds/session.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { SESSION_TTL_MS, SessionCache } from '../../../sidecar/auth/session-cache.ts';
-import { SessionChangeFeed, TrackedSessionReads } from '../../../sidecar/auth/session-changes.ts';
+import { reportedSessionCache, SessionChangeFeed, TrackedSessionReads } from '../../../sidecar/auth/session-changes.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues } from '../limits/helpers.ts';
 import { killReportConnection } from '../../support/session-changes.ts';
@@ -161,6 +161,31 @@ describe('sessions stay cached until Redis reports their change', () => {
       expect((await a.cache.get(x!))?.is_inactive).toBe(true);
     } finally {
       await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('tries again when turning reports on fails for a while (commands timing out on a busy Redis), rather than giving up', async () => {
+    const own = await startRedis();
+    const admin = new RedisClient(own.url);
+    // 'ready' at connect, so the setup's first commands go out while Redis holds every command back.
+    const base = new RedisClient(own.url, { commandTimeout: 100, enableReadyCheck: false, maxRetriesPerRequest: 1 });
+    try {
+      await eventually(() => base.status === 'ready', 5_000, 'connected');
+      await admin.client('PAUSE', '1000', 'ALL');
+      const { cache, changes } = reportedSessionCache(base, { logger: quietLogger, ttlMs: 20, trackedTtlMs: 60_000 });
+      try {
+        await eventually(() => changes.tracking, 10_000, 'tracking once Redis answers again');
+        const rawKey = await storeSession(admin, grant());
+        expect((await cache.get(keyHash(rawKey)))?.is_inactive).toBe(false);
+        await new RedisSessionStore(admin).put(keyHash(rawKey), sessionSchema.parse({ ...grant(), is_inactive: true }));
+        await eventually(async () => (await cache.get(keyHash(rawKey)))?.is_inactive === true, 2_000, 'the change reported');
+      } finally {
+        await changes.close();
+      }
+    } finally {
+      base.disconnect();
+      admin.disconnect();
+      await own.stop();
     }
   });
 
