@@ -1,6 +1,7 @@
 import { basename } from 'node:path';
 import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
+import { sameData } from '../../common/same-data.ts';
 import type { SessionStore } from '../../common/session-store.ts';
 import { compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
@@ -241,7 +242,9 @@ export class FolderConfigSource implements ConfigSource {
       const existing = await sessions.get(spec.key_hash);
       const outcome = sessionFromKey(spec, meta.name, meta.namespace ?? defaultNamespace, existing, new Date());
       if (outcome.ok) {
-        await sessions.put(spec.key_hash, outcome.session);
+        // An unchanged session is not written again: every write is reported to each gateway
+        // that read the session, which then reads it again (docs/architecture.md#sessions).
+        if (existing === null || !sameData(existing, outcome.session)) await sessions.put(spec.key_hash, outcome.session);
         continue;
       }
       logger.warn({ file: doc.file.path, resource: meta.name, problem: outcome.message }, 'invalid Key skipped');

@@ -1,3 +1,7 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionKey } from '../../../common/redis-keys.ts';
@@ -32,9 +36,11 @@ describe('sessions stay cached until Redis reports their change', () => {
   let sidecar: RunningSidecar;
   let namespace: string;
   let apiId: string;
-  /** GETs of each session key, as Redis saw them. */
+  /** GETs and SETs of each session key, as Redis saw them. */
   const reads = new Map<string, number>();
+  const writes = new Map<string, number>();
   const readsOf = (rawKey: string): number => reads.get(sessionKey(keyHash(rawKey))) ?? 0;
+  const writesOf = (rawKey: string): number => writes.get(sessionKey(keyHash(rawKey))) ?? 0;
   const callWith = (rawKey: string) => call(`${sidecar.proxyUrl}/${apiId}/`, { headers: { authorization: rawKey } });
   const grant = (): Record<string, unknown> => ({ access_rights: { [apiId]: { api_id: apiId, api_name: apiId } } });
 
@@ -45,7 +51,8 @@ describe('sessions stay cached until Redis reports their change', () => {
     client = new RedisClient(redis.url, { maxRetriesPerRequest: 1 });
     monitor = await client.monitor();
     monitor.on('monitor', (_time: string, args: string[]) => {
-      if (args[0]?.toLowerCase() === 'get' && args[1] !== undefined) reads.set(args[1], (reads.get(args[1]) ?? 0) + 1);
+      const counted = { get: reads, set: writes }[args[0]?.toLowerCase() ?? ''];
+      if (counted !== undefined && args[1] !== undefined) counted.set(args[1], (counted.get(args[1]) ?? 0) + 1);
     });
     sidecar = await startTestSidecar(sidecarOptions(namespace, redis.url));
     apiId = uniqueId('api');
@@ -186,6 +193,40 @@ describe('sessions stay cached until Redis reports their change', () => {
       base.disconnect();
       admin.disconnect();
       await own.stop();
+    }
+  });
+
+  it('a folder reload writes only the sessions whose Key changed, so the others stay cached', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-session-folder-'));
+    const [kept, edited] = [randomBytes(16).toString('hex'), randomBytes(16).toString('hex')];
+    const keyYaml = (name: string, rawKey: string, rate: number): string =>
+      `apiVersion: gw.dev/v1alpha1\nkind: Key\nmetadata: { name: ${name} }\nspec: { key_hash: ${keyHash(rawKey)}, rate: ${rate}, per: 60, access_rights: { folder-api: { api_id: folder-api, api_name: folder-api } } }\n`;
+    const write = (editedRate: number) =>
+      writeFile(join(dir, 'all.yaml'), [
+        `apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: { name: folder-api }\nspec: { api_id: folder-api, name: folder-api, use_keyless: false, proxy: { listen_path: /folder-api/, target_url: '${upstream.url}', strip_listen_path: true } }\n`,
+        keyYaml('kept', kept, 100),
+        keyYaml('edited', edited, editedRate),
+      ].join('---\n'));
+    await write(100);
+    const folder = await startTestSidecar({ ...sidecarOptions(namespace, redis.url), configDir: dir });
+    try {
+      await eventually(async () => (await tracked(folder)) === 1, 10_000, 'session changes tracked');
+      const callFolder = (rawKey: string) => call(`${folder.proxyUrl}/folder-api/`, { headers: { authorization: rawKey } });
+      for (const rawKey of [kept, edited]) expect((await callFolder(rawKey)).status).toBe(200);
+      await sleep(200); // MONITOR's last lines
+      expect([writesOf(kept), writesOf(edited)]).toEqual([1, 1]);
+      const readsBefore = readsOf(kept);
+
+      await write(50);
+      await folder.runtime.reload();
+      expect((await callFolder(kept)).status).toBe(200);
+      await sleep(200);
+      // The edited Key's session is written again; the kept one is read by the reload only, and its request found it cached.
+      expect([writesOf(kept), writesOf(edited)]).toEqual([1, 2]);
+      expect(readsOf(kept)).toBe(readsBefore + 1);
+    } finally {
+      await folder.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 
