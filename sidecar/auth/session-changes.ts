@@ -110,8 +110,11 @@ export class SessionChangeFeed implements SessionChanges {
   #opened = 0;
   /** The same for the reads' connection. */
   #readerOpened = 0;
-  /** This connection's id once it listens for reports, for the reads' tracking to redirect to. */
-  #redirect: { id: number; opening: number } | undefined;
+  /**
+   * This connection's id once it listens for reports, for the reads' tracking to redirect to;
+   * a new object per opening (a close clears it), so holding the same one means the same opening.
+   */
+  #redirect: { id: number } | undefined;
   #closed = false;
 
   constructor(redis: Redis, listener: SessionChangeListener, logger: Logger, options: SessionChangeFeedOptions = {}) {
@@ -179,7 +182,7 @@ export class SessionChangeFeed implements SessionChanges {
     if (opening !== this.#opened || this.#closed || connection.status !== 'ready') return;
     if (this.#reads === undefined) this.#start();
     else {
-      this.#redirect = { id, opening };
+      this.#redirect = { id };
       await this.#trackReads();
     }
   }
@@ -202,9 +205,9 @@ export class SessionChangeFeed implements SessionChanges {
   }
 
   /** Neither connection closed or opened again since a setup for `redirect` and the reads' opening began. */
-  #unchangedSince(redirect: { id: number; opening: number }, readerOpening: number): boolean {
+  #unchangedSince(redirect: { id: number }, readerOpening: number): boolean {
     const open = this.#connection.status === 'ready' && this.#reads?.reader.status === 'ready';
-    return open && !this.#closed && redirect === this.#redirect && redirect.opening === this.#opened && readerOpening === this.#readerOpened;
+    return open && !this.#closed && redirect === this.#redirect && readerOpening === this.#readerOpened;
   }
 
   /** A setup command on `connection` failed: refused for good, or tried again on a new connection. */
