@@ -1,8 +1,9 @@
-import type { Cluster, Redis } from 'ioredis';
+import { Redis as RedisClient, type Cluster, type Redis } from 'ioredis';
+import type { Logger } from '../../common/logger.ts';
 import { pino } from 'pino';
 import { RedisSessionStore } from '../../common/session-store.ts';
-import type { SessionCache } from '../../sidecar/auth/session-cache.ts';
-import { reportedSessionCache, type SessionChanges } from '../../sidecar/auth/session-changes.ts';
+import { SessionCache } from '../../sidecar/auth/session-cache.ts';
+import { reportedSessionCache, SessionChangeFeed, TrackedSessionReads, type SessionChanges } from '../../sidecar/auth/session-changes.ts';
 import { waitFor } from './wait-for.ts';
 
 /**
@@ -37,4 +38,35 @@ export async function killReportConnection(redis: Redis, which: 'tracked' | 'sub
   const id = /^id=(\d+)/.exec(line ?? '')?.[1];
   if (id === undefined) throw new Error(`no connection has the flag ${flag}`);
   await redis.client('KILL', 'ID', id);
+}
+
+/**
+ * A gateway's session cache on a client of its own, kept by a feed that records the keys it
+ * is told of: reports of the sessions it read (`tracked reads`), of every session
+ * (`broadcast`), or none.
+ */
+export function gatewayTold(url: string, mode: 'tracked reads' | 'broadcast' | 'none', logger: Logger) {
+  const client = new RedisClient(url);
+  const reads = mode === 'tracked reads' ? new TrackedSessionReads(client, logger) : undefined;
+  const cache = new SessionCache(reads ?? new RedisSessionStore(client));
+  const told: string[] = [];
+  const listener = {
+    trackingStarted: () => cache.trackingStarted(),
+    trackingStopped: () => cache.trackingStopped(),
+    changed: (hash: string) => {
+      told.push(hash);
+      cache.changed(hash);
+    },
+    allChanged: () => cache.allChanged(),
+  };
+  const feed = mode === 'none' ? undefined : new SessionChangeFeed(client, listener, logger, { reads });
+  return {
+    cache,
+    feed,
+    told,
+    close: async (): Promise<void> => {
+      await feed?.close();
+      client.disconnect();
+    },
+  };
 }

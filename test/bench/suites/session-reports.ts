@@ -11,8 +11,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { createLogger } from '../../../common/logger.ts';
 import { sessionKey } from '../../../common/redis-keys.ts';
-import { SessionCache } from '../../../sidecar/auth/session-cache.ts';
-import { SessionChangeFeed, TrackedSessionReads } from '../../../sidecar/auth/session-changes.ts';
+import { gatewayTold } from '../../support/session-changes.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
 
 const SUITE = 'session-reports';
@@ -39,23 +38,8 @@ async function measure(url: string, mode: Mode, writes: number): Promise<Figures
   const logger = createLogger('bench', 'silent');
   const writer = new Redis(url);
   const hashes = Array.from({ length: writes }, () => randomBytes(32).toString('hex'));
-  let reports = 0;
-  const gateways = Array.from({ length: GATEWAYS }, () => {
-    const client = new Redis(url);
-    const reads = mode === 'tracked reads' ? new TrackedSessionReads(client, logger) : undefined;
-    const cache = new SessionCache(reads ?? { getJson: (hash: string) => client.get(sessionKey(hash)) });
-    const counted = {
-      trackingStarted: () => cache.trackingStarted(),
-      trackingStopped: () => cache.trackingStopped(),
-      changed: (hash: string) => {
-        reports += 1;
-        cache.changed(hash);
-      },
-      allChanged: () => cache.allChanged(),
-    };
-    const feed = mode === 'none' ? undefined : new SessionChangeFeed(client, counted, logger, { reads });
-    return { client, cache, feed };
-  });
+  const gateways = Array.from({ length: GATEWAYS }, () => gatewayTold(url, mode, logger));
+  const reports = (): number => gateways.reduce((sum, g) => sum + g.told.length, 0);
   try {
     await writer.mset(hashes.flatMap((hash) => [sessionKey(hash), SESSION]));
     for (let waited = 0; !gateways.every((g) => g.feed === undefined || g.feed.tracking); waited += 50) {
@@ -66,19 +50,17 @@ async function measure(url: string, mode: Mode, writes: number): Promise<Figures
     await Promise.all(gateways.map(async (gateway, g) => {
       for (let i = 0; i < writes; i++) if ((i - g + GATEWAYS) % GATEWAYS < READERS) await gateway.cache.get(hashes[i]!);
     }));
-    reports = 0;
+    const reportsBefore = reports();
     const before = await redisCpuMicros(writer);
     for (const hash of hashes) await writer.set(sessionKey(hash), `${SESSION} `);
     const expected = mode === 'none' ? 0 : writes * (mode === 'broadcast' ? GATEWAYS : READERS);
-    for (let waited = 0; reports < expected && waited < 30_000; waited += 50) await sleep(50);
+    for (let waited = 0; reports() - reportsBefore < expected && waited < 30_000; waited += 50) await sleep(50);
     const after = await redisCpuMicros(writer);
-    if (reports !== expected) throw new Error(`${mode}: ${reports} reports of ${writes} writes, expected ${expected}`);
-    return { cpuMicrosPerWrite: (after - before) / writes, reportsPerWrite: reports / writes };
+    const reported = reports() - reportsBefore;
+    if (reported !== expected) throw new Error(`${mode}: ${reported} reports of ${writes} writes, expected ${expected}`);
+    return { cpuMicrosPerWrite: (after - before) / writes, reportsPerWrite: reported / writes };
   } finally {
-    await Promise.all(gateways.map(async ({ client, feed }) => {
-      await feed?.close();
-      client.disconnect();
-    }));
+    await Promise.all(gateways.map((g) => g.close()));
     await writer.flushall();
     writer.disconnect();
   }

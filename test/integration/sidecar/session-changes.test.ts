@@ -10,11 +10,11 @@ import { keyHash } from '../../../crds/key-hash.ts';
 import { sessionSchema } from '../../../crds/session.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
-import { SESSION_TTL_MS, SessionCache } from '../../../sidecar/auth/session-cache.ts';
-import { reportedSessionCache, SessionChangeFeed, TrackedSessionReads } from '../../../sidecar/auth/session-changes.ts';
+import { SESSION_TTL_MS } from '../../../sidecar/auth/session-cache.ts';
+import { reportedSessionCache } from '../../../sidecar/auth/session-changes.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues } from '../limits/helpers.ts';
-import { killReportConnection } from '../../support/session-changes.ts';
+import { gatewayTold, killReportConnection } from '../../support/session-changes.ts';
 import { call, compiledApi, deployApi, eventually, quietLogger, servesApi, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import { Redis as RedisClient } from 'ioredis';
 import { pino } from 'pino';
@@ -139,19 +139,9 @@ describe('sessions stay cached until Redis reports their change', () => {
   });
 
   it('is told only of the sessions its gateway read: Redis tracks those keys, not the whole prefix', async () => {
-    /** A gateway's cache and feed on a client of its own, with the keys it is told of. */
-    const gateway = () => {
-      const redisClient = new RedisClient(redis.url);
-      const reads = new TrackedSessionReads(redisClient, quietLogger);
-      const cache = new SessionCache(reads);
-      const told: string[] = [];
-      const listener = { trackingStarted: () => cache.trackingStarted(), trackingStopped: () => cache.trackingStopped(), changed: (hash: string) => (told.push(hash), cache.changed(hash)), allChanged: () => cache.allChanged() };
-      const feed = new SessionChangeFeed(redisClient, listener, quietLogger, { reads });
-      return { cache, feed, told, close: async () => (await feed.close(), redisClient.disconnect()) };
-    };
-    const [a, b] = [gateway(), gateway()];
+    const [a, b] = [gatewayTold(redis.url, 'tracked reads', quietLogger), gatewayTold(redis.url, 'tracked reads', quietLogger)];
     try {
-      await eventually(() => a.feed.tracking && b.feed.tracking, 10_000, 'both tracking');
+      await eventually(() => a.feed!.tracking && b.feed!.tracking, 10_000, 'both tracking');
       const trackedKeys = async (): Promise<number> => Number(/^tracking_total_keys:(\d+)/m.exec(await client.info('stats'))?.[1]);
       const trackedBefore = await trackedKeys();
       const [x, y] = await Promise.all([storeSession(client, grant()), storeSession(client, grant())]).then((keys) => keys.map(keyHash));
