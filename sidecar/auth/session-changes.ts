@@ -1,18 +1,20 @@
+import calculateSlot from 'cluster-key-slot';
 import { Redis, ReplyError, type Cluster } from 'ioredis';
 import type { Gauge } from 'prom-client';
 import { reconnectBackoff, reportConnectionErrors } from '../../common/redis-url.ts';
 import { sessionKey, sessionKeyPrefix } from '../../common/redis-keys.ts';
 import type { Logger } from '../../common/logger.ts';
-import { RedisSessionStore, type SessionReads } from '../../common/session-store.ts';
+import type { SessionReads } from '../../common/session-store.ts';
 import { SESSION_TTL_MS, SessionCache, type SessionCacheOptions } from './session-cache.ts';
 
 /** The channel a RESP2 connection's own tracking reports on, when it redirects to itself. */
 const INVALIDATIONS = '__redis__:invalidate';
 
 /**
- * Redis answered no (CLIENT not allowed by an ACL, a Redis older than 6): asking again will not
- * change it. Anything else (a command timed out on a busy start, a connection lost) is tried
- * again on a new connection.
+ * Redis answered no: to a setup command (CLIENT not allowed by an ACL, a Redis older than 6),
+ * asking again will not change it; to a read (a Cluster's MOVED or ASK, the slot on its way to
+ * another master), the connection and its tracking are as they were. Anything else (a command
+ * timed out on a busy start, a connection lost) is tried again on a new connection.
  */
 const refusedByRedis = (err: unknown): boolean => err instanceof (ReplyError as typeof Error);
 
@@ -36,45 +38,77 @@ export interface SessionChangeFeedOptions {
   heartbeatMs?: number;
   /** 1 while changes are tracked, 0 otherwise. */
   tracked?: Gauge;
-  /**
-   * The cache's reads, whose connection the feed has Redis track: Redis then reports a change
-   * only to the gateways that read the session. Without them, the feed asks for every change
-   * under the session prefix (broadcast), as on a Cluster's masters.
-   */
-  reads?: TrackedSessionReads;
 }
 
 /**
- * The session cache's reads on one Redis server or a Sentinel set, on a connection of their
- * own that the feed turns tracking on for (CLIENT TRACKING in its default mode, reports
- * redirected to the feed's connection). Redis then remembers which gateway read which session
- * and reports each change to those gateways only: a session write costs Redis one report per
- * gateway that holds the session, not one per gateway of the fleet (docs/architecture.md#sessions).
- * Only this connection's reads are tracked, so the limit scripts on the main connection add
- * nothing to Redis's table. While tracking is off, reads go to the main connection.
+ * The session cache's reads on one Redis server (or a Sentinel set, or one Cluster master), on
+ * a connection of their own that the feed turns tracking on for (CLIENT TRACKING in its default
+ * mode, reports redirected to the feed's connection). Redis then remembers which gateway read
+ * which session and reports each change to those gateways only: a session write costs Redis one
+ * report per gateway that holds the session, not one per gateway of the fleet
+ * (docs/architecture.md#sessions). Only this connection's reads are tracked, so the limit
+ * scripts on the main connection add nothing to Redis's table. While tracking is off, reads go
+ * through the gateway's own client.
  */
 export class TrackedSessionReads implements SessionReads {
-  readonly #main: Redis;
+  /** The gateway's client (a Cluster's, for a master's reads): reads while untracked, or refused here. */
+  readonly #main: Redis | Cluster;
   /** The connection whose reads are tracked: the feed runs CLIENT TRACKING on it. */
   readonly reader: Redis;
   /** Set by the feed: true only while this connection's tracking reports to a live feed. */
   tracked = false;
   /** Set by the feed: a read on the tracked connection failed, so reports may be lost. */
   onLost: () => void = () => undefined;
+  /** Set by the feed: this session's read was refused here (MOVED, ASK) and answered untracked. */
+  onUntracked: (keyHash: string) => void = () => undefined;
 
-  constructor(redis: Redis, logger: Logger) {
-    this.#main = redis;
-    this.reader = redis.duplicate({ protocol: 2, enableOfflineQueue: false, lazyConnect: false, retryStrategy: reconnectBackoff });
+  /** `server` is the one Redis (or Cluster master) whose reads are tracked; `main` reads otherwise. */
+  constructor(server: Redis, logger: Logger, main: Redis | Cluster = server) {
+    this.#main = main;
+    this.reader = server.duplicate({ protocol: 2, enableOfflineQueue: false, lazyConnect: false, retryStrategy: reconnectBackoff });
     reportConnectionErrors(this.reader, logger, 5_000);
   }
 
   getJson(keyHash: string): Promise<string | null> {
     const key = sessionKey(keyHash);
     if (!this.tracked) return this.#main.get(key);
-    return this.reader.get(key).catch(() => {
-      // The cache learns that reports may be lost before it takes this answer, which it then keeps only briefly.
-      this.onLost();
+    return this.reader.get(key).catch((err: unknown) => {
+      // The cache learns that this answer is untracked before it takes it, and then keeps it only briefly.
+      if (refusedByRedis(err)) this.onUntracked(keyHash);
+      else this.onLost();
       return this.#main.get(key);
+    });
+  }
+}
+
+/**
+ * The session cache's reads on a Redis Cluster: each read goes to the tracked reads of the
+ * master that holds its slot (in the cluster client's slot map), so each master tells a gateway
+ * of the changes to the sessions it read there, as one server does. ClusterSessionChangeFeed
+ * keeps a master's reads here while that master has a feed. A slot whose master has none yet (the
+ * slot map refreshed before the feed did) is read through the cluster client, untracked; so is a
+ * session whose master answers MOVED or ASK (its slot moving elsewhere): it is then kept only
+ * briefly, and its next read goes where the refreshed slot map says.
+ */
+export class ClusterSessionReads implements SessionReads {
+  readonly #cluster: Cluster;
+  /** Each master's tracked reads, by the `host:port` the slot map names the master by. */
+  readonly byMaster = new Map<string, TrackedSessionReads>();
+  /** Set by the feed: a session was read untracked. */
+  onUntracked: (keyHash: string) => void = () => undefined;
+
+  constructor(cluster: Cluster) {
+    this.#cluster = cluster;
+  }
+
+  getJson(keyHash: string): Promise<string | null> {
+    const key = sessionKey(keyHash);
+    const master = this.#cluster.slots[calculateSlot(key)]?.[0];
+    const reads = master === undefined ? undefined : this.byMaster.get(master);
+    if (reads !== undefined) return reads.getJson(keyHash);
+    return this.#cluster.get(key).then((json) => {
+      this.onUntracked(keyHash);
+      return json;
     });
   }
 }
@@ -86,10 +120,8 @@ export class TrackedSessionReads implements SessionReads {
  *
  * One connection of its own, speaking RESP2, subscribed to the reports' channel: ioredis drops
  * RESP3's invalidation pushes, and in RESP2 Redis sends the reports as Pub/Sub messages to a
- * subscribed redirect. Given the cache's `reads`, it turns tracking on for their connection,
- * redirected here, and is told of the sessions this gateway read. Without them it turns
- * tracking on for itself in broadcast mode on the session prefix, and is told of every change
- * whoever read it (a Cluster's masters, whose reads go through the cluster client).
+ * subscribed redirect. It turns tracking on for the connection of the cache's `reads`,
+ * redirected here, and is told of the sessions this gateway read.
  *
  * Tracking lasts as long as both connections: when one closes, or stops answering the
  * heartbeat, the cache is told that reports may be lost (it forgets every entry), and tracking
@@ -104,7 +136,7 @@ export class SessionChangeFeed implements SessionChanges {
   readonly #logger: Logger;
   readonly #tracked: Gauge | undefined;
   readonly #heartbeat: NodeJS.Timeout;
-  readonly #reads: TrackedSessionReads | undefined;
+  readonly #reads: TrackedSessionReads;
   #tracking = false;
   /** Counts the connection's openings, so a setup that outlived its connection does not count. */
   #opened = 0;
@@ -117,7 +149,8 @@ export class SessionChangeFeed implements SessionChanges {
   #redirect: { id: number } | undefined;
   #closed = false;
 
-  constructor(redis: Redis, listener: SessionChangeListener, logger: Logger, options: SessionChangeFeedOptions = {}) {
+  /** `redis` is the server (or Cluster master) that `reads` reads from. */
+  constructor(redis: Redis, reads: TrackedSessionReads, listener: SessionChangeListener, logger: Logger, options: SessionChangeFeedOptions = {}) {
     this.#listener = listener;
     this.#logger = logger;
     this.#tracked = options.tracked;
@@ -142,16 +175,14 @@ export class SessionChangeFeed implements SessionChanges {
     this.#connection.on('messageBuffer', (channel: Buffer, message: Buffer | Buffer[] | null) => {
       if (channel.toString() === INVALIDATIONS) this.#report(message);
     });
-    this.#reads = options.reads;
-    if (this.#reads !== undefined) {
-      const reader = this.#reads.reader;
-      reader.on('ready', () => {
-        this.#readerOpened += 1;
-        void this.#trackReads();
-      });
-      reader.on('close', () => this.#stop());
-      this.#reads.onLost = () => this.#readerLost();
-    }
+    this.#reads = reads;
+    reads.reader.on('ready', () => {
+      this.#readerOpened += 1;
+      void this.#trackReads();
+    });
+    reads.reader.on('close', () => this.#stop());
+    reads.onLost = () => this.#readerLost();
+    reads.onUntracked = (keyHash) => listener.changed(keyHash);
     this.#heartbeat = setInterval(() => this.#ping(), options.heartbeatMs ?? 1_000).unref();
   }
 
@@ -164,8 +195,7 @@ export class SessionChangeFeed implements SessionChanges {
     this.#closed = true;
     clearInterval(this.#heartbeat);
     this.#stop();
-    const connections = [this.#connection, ...(this.#reads ? [this.#reads.reader] : [])];
-    await Promise.all(connections.map((c) => c.quit().catch(() => c.disconnect())));
+    await Promise.all([this.#connection, this.#reads.reader].map((c) => c.quit().catch(() => c.disconnect())));
   }
 
   async #track(opening: number): Promise<void> {
@@ -173,25 +203,21 @@ export class SessionChangeFeed implements SessionChanges {
     let id: number;
     try {
       id = Number(await connection.client('ID'));
-      if (this.#reads === undefined) await connection.client('TRACKING', 'ON', 'REDIRECT', String(id), 'BCAST', 'PREFIX', sessionKeyPrefix);
       await connection.subscribe(INVALIDATIONS);
     } catch (err) {
       if (opening === this.#opened && !this.#closed) this.#failed(connection, err);
       return;
     }
     if (opening !== this.#opened || this.#closed || connection.status !== 'ready') return;
-    if (this.#reads === undefined) this.#start();
-    else {
-      this.#redirect = { id };
-      await this.#trackReads();
-    }
+    this.#redirect = { id };
+    await this.#trackReads();
   }
 
   /** Turns tracking on for the reads' connection, reporting here, once both connections are open. */
   async #trackReads(): Promise<void> {
     const redirect = this.#redirect;
-    const reader = this.#reads?.reader;
-    if (reader === undefined || redirect === undefined || this.#tracking || this.#closed || reader.status !== 'ready') return;
+    const reader = this.#reads.reader;
+    if (redirect === undefined || this.#tracking || this.#closed || reader.status !== 'ready') return;
     const readerOpening = this.#readerOpened;
     try {
       // OFF first: a connection whose redirect was an earlier feed connection is pointed at this one.
@@ -206,7 +232,7 @@ export class SessionChangeFeed implements SessionChanges {
 
   /** Neither connection closed or opened again since a setup for `redirect` and the reads' opening began. */
   #unchangedSince(redirect: { id: number }, readerOpening: number): boolean {
-    const open = this.#connection.status === 'ready' && this.#reads?.reader.status === 'ready';
+    const open = this.#connection.status === 'ready' && this.#reads.reader.status === 'ready';
     return open && !this.#closed && redirect === this.#redirect && readerOpening === this.#readerOpened;
   }
 
@@ -223,7 +249,7 @@ export class SessionChangeFeed implements SessionChanges {
   #start(): void {
     if (this.#tracking) return;
     this.#tracking = true;
-    if (this.#reads !== undefined) this.#reads.tracked = true;
+    this.#reads.tracked = true;
     this.#tracked?.set(1);
     this.#listener.trackingStarted();
     this.#logger.info('Redis reports session changes; sessions stay cached until they change');
@@ -232,7 +258,7 @@ export class SessionChangeFeed implements SessionChanges {
   #stop(): void {
     if (!this.#tracking) return;
     this.#tracking = false;
-    if (this.#reads !== undefined) this.#reads.tracked = false;
+    this.#reads.tracked = false;
     this.#tracked?.set(0);
     this.#listener.trackingStopped();
     if (!this.#closed) this.#logger.warn(`session changes are no longer reported; sessions are read again every ${SESSION_TTL_MS} ms until they are`);
@@ -241,7 +267,7 @@ export class SessionChangeFeed implements SessionChanges {
   /** A read on the tracked connection failed: its tracking may be gone with it, so it is opened again. */
   #readerLost(): void {
     this.#stop();
-    if (!this.#closed) this.#reads?.reader.disconnect(true);
+    if (!this.#closed) this.#reads.reader.disconnect(true);
   }
 
   #ping(): void {
@@ -251,7 +277,7 @@ export class SessionChangeFeed implements SessionChanges {
       this.#stop();
       if (!this.#closed) this.#connection.disconnect(true);
     });
-    this.#reads?.reader.ping().catch(() => this.#readerLost());
+    this.#reads.reader.ping().catch(() => this.#readerLost());
   }
 
   /** A report: the changed keys (one or several), or null when the whole database was flushed. */
@@ -268,17 +294,19 @@ export class SessionChangeFeed implements SessionChanges {
 }
 
 /**
- * The reports of a Redis Cluster: each master reports the changes of the keys it holds, so there
- * is a SessionChangeFeed per master, and changes are tracked while every master's feed tracks.
- * The masters are taken again at each of the client's slot refreshes: a feed for a master that
- * left is closed, and a master that joined (or a replica promoted) gets one, whose start leaves
- * the cache untracked (it forgets every entry) until it tracks too, since keys may have moved.
+ * The reports of a Redis Cluster: each master reports the changes of the sessions read from it,
+ * so there is a SessionChangeFeed, with its tracked reads, per master, and changes are tracked
+ * while every master's feed tracks. The masters are taken again at each of the client's slot
+ * refreshes: a feed for a master that left is closed, and a master that joined (or a replica
+ * promoted) gets one, whose start leaves the cache untracked (it forgets every entry) until it
+ * tracks too, since keys may have moved.
  */
 export class ClusterSessionChangeFeed implements SessionChanges {
   readonly #cluster: Cluster;
   readonly #listener: SessionChangeListener;
   readonly #logger: Logger;
   readonly #options: SessionChangeFeedOptions;
+  readonly #reads: ClusterSessionReads;
   readonly #feeds = new Map<string, SessionChangeFeed>();
   /** What each master's feed reports: changes go straight through, its tracking counts towards all of them. */
   readonly #fromNode: SessionChangeListener;
@@ -286,8 +314,11 @@ export class ClusterSessionChangeFeed implements SessionChanges {
   #tracking = false;
   #closed = false;
 
-  constructor(cluster: Cluster, listener: SessionChangeListener, logger: Logger, options: SessionChangeFeedOptions = {}) {
+  /** `reads` are the cache's reads on `cluster`: the feed keeps each master's tracked reads in them. */
+  constructor(cluster: Cluster, reads: ClusterSessionReads, listener: SessionChangeListener, logger: Logger, options: SessionChangeFeedOptions = {}) {
     this.#cluster = cluster;
+    this.#reads = reads;
+    reads.onUntracked = (keyHash) => listener.changed(keyHash);
     this.#listener = listener;
     this.#logger = logger;
     this.#options = options;
@@ -313,6 +344,7 @@ export class ClusterSessionChangeFeed implements SessionChanges {
     this.#cluster.off('-node', this.#sync);
     const feeds = [...this.#feeds.values()];
     this.#feeds.clear();
+    this.#reads.byMaster.clear();
     this.#update();
     await Promise.all(feeds.map((feed) => feed.close()));
   }
@@ -323,12 +355,15 @@ export class ClusterSessionChangeFeed implements SessionChanges {
     for (const [node, feed] of this.#feeds) {
       if (masters.has(node)) continue;
       this.#feeds.delete(node);
+      this.#reads.byMaster.delete(node);
       void feed.close();
     }
     for (const [node, redis] of masters) {
       if (this.#feeds.has(node)) continue;
-      const { heartbeatMs } = this.#options;
-      this.#feeds.set(node, new SessionChangeFeed(redis, this.#fromNode, this.#logger.child({ node }), { heartbeatMs }));
+      const logger = this.#logger.child({ node });
+      const reads = new TrackedSessionReads(redis, logger, this.#cluster);
+      this.#reads.byMaster.set(node, reads);
+      this.#feeds.set(node, new SessionChangeFeed(redis, reads, this.#fromNode, logger, { heartbeatMs: this.#options.heartbeatMs }));
     }
     this.#update();
   }
@@ -352,16 +387,17 @@ export interface ReportedSessionCacheOptions extends SessionCacheOptions {
 }
 
 /**
- * A gateway's session cache on `redis`, kept by Redis's reports of changes: on one server or a
- * Sentinel set, of the sessions this gateway read; on a Cluster, of every session, from each
- * master (docs/architecture.md#sessions).
+ * A gateway's session cache on `redis`, kept by Redis's reports of the changes to the sessions
+ * this gateway read: from the one server, the Sentinel set's master, or each Cluster master
+ * (docs/architecture.md#sessions).
  */
 export function reportedSessionCache(redis: Redis | Cluster, { logger, tracked, heartbeatMs, ...cacheOptions }: ReportedSessionCacheOptions): { cache: SessionCache; changes: SessionChanges } {
   if (redis instanceof Redis) {
     const reads = new TrackedSessionReads(redis, logger);
     const cache = new SessionCache(reads, cacheOptions);
-    return { cache, changes: new SessionChangeFeed(redis, cache, logger, { tracked, heartbeatMs, reads }) };
+    return { cache, changes: new SessionChangeFeed(redis, reads, cache, logger, { tracked, heartbeatMs }) };
   }
-  const cache = new SessionCache(new RedisSessionStore(redis), cacheOptions);
-  return { cache, changes: new ClusterSessionChangeFeed(redis, cache, logger, { tracked, heartbeatMs }) };
+  const reads = new ClusterSessionReads(redis);
+  const cache = new SessionCache(reads, cacheOptions);
+  return { cache, changes: new ClusterSessionChangeFeed(redis, reads, cache, logger, { tracked, heartbeatMs }) };
 }

@@ -3,7 +3,8 @@ import type { Logger } from '../../common/logger.ts';
 import { pino } from 'pino';
 import { RedisSessionStore } from '../../common/session-store.ts';
 import { SessionCache } from '../../sidecar/auth/session-cache.ts';
-import { reportedSessionCache, SessionChangeFeed, TrackedSessionReads, type SessionChanges } from '../../sidecar/auth/session-changes.ts';
+import { sessionKeyPrefix } from '../../common/redis-keys.ts';
+import { reportedSessionCache, SessionChangeFeed, TrackedSessionReads, type SessionChangeListener, type SessionChanges } from '../../sidecar/auth/session-changes.ts';
 import { waitFor } from './wait-for.ts';
 
 /**
@@ -29,8 +30,7 @@ export async function withReportedSessions(
 
 /**
  * Kills a connection a gateway learns of session changes through (CLIENT LIST flags): the one
- * Redis tracks (`t`: the reads' connection, or a Cluster master's report connection, which
- * tracks itself), or the one the reports go to (`P`: subscribed).
+ * Redis tracks (`t`: the reads' connection), or the one the reports go to (`P`: subscribed).
  */
 export async function killReportConnection(redis: Redis, which: 'tracked' | 'subscribed' = 'tracked'): Promise<void> {
   const flag = which === 'tracked' ? 't' : 'P';
@@ -41,16 +41,44 @@ export async function killReportConnection(redis: Redis, which: 'tracked' | 'sub
 }
 
 /**
+ * What the gateways did before tracked reads, kept as the bench's baseline: one connection that
+ * asks Redis for every change under the session prefix (CLIENT TRACKING in broadcast mode), so
+ * every gateway is told of every session written, whoever read it.
+ */
+function broadcastReports(client: Redis, listener: SessionChangeListener): SessionChanges {
+  const connection = client.duplicate({ protocol: 2 });
+  let tracking = false;
+  connection.on('messageBuffer', (_channel: Buffer, message: Buffer | Buffer[] | null) => {
+    for (const key of Array.isArray(message) ? message : message === null ? [] : [message]) listener.changed(key.toString().slice(sessionKeyPrefix.length));
+  });
+  void (async () => {
+    const id = String(await connection.client('ID'));
+    await connection.client('TRACKING', 'ON', 'REDIRECT', id, 'BCAST', 'PREFIX', sessionKeyPrefix);
+    await connection.subscribe('__redis__:invalidate');
+    tracking = true;
+    listener.trackingStarted();
+  })();
+  return {
+    get tracking() {
+      return tracking;
+    },
+    close: async () => {
+      connection.disconnect();
+    },
+  };
+}
+
+/**
  * A gateway's session cache on a client of its own, kept by a feed that records the keys it
- * is told of: reports of the sessions it read (`tracked reads`), of every session
- * (`broadcast`), or none.
+ * is told of: reports of the sessions it read (`tracked reads`, as the gateway runs), of every
+ * session (`broadcast`), or none.
  */
 export function gatewayTold(url: string, mode: 'tracked reads' | 'broadcast' | 'none', logger: Logger) {
   const client = new RedisClient(url);
   const reads = mode === 'tracked reads' ? new TrackedSessionReads(client, logger) : undefined;
   const cache = new SessionCache(reads ?? new RedisSessionStore(client));
   const told: string[] = [];
-  const listener = {
+  const listener: SessionChangeListener = {
     trackingStarted: () => cache.trackingStarted(),
     trackingStopped: () => cache.trackingStopped(),
     changed: (hash: string) => {
@@ -59,7 +87,7 @@ export function gatewayTold(url: string, mode: 'tracked reads' | 'broadcast' | '
     },
     allChanged: () => cache.allChanged(),
   };
-  const feed = mode === 'none' ? undefined : new SessionChangeFeed(client, listener, logger, { reads });
+  const feed = reads !== undefined ? new SessionChangeFeed(client, reads, listener, logger) : mode === 'broadcast' ? broadcastReports(client, listener) : undefined;
   return {
     cache,
     feed,

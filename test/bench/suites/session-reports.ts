@@ -2,9 +2,9 @@
  * What reports of session changes cost Redis as the fleet grows (docs/architecture.md#sessions):
  * Redis CPU per session write, each written alone as a Key applied or created through the
  * admin API is, with a fleet of gateway processes connected, in three ways: none of them
- * tracking (the baseline), every one told of every change (broadcast mode, as each master of a
- * Cluster reports), and each told of the sessions it read (tracked reads, as on one server or
- * a Sentinel set), each session read by a few of them.
+ * tracking (the baseline), every one told of every change (broadcast mode, what gw did first;
+ * test/support/session-changes.ts keeps it), and each told of the sessions it read (tracked
+ * reads, what the gateway does), each session read by a few of them.
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -1,4 +1,5 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import calculateSlot from 'cluster-key-slot';
 import { Cluster, type Redis } from 'ioredis';
 import { limiterKey, sessionKey } from '../../../common/redis-keys.ts';
 import { createRedisClient } from '../../../common/redis-url.ts';
@@ -9,8 +10,9 @@ import { keyHashOf, request } from '../../support/limits-fixtures.ts';
 import { startRedisCluster, type RedisClusterHandle } from '../../harness/index.ts';
 import { alignTo, metricValues, sleep, uniqueId } from '../limits/helpers.ts';
 import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gateways.ts';
-import { eventually } from '../sidecar/helpers.ts';
+import { eventually, quietLogger } from '../sidecar/helpers.ts';
 import { killReportConnection, withReportedSessions } from '../../support/session-changes.ts';
+import { reportedSessionCache } from '../../../sidecar/auth/session-changes.ts';
 
 let cluster: RedisClusterHandle;
 beforeAll(async () => {
@@ -40,6 +42,30 @@ async function scanAll(node: Redis): Promise<string[]> {
     cursor = next;
   } while (cursor !== '0');
   return keys;
+}
+
+const nodeName = (node: Redis): string => `${node.options.host}:${node.options.port}`;
+
+/** The keys a master's tracking table holds (INFO stats). */
+async function trackedKeys(node: Redis): Promise<number> {
+  return Number(/^tracking_total_keys:(\d+)/m.exec(await node.info('stats'))?.[1]);
+}
+
+/** A gateway's session cache on a Cluster client of its own, as the sidecar wires it, with the sessions it is told changed recorded. */
+function clusterGateway(url: string) {
+  const redis = createRedisClient(url, {}) as Cluster;
+  const { cache, changes } = reportedSessionCache(redis, { logger: quietLogger, ttlMs: 20, trackedTtlMs: 60_000 });
+  const told = vi.spyOn(cache, 'changed');
+  return {
+    redis,
+    cache,
+    changes,
+    told: (): string[] => told.mock.calls.map(([hash]) => hash),
+    close: async (): Promise<void> => {
+      await changes.close();
+      redis.disconnect();
+    },
+  };
 }
 
 const hashTag = (key: string): string => /\{([^}]+)\}/.exec(key)?.[1] ?? '';
@@ -168,6 +194,95 @@ describe('Redis Cluster through redis+cluster://', () => {
       await Promise.all(hashes.map((h) => store.delete(h)));
       await eventually(async () => (await Promise.all(hashes.map((h) => cache.get(h)))).every((s) => s === null), 10_000, 'the deletes reported');
     });
+  });
+});
+
+describe('Redis Cluster: each master reports a session change only to the gateways that read it there', () => {
+  it('two gateways, each with sessions on every master, are each told of their own and not of the other\'s', async () => {
+    const gateways = [clusterGateway(cluster.url), clusterGateway(cluster.url)];
+    try {
+      await eventually(() => gateways.every((g) => g.changes.tracking), 10_000, 'both gateways track');
+      const admin = gateways[0]!.redis;
+      const masters = admin.nodes('master');
+      expect(masters).toHaveLength(3);
+      // Two sessions per master for each gateway.
+      const byMaster = new Map<string, string[]>(masters.map((m) => [nodeName(m), []]));
+      for (let i = 0; i < 1_000 && [...byMaster.values()].some((hashes) => hashes.length < 4); i++) {
+        const hash = keyHashOf(uniqueId('raw'));
+        const hashes = byMaster.get(admin.slots[calculateSlot(sessionKey(hash))]![0]!)!;
+        if (hashes.length < 4) hashes.push(hash);
+      }
+      const own = [0, 1].map((g) => [...byMaster.values()].flatMap((hashes) => hashes.slice(2 * g, 2 * g + 2)));
+      expect(own.map((hashes) => hashes.length)).toEqual([6, 6]);
+      const store = new RedisSessionStore(admin);
+      await Promise.all([...own[0]!, ...own[1]!].map((h) => store.put(h, session({ alias: 'before' }))));
+
+      const tableBefore = await Promise.all(masters.map(trackedKeys));
+      for (const [g, gateway] of gateways.entries()) {
+        expect((await Promise.all(own[g]!.map((h) => gateway.cache.get(h)))).map((s) => s?.alias)).toEqual(own[g]!.map(() => 'before'));
+      }
+      // Each master holds the four sessions read from it in its table, and nothing else: the limit scripts and writes are not tracked.
+      expect((await Promise.all(masters.map(trackedKeys))).map((n, i) => n - tableBefore[i]!)).toEqual([4, 4, 4]);
+
+      await Promise.all([...own[0]!, ...own[1]!].map((h) => store.put(h, session({ alias: 'after' }))));
+      await eventually(() => gateways.every((g, i) => g.told().length >= own[i]!.length), 10_000, 'both gateways told');
+      for (const [g, gateway] of gateways.entries()) {
+        expect(gateway.told().sort()).toEqual([...own[g]!].sort());
+        // Told, each re-reads its own at once, whatever the minute-long tracked TTL.
+        expect((await Promise.all(own[g]!.map((h) => gateway.cache.get(h)))).map((s) => s?.alias)).toEqual(own[g]!.map(() => 'after'));
+      }
+      await Promise.all([...own[0]!, ...own[1]!].map((h) => store.delete(h)));
+    } finally {
+      await Promise.all(gateways.map((g) => g.close()));
+    }
+  });
+});
+
+describe('Redis Cluster: a session whose slot moves to another master', () => {
+  it('the master it left reports it gone; it is then read from the master it moved to, which reports its changes', async () => {
+    const own = await startRedisCluster();
+    const gateway = clusterGateway(own.url);
+    const admin = createRedisClient(own.url, {}) as Cluster;
+    try {
+      await eventually(() => gateway.changes.tracking, 10_000, 'tracking');
+      const store = new RedisSessionStore(admin);
+      const hash = keyHashOf(uniqueId('raw'));
+      const key = sessionKey(hash);
+      await store.put(hash, session({ alias: 'before' }));
+      expect((await gateway.cache.get(hash))?.alias).toBe('before');
+
+      const slot = calculateSlot(key);
+      const masters = admin.nodes('master');
+      const from = masters.find((m) => nodeName(m) === admin.slots[slot]![0])!;
+      const to = masters.find((m) => m !== from)!;
+      const fromId = String(await from.cluster('MYID'));
+      const toId = String(await to.cluster('MYID'));
+      await to.call('CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId);
+      await from.call('CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId);
+      await from.migrate(to.options.host!, to.options.port!, key, 0, 5_000);
+      for (const m of masters) await m.call('CLUSTER', 'SETSLOT', slot, 'NODE', toId);
+
+      // The move deleted the session on the master it left, which reports that.
+      await eventually(() => gateway.told().includes(hash), 10_000, 'the move reported');
+      // Read again (the gateway's slot map may still name the old master: its MOVED is followed, untracked).
+      expect((await gateway.cache.get(hash))?.alias).toBe('before');
+      await store.put(hash, session({ alias: 'moved' }));
+      await eventually(async () => (await gateway.cache.get(hash))?.alias === 'moved', 10_000, 'the change on the new master seen');
+      // Past the short TTL, the next read is tracked on the master the session moved to ...
+      await sleep(50);
+      expect((await gateway.cache.get(hash))?.alias).toBe('moved');
+      expect(await trackedKeys(to)).toBeGreaterThanOrEqual(1);
+      // ... which reports the next change.
+      const toldBefore = gateway.told().length;
+      await store.put(hash, session({ alias: 'reported' }));
+      await eventually(() => gateway.told().slice(toldBefore).includes(hash), 10_000, 'the new master reports the change');
+      expect((await gateway.cache.get(hash))?.alias).toBe('reported');
+      expect(gateway.changes.tracking).toBe(true);
+    } finally {
+      await gateway.close();
+      admin.disconnect();
+      await own.dispose();
+    }
   });
 });
 
