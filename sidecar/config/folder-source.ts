@@ -3,6 +3,7 @@ import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { sameData } from '../../common/same-data.ts';
 import type { SessionStore } from '../../common/session-store.ts';
+import type { Session } from '../../crds/session.ts';
 import { compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
 import { documentsOf, readFolder, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
@@ -34,6 +35,15 @@ interface Meta {
   uid?: string;
 }
 
+/** A Key of the folder that names itself and its session's hash, with the subject its problems are reported under. */
+interface FolderKey {
+  doc: FoundDoc;
+  meta: Meta;
+  hash: string;
+  spec: object;
+  subject: string;
+}
+
 /** A problem as /readyz shows it, plus the kind and reason code `gw_config_problems` counts it by. */
 interface FolderProblem extends ConfigProblem {
   kind: string;
@@ -43,6 +53,21 @@ interface FolderProblem extends ConfigProblem {
 const DEFAULT_DEBOUNCE_MS = 200;
 const WATCH_RETRY_MS = 2_000;
 const LAST_GOOD_KEPT = 'its last good version stays in effect';
+/**
+ * Sessions read, written or removed at once while a folder loads: each batch costs one round
+ * trip to Redis, not one per Key, and stays small beside Redis's other clients.
+ */
+const SESSION_BATCH = 500;
+/** The wait before Key sessions the store did not take are tried again: doubling from 1 s to 30 s. */
+const SESSIONS_RETRY_FIRST_MS = 1_000;
+const SESSIONS_RETRY_MAX_MS = 30_000;
+
+/** `work` for every item, `SESSION_BATCH` at a time, in order; the results in the items' order. */
+async function inBatches<T, R>(items: readonly T[], work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  for (let i = 0; i < items.length; i += SESSION_BATCH) results.push(...(await Promise.all(items.slice(i, i + SESSION_BATCH).map(work))));
+  return results;
+}
 
 function metaOf(doc: FoundDoc): Meta | null {
   const meta = doc.object.metadata as Partial<Meta> | undefined;
@@ -66,6 +91,11 @@ const contentOf = (files: readonly YamlFile[]): string => files.map((f) => `${f.
  * compiled version; each is reported (log, `/readyz`, `gw_config_reload_errors_total` for
  * APIs, `gw_config_problems`). An API deleted through the admin operations stays served
  * until an explicit reload, as in a cluster, even when the folder is re-read meanwhile.
+ *
+ * A session store that fails (Redis down, or a command timed out) does not stop the rest: the
+ * APIs and policies are published, the failure is reported, and the folder is loaded again
+ * with a growing wait until the store has taken every Key's session, so a gateway started
+ * before its Redis, or a Key edited during an outage, needs no restart and no reload.
  */
 export class FolderConfigSource implements ConfigSource {
   readonly name = 'folder';
@@ -81,6 +111,10 @@ export class FolderConfigSource implements ConfigSource {
   /** Loads run one at a time, in order. */
   #queue: Promise<unknown> = Promise.resolve();
   #watch: FolderWatch | undefined;
+  /** The next load after the session store failed, and the wait before the one after it. */
+  #sessionsRetry: NodeJS.Timeout | undefined;
+  #sessionsRetryMs = SESSIONS_RETRY_FIRST_MS;
+  #stopped = false;
 
   constructor(options: FolderSourceOptions) {
     this.#options = options;
@@ -128,7 +162,6 @@ export class FolderConfigSource implements ConfigSource {
     }
     const content = contentOf(files);
     if (!always && content === this.#loadedContent) return;
-    this.#loadedContent = content;
 
     const problems: FolderProblem[] = [];
     const usable = this.#usableFiles(files, problems);
@@ -143,10 +176,26 @@ export class FolderConfigSource implements ConfigSource {
       const reason = `${problem.field}: ${problem.message}${kept ? `; ${LAST_GOOD_KEPT}` : ''}`;
       problems.push({ subject, reason, kind: problem.ref.kind, code: problem.reason });
     }
-    await this.#loadKeys(documentsOf(usable, 'Key'), problems);
+    const sessionsStored = await this.#loadKeys(documentsOf(usable, 'Key'), problems);
     this.#report(problems);
     this.#published = compiled.config;
     this.#publish(compiled.config);
+    // Until the store has taken every session, the same content is loaded again (#retrySessions).
+    this.#loadedContent = sessionsStored ? content : null;
+  }
+
+  /** The store failed: the folder is loaded again after a wait that doubles up to its cap while it keeps failing. */
+  #retrySessions(err: unknown, problems: FolderProblem[]): void {
+    const waitMs = this.#sessionsRetryMs;
+    this.#sessionsRetryMs = Math.min(waitMs * 2, SESSIONS_RETRY_MAX_MS);
+    const reason = `the session store failed (${(err as Error).message}); Keys' sessions may be out of date; trying again in ${waitMs / 1000} s`;
+    this.#options.logger.error({ err }, `Keys' sessions could not be read or written; trying again in ${waitMs / 1000} s`);
+    problems.push({ subject: 'Key sessions', reason, kind: 'Key', code: 'SessionStoreFailed' });
+    clearTimeout(this.#sessionsRetry);
+    if (this.#stopped) return;
+    this.#sessionsRetry = setTimeout(() => {
+      this.#enqueue(false).catch((retryErr: unknown) => this.#options.logger.error({ err: retryErr, dir: this.#options.dir }, 'config folder could not be loaded again'));
+    }, waitMs);
   }
 
   /** Files as they can be used: one that does not parse is replaced by its last good version, if any. */
@@ -221,37 +270,64 @@ export class FolderConfigSource implements ConfigSource {
     return this.#published?.apis ?? this.#options.retainedElsewhere ?? [];
   }
 
+  /** The Keys' sessions stored (`#storeKeys`): true when the store took them all; if it failed, that is reported and a load scheduled. */
+  async #loadKeys(docs: FoundDoc[], problems: FolderProblem[]): Promise<boolean> {
+    try {
+      await this.#storeKeys(docs, problems);
+    } catch (err) {
+      this.#retrySessions(err, problems);
+      return false;
+    }
+    clearTimeout(this.#sessionsRetry);
+    this.#sessionsRetryMs = SESSIONS_RETRY_FIRST_MS;
+    return true;
+  }
+
   /**
    * Sessions for the folder's Keys. A Key without `key_hash` cannot be served here: the raw
    * key the operator would generate has nowhere to go. A Key that left the folder (or
    * changed its hash) since the last load loses its session; one whose spec is now invalid
-   * keeps the session it had.
+   * keeps the session it had. The stored sessions are read, and the changed ones written, in
+   * batches: a folder of 5,000 Keys took 5,000 round trips one after another.
    */
-  async #loadKeys(docs: FoundDoc[], problems: FolderProblem[]): Promise<void> {
+  async #storeKeys(docs: FoundDoc[], problems: FolderProblem[]): Promise<void> {
     const { sessions, logger, defaultNamespace } = this.#options;
-    const present = new Set<string>();
-    for (const doc of docs) {
-      const meta = metaOf(doc);
-      const spec = doc.object.spec as { key_hash?: unknown } | undefined;
-      const subject = `Key ${meta?.namespace ?? defaultNamespace}/${meta?.name ?? `in ${basename(doc.file.path)}`}`;
-      if (meta === null || typeof spec?.key_hash !== 'string') {
-        problems.push(this.#unservableKey(doc, meta, subject));
-        continue;
-      }
-      present.add(spec.key_hash);
-      const existing = await sessions.get(spec.key_hash);
+    const keys = this.#servableKeys(docs, problems);
+    const present = new Set(keys.map((key) => key.hash));
+    const hashes = [...present];
+    const found = await inBatches(hashes, (hash) => sessions.get(hash));
+    const stored = new Map<string, Session | null>(hashes.map((hash, i) => [hash, found[i] ?? null]));
+    const writes = new Map<string, Session>();
+    for (const { doc, meta, hash, spec, subject } of keys) {
+      const existing = stored.get(hash) ?? null;
       const outcome = sessionFromKey(spec, meta.name, meta.namespace ?? defaultNamespace, existing, new Date());
       if (outcome.ok) {
         // An unchanged session is not written again: every write is reported to each gateway
         // that read the session, which then reads it again (docs/architecture.md#sessions).
-        if (existing === null || !sameData(existing, outcome.session)) await sessions.put(spec.key_hash, outcome.session);
+        if (existing === null || !sameData(existing, outcome.session)) writes.set(hash, outcome.session);
+        // A second Key of the same hash builds on this one's session, as it did when each was written before the next was read.
+        stored.set(hash, outcome.session);
         continue;
       }
       logger.warn({ file: doc.file.path, resource: meta.name, problem: outcome.message }, 'invalid Key skipped');
       const kept = existing === null ? 'skipped' : LAST_GOOD_KEPT;
       problems.push({ subject, reason: `${outcome.message}; ${kept}`, kind: 'Key', code: 'InvalidSpec' });
     }
+    await inBatches([...writes], ([hash, session]) => sessions.put(hash, session));
     await this.#revokeKeysGone(present);
+  }
+
+  /** The Keys that name themselves and their hash; the others are reported. */
+  #servableKeys(docs: FoundDoc[], problems: FolderProblem[]): FolderKey[] {
+    const keys: FolderKey[] = [];
+    for (const doc of docs) {
+      const meta = metaOf(doc);
+      const spec = doc.object.spec as { key_hash?: unknown } | undefined;
+      const subject = `Key ${meta?.namespace ?? this.#options.defaultNamespace}/${meta?.name ?? `in ${basename(doc.file.path)}`}`;
+      if (meta === null || typeof spec?.key_hash !== 'string') problems.push(this.#unservableKey(doc, meta, subject));
+      else keys.push({ doc, meta, hash: spec.key_hash, spec, subject });
+    }
+    return keys;
   }
 
   #unservableKey(doc: FoundDoc, meta: Meta | null, subject: string): FolderProblem {
@@ -264,11 +340,11 @@ export class FolderConfigSource implements ConfigSource {
   }
 
   async #revokeKeysGone(present: Set<string>): Promise<void> {
-    for (const hash of this.#keyHashes) {
-      if (present.has(hash)) continue;
+    const gone = [...this.#keyHashes].filter((hash) => !present.has(hash));
+    await inBatches(gone, async (hash) => {
       await this.#options.sessions.delete(hash);
       this.#options.logger.info({ keyHash: hash.slice(0, 12) }, 'Key gone from the config folder; its session removed');
-    }
+    });
     this.#keyHashes = present;
   }
 
@@ -284,6 +360,8 @@ export class FolderConfigSource implements ConfigSource {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
+    clearTimeout(this.#sessionsRetry);
     this.#watch?.close();
     await this.#queue;
   }

@@ -1,5 +1,11 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sessionKey } from '../../../common/redis-keys.ts';
+import { keyHash } from '../../../crds/key-hash.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
@@ -17,6 +23,8 @@ import {
   writeConfigMap,
 } from './helpers.ts';
 import { Redis as RedisClient } from 'ioredis';
+import { keylessApiYaml } from '../../support/api-yaml.ts';
+import { latencyProxy } from '../../support/latency-proxy.ts';
 
 describe('Redis faults with redis_failure_mode: closed', () => {
   let upstream: EchoUpstream;
@@ -103,5 +111,46 @@ describe('stream rate limit on the upstream call', () => {
     const refused = await call(url);
     expect(refused.status).toBe(429);
     expect(refused.json()).toEqual({ error: 'Upstream rate limit exceeded' });
+  });
+});
+
+describe('a standalone gateway whose Redis is unreachable when it starts', () => {
+  it('starts, serves its keyless API, reports its Keys\' sessions, and stores them once Redis answers, with no reload', async () => {
+    const upstream = await startEchoUpstream();
+    const redis = await startRedis();
+    const client = new RedisClient(redis.url);
+    const link = await latencyProxy(redis.url);
+    link.refusing = true;
+    const dir = await mkdtemp(join(tmpdir(), 'gw-no-redis-'));
+    const rawKey = randomBytes(16).toString('hex');
+    await writeFile(join(dir, 'all.yaml'), [
+      keylessApiYaml('open', '/open/', upstream.url),
+      `apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: { name: private }\nspec: { api_id: private, proxy: { listen_path: /private/, target_url: '${upstream.url}' } }\n`,
+      `apiVersion: gw.dev/v1alpha1\nkind: Key\nmetadata: { name: by-hand }\nspec: { key_hash: ${keyHash(rawKey)}, access_rights: { private: { api_id: private } } }\n`,
+    ].join('---\n'));
+    const sidecar = await startTestSidecar({ ...sidecarOptions('default', link.url), configDir: dir, instanceId: uniqueId('no-redis') });
+    const sessionProblems = async (): Promise<string[]> => {
+      const body = (await call(`${sidecar.healthUrl}/readyz`)).json() as unknown as { problems: { subject: string; reason: string }[] };
+      return body.problems.filter((p) => p.subject === 'Key sessions').map((p) => p.reason);
+    };
+    try {
+      expect((await call(`${sidecar.proxyUrl}/open/`)).status).toBe(200);
+      const [reason] = await sessionProblems();
+      expect(reason).toMatch(/^the session store failed \(.+\); Keys' sessions may be out of date; trying again in \d+ s$/);
+      expect(await client.exists(sessionKey(keyHash(rawKey)))).toBe(0);
+
+      link.refusing = false;
+      const callPrivate = async (): Promise<number> => (await call(`${sidecar.proxyUrl}/private/`, { headers: { authorization: rawKey } })).status;
+      await eventually(async () => (await callPrivate()) === 200, 15_000, 'the Key served once Redis answers');
+      expect(await client.exists(sessionKey(keyHash(rawKey)))).toBe(1);
+      expect(await sessionProblems()).toEqual([]);
+    } finally {
+      await sidecar.close();
+      await link.close();
+      client.disconnect();
+      await redis.stop();
+      await upstream.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });

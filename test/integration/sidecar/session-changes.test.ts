@@ -15,6 +15,7 @@ import { reportedSessionCache } from '../../../sidecar/auth/session-changes.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues } from '../limits/helpers.ts';
 import { gatewayTold, killReportConnection } from '../../support/session-changes.ts';
+import { latencyProxy } from '../../support/latency-proxy.ts';
 import { call, compiledApi, deployApi, eventually, quietLogger, servesApi, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import { Redis as RedisClient } from 'ioredis';
 import { pino } from 'pino';
@@ -216,6 +217,34 @@ describe('sessions stay cached until Redis reports their change', () => {
       expect(readsOf(kept)).toBe(readsBefore + 1);
     } finally {
       await folder.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a folder of Keys is loaded in a few round trips to Redis, not one per Key', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-session-folder-'));
+    const rawKeys = Array.from({ length: 300 }, () => randomBytes(16).toString('hex'));
+    await writeFile(join(dir, 'all.yaml'), [
+      `apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: { name: many-keys }\nspec: { api_id: many-keys, name: many-keys, use_keyless: false, proxy: { listen_path: /many-keys/, target_url: '${upstream.url}', strip_listen_path: true } }\n`,
+      ...rawKeys.map((rawKey, i) => `apiVersion: gw.dev/v1alpha1\nkind: Key\nmetadata: { name: key-${i} }\nspec: { key_hash: ${keyHash(rawKey)}, rate: 100, per: 60, access_rights: { many-keys: { api_id: many-keys, api_name: many-keys } } }\n`),
+    ].join('---\n'));
+    const slowLink = await latencyProxy(redis.url);
+    const folder = await startTestSidecar({ ...sidecarOptions(namespace, slowLink.url), configDir: dir });
+    try {
+      await eventually(() => rawKeys.every((rawKey) => writesOf(rawKey) === 1), 5_000, 'each session written once at the start');
+      // From now on every byte to Redis arrives 20 ms late: a reload that read the 300 sessions one after another would take 6 s.
+      slowLink.delayMs = 20;
+      const started = performance.now();
+      await folder.runtime.reload();
+      expect(performance.now() - started).toBeLessThan(2_000);
+      const callFolder = (rawKey: string) => call(`${folder.proxyUrl}/many-keys/`, { headers: { authorization: rawKey } });
+      expect((await Promise.all([rawKeys[0]!, rawKeys[299]!].map(callFolder))).map((res) => res.status)).toEqual([200, 200]);
+      await sleep(200); // MONITOR's last lines
+      // Nothing changed, so nothing was written again.
+      expect(rawKeys.map(writesOf)).toEqual(rawKeys.map(() => 1));
+    } finally {
+      await folder.close();
+      await slowLink.close();
       await rm(dir, { recursive: true, force: true });
     }
   });
