@@ -1,4 +1,5 @@
 import { basename } from 'node:path';
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { sameData } from '../../common/same-data.ts';
@@ -6,7 +7,7 @@ import type { SessionStore } from '../../common/session-store.ts';
 import type { Session } from '../../crds/session.ts';
 import { compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
-import { documentsOf, readFolder, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
+import { DOCS_PER_TURN, documentsOf, readFolder, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
 import type { SidecarMetrics } from '../metrics.ts';
 import { watchFolder, type FolderWatch } from './folder-watch.ts';
 import type { ConfigProblem, ConfigSource } from './source.ts';
@@ -55,17 +56,24 @@ const WATCH_RETRY_MS = 2_000;
 const LAST_GOOD_KEPT = 'its last good version stays in effect';
 /**
  * Sessions read, written or removed at once while a folder loads: each batch costs one round
- * trip to Redis, not one per Key, and stays small beside Redis's other clients.
+ * trip to Redis, not one per Key, and what its answers cost (a parse each) fits between two
+ * turns of the event loop (DOCS_PER_TURN).
  */
-const SESSION_BATCH = 500;
+const SESSION_BATCH = DOCS_PER_TURN;
 /** The wait before Key sessions the store did not take are tried again: doubling from 1 s to 30 s. */
 const SESSIONS_RETRY_FIRST_MS = 1_000;
 const SESSIONS_RETRY_MAX_MS = 30_000;
 
-/** `work` for every item, `SESSION_BATCH` at a time, in order; the results in the items' order. */
+/**
+ * `work` for every item, `SESSION_BATCH` at a time, in order, with a turn of the event loop
+ * between batches (a store in memory answers without one); the results in the items' order.
+ */
 async function inBatches<T, R>(items: readonly T[], work: (item: T) => Promise<R>): Promise<R[]> {
   const results: R[] = [];
-  for (let i = 0; i < items.length; i += SESSION_BATCH) results.push(...(await Promise.all(items.slice(i, i + SESSION_BATCH).map(work))));
+  for (let i = 0; i < items.length; i += SESSION_BATCH) {
+    if (i > 0) await nextTurn();
+    results.push(...(await Promise.all(items.slice(i, i + SESSION_BATCH).map(work))));
+  }
   return results;
 }
 
@@ -298,7 +306,9 @@ export class FolderConfigSource implements ConfigSource {
     const found = await inBatches(hashes, (hash) => sessions.get(hash));
     const stored = new Map<string, Session | null>(hashes.map((hash, i) => [hash, found[i] ?? null]));
     const writes = new Map<string, Session>();
-    for (const { doc, meta, hash, spec, subject } of keys) {
+    for (const [i, { doc, meta, hash, spec, subject }] of keys.entries()) {
+      // Requests are answered between pieces of a large folder's Keys (DOCS_PER_TURN).
+      if (i > 0 && i % DOCS_PER_TURN === 0) await nextTurn();
       const existing = stored.get(hash) ?? null;
       const outcome = sessionFromKey(spec, meta.name, meta.namespace ?? defaultNamespace, existing, new Date());
       if (outcome.ok) {
