@@ -161,7 +161,8 @@ export class FolderConfigSource implements ConfigSource {
     const { dir, logger, metrics } = this.#options;
     let files: YamlFile[];
     try {
-      files = await readFolder(dir);
+      // Files that parsed last time and have not changed since are not parsed again.
+      files = await readFolder(dir, this.#lastGoodFiles);
     } catch (err) {
       metrics.configReloads.inc({ source: this.name, result: 'error' });
       logger.error({ err, dir }, 'config folder could not be read; keeping the last good config');

@@ -2,7 +2,7 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { parseAllDocuments, stringify } from 'yaml';
+import { type Document, parseAllDocuments, stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiVersion, kinds } from '../../crds/kinds.ts';
 import { anyText, fuzzParameters, fuzzTimeout } from '../../test/support/fuzz.ts';
@@ -67,6 +67,39 @@ describe('YAML folder loader (fuzz)', () => {
         expect(await store.deleteApi('absent-api')).toBe(false);
         expect(await store.addProductTag('absent-product', 'tag')).toBeNull();
         expect(await texts(dir)).toEqual(contents);
+      }),
+      fuzzParameters(RUNS),
+    );
+  });
+
+  it('reads each file as parseAllDocuments does, however many pieces it is parsed in; an unchanged file is not parsed again', { timeout: fuzzTimeout(RUNS, 300) }, async () => {
+    // A document as the gateway sees it: its data (null when it does not parse or is not a mapping), its errors' messages and its place in the file.
+    const seen = (doc: Document.Parsed, object: unknown) => ({ object, errors: doc.errors.map((e) => e.message), range: doc.range });
+    const reference = (doc: Document.Parsed) => {
+      let object: unknown = null;
+      try {
+        const value: unknown = doc.errors.length > 0 ? null : doc.toJS();
+        object = typeof value === 'object' && value !== null && !Array.isArray(value) ? value : null;
+      } catch {
+        object = null;
+      }
+      return seen(doc, object);
+    };
+    await fc.assert(
+      fc.asyncProperty(fileText, fc.constantFrom(1, 60), fileText, async (text, repeat, edited) => {
+        // Repeated, a file holds more documents than are parsed between two turns of the event loop.
+        const big = Array.from({ length: repeat }, () => text).join('---\n');
+        const dir = await fill({ 'big.yaml': big, 'small.yaml': 'a: 1\n' });
+        const files = await readFolder(dir);
+        const bigFile = files.find((f) => f.path.endsWith('big.yaml'))!;
+        expect(bigFile.docs.map((doc, i) => seen(doc, bigFile.objects[i]))).toEqual([...parseAllDocuments(big)].map(reference));
+
+        await writeFile(join(dir, 'small.yaml'), edited);
+        const again = await readFolder(dir, new Map(files.map((f) => [f.path, f])));
+        expect(again.find((f) => f.path.endsWith('big.yaml'))).toBe(bigFile);
+        const smallFile = again.find((f) => f.path.endsWith('small.yaml'))!;
+        expect(smallFile.text).toBe(edited);
+        expect(smallFile.docs.map((doc, i) => seen(doc, smallFile.objects[i]))).toEqual([...parseAllDocuments(edited)].map(reference));
       }),
       fuzzParameters(RUNS),
     );

@@ -38,8 +38,9 @@ const isResourceFile = (name: string): boolean => /\.ya?ml$/.test(name) && !name
  */
 export const DOCS_PER_TURN = 100;
 
-async function readYamlFile(path: string): Promise<YamlFile> {
+async function readYamlFile(path: string, earlier: YamlFile | undefined): Promise<YamlFile> {
   const text = await readFile(path, 'utf8');
+  if (earlier?.text === text) return earlier;
   let docs: Document.Parsed[] = [];
   for (const doc of new Composer().compose(new Parser().parse(text))) {
     docs.push(doc);
@@ -56,9 +57,19 @@ async function readYamlFile(path: string): Promise<YamlFile> {
   return { path, text, docs, objects };
 }
 
-export async function readFolder(dir: string): Promise<YamlFile[]> {
+/**
+ * The folder's files, parsed. A file whose text is the same as in `earlier` (by path) is that
+ * file as it was parsed then: a folder reloaded because one of its files changed (a Key the
+ * admin API wrote, one per file) parses that file alone. Callers must not change what it holds.
+ */
+export async function readFolder(dir: string, earlier: ReadonlyMap<string, YamlFile> = new Map()): Promise<YamlFile[]> {
   const names = (await readdir(dir)).filter(isResourceFile).sort();
-  return Promise.all(names.map((name) => readYamlFile(join(dir, name))));
+  return Promise.all(
+    names.map((name) => {
+      const path = join(dir, name);
+      return readYamlFile(path, earlier.get(path));
+    }),
+  );
 }
 
 function asObject(doc: Document.Parsed): Record<string, unknown> | null {
