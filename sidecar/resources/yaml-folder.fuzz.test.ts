@@ -75,16 +75,15 @@ describe('YAML folder loader (fuzz)', () => {
   it('reads each file as parseAllDocuments does, however many pieces it is parsed in; an unchanged file is not parsed again', { timeout: fuzzTimeout(RUNS, 300) }, async () => {
     // A document as the gateway sees it: its data (null when it does not parse or is not a mapping), its errors' messages and its place in the file.
     const seen = (doc: Document.Parsed, object: unknown) => ({ object, errors: doc.errors.map((e) => e.message), range: doc.range });
-    const reference = (doc: Document.Parsed) => {
-      let object: unknown = null;
+    const dataOf = (doc: Document.Parsed): unknown => {
       try {
         const value: unknown = doc.errors.length > 0 ? null : doc.toJS();
-        object = typeof value === 'object' && value !== null && !Array.isArray(value) ? value : null;
+        return typeof value === 'object' && value !== null && !Array.isArray(value) ? value : null;
       } catch {
-        object = null;
+        return null;
       }
-      return seen(doc, object);
     };
+    const reference = (doc: Document.Parsed) => seen(doc, dataOf(doc));
     await fc.assert(
       fc.asyncProperty(fileText, fc.constantFrom(1, 60), fileText, async (text, repeat, edited) => {
         // Repeated, a file holds more documents than are parsed between two turns of the event loop.
