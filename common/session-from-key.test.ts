@@ -16,6 +16,7 @@ describe('sessionFromKey', () => {
     );
     expect(outcome.ok).toBe(true);
     if (!outcome.ok) return;
+    expect(outcome.changed).toBe(true);
     expect(outcome.session).toMatchObject({
       alias: 'ci',
       rate: 10,
@@ -36,9 +37,10 @@ describe('sessionFromKey', () => {
   it('keeps run-time fields of an existing session and only moves last_updated on change', () => {
     const existing = sessionSchema.parse({ rate: 10, per: 60, allowance: 10, quota_max: 100, quota_remaining: 42, date_created: 'then', last_updated: 'then', key_id: 'k', namespace: 'shop' });
     const same = sessionFromKey({ rate: 10, per: 60, quota_max: 100, quota_remaining: 100 }, 'k', 'shop', existing, t1);
-    expect(same.ok && same.session).toEqual(existing);
+    expect(same).toEqual({ ok: true, session: existing, changed: false });
     const changed = sessionFromKey({ rate: 20, per: 60, quota_max: 100 }, 'k', 'shop', existing, t1);
     expect(changed.ok && changed.session).toMatchObject({ rate: 20, allowance: 20, quota_remaining: 42, date_created: 'then', last_updated: t1.toISOString() });
+    expect(changed.ok && changed.changed).toBe(true);
   });
 
   it('reports an invalid spec with its field instead of storing it', () => {

@@ -5,7 +5,8 @@ import { keySpecSchema, type KeySpec } from '../crds/schemas/key.ts';
 /** Session fields the gateway moves at run time: taken from the spec when the session is created, then left alone. */
 const RUNTIME_FIELDS = ['quota_remaining', 'quota_renews', 'date_created', 'last_check', 'data_expires', 'key_id'] as const;
 
-export type SessionOutcome = { ok: true; session: Session } | { ok: false; message: string };
+/** `changed`: the session differs from the existing one (or there is none), so it is to be written. */
+export type SessionOutcome = { ok: true; session: Session; changed: boolean } | { ok: false; message: string };
 
 function accessRights(spec: KeySpec): Record<string, unknown> {
   return Object.fromEntries(
@@ -17,7 +18,8 @@ function accessRights(spec: KeySpec): Record<string, unknown> {
  * The session a Key resource stands for (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations): its spec fields, `allowance`
  * defaulting to `rate`, the Key's namespace (how apply_policies resolve), and, when a
  * session already exists, its run-time fields kept. `last_updated` moves only when the
- * content changes, so an unchanged Key rewrites nothing.
+ * content changes, and `changed` says whether there is anything to write, so an unchanged Key
+ * rewrites nothing.
  */
 export function sessionFromKey(spec: unknown, keyName: string, namespace: string, existing: Session | null, now: Date): SessionOutcome {
   const parsed = keySpecSchema.safeParse(spec ?? {});
@@ -28,8 +30,9 @@ export function sessionFromKey(spec: unknown, keyName: string, namespace: string
   const candidate = sessionSchema.safeParse({ ...merged, last_updated: existing?.last_updated ?? now.toISOString() });
   if (!candidate.success) return { ok: false, message: firstIssue('', candidate.error) };
   const session = candidate.data;
-  if (existing && !sameData(session, existing)) session.last_updated = now.toISOString();
-  return { ok: true, session };
+  const changed = existing === null || !sameData(session, existing);
+  if (existing && changed) session.last_updated = now.toISOString();
+  return { ok: true, session, changed };
 }
 
 function firstIssue(prefix: string, error: { issues: Array<{ path: PropertyKey[]; message: string }> }): string {

@@ -1,4 +1,3 @@
-import { sameData } from '../../common/same-data.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import type { KeyStatus } from '../../crds/schemas/key.ts';
 import type { KindController } from '../kit/controller.ts';
@@ -113,7 +112,7 @@ export class KeyController implements KindController {
     const existing = await this.#ctx.sessions.get(hash);
     const outcome = sessionFromKey(key.spec, key.metadata.name, key.metadata.namespace, existing, new Date());
     if (!outcome.ok) return outcome;
-    if (existing && sameData(existing, outcome.session)) return { ok: true };
+    if (!outcome.changed) return { ok: true };
     await this.#ctx.sessions.put(hash, outcome.session);
     const where = key.spec.key_hash ? '' : ` (raw key in Secret ${keySecretName(key.metadata.name)})`;
     this.#ctx.events.record(key, 'Normal', existing ? 'SessionUpdated' : 'SessionCreated', `session ${existing ? 'updated' : 'stored'} in Redis${where}`);

@@ -2,7 +2,6 @@ import { basename } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
-import { sameData } from '../../common/same-data.ts';
 import type { SessionStore } from '../../common/session-store.ts';
 import type { Session } from '../../crds/session.ts';
 import { compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
@@ -315,7 +314,7 @@ export class FolderConfigSource implements ConfigSource {
       if (outcome.ok) {
         // An unchanged session is not written again: every write is reported to each gateway
         // that read the session, which then reads it again (docs/architecture.md#sessions).
-        if (existing === null || !sameData(existing, outcome.session)) writes.set(hash, outcome.session);
+        if (outcome.changed) writes.set(hash, outcome.session);
         // A second Key of the same hash builds on this one's session, as it did when each was written before the next was read.
         stored.set(hash, outcome.session);
         continue;
