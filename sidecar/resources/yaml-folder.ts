@@ -41,19 +41,17 @@ export const DOCS_PER_TURN = 100;
 async function readYamlFile(path: string, earlier: YamlFile | undefined): Promise<YamlFile> {
   const text = await readFile(path, 'utf8');
   if (earlier?.text === text) return earlier;
-  let docs: Document.Parsed[] = [];
+  const docs: Document.Parsed[] = [];
+  const objects: YamlFile['objects'] = [];
   for (const doc of new Composer().compose(new Parser().parse(text))) {
     docs.push(doc);
+    objects.push(asObject(doc));
     if (docs.length % DOCS_PER_TURN === 0) await nextTurn();
   }
   // parseAllDocuments is the same parse, with each error's line and column in its message:
-  // the rare file that holds an error is parsed again by it, for messages that point at it.
-  if (docs.some((doc) => doc.errors.length > 0 || doc.warnings.length > 0)) docs = [...parseAllDocuments(text)];
-  const objects: YamlFile['objects'] = [];
-  for (const doc of docs) {
-    objects.push(asObject(doc));
-    if (objects.length % DOCS_PER_TURN === 0) await nextTurn();
-  }
+  // the rare file that holds an error is parsed again by it, for messages that point at it
+  // (its documents' data is the same).
+  if (docs.some((doc) => doc.errors.length > 0 || doc.warnings.length > 0)) return { path, text, docs: [...parseAllDocuments(text)], objects };
   return { path, text, docs, objects };
 }
 

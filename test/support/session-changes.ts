@@ -1,10 +1,11 @@
-import { Redis as RedisClient, type Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../../common/logger.ts';
 import { pino } from 'pino';
 import { RedisSessionStore } from '../../common/session-store.ts';
-import { SessionCache } from '../../sidecar/auth/session-cache.ts';
+import { createRedisClient } from '../../common/redis-url.ts';
+import { SessionCache, type SessionCacheOptions } from '../../sidecar/auth/session-cache.ts';
 import { sessionKeyPrefix } from '../../common/redis-keys.ts';
-import { reportedSessionCache, SessionChangeFeed, TrackedSessionReads, type SessionChangeListener, type SessionChanges } from '../../sidecar/auth/session-changes.ts';
+import { reportedSessionCache, type SessionChangeListener, type SessionChanges } from '../../sidecar/auth/session-changes.ts';
 import { waitFor } from './wait-for.ts';
 
 /**
@@ -68,26 +69,32 @@ function broadcastReports(client: Redis, listener: SessionChangeListener): Sessi
   };
 }
 
+/** The keys a Redis server's tracking table holds (INFO stats): the sessions some gateway read and was not yet told changed. */
+export async function trackedKeys(server: Redis): Promise<number> {
+  return Number(/^tracking_total_keys:(\d+)/m.exec(await server.info('stats'))?.[1]);
+}
+
 /**
- * A gateway's session cache on a client of its own, kept by a feed that records the keys it
- * is told of: reports of the sessions it read (`tracked reads`, as the gateway runs), of every
- * session (`broadcast`), or none.
+ * A gateway's session cache on a client of its own (`url`: one server or a Cluster), kept by
+ * reports of the sessions it read (`tracked reads`, wired as the gateway wires it), of every
+ * session (`broadcast`, one server only), or none; `told` records the sessions it is told
+ * changed, in order.
  */
-export function gatewayTold(url: string, mode: 'tracked reads' | 'broadcast' | 'none', logger: Logger) {
-  const client = new RedisClient(url);
-  const reads = mode === 'tracked reads' ? new TrackedSessionReads(client, logger) : undefined;
-  const cache = new SessionCache(reads ?? new RedisSessionStore(client));
+export function gatewayTold(url: string, mode: 'tracked reads' | 'broadcast' | 'none', logger: Logger, cacheOptions: SessionCacheOptions = {}) {
+  const client = createRedisClient(url, {});
+  let cache: SessionCache;
+  let feed: SessionChanges | undefined;
+  if (mode === 'tracked reads') ({ cache, changes: feed } = reportedSessionCache(client, { logger, ...cacheOptions }));
+  else {
+    cache = new SessionCache(new RedisSessionStore(client), cacheOptions);
+    if (mode === 'broadcast') feed = broadcastReports(client as Redis, cache);
+  }
   const told: string[] = [];
-  const listener: SessionChangeListener = {
-    trackingStarted: () => cache.trackingStarted(),
-    trackingStopped: () => cache.trackingStopped(),
-    changed: (hash: string) => {
-      told.push(hash);
-      cache.changed(hash);
-    },
-    allChanged: () => cache.allChanged(),
+  const changed = cache.changed.bind(cache);
+  cache.changed = (hash: string): void => {
+    told.push(hash);
+    changed(hash);
   };
-  const feed = reads !== undefined ? new SessionChangeFeed(client, reads, listener, logger) : mode === 'broadcast' ? broadcastReports(client, listener) : undefined;
   return {
     cache,
     feed,

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, type Redis } from 'ioredis';
 import { limiterKey, sessionKey } from '../../../common/redis-keys.ts';
@@ -11,8 +11,7 @@ import { startRedisCluster, type RedisClusterHandle } from '../../harness/index.
 import { alignTo, metricValues, sleep, uniqueId } from '../limits/helpers.ts';
 import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gateways.ts';
 import { eventually, quietLogger } from '../sidecar/helpers.ts';
-import { killReportConnection, withReportedSessions } from '../../support/session-changes.ts';
-import { reportedSessionCache } from '../../../sidecar/auth/session-changes.ts';
+import { gatewayTold, killReportConnection, trackedKeys, withReportedSessions } from '../../support/session-changes.ts';
 
 let cluster: RedisClusterHandle;
 beforeAll(async () => {
@@ -46,27 +45,8 @@ async function scanAll(node: Redis): Promise<string[]> {
 
 const nodeName = (node: Redis): string => `${node.options.host}:${node.options.port}`;
 
-/** The keys a master's tracking table holds (INFO stats). */
-async function trackedKeys(node: Redis): Promise<number> {
-  return Number(/^tracking_total_keys:(\d+)/m.exec(await node.info('stats'))?.[1]);
-}
-
-/** A gateway's session cache on a Cluster client of its own, as the sidecar wires it, with the sessions it is told changed recorded. */
-function clusterGateway(url: string) {
-  const redis = createRedisClient(url, {}) as Cluster;
-  const { cache, changes } = reportedSessionCache(redis, { logger: quietLogger, ttlMs: 20, trackedTtlMs: 60_000 });
-  const told = vi.spyOn(cache, 'changed');
-  return {
-    redis,
-    cache,
-    changes,
-    told: (): string[] => told.mock.calls.map(([hash]) => hash),
-    close: async (): Promise<void> => {
-      await changes.close();
-      redis.disconnect();
-    },
-  };
-}
+/** A gateway's session cache on its own Cluster client, wired as the sidecar wires it, recording the sessions it is told changed. */
+const clusterGateway = (url: string) => gatewayTold(url, 'tracked reads', quietLogger, { ttlMs: 20, trackedTtlMs: 60_000 });
 
 const hashTag = (key: string): string => /\{([^}]+)\}/.exec(key)?.[1] ?? '';
 
@@ -200,9 +180,9 @@ describe('Redis Cluster through redis+cluster://', () => {
 describe('Redis Cluster: each master reports a session change only to the gateways that read it there', () => {
   it('two gateways, each with sessions on every master, are each told of their own and not of the other\'s', async () => {
     const gateways = [clusterGateway(cluster.url), clusterGateway(cluster.url)];
+    const admin = createRedisClient(cluster.url, {}) as Cluster;
     try {
-      await eventually(() => gateways.every((g) => g.changes.tracking), 10_000, 'both gateways track');
-      const admin = gateways[0]!.redis;
+      await eventually(() => gateways.every((g) => g.feed!.tracking), 10_000, 'both gateways track');
       const masters = admin.nodes('master');
       expect(masters).toHaveLength(3);
       // Two sessions per master for each gateway.
@@ -225,15 +205,16 @@ describe('Redis Cluster: each master reports a session change only to the gatewa
       expect((await Promise.all(masters.map(trackedKeys))).map((n, i) => n - tableBefore[i]!)).toEqual([4, 4, 4]);
 
       await Promise.all([...own[0]!, ...own[1]!].map((h) => store.put(h, session({ alias: 'after' }))));
-      await eventually(() => gateways.every((g, i) => g.told().length >= own[i]!.length), 10_000, 'both gateways told');
+      await eventually(() => gateways.every((g, i) => g.told.length >= own[i]!.length), 10_000, 'both gateways told');
       for (const [g, gateway] of gateways.entries()) {
-        expect(gateway.told().sort()).toEqual([...own[g]!].sort());
+        expect([...gateway.told].sort()).toEqual([...own[g]!].sort());
         // Told, each re-reads its own at once, whatever the minute-long tracked TTL.
         expect((await Promise.all(own[g]!.map((h) => gateway.cache.get(h)))).map((s) => s?.alias)).toEqual(own[g]!.map(() => 'after'));
       }
       await Promise.all([...own[0]!, ...own[1]!].map((h) => store.delete(h)));
     } finally {
       await Promise.all(gateways.map((g) => g.close()));
+      admin.disconnect();
     }
   });
 });
@@ -244,7 +225,7 @@ describe('Redis Cluster: a session whose slot moves to another master', () => {
     const gateway = clusterGateway(own.url);
     const admin = createRedisClient(own.url, {}) as Cluster;
     try {
-      await eventually(() => gateway.changes.tracking, 10_000, 'tracking');
+      await eventually(() => gateway.feed!.tracking, 10_000, 'tracking');
       const store = new RedisSessionStore(admin);
       const hash = keyHashOf(uniqueId('raw'));
       const key = sessionKey(hash);
@@ -263,7 +244,7 @@ describe('Redis Cluster: a session whose slot moves to another master', () => {
       for (const m of masters) await m.call('CLUSTER', 'SETSLOT', slot, 'NODE', toId);
 
       // The move deleted the session on the master it left, which reports that.
-      await eventually(() => gateway.told().includes(hash), 10_000, 'the move reported');
+      await eventually(() => gateway.told.includes(hash), 10_000, 'the move reported');
       // Read again (the gateway's slot map may still name the old master: its MOVED is followed, untracked).
       expect((await gateway.cache.get(hash))?.alias).toBe('before');
       await store.put(hash, session({ alias: 'moved' }));
@@ -273,11 +254,11 @@ describe('Redis Cluster: a session whose slot moves to another master', () => {
       expect((await gateway.cache.get(hash))?.alias).toBe('moved');
       expect(await trackedKeys(to)).toBeGreaterThanOrEqual(1);
       // ... which reports the next change.
-      const toldBefore = gateway.told().length;
+      const toldBefore = gateway.told.length;
       await store.put(hash, session({ alias: 'reported' }));
-      await eventually(() => gateway.told().slice(toldBefore).includes(hash), 10_000, 'the new master reports the change');
+      await eventually(() => gateway.told.slice(toldBefore).includes(hash), 10_000, 'the new master reports the change');
       expect((await gateway.cache.get(hash))?.alias).toBe('reported');
-      expect(gateway.changes.tracking).toBe(true);
+      expect(gateway.feed!.tracking).toBe(true);
     } finally {
       await gateway.close();
       admin.disconnect();

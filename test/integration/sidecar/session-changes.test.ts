@@ -14,7 +14,7 @@ import { SESSION_TTL_MS } from '../../../sidecar/auth/session-cache.ts';
 import { reportedSessionCache } from '../../../sidecar/auth/session-changes.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues } from '../limits/helpers.ts';
-import { gatewayTold, killReportConnection } from '../../support/session-changes.ts';
+import { gatewayTold, killReportConnection, trackedKeys } from '../../support/session-changes.ts';
 import { latencyProxy } from '../../support/latency-proxy.ts';
 import { call, compiledApi, deployApi, eventually, quietLogger, servesApi, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import { Redis as RedisClient } from 'ioredis';
@@ -143,11 +143,10 @@ describe('sessions stay cached until Redis reports their change', () => {
     const [a, b] = [gatewayTold(redis.url, 'tracked reads', quietLogger), gatewayTold(redis.url, 'tracked reads', quietLogger)];
     try {
       await eventually(() => a.feed!.tracking && b.feed!.tracking, 10_000, 'both tracking');
-      const trackedKeys = async (): Promise<number> => Number(/^tracking_total_keys:(\d+)/m.exec(await client.info('stats'))?.[1]);
-      const trackedBefore = await trackedKeys();
+      const trackedBefore = await trackedKeys(client);
       const [x, y] = await Promise.all([storeSession(client, grant()), storeSession(client, grant())]).then((keys) => keys.map(keyHash));
       expect([await a.cache.get(x!), await b.cache.get(y!)]).not.toContain(null);
-      expect(await trackedKeys()).toBe(trackedBefore + 2);
+      expect(await trackedKeys(client)).toBe(trackedBefore + 2);
 
       const store = new RedisSessionStore(client);
       await store.put(x!, sessionSchema.parse({ ...grant(), is_inactive: true }));
