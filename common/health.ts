@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Registry } from 'prom-client';
+import type { MetricsSource } from './metrics-text.ts';
 
 export interface Readiness {
   ready: boolean;
@@ -30,7 +30,7 @@ export interface HealthChecks {
  * config loaded, Redis connected when used; the operator: caches synced, webhook serving) and
  * Prometheus metrics.
  */
-export function createHealthHandler(registry: Pick<Registry, 'metrics' | 'contentType'>, checks: HealthChecks): (req: IncomingMessage, res: ServerResponse) => void {
+export function createHealthHandler(metrics: MetricsSource, checks: HealthChecks): (req: IncomingMessage, res: ServerResponse) => void {
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
@@ -44,8 +44,8 @@ export function createHealthHandler(registry: Pick<Registry, 'metrics' | 'conten
       const state = await checks.readiness();
       json(res, state.ready ? 200 : 503, { status: state.ready ? 'ready' : 'not ready', reasons: state.reasons, problems: state.problems });
     } else if (path === '/metrics') {
-      const body = await registry.metrics();
-      res.writeHead(200, { 'content-type': registry.contentType });
+      const body = await metrics.text();
+      res.writeHead(200, { 'content-type': metrics.contentType });
       res.end(body);
     } else {
       json(res, 404, { error: 'Not found' });

@@ -1,8 +1,22 @@
-import { Counter, type Registry } from 'prom-client';
+import type { Metric, Registry } from 'prom-client';
+import { SERIES_PER_TURN, helpAndType, labelText, sampleValue, type MetricValues, type TextInPieces } from './metrics-text.ts';
 
 interface Tally<L extends string> {
   labels: Record<L, string>;
+  /** The labels as they go between the braces, escaped once when the pair is first counted. */
+  labelText: string;
   count: number;
+}
+
+/** A counter's configuration and counts as plain data: what a worker gives the primary to sum (sidecar/workers/metrics.ts). */
+export interface CounterSnapshot {
+  kind: 'counter';
+  name: string;
+  help: string;
+  labelNames: readonly [string, string];
+  /** Each series' two label values, one series after another. */
+  labelValues: string[];
+  counts: number[];
 }
 
 export interface LabelPairCounterConfiguration<A extends string, B extends string> {
@@ -16,39 +30,88 @@ export interface LabelPairCounterConfiguration<A extends string, B extends strin
  * A Prometheus counter with two labels, for the request path. prom-client's labelled `inc`
  * builds a label-hash string and a result object on every call: garbage the young collector
  * pays for, twice a request (README.md#benchmarks). Here a label pair's count is a number
- * found by two Map lookups on the label values (strings the caller already holds), and the
- * counter gets the totals when prom-client collects it: on a scrape, or when the primary
- * gathers its workers' metrics.
+ * found by two Map lookups on the label values (strings the caller already holds). It sits in
+ * the registry beside prom-client's metrics: `get()` gives prom-client its values (for the
+ * primary's sum of its workers), and it writes its own text for a scrape, a piece at a time
+ * (common/metrics-text.ts).
  */
-export class LabelPairCounter<A extends string, B extends string> {
-  readonly counter: Counter<A | B>;
+export class LabelPairCounter<A extends string, B extends string> implements TextInPieces {
+  readonly name: string;
+  readonly help: string;
+  readonly type = 'counter';
+  readonly aggregator = 'sum';
   readonly #tallies = new Map<string, Map<string, Tally<A | B>>>();
+  /** The tallies as first counted: the order prom-client's counters show their series in. */
+  readonly #inOrder: Tally<A | B>[] = [];
   readonly #names: readonly [A, B];
 
   constructor({ name, help, labelNames, registers }: LabelPairCounterConfiguration<A, B>) {
+    this.name = name;
+    this.help = help;
     this.#names = labelNames;
-    const tallies = this.#tallies;
-    this.counter = new Counter({
-      name,
-      help,
-      labelNames,
-      registers,
-      collect(this: Counter<A | B>) {
-        this.reset();
-        for (const byB of tallies.values()) for (const { labels, count } of byB.values()) this.inc(labels, count);
-      },
-    });
+    // prom-client's registry takes any object with its metrics' name and get(); its types
+    // name only its own classes.
+    for (const registry of registers) registry.registerMetric(this as unknown as Metric);
   }
 
   inc(a: string, b: string): void {
+    this.#tallyOf(a, b).count++;
+  }
+
+  /** A counter of the same configuration, at zero, in `registers`: the primary sums its workers' snapshots into it. */
+  static like(snapshot: CounterSnapshot, registers: Registry[]): LabelPairCounter<string, string> {
+    const { name, help, labelNames } = snapshot;
+    return new LabelPairCounter({ name, help, labelNames, registers });
+  }
+
+  snapshot(): CounterSnapshot {
+    const [nameA, nameB] = this.#names;
+    const labelValues: string[] = [];
+    const counts: number[] = [];
+    for (const { labels, count } of this.#inOrder) {
+      labelValues.push(labels[nameA], labels[nameB]);
+      counts.push(count);
+    }
+    return { kind: 'counter', name: this.name, help: this.help, labelNames: this.#names, labelValues, counts };
+  }
+
+  /** Adds a snapshot's counts of a counter of the same configuration. */
+  add({ labelValues, counts }: CounterSnapshot): void {
+    for (let at = 0; at < counts.length; at++) this.#tallyOf(labelValues[2 * at]!, labelValues[2 * at + 1]!).count += counts[at]!;
+  }
+
+  #tallyOf(a: string, b: string): Tally<A | B> {
     let byB = this.#tallies.get(a);
     if (byB === undefined) this.#tallies.set(a, (byB = new Map()));
-    const tally = byB.get(b);
-    if (tally !== undefined) {
-      tally.count++;
-      return;
+    let tally = byB.get(b);
+    if (tally === undefined) {
+      const [nameA, nameB] = this.#names;
+      tally = { labels: { [nameA]: a, [nameB]: b } as Record<A | B, string>, labelText: labelText(this.#names, [a, b]), count: 0 };
+      byB.set(b, tally);
+      this.#inOrder.push(tally);
     }
-    const [nameA, nameB] = this.#names;
-    byB.set(b, { labels: { [nameA]: a, [nameB]: b } as Record<A | B, string>, count: 1 });
+    return tally;
+  }
+
+  /** Its values as prom-client's metrics give theirs. */
+  get(): Promise<MetricValues> {
+    const values: MetricValues['values'] = [];
+    for (const tally of this.#inOrder) values.push({ labels: { ...tally.labels }, value: tally.count });
+    return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
+  }
+
+  *textPieces(): Iterable<string> {
+    let piece = helpAndType(this.name, this.help, this.type);
+    let series = 0;
+    for (const tally of this.#inOrder) {
+      if (series === SERIES_PER_TURN) {
+        yield piece;
+        piece = '';
+        series = 0;
+      }
+      piece += `${piece === '' ? '' : '\n'}${this.name}{${tally.labelText}} ${sampleValue(tally.count)}`;
+      series++;
+    }
+    yield piece;
   }
 }

@@ -26,6 +26,7 @@ import { OwnWrites } from './kit/own-writes.ts';
 import type { GwObject } from './runtime/gw-object.ts';
 import { createServer } from 'node:http';
 import { createHealthHandler, type Readiness } from '../common/health.ts';
+import { metricsOf } from '../common/metrics-text.ts';
 import { InformerSet } from './runtime/informer-set.ts';
 import { LeaderElector } from './runtime/leader-election.ts';
 import { drain, listen } from '../common/listen.ts';
@@ -141,7 +142,7 @@ export class Operator {
   }
 
   async start(): Promise<void> {
-    this.#health = createServer(createHealthHandler(this.metrics.registry, { live: () => this.#started, readiness: () => this.#readiness() }));
+    this.#health = createServer(createHealthHandler(metricsOf(this.metrics.registry), { live: () => this.#started, readiness: () => this.#readiness() }));
     await listen(this.#health, this.options.healthListen);
     await Promise.all(Object.values(this.#informers).map((informers) => informers.start()));
     await this.#webhook?.start();

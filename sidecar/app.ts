@@ -22,6 +22,7 @@ import { LogEventSink } from './events/log-event-sink.ts';
 import { Gateway } from './gateway/gateway.ts';
 import { boundedServer, boundedUpgrade } from './bounded-server.ts';
 import { createHealthHandler, type Readiness } from '../common/health.ts';
+import { metricsOf } from '../common/metrics-text.ts';
 import { createLimitBackends } from './limits/backends.ts';
 import { createLimitEngine } from './limits/engine.ts';
 import { liveGateways } from './limits/heartbeat.ts';
@@ -295,7 +296,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   const tlsOf = (listener: TlsListener): ReloadingTlsFiles | undefined => (options.tlsListeners ?? TLS_LISTENERS_ALL).has(listener) ? tls : undefined;
   const proxyServer = boundedServer(gateway.handle, overrides, tlsOf('proxy'));
   proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));
-  const healthServer = boundedServer(createHealthHandler(metrics.registry, { readiness }), overrides);
+  const healthServer = boundedServer(createHealthHandler(metricsOf(metrics.registry), { readiness }), overrides);
   const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'));
   tls?.watch(TLS_POLL_MS);
   const drainMs = overrides.drainMs ?? 10_000;

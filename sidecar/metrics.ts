@@ -8,7 +8,7 @@ import { SESSION_TTL_MS } from './auth/session-cache.ts';
 export interface SidecarMetrics {
   registry: Registry;
   requests: LabelPairCounter<'api', 'code_class'>;
-  gatewayErrors: Counter<'api' | 'code'>;
+  gatewayErrors: LabelPairCounter<'api', 'code'>;
   upstreamSeconds: BatchedHistogram<'api'>;
   admissionSeconds: BatchedHistogram<'api'>;
   configReloads: Counter<'source' | 'result'>;
@@ -31,7 +31,7 @@ export function createSidecarMetrics(registry = new Registry(), { processMetrics
       labelNames: ['api', 'code_class'],
       registers,
     }),
-    gatewayErrors: new Counter({
+    gatewayErrors: new LabelPairCounter({
       name: 'gw_gateway_errors_total',
       help: 'Answers the gateway gave itself instead of the upstream\'s, by API and stable error code (the X-GW-Error-Code header).',
       labelNames: ['api', 'code'],

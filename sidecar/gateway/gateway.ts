@@ -188,7 +188,7 @@ export class Gateway {
     this.#handle(req, res, requestId).catch((err: unknown) => {
       this.#log(requestId).error({ err, url: req.url }, 'request failed inside the gateway');
       sendError(res, gatewayErrors.internal, idHeaders(requestId));
-      this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.internal.code });
+      this.#deps.metrics.gatewayErrors.inc('', gatewayErrors.internal.code);
     });
   };
 
@@ -198,7 +198,7 @@ export class Gateway {
     this.#upgrade(req, socket, head, requestId).catch((err: unknown) => {
       this.#log(requestId).error({ err, url: req.url }, 'upgrade failed inside the gateway');
       sendErrorOnSocket(socket, gatewayErrors.internal, idHeaders(requestId));
-      this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.internal.code });
+      this.#deps.metrics.gatewayErrors.inc('', gatewayErrors.internal.code);
     });
   };
 
@@ -227,7 +227,7 @@ export class Gateway {
       }
       sendError(res, error, admission.rateHeaders, idHeaders(requestId));
       this.#deps.metrics.requests.inc(api, statusClass(res.statusCode));
-      this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
+      this.#deps.metrics.gatewayErrors.inc(api, error.code);
       return;
     }
     const forwarder = this.#deps.forwarders[state.settings.forwarder];
@@ -241,7 +241,7 @@ export class Gateway {
       signal,
     });
     this.#deps.metrics.requests.inc(api, statusClass(result.status));
-    if (result.error !== null) this.#deps.metrics.gatewayErrors.inc({ api, code: result.error.code });
+    if (result.error !== null) this.#deps.metrics.gatewayErrors.inc(api, result.error.code);
     if (timed && result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe(result.upstreamSeconds, api);
   }
 
@@ -250,7 +250,7 @@ export class Gateway {
     socket.on('error', (err) => this.#log(requestId).debug({ err }, 'upgrade socket error'));
     if (!websocket.test(String(req.headers.upgrade ?? ''))) {
       sendErrorOnSocket(socket, gatewayErrors.badUpgrade, idHeaders(requestId));
-      this.#deps.metrics.gatewayErrors.inc({ api: '', code: gatewayErrors.badUpgrade.code });
+      this.#deps.metrics.gatewayErrors.inc('', gatewayErrors.badUpgrade.code);
       return;
     }
     const admission = await this.#admitCurrent(req, { requestId });
@@ -260,7 +260,7 @@ export class Gateway {
       const error = admission.error ?? gatewayErrors.notFound;
       sendErrorOnSocket(socket, error, admission.rateHeaders, idHeaders(requestId));
       this.#deps.metrics.requests.inc(api, statusClass(error.status));
-      this.#deps.metrics.gatewayErrors.inc({ api, code: error.code });
+      this.#deps.metrics.gatewayErrors.inc(api, error.code);
       return;
     }
     this.#deps.metrics.requests.inc(api, '1xx');

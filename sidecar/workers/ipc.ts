@@ -1,12 +1,13 @@
 /**
  * Calls between the primary and its workers over the IPC channel node:cluster opens
  * (docs/architecture.md#workers). A call is answered by one reply carrying a result or an
- * error message; a notice expects none. Messages are tagged `gw` so they never meet those
- * prom-client sends on the same channel for metrics.
+ * error message; a notice expects none. Messages are tagged `gw`: node:cluster sends its own
+ * on the same channel.
  */
 import type { Readiness } from '../../common/health.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
 import type { SlotRelease, SlotRequest, SlotReservation } from '../limits/stream-limiter.ts';
+import type { WorkerMetrics } from './metrics.ts';
 
 /** The environment variable the primary gives each worker its index in. */
 export const WORKER_INDEX_ENV = 'GW_WORKER_INDEX';
@@ -30,6 +31,9 @@ export const STREAM_SLOT_TIMEOUT_MS = 1000;
  */
 export const RETAINED_TIMEOUT_MS = 5000;
 
+/** How long the primary waits for each worker's metrics on a scrape before it fails the scrape (a sum without a worker would read as counters reset). */
+export const METRICS_TIMEOUT_MS = 5000;
+
 /** What the primary asks of a worker. */
 export type WorkerMethods = {
   readiness: { params: undefined; result: Readiness };
@@ -39,6 +43,8 @@ export type WorkerMethods = {
   retain: { params: { apiId: string }; result: undefined };
   /** The compiled APIs this worker serves though their definitions were deleted (retained until the next reload). */
   retainedApis: { params: undefined; result: CompiledApi[] };
+  /** This worker's metrics, for the primary's /metrics. */
+  metrics: { params: undefined; result: WorkerMetrics };
 };
 
 /**
@@ -52,7 +58,7 @@ export type PrimaryMethods = {
   streamSlots: { params: SlotRequest[]; result: SlotReservation[] };
 };
 
-type RunOnOthers = Exclude<keyof WorkerMethods, 'retainedApis'>;
+type RunOnOthers = Exclude<keyof WorkerMethods, 'retainedApis' | 'metrics'>;
 export type OthersCall = { [M in RunOnOthers]: { method: M; params: WorkerMethods[M]['params'] } }[RunOnOthers];
 
 /** One-way notices, either direction. */

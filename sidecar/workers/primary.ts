@@ -1,6 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
-import { AggregatorRegistry, Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { createHealthHandler, type Readiness } from '../../common/health.ts';
+import { metricsText } from '../../common/metrics-text.ts';
 import { drain, listen, urlOf } from '../../common/listen.ts';
 import type { Logger } from '../../common/logger.ts';
 import { boundedServer } from '../bounded-server.ts';
@@ -8,7 +9,8 @@ import { smoothingAllowanceGauge } from '../limits/metrics.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
 import type { SidecarOptions } from '../cli.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
-import { IpcPeer, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+import { summedText } from './metrics.ts';
+import { IpcPeer, METRICS_TIMEOUT_MS, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 
 /**
  * A worker that answers no readiness call within this counts as not ready. It is under the
@@ -109,7 +111,6 @@ export async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
  */
 export async function startPrimary(options: SidecarOptions, count: number, logger: Logger, stoppable?: (close: () => Promise<void>) => void): Promise<RunningPrimary> {
   const metrics = primaryMetrics();
-  const aggregator = new AggregatorRegistry();
   const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, listening: false, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first, rejoining: false }));
   let stopping = false;
   let startFailed: ((error: Error) => void) | undefined;
@@ -196,7 +197,10 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
     createHealthHandler(
       {
         contentType: metrics.registry.contentType,
-        metrics: async () => `${await aggregator.clusterMetrics()}\n${await metrics.registry.metrics()}`,
+        text: async () => {
+          const workers = await Promise.all(live().filter((s) => s.started).map((s) => s.peer!.call('metrics', undefined, METRICS_TIMEOUT_MS)));
+          return `${await summedText(workers)}\n${await metricsText(metrics.registry)}`;
+        },
       },
       { readiness: () => readinessOf(slots) },
     ),

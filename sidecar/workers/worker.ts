@@ -1,9 +1,9 @@
-import { AggregatorRegistry } from 'prom-client';
 import type { Readiness } from '../../common/health.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { RunningSidecar, WorkerRole } from '../app.ts';
 import { FolderResourceStore } from '../resources/folder-store.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
+import { workerMetrics } from './metrics.ts';
 import { IpcPeer, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, STREAM_SLOT_TIMEOUT_MS, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 import { PrimaryStreamSlots } from './stream-slots.ts';
 
@@ -49,6 +49,7 @@ export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
         const retained = running.resources.deletedApiIds();
         return running.runtime.apis().filter((api) => retained.has(api.api_id));
       },
+      metrics: () => (running === undefined ? { metrics: [], series: [] } : workerMetrics(running.metrics.registry)),
     },
     { stop: () => stop?.() },
   );
@@ -83,9 +84,6 @@ export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
     role,
     attach: (sidecar) => {
       running = sidecar;
-      AggregatorRegistry.setRegistries([sidecar.metrics.registry]);
-      // Constructing one is what makes prom-client answer the primary's requests for metrics in a worker.
-      new AggregatorRegistry();
       primary.notify('started', undefined);
     },
     onStop: (fn) => {

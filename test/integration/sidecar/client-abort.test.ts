@@ -10,7 +10,7 @@ import { call, compiledApi, compiledConfig, eventually, sidecarOptions, startTes
 
 /** Requests counted by status class for one API, as the sidecar's metric has them. */
 async function counted(sidecar: RunningSidecar, api: string, codeClass: string): Promise<number> {
-  const { values } = await sidecar.metrics.requests.counter.get();
+  const { values } = await sidecar.metrics.requests.get();
   return values.find((v) => v.labels.api === api && v.labels.code_class === codeClass)?.value ?? 0;
 }
 
