@@ -13,7 +13,8 @@ export interface SessionStore {
    * parsed last and parses again only what changed (sidecar/auth/session-cache.ts).
    */
   getJson(keyHash: string): Promise<string | null>;
-  put(keyHash: string, session: Session): Promise<void>;
+  /** Stores the session; resolves to the text stored, as `getJson` will give it back. */
+  put(keyHash: string, session: Session): Promise<string>;
   delete(keyHash: string): Promise<void>;
 }
 
@@ -46,8 +47,10 @@ export class RedisSessionStore implements SessionStore {
     return this.#redis.get(sessionKey(keyHash));
   }
 
-  async put(keyHash: string, session: Session): Promise<void> {
-    await this.#redis.set(sessionKey(keyHash), JSON.stringify(session));
+  async put(keyHash: string, session: Session): Promise<string> {
+    const json = JSON.stringify(session);
+    await this.#redis.set(sessionKey(keyHash), json);
+    return json;
   }
 
   async delete(keyHash: string): Promise<void> {
@@ -67,8 +70,10 @@ export class MemorySessionStore implements SessionStore {
     return this.#sessions.get(keyHash) ?? null;
   }
 
-  async put(keyHash: string, session: Session): Promise<void> {
-    this.#sessions.set(keyHash, JSON.stringify(session));
+  async put(keyHash: string, session: Session): Promise<string> {
+    const json = JSON.stringify(session);
+    this.#sessions.set(keyHash, json);
+    return json;
   }
 
   async delete(keyHash: string): Promise<void> {

@@ -81,7 +81,7 @@ describe('authenticate', () => {
       throw new Error('down');
     }],
   ])('503 when the session store %s', async (_how, get) => {
-    const failing = { get, getJson: get, put: async () => undefined, delete: async () => undefined };
+    const failing = { get, getJson: get, put: async () => '', delete: async () => undefined };
     const result = await authenticate({ authorization: 'k' }, 'authorization', 'api1', {}, new SessionCache(failing));
     expect(result).toEqual({ ok: false, error: gatewayErrors.sessionStoreUnavailable });
   });

@@ -2,7 +2,7 @@ import { basename } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
-import type { SessionStore } from '../../common/session-store.ts';
+import { parseSession, type SessionStore } from '../../common/session-store.ts';
 import type { Session } from '../../crds/session.ts';
 import { compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
@@ -42,6 +42,30 @@ interface FolderKey {
   hash: string;
   spec: object;
   subject: string;
+}
+
+/**
+ * A Key whose stored session the last load found to be the one its spec derives: while its
+ * spec is the same parsed object (its file unchanged), its name and namespace the same, and
+ * the store holds the same text, the derivation would find nothing to write again.
+ */
+interface SettledKey {
+  spec: object;
+  name: string;
+  namespace: string;
+  storedJson: string;
+}
+
+/** Whether a Key settled at the last load is so still: the same parsed spec, name and namespace, and the store holds the text it held. */
+const stillSettled = (last: SettledKey, key: Omit<SettledKey, 'storedJson'>, storedJson: string | null): boolean =>
+  last.spec === key.spec && last.name === key.name && last.namespace === key.namespace && last.storedJson === storedJson;
+
+/** The key hashes that more than one Key names. */
+function sharedHashes(keys: readonly FolderKey[]): Set<string> {
+  const seen = new Set<string>();
+  const shared = new Set<string>();
+  for (const { hash } of keys) (seen.has(hash) ? shared : seen).add(hash);
+  return shared;
 }
 
 /** A problem as /readyz shows it, plus the kind and reason code `gw_config_problems` counts it by. */
@@ -114,6 +138,8 @@ export class FolderConfigSource implements ConfigSource {
   #published: CompiledConfig | null = null;
   /** Hashes of the Keys the folder held at the last load: a Key that leaves it loses its session. */
   #keyHashes = new Set<string>();
+  /** By key hash, the Keys the last load found settled (`#storeKeys`). */
+  #settledKeys = new Map<string, SettledKey>();
   #loadedContent: string | null = null;
   /** Loads run one at a time, in order. */
   #queue: Promise<unknown> = Promise.resolve();
@@ -296,25 +322,44 @@ export class FolderConfigSource implements ConfigSource {
    * key the operator would generate has nowhere to go. A Key that left the folder (or
    * changed its hash) since the last load loses its session; one whose spec is now invalid
    * keeps the session it had. The stored sessions are read, and the changed ones written, in
-   * batches: a folder of 5,000 Keys took 5,000 round trips one after another.
+   * batches: a folder of 5,000 Keys took 5,000 round trips one after another. A Key settled
+   * at the last load whose file and stored text have not changed since is not derived again:
+   * the admin operations write one file per key and each write reloads the folder, which
+   * parsed every stored session and derived every Key's anew. The stored text is compared,
+   * so a session changed or deleted in the store since is still put right.
    */
   async #storeKeys(docs: FoundDoc[], problems: FolderProblem[]): Promise<void> {
     const { sessions, logger, defaultNamespace } = this.#options;
     const keys = this.#servableKeys(docs, problems);
     const present = new Set(keys.map((key) => key.hash));
     const hashes = [...present];
-    const found = await inBatches(hashes, (hash) => sessions.get(hash));
-    const stored = new Map<string, Session | null>(hashes.map((hash, i) => [hash, found[i] ?? null]));
-    const writes = new Map<string, Session>();
+    const found = await inBatches(hashes, (hash) => sessions.getJson(hash));
+    const storedJson = new Map<string, string | null>(hashes.map((hash, i) => [hash, found[i] ?? null]));
+    const shared = sharedHashes(keys);
+    // The session a Key derives from: what an earlier Key of its hash derived in this load, else what the store holds.
+    const stored = new Map<string, Session>();
+    const existingOf = (hash: string, json: string | null): Session | null => stored.get(hash) ?? parseSession(json);
+    const writes = new Map<string, { session: Session; key: Omit<SettledKey, 'storedJson'> | null }>();
+    const settled = new Map<string, SettledKey>();
     for (const [i, { doc, meta, hash, spec, subject }] of keys.entries()) {
       // Requests are answered between pieces of a large folder's Keys (DOCS_PER_TURN).
       if (i > 0 && i % DOCS_PER_TURN === 0) await nextTurn();
-      const existing = stored.get(hash) ?? null;
-      const outcome = sessionFromKey(spec, meta.name, meta.namespace ?? defaultNamespace, existing, new Date());
+      const namespace = meta.namespace ?? defaultNamespace;
+      const json = storedJson.get(hash) ?? null;
+      // Two Keys of one hash build one session between them: neither is taken as settled.
+      const key = shared.has(hash) ? null : { spec, name: meta.name, namespace };
+      const last = this.#settledKeys.get(hash);
+      if (key !== null && last !== undefined && stillSettled(last, key, json)) {
+        settled.set(hash, last);
+        continue;
+      }
+      const existing = existingOf(hash, json);
+      const outcome = sessionFromKey(spec, meta.name, namespace, existing, new Date());
       if (outcome.ok) {
         // An unchanged session is not written again: every write is reported to each gateway
         // that read the session, which then reads it again (docs/architecture.md#sessions).
-        if (outcome.changed) writes.set(hash, outcome.session);
+        if (outcome.changed) writes.set(hash, { session: outcome.session, key });
+        else if (key !== null && json !== null) settled.set(hash, { ...key, storedJson: json });
         // A second Key of the same hash builds on this one's session, as it did when each was written before the next was read.
         stored.set(hash, outcome.session);
         continue;
@@ -323,8 +368,12 @@ export class FolderConfigSource implements ConfigSource {
       const kept = existing === null ? 'skipped' : LAST_GOOD_KEPT;
       problems.push({ subject, reason: `${outcome.message}; ${kept}`, kind: 'Key', code: 'InvalidSpec' });
     }
-    await inBatches([...writes], ([hash, session]) => sessions.put(hash, session));
+    await inBatches([...writes], async ([hash, { session, key }]) => {
+      const storedJson = await sessions.put(hash, session);
+      if (key !== null) settled.set(hash, { ...key, storedJson });
+    });
     await this.#revokeKeysGone(present);
+    this.#settledKeys = settled;
   }
 
   /** The Keys that name themselves and their hash; the others are reported. */

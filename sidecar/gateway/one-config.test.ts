@@ -54,7 +54,7 @@ class GatedStore implements SessionStore {
     return this.#inner.getJson(hash);
   }
 
-  put = (hash: string, value: Session): Promise<void> => this.#inner.put(hash, value);
+  put = (hash: string, value: Session): Promise<string> => this.#inner.put(hash, value);
   delete = (hash: string): Promise<void> => this.#inner.delete(hash);
 }
 

@@ -220,6 +220,49 @@ describe('sessions stay cached until Redis reports their change', () => {
     }
   });
 
+  it('a folder reload leaves settled Keys alone, and still puts right a session changed or deleted in Redis behind its back', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-session-folder-'));
+    const newRawKey = (): string => randomBytes(16).toString('hex');
+    const [changed, deleted, untouched, added] = [newRawKey(), newRawKey(), newRawKey(), newRawKey()];
+    const keyFile = (name: string, rawKey: string): Promise<void> =>
+      writeFile(
+        join(dir, `${name}.yaml`),
+        `apiVersion: gw.dev/v1alpha1\nkind: Key\nmetadata: { name: ${name} }\nspec: { key_hash: ${keyHash(rawKey)}, rate: 100, per: 60, quota_max: 50, access_rights: { settled-api: { api_id: settled-api, api_name: settled-api } } }\n`,
+      );
+    await writeFile(
+      join(dir, 'api.yaml'),
+      `apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: { name: settled-api }\nspec: { api_id: settled-api, name: settled-api, use_keyless: false, proxy: { listen_path: /settled-api/, target_url: '${upstream.url}', strip_listen_path: true } }\n`,
+    );
+    await Promise.all([keyFile('changed', changed), keyFile('deleted', deleted), keyFile('untouched', untouched)]);
+    const folder = await startTestSidecar({ ...sidecarOptions(namespace, redis.url), configDir: dir });
+    const stored = async (rawKey: string) => {
+      const json = await client.get(sessionKey(keyHash(rawKey)));
+      return json === null ? null : sessionSchema.parse(JSON.parse(json));
+    };
+    try {
+      // A reload with nothing changed: every Key is settled, none written again.
+      await folder.runtime.reload();
+      await sleep(200); // MONITOR's last lines
+      expect([changed, deleted, untouched].map(writesOf)).toEqual([1, 1, 1]);
+      // Behind the gateway's back: a spec field and a run-time field of one session moved, another session deleted.
+      await client.set(sessionKey(keyHash(changed)), JSON.stringify({ ...(await stored(changed)), rate: 5, quota_remaining: 7 }));
+      await client.del(sessionKey(keyHash(deleted)));
+
+      await keyFile('added', added);
+      await folder.runtime.reload();
+      await sleep(200);
+      // The changed session has its Key's rate again and keeps its run-time field; the deleted one is back; the untouched one was not written.
+      expect(await stored(changed)).toMatchObject({ rate: 100, quota_remaining: 7 });
+      expect(await stored(deleted)).toMatchObject({ rate: 100, quota_remaining: 50 });
+      expect([changed, deleted, untouched, added].map(writesOf)).toEqual([3, 2, 1, 1]);
+      const callFolder = (rawKey: string) => call(`${folder.proxyUrl}/settled-api/`, { headers: { authorization: rawKey } });
+      expect((await Promise.all([changed, deleted, untouched, added].map(callFolder))).map((res) => res.status)).toEqual([200, 200, 200, 200]);
+    } finally {
+      await folder.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('a folder of Keys is loaded in a few round trips to Redis, not one per Key', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-session-folder-'));
     const rawKeys = Array.from({ length: 300 }, () => randomBytes(16).toString('hex'));
