@@ -1,5 +1,5 @@
 import type { Metric, Registry } from 'prom-client';
-import { SERIES_PER_TURN, helpAndType, labelText, sampleValue, type MetricValues, type TextInPieces } from './metrics-text.ts';
+import { labelText, sampleValue, textInPieces, type MetricValues, type TextInPieces } from './metrics-text.ts';
 
 /** How many timings wait before they go into the histogram together. */
 export const TIMING_BATCH = 256;
@@ -139,20 +139,9 @@ export class BatchedHistogram<L extends string = never> implements TextInPieces 
     return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
   }
 
-  *textPieces(): Iterable<string> {
+  textPieces(): Iterable<string> {
     this.#flush();
-    let piece = helpAndType(this.name, this.help, this.type);
-    let inPiece = 0;
-    for (const series of this.#series.values()) {
-      if (inPiece === SERIES_PER_TURN) {
-        yield piece;
-        piece = '';
-        inPiece = 0;
-      }
-      piece += `${piece === '' ? '' : '\n'}${this.#seriesText(series)}`;
-      inPiece++;
-    }
-    yield piece;
+    return textInPieces(this.name, this.help, this.type, this.#series.values(), (series) => this.#seriesText(series));
   }
 
   #seriesText({ labelText: labels, inBucket, count, sum }: Series): string {

@@ -1,5 +1,5 @@
 import type { Metric, Registry } from 'prom-client';
-import { SERIES_PER_TURN, helpAndType, labelText, sampleValue, type MetricValues, type TextInPieces } from './metrics-text.ts';
+import { labelText, sampleValue, textInPieces, type MetricValues, type TextInPieces } from './metrics-text.ts';
 
 interface Tally<L extends string> {
   labels: Record<L, string>;
@@ -100,18 +100,7 @@ export class LabelPairCounter<A extends string, B extends string> implements Tex
     return Promise.resolve({ name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values });
   }
 
-  *textPieces(): Iterable<string> {
-    let piece = helpAndType(this.name, this.help, this.type);
-    let series = 0;
-    for (const tally of this.#inOrder) {
-      if (series === SERIES_PER_TURN) {
-        yield piece;
-        piece = '';
-        series = 0;
-      }
-      piece += `${piece === '' ? '' : '\n'}${this.name}{${tally.labelText}} ${sampleValue(tally.count)}`;
-      series++;
-    }
-    yield piece;
+  textPieces(): Iterable<string> {
+    return textInPieces(this.name, this.help, this.type, this.#inOrder, (tally) => `${this.name}{${tally.labelText}} ${sampleValue(tally.count)}`);
   }
 }

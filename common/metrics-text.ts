@@ -4,8 +4,8 @@ import type { Registry } from 'prom-client';
 /**
  * How many series a request-path metric writes in one turn of the event loop on a scrape.
  * A series of the histograms is 17 lines; 100 of them take well under a millisecond, where a
- * scrape of a gateway serving 1,000 APIs written in one piece held the loop for 100 ms and
- * more (README.md#monitoring).
+ * scrape of a gateway serving 1,000 APIs written in one piece held the loop for about 60 ms
+ * (README.md#benchmarks, Scrape).
  */
 export const SERIES_PER_TURN = 100;
 
@@ -46,8 +46,20 @@ export function sampleValue(value: number): string {
   return `${value}`;
 }
 
-export function helpAndType(name: string, help: string, type: 'counter' | 'histogram'): string {
-  return `# HELP ${name} ${escapeText(help)}\n# TYPE ${name} ${type}`;
+/** A request-path metric's text in pieces: `# HELP` and `# TYPE`, then each series' lines, `SERIES_PER_TURN` series per piece. */
+export function* textInPieces<S>(name: string, help: string, type: 'counter' | 'histogram', series: Iterable<S>, seriesText: (one: S) => string): Iterable<string> {
+  let piece = `# HELP ${name} ${escapeText(help)}\n# TYPE ${name} ${type}`;
+  let inPiece = 0;
+  for (const one of series) {
+    if (inPiece === SERIES_PER_TURN) {
+      yield piece;
+      piece = '';
+      inPiece = 0;
+    }
+    piece += `${piece === '' ? '' : '\n'}${seriesText(one)}`;
+    inPiece++;
+  }
+  yield piece;
 }
 
 /**
