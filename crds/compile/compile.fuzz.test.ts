@@ -5,7 +5,7 @@ import { jsonSchemaOf, validValues, type JsonSchema } from '../../test/support/s
 import { compiledConfigSchema } from '../compiled.ts';
 import { apiDefinitionSpecSchema } from '../schemas/api-definition.ts';
 import { policySpecSchema } from '../schemas/policy.ts';
-import { apiIdOf, compile, compileForApi, problemReasons, type ApiDefinitionInput, type CompileResult, type PolicyInput } from './index.ts';
+import { ApiCompileCache, apiIdOf, compile, compileForApi, problemReasons, type ApiDefinitionInput, type CompileResult, type PolicyInput } from './index.ts';
 
 /**
  * The compile step on arbitrary resources the schemas accept: it never throws, and every
@@ -136,6 +136,26 @@ describe('compile on arbitrary valid resources (fuzz)', () => {
           expect(served.has(ref) || reported.has(ref), `${ref} is neither compiled nor reported`).toBe(true);
         }
         expect(Object.keys(result.config.policies).sort()).toEqual(pols.map((p) => `${p.metadata.namespace ?? 'default'}/${p.metadata.name}`).sort());
+      }),
+      fuzzParameters(RUNS),
+    );
+  });
+
+  it('a cache carried from one compile to the next changes nothing either compiles', { timeout: fuzzTimeout(RUNS, 40) }, () => {
+    fc.assert(
+      fc.property(apiDefinitions, apiDefinitions, policies, fc.array(fc.constantFrom('same', 'renamed', 'moved', 'gone')), (first, added, pols, fates) => {
+        const cache = new ApiCompileCache();
+        expect(compile({ apiDefinitions: first, policies: pols, cache })).toEqual(compile({ apiDefinitions: first, policies: pols }));
+        // The next compile meets the same spec objects, some under another name or namespace, beside new ones.
+        const next = first.flatMap((resource, i): ApiDefinitionInput[] => {
+          const fate = fates[i] ?? 'same';
+          if (fate === 'gone') return [];
+          const { name, namespace } = resource.metadata;
+          const metadata = fate === 'renamed' ? { ...resource.metadata, name: `${name}-2` } : fate === 'moved' ? { ...resource.metadata, namespace: `${namespace ?? 'default'}-2` } : { ...resource.metadata };
+          return [{ metadata, spec: resource.spec }];
+        });
+        const apis = [...next, ...added];
+        expect(compile({ apiDefinitions: apis, policies: pols, cache })).toEqual(compile({ apiDefinitions: apis, policies: pols }));
       }),
       fuzzParameters(RUNS),
     );

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { api as compiledApi } from '../../test/support/compiled-fixtures.ts';
 import { compiledConfigSchema, type CompiledApi, type CompiledConfig } from '../compiled.ts';
-import { compile, compileForApi, defaultApiId, type ApiDefinitionInput, type CompileInput, type PolicyInput } from './index.ts';
+import { ApiCompileCache, compile, compileForApi, defaultApiId, type ApiDefinitionInput, type CompileInput, type PolicyInput } from './index.ts';
 
 const target = 'http://127.0.0.1:9000';
 
@@ -445,5 +445,46 @@ describe('compileForApi', () => {
   it('is deterministic whatever the input order', () => {
     const reversed = { ...input, apiDefinitions: [...input.apiDefinitions].reverse(), policies: [...input.policies].reverse() };
     expect(JSON.stringify(compile(reversed))).toBe(JSON.stringify(compile(input)));
+  });
+});
+
+describe('ApiCompileCache', () => {
+  const orders = classic('orders');
+  const users = classic('users');
+  /** A resource as the folder source hands it to each load: a new object around the spec it parsed once. */
+  const again = (resource: ApiDefinitionInput, metadata: Partial<ApiDefinitionInput['metadata']> = {}): ApiDefinitionInput => ({
+    metadata: { ...resource.metadata, ...metadata },
+    spec: resource.spec,
+  });
+
+  it('gives an API whose spec is the same object its earlier compiled object, and compiles an edited one', () => {
+    const cache = new ApiCompileCache();
+    const first = compile({ apiDefinitions: [orders, users], policies: [], cache });
+    const edited = { ...users, spec: { ...users.spec, proxy: { listen_path: '/people/', target_url: target } } };
+    const second = compile({ apiDefinitions: [again(orders), edited], policies: [], cache });
+    expect(second.config.apis[0]).toBe(first.config.apis[0]);
+    expect(second.config.apis[1]).not.toBe(first.config.apis[1]);
+    expect(second.config.apis[1]?.listen_path).toBe('/people/');
+    expect(second).toEqual(compile({ apiDefinitions: [orders, edited], policies: [] }));
+  });
+
+  it('compiles the same spec again under another name, namespace or uid', () => {
+    const cache = new ApiCompileCache();
+    const unnamed = api('plain', { proxy: { listen_path: '/plain/', target_url: target } });
+    compile({ apiDefinitions: [unnamed], policies: [], cache });
+    for (const metadata of [{ name: 'renamed' }, { namespace: 'other' }, { uid: 'uid-new' }]) {
+      const moved = again(unnamed, metadata);
+      const cached = compile({ apiDefinitions: [moved], policies: [], cache });
+      expect(cached).toEqual(compile({ apiDefinitions: [moved], policies: [] }));
+      expect(onlyApi(cached.config).source).toEqual(expect.objectContaining(metadata));
+    }
+  });
+
+  it('reports an invalid API every time it is compiled', () => {
+    const cache = new ApiCompileCache();
+    const broken = api('broken', { api_id: 'broken', proxy: { listen_path: 'no-slash', target_url: 'not a url' } } as ApiDefinitionInput['spec']);
+    const first = compile({ apiDefinitions: [broken], policies: [], cache });
+    expect(first.problems.length).toBeGreaterThan(0);
+    expect(compile({ apiDefinitions: [again(broken)], policies: [], cache })).toEqual(first);
   });
 });

@@ -4,7 +4,7 @@ import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { parseSession, type SessionStore } from '../../common/session-store.ts';
 import type { Session } from '../../crds/session.ts';
-import { compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
+import { ApiCompileCache, compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
 import { DOCS_PER_TURN, documentsOf, readFolder, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
 import type { SidecarMetrics } from '../metrics.ts';
@@ -108,7 +108,8 @@ function metaOf(doc: FoundDoc): Meta | null {
 const refName = (ref: Pick<ResourceRef, 'kind' | 'namespace' | 'name'>): string => `${ref.kind} ${ref.namespace}/${ref.name}`;
 
 /** What a folder holds, to tell a real change from an editor touching files. */
-const contentOf = (files: readonly YamlFile[]): string => files.map((f) => `${f.path}\0${f.text}`).join('\0\0');
+const sameContent = (files: readonly YamlFile[], loaded: readonly YamlFile[] | null): boolean =>
+  loaded !== null && files.length === loaded.length && files.every((file, i) => file.path === loaded[i]!.path && (file === loaded[i] || file.text === loaded[i]!.text));
 
 /**
  * Standalone config: a folder of the same resource YAML users apply to a cluster
@@ -136,11 +137,14 @@ export class FolderConfigSource implements ConfigSource {
   /** The last version of each file that parsed, by path. */
   #lastGoodFiles = new Map<string, YamlFile>();
   #published: CompiledConfig | null = null;
+  /** The folder's APIs as last compiled: a reload compiles only those whose file changed. */
+  readonly #compiledApis = new ApiCompileCache();
   /** Hashes of the Keys the folder held at the last load: a Key that leaves it loses its session. */
   #keyHashes = new Set<string>();
   /** By key hash, the Keys the last load found settled (`#storeKeys`). */
   #settledKeys = new Map<string, SettledKey>();
-  #loadedContent: string | null = null;
+  /** The files of the last load that the store took every session of: the same again is not loaded again. */
+  #loadedFiles: readonly YamlFile[] | null = null;
   /** Loads run one at a time, in order. */
   #queue: Promise<unknown> = Promise.resolve();
   #watch: FolderWatch | undefined;
@@ -194,15 +198,18 @@ export class FolderConfigSource implements ConfigSource {
       this.#report([{ subject: `folder ${dir}`, reason: `${(err as Error).message}; the last good config stays in effect`, kind: 'Folder', code: 'Unreadable' }]);
       throw err;
     }
-    const content = contentOf(files);
-    if (!always && content === this.#loadedContent) return;
+    if (!always && sameContent(files, this.#loadedFiles)) return;
 
     const problems: FolderProblem[] = [];
     const usable = this.#usableFiles(files, problems);
     const apiDefinitions = this.#resources<ApiDefinitionInput>(documentsOf(usable, 'ApiDefinition'), 'ApiDefinition', problems);
     const policies = this.#resources<PolicyInput>(documentsOf(usable, 'Policy'), 'Policy', problems);
-    const compiled = compile({ apiDefinitions, policies });
+    // The steps of a load each take a few milliseconds at 5,000 APIs: a turn of the event
+    // loop between them keeps requests answered (docs/architecture.md#performance).
+    await nextTurn();
+    const compiled = compile({ apiDefinitions, policies, cache: this.#compiledApis });
     const keptAtLastGood = this.#keepLastGood(compiled.config, compiled.problems);
+    await nextTurn();
     for (const problem of compiled.problems) {
       const subject = refName(problem.ref);
       const kept = keptAtLastGood.has(subject);
@@ -211,11 +218,12 @@ export class FolderConfigSource implements ConfigSource {
       problems.push({ subject, reason, kind: problem.ref.kind, code: problem.reason });
     }
     const sessionsStored = await this.#loadKeys(documentsOf(usable, 'Key'), problems);
+    await nextTurn();
     this.#report(problems);
     this.#published = compiled.config;
     this.#publish(compiled.config);
     // Until the store has taken every session, the same content is loaded again (#retrySessions).
-    this.#loadedContent = sessionsStored ? content : null;
+    this.#loadedFiles = sessionsStored ? files : null;
   }
 
   /** The store failed: the folder is loaded again after a wait that doubles up to its cap while it keeps failing. */
@@ -240,7 +248,7 @@ export class FolderConfigSource implements ConfigSource {
       if (!present.has(path)) this.#lastGoodFiles.delete(path);
     }
     for (const file of files) {
-      const error = file.docs.flatMap((doc) => doc.errors)[0];
+      const error = file.errors[0];
       if (error === undefined) {
         this.#lastGoodFiles.set(file.path, file);
         usable.push(file);

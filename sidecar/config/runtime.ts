@@ -45,7 +45,7 @@ export class ConfigRuntime {
     try {
       const settings = resolveSettings(published.settings, this.#deps.local);
       const config: CompiledConfig = { ...published, settings };
-      const routes = new RouteTable(config.apis);
+      const routes = new RouteTable(config.apis, this.#state.routes);
       engine.updateConfig(config);
       this.#config = config;
       this.#state = { routes, settings, policies: config.policies };

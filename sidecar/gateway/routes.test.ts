@@ -104,3 +104,35 @@ describe('RouteTable with many APIs', () => {
     expect(lookups(large, '/team-0003/svc/a/b/c')).toBe(1);
   });
 });
+
+describe('RouteTable after a config change', () => {
+  const kept = routedApi('kept', '/kept/', 'http://a:1');
+  const moved = routedApi('moved', '/moved/', 'http://b:2');
+  const before = new RouteTable([kept, moved]);
+
+  it('keeps the route of an API that did not change, and routes a changed or new one by its new definition', () => {
+    const after = new RouteTable([kept, { ...moved, target_url: 'http://c:3/v2' }, routedApi('new', '/new/', 'http://d:4')], before);
+    expect(after.match('/kept/x')?.route).toBe(before.match('/kept/x')?.route);
+    expect(after.match('/moved/x')).toMatchObject({ route: { origin: 'http://c:3' }, upstreamPath: '/v2/x' });
+    expect(before.match('/moved/x')).toMatchObject({ route: { origin: 'http://b:2' }, upstreamPath: '/x' });
+    expect(after.match('/new/x')?.route.origin).toBe('http://d:4');
+    expect([...after.origins].sort()).toEqual(['http://a:1', 'http://c:3', 'http://d:4']);
+  });
+
+  it('routes the same APIs in the same order as the table before it did, and in another order by the new one', () => {
+    const same = new RouteTable([kept, moved], before);
+    expect(same.match('/moved/x')?.route).toBe(before.match('/moved/x')?.route);
+    expect(same.origins).toEqual(before.origins);
+    // Of two APIs on one listen path the first wins: an order change is a change.
+    const rival = routedApi('rival', '/kept/', 'http://e:5');
+    const first = new RouteTable([kept, rival], before);
+    expect(first.match('/kept/x')?.route.api.api_id).toBe('kept');
+    expect(new RouteTable([rival, kept], first).match('/kept/x')?.route.api.api_id).toBe('rival');
+  });
+
+  it('no longer routes an API the new config left out, nor to its upstream', () => {
+    const after = new RouteTable([kept], before);
+    expect(after.match('/moved/x')).toBeNull();
+    expect([...after.origins]).toEqual(['http://a:1']);
+  });
+});

@@ -67,20 +67,41 @@ export function isIgnored(route: Route, method: string, relativePath: string): b
   return false;
 }
 
+const sameApis = (a: readonly CompiledApi[], b: readonly CompiledApi[]): boolean => a.length === b.length && a.every((api, i) => api === b[i]);
+
 /**
  * Longest listen-path prefix match over the loaded APIs; prefixes end at a path segment.
  * Inactive APIs are routed too (they answer as inactive rather than fall through to a
  * shorter listen path). Of two APIs with the same listen path, the first loaded wins.
  */
 export class RouteTable {
+  readonly #apis: readonly CompiledApi[];
   readonly #index: PrefixIndex<Route>;
+  /** Each API's route, for the table that replaces this one. */
+  readonly #routes: ReadonlyMap<CompiledApi, Route>;
   /** Every upstream origin a request can be forwarded to under this table. */
   readonly origins: ReadonlySet<string>;
 
-  constructor(apis: readonly CompiledApi[]) {
-    const routes = apis.map(buildRoute);
-    this.#index = new PrefixIndex(routes.map((route) => [route.prefix, route] as const));
-    this.origins = new Set(routes.map((route) => route.origin));
+  /**
+   * An API that `previous` routed (the same compiled object: its source did not change) keeps
+   * its route, and when every API is the one `previous` routed in the same order (a reload for
+   * a new Key), so does the whole table. Parsing every API's target URL again was most of a
+   * config change at 5,000 APIs (docs/architecture.md#performance).
+   */
+  constructor(apis: readonly CompiledApi[], previous?: RouteTable) {
+    this.#apis = [...apis];
+    if (previous !== undefined && sameApis(previous.#apis, apis)) {
+      this.#routes = previous.#routes;
+      this.#index = previous.#index;
+      this.origins = previous.origins;
+      return;
+    }
+    const routes = new Map<CompiledApi, Route>();
+    const earlier = previous === undefined ? undefined : previous.#routes;
+    for (const api of apis) routes.set(api, earlier?.get(api) ?? buildRoute(api));
+    this.#routes = routes;
+    this.#index = new PrefixIndex(Array.from(routes.values(), (route) => [route.prefix, route] as const));
+    this.origins = new Set(Array.from(routes.values(), (route) => route.origin));
   }
 
   match(url: string): RouteMatch | null {

@@ -223,6 +223,20 @@ describe('scopes and order', () => {
     engine.updateConfig(config({ settings, apis: [a], policies: [policy('p', { rate: { rate: 5, per: 10 } })] }));
     expect(await outcomes(request(a, caller), 1)).toEqual(['allowed']);
   });
+
+  it('updateConfig applies an edited API limit, and an API the change left alone keeps counting where it was', async () => {
+    const edited = api('edited', { api_limit: { rate: 1, per: 10 } });
+    const untouched = api('untouched', { api_limit: { rate: 2, per: 10 } });
+    const { engine, outcomes } = setup(config({ settings, apis: [edited, untouched] }));
+    const caller = { session: session({ rate: 100, per: 10 }), raw: 'k' };
+    expect(await outcomes(request(edited, caller), 1)).toEqual(['allowed']);
+    expect(await outcomes(request(untouched, caller), 1)).toEqual(['allowed']);
+    // A config change compiles an edited API to a new object and hands an unchanged one over as it was.
+    const raised = api('edited', { api_limit: { rate: 3, per: 10 } });
+    engine.updateConfig(config({ settings, apis: [raised, untouched] }));
+    expect(await outcomes(request(raised, caller), 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
+    expect(await outcomes(request(untouched, caller), 2)).toEqual(['allowed', 'api_rate_limited']);
+  });
 });
 
 describe('a refused request consumes nothing at the levels that admitted it (in-memory store)', () => {

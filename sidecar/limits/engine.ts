@@ -73,11 +73,11 @@ const noLimits = (): Evaluated => ({ decision: { outcome: 'allowed', rate: null,
 const quotaOp = ({ source: _source, ...counted }: QuotaPlan): StoreOp => ({ kind: 'quota', ...counted });
 
 /** APIs a policy's global allowance shares with a served API: their gateways split it too. */
-function sharedApis(config: CompiledConfig, served: readonly string[]): string[] {
+function sharedApis(config: CompiledConfig, served: ReadonlySet<string>): string[] {
   const shared = new Set<string>();
   for (const policy of Object.values(config.policies)) {
     const granted = Object.keys(policy.access_rights);
-    if (granted.some((api) => served.includes(api))) for (const api of granted) shared.add(api);
+    if (granted.some((api) => served.has(api))) for (const api of granted) shared.add(api);
   }
   return [...shared];
 }
@@ -121,7 +121,7 @@ class Engine implements LimitEngine {
     if (!this.#heartbeat) return;
     this.#heartbeat.configure(config.settings);
     const served = config.apis.map((api) => api.api_id);
-    this.#heartbeat.serve(served, sharedApis(config, served));
+    this.#heartbeat.serve(served, sharedApis(config, new Set(served)));
     // Only the DRL (and drl_threshold's choice) needs to know the live gateways.
     if (this.#mode === 'drl' || this.#mode === 'dynamic') this.#heartbeat.start();
     else void this.#heartbeat.stop();

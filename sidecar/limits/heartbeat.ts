@@ -51,7 +51,8 @@ export class GatewayHeartbeat {
    */
   serve(apiIds: readonly string[], alsoWatch: readonly string[] = []): void {
     this.#apis = apiIds;
-    this.#watched = alsoWatch.filter((api) => !apiIds.includes(api));
+    const serving = new Set(apiIds);
+    this.#watched = alsoWatch.filter((api) => !serving.has(api));
   }
 
   start(): void {

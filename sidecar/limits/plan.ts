@@ -117,7 +117,8 @@ function quotaPlan(quota: KeyQuota, identity: string, session: Session, nowMs: n
  */
 export class Planner {
   #config: CompiledConfig;
-  #apiLimits = new WeakMap<CompiledApi, ApiLimits>();
+  /** By compiled API object, across configs: an API a config change left alone keeps its limits (they depend on it alone). */
+  readonly #apiLimits = new WeakMap<CompiledApi, ApiLimits>();
   #sessions = new WeakMap<Session, Map<string, SessionEntry>>();
 
   constructor(config: CompiledConfig) {
@@ -127,9 +128,8 @@ export class Planner {
 
   update(config: CompiledConfig): void {
     this.#config = config;
-    this.#apiLimits = new WeakMap();
     this.#sessions = new WeakMap();
-    for (const api of config.apis) this.#apiLimits.set(api, apiLimits(api));
+    for (const api of config.apis) this.#apiLimitsOf(api);
   }
 
   plan(request: LimitRequest, nowMs: number): RequestPlan {

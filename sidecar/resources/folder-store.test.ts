@@ -175,6 +175,17 @@ spec:
     await expect(store.createKey(key)).rejects.toThrow(/exists/);
   });
 
+  it('reads a file again once it changes behind the store, and a file that came or went', async () => {
+    expect((await store.listApis()).map((a) => a.apiId)).toEqual(['pets', 'toys']);
+    await writeFile(join(dir, 'apis.yaml'), multiDoc.replace('api_id: pets', 'api_id: cats'));
+    await writeFile(join(dir, 'more.yaml'), 'apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: {name: birds}\nspec: {api_id: birds}\n');
+    expect((await store.listApis()).map((a) => a.apiId)).toEqual(['cats', 'toys', 'birds']);
+    await rm(join(dir, 'more.yaml'));
+    expect((await store.listApis()).map((a) => a.apiId)).toEqual(['cats', 'toys']);
+    expect(await store.deleteApi('cats')).toBe(true);
+    expect((await store.listApis()).map((a) => a.apiId)).toEqual(['toys']);
+  });
+
   it('never rewrites a file holding a document that does not parse', async () => {
     await writeFile(join(dir, 'broken.yaml'), `${product.replace('starter', 'b2').replace('prod-1', 'prod-2')}---\nkey: [unclosed\n`);
     await expect(store.addProductTag('prod-2', 'x')).rejects.toThrow(/does not parse/);

@@ -3,7 +3,7 @@ import { isSeq, stringify } from 'yaml';
 import { apiVersion, kinds } from '../../crds/kinds.ts';
 import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
-import { createFile, documentsOf, readFolder, saveFile, type FoundDoc } from './yaml-folder.ts';
+import { createFile, documentsOf, editableFile, readFolder, saveFile, type FoundDoc, type YamlFile } from './yaml-folder.ts';
 
 /**
  * Standalone store: the `--config` folder is the "file store" of docs/behaviour.md#api-states. Reads scan every
@@ -20,6 +20,12 @@ export class FolderResourceStore implements ResourceStore {
   /** api_ids deleted here and not yet released by a reload: the gateway keeps serving them. */
   readonly #deleted = new Set<string>();
   readonly #retainElsewhere: ((apiId: string) => Promise<void>) | undefined;
+  /**
+   * The folder's files as last read: a file whose text has not changed is not parsed again.
+   * Each operation read (and parsed) the whole folder: every Key created in a folder of
+   * 5,000 documents cost seconds of parsing (docs/architecture.md#performance).
+   */
+  #files: ReadonlyMap<string, YamlFile> = new Map();
 
   /**
    * `retainElsewhere`: other processes that serve this folder (the workers of one gateway)
@@ -39,7 +45,9 @@ export class FolderResourceStore implements ResourceStore {
   }
 
   async #documents(kind: string): Promise<FoundDoc[]> {
-    return documentsOf(await readFolder(this.#dir), kind);
+    const files = await readFolder(this.#dir, this.#files);
+    this.#files = new Map(files.map((file) => [file.path, file]));
+    return documentsOf(files, kind);
   }
 
   async listApis(): Promise<ApiEntry[]> {
@@ -74,11 +82,12 @@ export class FolderResourceStore implements ResourceStore {
       const found = findProduct(await this.#documents(kinds.PortalProduct.kind), productId, (d) => productOf(d.object));
       if (!found) return null;
       if (productOf(found.object)!.tags.some((t) => t.Name === tag)) return 'exists';
-      const doc = found.file.docs[found.index]!;
+      const editable = await editableFile(found.file);
+      const doc = editable.docs[found.index]!;
       const tags = doc.getIn(['spec', 'tags'], true);
       if (isSeq(tags)) tags.add(doc.createNode({ Name: tag }));
       else doc.setIn(['spec', 'tags'], doc.createNode([{ Name: tag }]));
-      await saveFile(found.file, found.file.docs, new Set([doc]));
+      await saveFile(editable, editable.docs, new Set([doc]));
       return 'added';
     });
   }
@@ -90,9 +99,10 @@ export class FolderResourceStore implements ResourceStore {
       );
       if (!found) return false;
       await this.#retainElsewhere?.(apiId);
+      const editable = await editableFile(found.file);
       await saveFile(
-        found.file,
-        found.file.docs.filter((_, index) => index !== found.index),
+        editable,
+        editable.docs.filter((_, index) => index !== found.index),
       );
       this.#deleted.add(apiId);
       return true;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { apiVersion, kinds } from '../../crds/kinds.ts';
 import { anyText, fuzzParameters, fuzzTimeout } from '../../test/support/fuzz.ts';
 import { FolderResourceStore } from './folder-store.ts';
-import { documentsOf, readFolder } from './yaml-folder.ts';
+import { documentsOf, editableFile, readFolder, type YamlFile } from './yaml-folder.ts';
 
 /**
  * The `--config` folder is hand-written: any file content is read without a throw
@@ -73,8 +73,8 @@ describe('YAML folder loader (fuzz)', () => {
   });
 
   it('reads each file as parseAllDocuments does, however many pieces it is parsed in; an unchanged file is not parsed again', { timeout: fuzzTimeout(RUNS, 300) }, async () => {
-    // A document as the gateway sees it: its data (null when it does not parse or is not a mapping), its errors' messages and its place in the file.
-    const seen = (doc: Document.Parsed, object: unknown) => ({ object, errors: doc.errors.map((e) => e.message), range: doc.range });
+    // A file as the gateway sees it: each document's data (null when it does not parse or is not a mapping), and its errors' messages.
+    const seen = (file: YamlFile) => ({ objects: file.objects, errors: file.errors.map((e) => e.message) });
     const dataOf = (doc: Document.Parsed): unknown => {
       try {
         const value: unknown = doc.errors.length > 0 ? null : doc.toJS();
@@ -83,7 +83,13 @@ describe('YAML folder loader (fuzz)', () => {
         return null;
       }
     };
-    const reference = (doc: Document.Parsed) => seen(doc, dataOf(doc));
+    const reference = (text: string) => {
+      const docs = [...parseAllDocuments(text)];
+      return { objects: docs.map(dataOf), errors: docs.flatMap((doc) => doc.errors.map((e) => e.message)) };
+    };
+    // An edit parses the file again: into the documents parseAllDocuments finds, in the same places.
+    const editedAsParsed = async (file: YamlFile) => (await editableFile(file)).docs.map((doc) => doc.range);
+    const ranges = (text: string) => [...parseAllDocuments(text)].map((doc) => doc.range);
     await fc.assert(
       fc.asyncProperty(fileText, fc.constantFrom(1, 60), fileText, async (text, repeat, edited) => {
         // Repeated, a file holds more documents than are parsed between two turns of the event loop.
@@ -91,14 +97,16 @@ describe('YAML folder loader (fuzz)', () => {
         const dir = await fill({ 'big.yaml': big, 'small.yaml': 'a: 1\n' });
         const files = await readFolder(dir);
         const bigFile = files.find((f) => f.path.endsWith('big.yaml'))!;
-        expect(bigFile.docs.map((doc, i) => seen(doc, bigFile.objects[i]))).toEqual([...parseAllDocuments(big)].map(reference));
+        expect(seen(bigFile)).toEqual(reference(big));
+        expect(await editedAsParsed(bigFile)).toEqual(ranges(big));
 
         await writeFile(join(dir, 'small.yaml'), edited);
         const again = await readFolder(dir, new Map(files.map((f) => [f.path, f])));
         expect(again.find((f) => f.path.endsWith('big.yaml'))).toBe(bigFile);
         const smallFile = again.find((f) => f.path.endsWith('small.yaml'))!;
         expect(smallFile.text).toBe(edited);
-        expect(smallFile.docs.map((doc, i) => seen(doc, smallFile.objects[i]))).toEqual([...parseAllDocuments(edited)].map(reference));
+        expect(seen(smallFile)).toEqual(reference(edited));
+        expect(await editedAsParsed(smallFile)).toEqual(ranges(edited));
       }),
       fuzzParameters(RUNS),
     );

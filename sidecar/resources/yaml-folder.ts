@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { link, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { Composer, type Document, parseAllDocuments, Parser, type ToStringOptions } from 'yaml';
+import { Composer, type Document, parseAllDocuments, Parser, type ToStringOptions, type YAMLError } from 'yaml';
 import { apiVersion } from '../../crds/kinds.ts';
 
 /**
@@ -14,13 +14,25 @@ import { apiVersion } from '../../crds/kinds.ts';
  * beside, then rename) so a watcher never reads half a file.
  */
 
+/**
+ * A file as read: its text and each document's data. The parsed Documents are not kept:
+ * at 5,000 APIs they were half of a gateway's heap, and only an edit needs them
+ * (`editableFile` parses the file again for it).
+ */
 export interface YamlFile {
   path: string;
   /** The file as read: unedited documents are written back from it. */
   text: string;
-  docs: Document.Parsed[];
   /** Each document as plain data, converted once as the file is read (null: not a mapping, or it does not parse). */
   objects: Array<Record<string, unknown> | null>;
+  /** The errors of its documents, in order: a file with any is read, never rewritten. */
+  errors: YAMLError[];
+}
+
+/** A file parsed again to be edited: its documents, which `saveFile` writes back. */
+export interface EditableFile {
+  file: YamlFile;
+  docs: Document.Parsed[];
 }
 
 export interface FoundDoc {
@@ -38,21 +50,37 @@ const isResourceFile = (name: string): boolean => /\.ya?ml$/.test(name) && !name
  */
 export const DOCS_PER_TURN = 100;
 
+/** Every document of `text`, parsed `DOCS_PER_TURN` between two turns of the event loop, each handed to `each` as it comes. */
+async function parseInPieces(text: string, each: (doc: Document.Parsed) => void): Promise<void> {
+  let parsed = 0;
+  for (const doc of new Composer().compose(new Parser().parse(text))) {
+    each(doc);
+    parsed += 1;
+    if (parsed % DOCS_PER_TURN === 0) await nextTurn();
+  }
+}
+
 async function readYamlFile(path: string, earlier: YamlFile | undefined): Promise<YamlFile> {
   const text = await readFile(path, 'utf8');
   if (earlier?.text === text) return earlier;
-  const docs: Document.Parsed[] = [];
   const objects: YamlFile['objects'] = [];
-  for (const doc of new Composer().compose(new Parser().parse(text))) {
-    docs.push(doc);
+  let flawed = false;
+  await parseInPieces(text, (doc) => {
     objects.push(asObject(doc));
-    if (docs.length % DOCS_PER_TURN === 0) await nextTurn();
-  }
+    flawed ||= doc.errors.length > 0 || doc.warnings.length > 0;
+  });
   // parseAllDocuments is the same parse, with each error's line and column in its message:
   // the rare file that holds an error is parsed again by it, for messages that point at it
   // (its documents' data is the same).
-  if (docs.some((doc) => doc.errors.length > 0 || doc.warnings.length > 0)) return { path, text, docs: [...parseAllDocuments(text)], objects };
-  return { path, text, docs, objects };
+  const errors = flawed ? [...parseAllDocuments(text)].flatMap((doc) => doc.errors) : [];
+  return { path, text, objects, errors };
+}
+
+/** `file` parsed again, as it was read, for an edit. */
+export async function editableFile(file: YamlFile): Promise<EditableFile> {
+  const docs: Document.Parsed[] = [];
+  await parseInPieces(file.text, (doc) => docs.push(doc));
+  return { file, docs };
 }
 
 /**
@@ -110,9 +138,9 @@ async function writeAtomically(path: string, text: string, mode: 'replace' | 'cr
  * The source text of each document of a file, the comments and blank lines before it
  * included, and what follows the last one; joined, they are the file.
  */
-function documentTexts(file: YamlFile): { texts: string[]; tail: string } {
+function documentTexts({ file, docs }: EditableFile): { texts: string[]; tail: string } {
   let start = 0;
-  const texts = file.docs.map((doc) => {
+  const texts = docs.map((doc) => {
     const end = doc.range[2];
     const text = file.text.slice(start, end);
     start = end;
@@ -159,17 +187,18 @@ export function styleOf(source: string): ToStringOptions {
  * source's style. A file holding a document that did not parse is never rewritten:
  * serialising it could lose what the user meant.
  */
-export async function saveFile(file: YamlFile, docs: readonly Document.Parsed[], edited: ReadonlySet<Document.Parsed> = new Set()): Promise<void> {
-  if (file.docs.some((doc) => doc.errors.length > 0)) {
+export async function saveFile(editable: EditableFile, docs: readonly Document.Parsed[], edited: ReadonlySet<Document.Parsed> = new Set()): Promise<void> {
+  const { file } = editable;
+  if (file.errors.length > 0) {
     throw new Error(`${file.path} holds a YAML document that does not parse; not rewriting it`);
   }
   if (docs.length === 0) {
     await unlink(file.path);
     return;
   }
-  const { texts, tail } = documentTexts(file);
+  const { texts, tail } = documentTexts(editable);
   const written = docs.map((doc) => {
-    const source = texts[file.docs.indexOf(doc)] ?? '';
+    const source = texts[editable.docs.indexOf(doc)] ?? '';
     return edited.has(doc) ? doc.toString(styleOf(source)) : source;
   });
   await writeAtomically(file.path, written.join('') + tail, 'replace');

@@ -3,14 +3,21 @@
  * serving 5,000 (as the admin gateway does with GW_APIS=*), req/s side by side in
  * interleaved rounds; and the route lookup alone, in process, on tables of both sizes.
  * With the listen paths indexed both ratios stay near 1; a scan over every API would not.
+ * Then the tail of the 5,000-API sidecar while its folder keeps changing: open-loop requests
+ * at a steady rate, quiet and while a new Key file lands every 400 ms (each reloads the
+ * folder, as a Key the admin operations create does), in interleaved rounds. A reload that
+ * compiled and routed every API again held the event loop for tens of milliseconds.
  */
+import { createHash } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RouteTable } from '../../../sidecar/gateway/routes.ts';
 import { api } from '../../support/compiled-fixtures.ts';
 import { freePort } from '../../harness/ports.ts';
 import { measureRounds, median, roundCount, rowsOf, spawnEchoUpstream, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
+import { openLoop, type LoadResult } from '../load-generator.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
 const SUITE = 'routes';
@@ -63,6 +70,54 @@ function lookupRows(ctx: BenchContext): BenchRow[] {
   }));
 }
 
+/** The open loop's rate for the reload rows: well under what one core serves, so only pauses show in the tail. */
+const RELOAD_ROWS_RATE = 300;
+const KEY_EVERY_MS = 400;
+
+const keyFile = (n: number, apiId: string): string => `apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: bench-key-${n} }
+spec:
+  key_hash: ${createHash('sha256').update(`bench-key-${n}`).digest('hex')}
+  rate: 100
+  per: 60
+  access_rights: { ${apiId}: { api_id: ${apiId}, api_name: ${apiId} } }
+`;
+
+/** Open-loop requests to `url`, quiet and while Key files land in `dir`, in interleaved rounds: p99 and p99.9 of each. */
+async function reloadRows(ctx: BenchContext, url: string, dir: string): Promise<BenchRow[]> {
+  const runs = { quiet: [] as LoadResult[], reloading: [] as LoadResult[] };
+  let written = 0;
+  const load = (): Promise<LoadResult> => openLoop({ url, rate: RELOAD_ROWS_RATE, durationMs: ctx.durationMs, connections: 8 });
+  for (let round = 0; round < roundCount(3); round++) {
+    runs.quiet.push(await load());
+    let writing = true;
+    const writer = (async () => {
+      while (writing) {
+        await writeFile(join(dir, `bench-key-${written}.yaml`), keyFile(written, `api-${TARGET}`));
+        written += 1;
+        await sleep(KEY_EVERY_MS);
+      }
+    })();
+    runs.reloading.push(await load());
+    writing = false;
+    await writer;
+  }
+  ctx.log(`${written} Key files written while reloading`);
+  const name = (phase: keyof typeof runs, percentile: string): string =>
+    `one of 5,000 APIs at ${RELOAD_ROWS_RATE} req/s, ${phase === 'quiet' ? 'folder unchanged' : `a Key file every ${KEY_EVERY_MS} ms`}: ${percentile}`;
+  return (['p99', 'p99_9'] as const).flatMap((percentile) => {
+    const label = percentile.replace('_', '.');
+    const ms = (phase: keyof typeof runs): number => median(runs[phase].map((r) => r.latencyMicros[percentile] / 1000));
+    const quiet = name('quiet', label);
+    const ratio = median(runs.reloading.map((r, i) => r.latencyMicros[percentile] / runs.quiet[i]!.latencyMicros[percentile]));
+    return [
+      { suite: SUITE, name: quiet, value: ms('quiet'), unit: 'ms' },
+      { suite: SUITE, name: name('reloading', label), value: ms('reloading'), unit: 'ms', baseline: quiet, ratio },
+    ];
+  });
+}
+
 const routesSuite: BenchSuite = async (ctx) => {
   const upstreamPort = await freePort();
   const upstreamUrl = `http://127.0.0.1:${upstreamPort}`;
@@ -83,7 +138,8 @@ const routesSuite: BenchSuite = async (ctx) => {
       targets.push({ name, url: `${sidecar.base}${listenPath(TARGET)}bench`, ...(targets[0] ? { baseline: targets[0].name } : {}) });
     }
     const rounds = await measureRounds(ctx, targets, roundCount(3));
-    return [...targets.flatMap((t) => rowsOf(SUITE, t, rounds)), ...lookupRows(ctx)];
+    const largest = targets.at(-1)!;
+    return [...targets.flatMap((t) => rowsOf(SUITE, t, rounds)), ...lookupRows(ctx), ...(await reloadRows(ctx, largest.url, dirs.at(-1)!))];
   } finally {
     await Promise.all(children.map(stopChild));
     await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
