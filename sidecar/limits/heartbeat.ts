@@ -1,3 +1,4 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import { gatewayHeartbeatKey } from '../../common/redis-keys.ts';
 import { defaultGatewaySettings, type GatewaySettings } from '../../crds/settings.ts';
@@ -11,6 +12,36 @@ export interface HeartbeatOptions {
   now: () => number;
   reporter: StoreReporter;
 }
+
+/**
+ * One beat of a gateway in the heartbeat sets of KEYS: its member renewed (the score is its
+ * expiry), the expired members dropped, the key's expiry set, and each set's live members
+ * returned. ARGV: the expiry, the instance id, now and the TTL (ms). Redis is given the
+ * numbers as the decimal strings they came as.
+ */
+const beatScript = `local live = {}
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, ARGV[1], ARGV[2])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', ARGV[3])
+  redis.call('PEXPIRE', key, ARGV[4])
+  live[i] = redis.call('ZRANGEBYSCORE', key, '(' .. ARGV[3], '+inf')
+end
+return live`;
+const beatCommand = 'gwHeartbeat';
+
+/** The beat script as ioredis's `defineCommand` makes it: the key count first, unless the command declares it (a Cluster's, one key per call). */
+interface BeatClient {
+  gwHeartbeat(...args: Array<string | number>): Promise<string[][]>;
+}
+
+/**
+ * The sets one script call renews, and one turn of the event loop sends. A beat used to send
+ * a MULTI of four commands per API all at once: at 5,000 APIs (the admin gateway's
+ * GW_APIS=*), every 2 s, it held the event loop for about 260 ms and cost half a second of
+ * CPU (docs/architecture.md#performance). On a Cluster, whose keys of one call must share a
+ * slot, each call renews one set.
+ */
+export const SETS_PER_CALL = 100;
 
 /** Each API's gateways whose heartbeat has not expired at `nowMs`, sorted: what `kubectl gw status` shows. */
 export async function liveGateways(redis: Redis | Cluster, apiIds: readonly string[], nowMs: number): Promise<Map<string, string[]>> {
@@ -32,12 +63,16 @@ export class GatewayHeartbeat {
   /** Union sizes per coverage list (one list object per limit), valid until the next beat. */
   #unions = new WeakMap<readonly string[], number>();
   #timer: NodeJS.Timeout | undefined;
+  /** Counts the times this gateway left its sets (`stop`): a beat still sending then sends no more, so none renews it after. */
+  #departures = 0;
   #timeoutMs = defaultGatewaySettings.redis_timeout_ms;
 
   constructor(options: HeartbeatOptions) {
     this.#options = options;
     // Three missed beats and a gateway no longer counts.
     this.#ttlMs = options.intervalMs * 3;
+    const { redis } = options;
+    if (!(beatCommand in redis)) redis.defineCommand(beatCommand, { lua: beatScript, numberOfKeys: redis.isCluster ? 1 : undefined });
   }
 
   configure(settings: GatewaySettings): void {
@@ -70,6 +105,7 @@ export class GatewayHeartbeat {
     if (!this.#timer) return;
     clearInterval(this.#timer);
     this.#timer = undefined;
+    this.#departures += 1;
     const { redis, instanceId } = this.#options;
     const leave = Promise.all(this.#apis.map((api) => redis.zrem(gatewayHeartbeatKey(api), instanceId)));
     await withTimeout(leave, this.#timeoutMs).catch((error: unknown) => this.#options.reporter.failed(error));
@@ -88,27 +124,44 @@ export class GatewayHeartbeat {
     return size;
   }
 
+  /**
+   * Renews this gateway in the set of every API it serves and reads who is live there and in
+   * the watched sets: `SETS_PER_CALL` sets per script call and per turn of the event loop,
+   * each call bounded by redis_timeout_ms. Until every call has answered, the last counts stay.
+   */
   async beat(): Promise<void> {
     const { redis, instanceId, now } = this.#options;
     const nowMs = now();
+    const apis = this.#apis;
+    const perCall = redis.isCluster ? 1 : SETS_PER_CALL;
+    const args = [String(nowMs + this.#ttlMs), instanceId, String(nowMs), String(this.#ttlMs)];
+    const calls: Array<Promise<Array<readonly [string, ReadonlySet<string>]>>> = [];
+    const send = <T>(call: Promise<T>): Promise<T> => {
+      const bounded = withTimeout(call, this.#timeoutMs);
+      // Awaited once every call is sent; until then a failure must not count as unhandled.
+      bounded.catch(() => undefined);
+      return bounded;
+    };
+    calls.push(
+      ...this.#watched.map((api) =>
+        send(redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf')).then((members) => [[api, new Set(members)] as const]),
+      ),
+    );
+    const client = redis as unknown as BeatClient;
+    const departures = this.#departures;
+    for (let at = 0; at < apis.length; at += SETS_PER_CALL) {
+      if (at > 0) await nextTurn();
+      if (this.#departures !== departures) return;
+      const turn = apis.slice(at, at + SETS_PER_CALL);
+      for (let i = 0; i < turn.length; i += perCall) {
+        const served = turn.slice(i, i + perCall);
+        const keys = served.map(gatewayHeartbeatKey);
+        const reply = redis.isCluster ? client.gwHeartbeat(...keys, ...args) : client.gwHeartbeat(keys.length, ...keys, ...args);
+        calls.push(send(reply).then((live) => served.map((api, k) => [api, new Set(live[k] ?? [instanceId])] as const)));
+      }
+    }
     try {
-      const beats = this.#apis.map(async (api) => {
-        const key = gatewayHeartbeatKey(api);
-        const replies = await redis
-          .multi()
-          .zadd(key, nowMs + this.#ttlMs, instanceId)
-          .zremrangebyscore(key, '-inf', nowMs)
-          .pexpire(key, this.#ttlMs)
-          .zrangebyscore(key, `(${nowMs}`, '+inf')
-          .exec();
-        const members = replies?.[3]?.[1];
-        return [api, new Set(Array.isArray(members) ? (members as string[]) : [instanceId])] as const;
-      });
-      const reads = this.#watched.map(async (api) => {
-        const members = await redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf');
-        return [api, new Set(members)] as const;
-      });
-      this.#live = new Map(await withTimeout(Promise.all([...beats, ...reads]), this.#timeoutMs));
+      this.#live = new Map((await Promise.all(calls)).flat());
       this.#unions = new WeakMap();
       this.#options.reporter.succeeded();
     } catch (error) {

@@ -8,7 +8,6 @@
  * same for a worker's part of a scrape under --workers: prom-client's values as JSON before,
  * the snapshots of gw's counts now. Interleaved rounds, medians kept.
  */
-import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Counter, Histogram, Registry } from 'prom-client';
 import { BatchedHistogram } from '../../../common/batched-histogram.ts';
 import { LabelPairCounter } from '../../../common/label-pair-counter.ts';
@@ -17,6 +16,7 @@ import { createLimitMetrics } from '../../../sidecar/limits/metrics.ts';
 import { createSidecarMetrics, statusClass } from '../../../sidecar/metrics.ts';
 import { workerMetrics } from '../../../sidecar/workers/metrics.ts';
 import { median } from '../http-load.ts';
+import { timedInLoop, type LoopTiming } from '../loop-wait.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
 
 const SUITE = 'scrape';
@@ -72,27 +72,6 @@ function asPromClientMetrics(registry: Registry): Registry {
   return twin;
 }
 
-/** How long `scrape` took, and the longest wait for a turn of the event loop while it ran. */
-async function timed(scrape: () => Promise<string>): Promise<{ totalMs: number; longestWaitMs: number }> {
-  let done = false;
-  let longestWaitMs = 0;
-  const started = performance.now();
-  const finished = scrape().then(() => {
-    done = true;
-    return performance.now() - started;
-  });
-  let last = started;
-  while (!done) {
-    await nextTurn();
-    const now = performance.now();
-    longestWaitMs = Math.max(longestWaitMs, now - last);
-    last = now;
-  }
-  return { totalMs: await finished, longestWaitMs };
-}
-
-type Timing = { totalMs: number; longestWaitMs: number };
-
 const scrapeSuite: BenchSuite = async (ctx) => {
   const registry = metricsAfterTraffic();
   const before = asPromClientMetrics(registry);
@@ -113,21 +92,21 @@ const scrapeSuite: BenchSuite = async (ctx) => {
       },
     ],
   ] as const;
-  const results = new Map<string, Timing[]>();
+  const results = new Map<string, LoopTiming[]>();
   for (const [, ways] of pairs) for (const [way, scrape] of Object.entries(ways)) {
     results.set(way, []);
     // Warm each writer before the measured rounds.
     await scrape();
   }
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [, ways] of pairs) for (const [way, scrape] of Object.entries(ways)) results.get(way)!.push(await timed(scrape));
+    for (const [, ways] of pairs) for (const [way, scrape] of Object.entries(ways)) results.get(way)!.push(await timedInLoop(scrape));
   }
   const rows: BenchRow[] = [];
   for (const [what, ways] of pairs) {
     const [baseline, ours] = Object.keys(ways) as [string, string];
     for (const [figure, pick] of [
-      ['time', (r: Timing) => r.totalMs],
-      ['longest event-loop wait', (r: Timing) => r.longestWaitMs],
+      ['time', (r: LoopTiming) => r.totalMs],
+      ['longest event-loop wait', (r: LoopTiming) => r.longestWaitMs],
     ] as const) {
       const name = (way: string): string => `${what}, ${APIS.toLocaleString('en')} APIs, ${figure}: ${way}`;
       const base = results.get(baseline)!.map(pick);

@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { GatewayHeartbeat } from '../../../sidecar/limits/heartbeat.ts';
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { gatewayHeartbeatKey } from '../../../common/redis-keys.ts';
+import { GatewayHeartbeat, SETS_PER_CALL } from '../../../sidecar/limits/heartbeat.ts';
 import { testEnv } from '../../harness/index.ts';
 
 describe('live gateways over several APIs (a global allowance shared by them)', () => {
@@ -37,6 +39,43 @@ describe('live gateways over several APIs (a global allowance shared by them)', 
     await a.beat();
     expect(a.count(both)).toBe(2);
     expect(a.count([x])).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
+  /** More APIs than one script call renews, so a beat takes several calls and turns. */
+  const manyApis = (): string[] => {
+    const run = randomUUID();
+    return Array.from({ length: 2 * SETS_PER_CALL + 50 }, (_, i) => `many-${i}-${run}`);
+  };
+  const membersOf = (apis: readonly string[]): Promise<string[][]> => Promise.all(apis.map((api) => redis.zrange(gatewayHeartbeatKey(api), '0', '-1')));
+
+  it('renews and reads the set of every API a gateway serves, however many', { timeout: 10_000 }, async () => {
+    const apis = manyApis();
+    const a = gateway('gw-a');
+    const b = gateway('gw-b');
+    a.serve(apis);
+    b.serve(apis.slice(SETS_PER_CALL - 1));
+    await a.beat();
+    await b.beat();
+    await a.beat();
+    expect(apis.map((api) => a.count([api]))).toEqual(apis.map((_, i) => (i < SETS_PER_CALL - 1 ? 1 : 2)));
+    const members = await membersOf(apis);
+    expect(members.map((set) => set.sort())).toEqual(apis.map((_, i) => (i < SETS_PER_CALL - 1 ? ['gw-a'] : ['gw-a', 'gw-b'])));
+    // Each set expires on its own if no gateway renews it (three beats).
+    const ttls = await Promise.all(apis.map((api) => redis.pttl(gatewayHeartbeatKey(api))));
+    expect(ttls.every((ttl) => ttl > 0 && ttl <= 180_000)).toBe(true);
+    expect(errors).toEqual([]);
+  });
+
+  it('a gateway that leaves while a beat is still sending is left in none of its sets', { timeout: 10_000 }, async () => {
+    const apis = manyApis();
+    const a = gateway('gw-a');
+    a.serve(apis);
+    // start() begins a beat, which sends its first call and waits for a turn before the next.
+    a.start();
+    await a.stop();
+    for (let turn = 0; turn < 5; turn++) await nextTurn();
+    expect((await membersOf(apis)).flat()).toEqual([]);
     expect(errors).toEqual([]);
   });
 });
