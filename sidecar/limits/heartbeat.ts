@@ -135,18 +135,15 @@ export class GatewayHeartbeat {
     const apis = this.#apis;
     const perCall = redis.isCluster ? 1 : SETS_PER_CALL;
     const args = [String(nowMs + this.#ttlMs), instanceId, String(nowMs), String(this.#ttlMs)];
-    const calls: Array<Promise<Array<readonly [string, ReadonlySet<string>]>>> = [];
-    const send = <T>(call: Promise<T>): Promise<T> => {
-      const bounded = withTimeout(call, this.#timeoutMs);
-      // Awaited once every call is sent; until then a failure must not count as unhandled.
-      bounded.catch(() => undefined);
-      return bounded;
+    type Live = Array<readonly [string, ReadonlySet<string>]>;
+    const calls: Array<Promise<Live>> = [];
+    const send = <T>(call: Promise<T>, live: (reply: T) => Live): void => {
+      const read = withTimeout(call, this.#timeoutMs).then(live);
+      // Awaited once every call is sent: a failure before then must not go unhandled (it would end the process).
+      read.catch(() => undefined);
+      calls.push(read);
     };
-    calls.push(
-      ...this.#watched.map((api) =>
-        send(redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf')).then((members) => [[api, new Set(members)] as const]),
-      ),
-    );
+    for (const api of this.#watched) send(redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf'), (members) => [[api, new Set(members)]]);
     const client = redis as unknown as BeatClient;
     const departures = this.#departures;
     for (let at = 0; at < apis.length; at += SETS_PER_CALL) {
@@ -157,7 +154,7 @@ export class GatewayHeartbeat {
         const served = turn.slice(i, i + perCall);
         const keys = served.map(gatewayHeartbeatKey);
         const reply = redis.isCluster ? client.gwHeartbeat(...keys, ...args) : client.gwHeartbeat(keys.length, ...keys, ...args);
-        calls.push(send(reply).then((live) => served.map((api, k) => [api, new Set(live[k] ?? [instanceId])] as const)));
+        send(reply, (live) => served.map((api, k) => [api, new Set(live[k] ?? [instanceId])] as const));
       }
     }
     try {

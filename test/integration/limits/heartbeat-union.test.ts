@@ -5,6 +5,7 @@ import { setImmediate as nextTurn } from 'node:timers/promises';
 import { gatewayHeartbeatKey } from '../../../common/redis-keys.ts';
 import { GatewayHeartbeat, SETS_PER_CALL } from '../../../sidecar/limits/heartbeat.ts';
 import { testEnv } from '../../harness/index.ts';
+import { freePort } from '../../harness/ports.ts';
 
 describe('live gateways over several APIs (a global allowance shared by them)', () => {
   const redis = new Redis(testEnv().redisUrl, { maxRetriesPerRequest: 1 });
@@ -65,6 +66,29 @@ describe('live gateways over several APIs (a global allowance shared by them)', 
     const ttls = await Promise.all(apis.map((api) => redis.pttl(gatewayHeartbeatKey(api))));
     expect(ttls.every((ttl) => ttl > 0 && ttl <= 180_000)).toBe(true);
     expect(errors).toEqual([]);
+  });
+
+  it('a beat over many APIs that Redis fails reports the failure, keeps the last counts and ends no process', { timeout: 10_000 }, async () => {
+    const apis = manyApis();
+    // A client whose server is gone: every call fails at once, long before the beat has sent its last.
+    const gone = new Redis({ port: await freePort(), lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    gone.on('error', () => undefined);
+    const failed: unknown[] = [];
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown): void => void unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const a = new GatewayHeartbeat({ redis: gone, instanceId: 'gw-a', intervalMs: 60_000, now: Date.now, reporter: { failed: (error) => failed.push(error), succeeded: () => undefined } });
+      a.serve(apis);
+      await a.beat();
+      for (let turn = 0; turn < 5; turn++) await nextTurn();
+      expect(failed).toHaveLength(1);
+      expect(unhandled).toEqual([]);
+      expect(a.count([apis[0]!])).toBe(1);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+      gone.disconnect();
+    }
   });
 
   it('a gateway that leaves while a beat is still sending is left in none of its sets', { timeout: 10_000 }, async () => {
