@@ -43,9 +43,23 @@ interface BeatClient {
  */
 export const SETS_PER_CALL = 100;
 
-/** Each API's gateways whose heartbeat has not expired at `nowMs`, sorted: what `kubectl gw status` shows. */
+/**
+ * Each API's gateways whose heartbeat has not expired at `nowMs`, sorted: what `kubectl gw
+ * status` shows. The sets are read `SETS_PER_CALL` per turn of the event loop, as a beat
+ * renews them: the admin gateway serves every API.
+ */
 export async function liveGateways(redis: Redis | Cluster, apiIds: readonly string[], nowMs: number): Promise<Map<string, string[]>> {
-  const members = await Promise.all(apiIds.map((api) => redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf')));
+  const reads: Array<Promise<string[]>> = [];
+  for (let at = 0; at < apiIds.length; at += SETS_PER_CALL) {
+    if (at > 0) await nextTurn();
+    for (const api of apiIds.slice(at, at + SETS_PER_CALL)) {
+      const read = redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf');
+      // Awaited once every read is sent: a failure before then must not go unhandled (it would end the process).
+      read.catch(() => undefined);
+      reads.push(read);
+    }
+  }
+  const members = await Promise.all(reads);
   return new Map(apiIds.map((api, i) => [api, members[i]!.sort()]));
 }
 

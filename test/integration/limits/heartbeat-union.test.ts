@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { gatewayHeartbeatKey } from '../../../common/redis-keys.ts';
-import { GatewayHeartbeat, SETS_PER_CALL } from '../../../sidecar/limits/heartbeat.ts';
+import { GatewayHeartbeat, liveGateways, SETS_PER_CALL } from '../../../sidecar/limits/heartbeat.ts';
 import { testEnv } from '../../harness/index.ts';
 import { freePort } from '../../harness/ports.ts';
 
@@ -61,14 +61,17 @@ describe('live gateways over several APIs (a global allowance shared by them)', 
     await a.beat();
     expect(apis.map((api) => a.count([api]))).toEqual(apis.map((_, i) => (i < SETS_PER_CALL - 1 ? 1 : 2)));
     const members = await membersOf(apis);
-    expect(members.map((set) => set.sort())).toEqual(apis.map((_, i) => (i < SETS_PER_CALL - 1 ? ['gw-a'] : ['gw-a', 'gw-b'])));
+    const expected = apis.map((_, i) => (i < SETS_PER_CALL - 1 ? ['gw-a'] : ['gw-a', 'gw-b']));
+    expect(members.map((set) => set.sort())).toEqual(expected);
+    // What `kubectl gw status` shows, read as many sets at a time.
+    expect(await liveGateways(redis, apis, Date.now())).toEqual(new Map(apis.map((api, i) => [api, expected[i]])));
     // Each set expires on its own if no gateway renews it (three beats).
     const ttls = await Promise.all(apis.map((api) => redis.pttl(gatewayHeartbeatKey(api))));
     expect(ttls.every((ttl) => ttl > 0 && ttl <= 180_000)).toBe(true);
     expect(errors).toEqual([]);
   });
 
-  it('a beat over many APIs that Redis fails reports the failure, keeps the last counts and ends no process', { timeout: 10_000 }, async () => {
+  it('a beat or a read over many APIs that Redis fails reports the failure, keeps the last counts and ends no process', { timeout: 10_000 }, async () => {
     const apis = manyApis();
     // A client whose server is gone: every call fails at once, long before the beat has sent its last.
     const gone = new Redis({ port: await freePort(), lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0 });
@@ -85,6 +88,9 @@ describe('live gateways over several APIs (a global allowance shared by them)', 
       expect(failed).toHaveLength(1);
       expect(unhandled).toEqual([]);
       expect(a.count([apis[0]!])).toBe(1);
+      await expect(liveGateways(gone, apis, Date.now())).rejects.toThrow();
+      for (let turn = 0; turn < 5; turn++) await nextTurn();
+      expect(unhandled).toEqual([]);
     } finally {
       process.off('unhandledRejection', onUnhandled);
       gone.disconnect();

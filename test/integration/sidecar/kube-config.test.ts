@@ -65,6 +65,23 @@ describe('Kubernetes config source', () => {
     expect(sidecar.runtime.problems().some((p) => p.subject === `api ${api.api_id}`)).toBe(false);
   });
 
+  it('of two APIs on one listen path serves the one whose api_id sorts first, whichever came first, and follows an api_id change', async () => {
+    const run = uniqueId('order');
+    const [first, second, renamed] = [`${run}-a`, `${run}-b`, `${run}-c`];
+    const shared = { listen_path: `/${run}/` };
+    const seen = async (): Promise<string> => {
+      const res = await call(`${sidecar.proxyUrl}/${run}/x`);
+      return res.status === 200 ? (res.json() as { path: string }).path : `status ${res.status}`;
+    };
+    await deployApi(sidecar, namespace, compiledApi(second, `${upstream.url}/second`, shared));
+    await deployApi(sidecar, namespace, compiledApi(first, `${upstream.url}/first`, shared));
+    expect(await seen()).toBe('/first/x');
+    // The first API's ConfigMap now carries an api_id that sorts after the other's.
+    await writeConfigMap(namespace, first, JSON.stringify(compiledConfig([compiledApi(renamed, `${upstream.url}/first`, shared)])));
+    await eventually(servesApi(sidecar, renamed), 10_000, `api ${renamed} loaded`);
+    expect(await seen()).toBe('/second/x');
+  });
+
   it('keeps serving an API whose ConfigMap was deleted until reload()', async () => {
     const api = compiledApi(uniqueId('api'), upstream.url);
     await deployApi(sidecar, namespace, api);
