@@ -40,6 +40,19 @@ describe('ApiCompiler', () => {
     expect(compiledNow(compiler.compile(a, [a, api('b', { api_id: 'b', name: 'Renamed' }, 2)], [policy('p', ['a', 'b'], 2)]))).toBe(true);
   });
 
+  it('compiles what a new compiler would, as the APIs a policy grants change', () => {
+    const compiler = new ApiCompiler(defaultGatewaySettings);
+    const a = api('a', { api_id: 'a' });
+    const grants = [policy('p', ['a', 'b'])];
+    const jsonOf = (outcome: ApiOutcome): string | undefined => (outcome.ok ? outcome.json : undefined);
+    compiler.compile(a, [a, api('b', { api_id: 'b' })], grants);
+    // b is an object of its own again (as an informer hands an updated one), its name changed.
+    const renamed = [a, api('b', { api_id: 'b', name: 'Renamed' }, 2)];
+    const json = jsonOf(compiler.compile(a, renamed, grants));
+    expect(json).toBe(jsonOf(new ApiCompiler(defaultGatewaySettings).compile(a, renamed, grants)));
+    expect(json).toContain('Renamed');
+  });
+
   it('reports the API’s own problems with the compile step’s reason', () => {
     const bad = api('bad', { api_id: 'bad', use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET', rate: 1, per: 1 }] } });
     const outcome = new ApiCompiler(defaultGatewaySettings).compile(bad, [bad], []);

@@ -1,4 +1,4 @@
-import { apiIdOf as contractApiIdOf, compile, compileForApi, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
+import { ApiCompileCache, apiIdOf as contractApiIdOf, compile, compileForApi, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
 import { flatKey } from '../../common/flat-key.ts';
 import type { CompiledConfig } from '../../crds/compiled.ts';
@@ -58,8 +58,14 @@ export type ApiOutcome =
   | { ok: false; apiId: string; reason: string; message: string };
 
 /** One ApiDefinition's compiled config (it and every policy granting it), or why it has none. */
-function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy[], settings: GatewaySettings): ApiOutcome {
-  const result = compileForApi(apiId, { apiDefinitions: allApis.map(asApi), policies: allPolicies.map(asPolicy), settings });
+/** What every compile of one ApiCompiler shares: the operator's settings, and the APIs compiled so far. */
+interface CompileContext {
+  settings: GatewaySettings;
+  cache: ApiCompileCache;
+}
+
+function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy[], { settings, cache }: CompileContext): ApiOutcome {
+  const result = compileForApi(apiId, { apiDefinitions: allApis.map(asApi), policies: allPolicies.map(asPolicy), settings, cache });
   const problem = summarize(result.problems.filter(isOf(api, 'ApiDefinition')));
   if (problem) return { ok: false, apiId, ...problem };
   if (!result.config.apis.some((compiled) => compiled.api_id === apiId)) {
@@ -91,11 +97,16 @@ function fingerprint(api: Api, apiId: string, byId: Map<string, Api[]>, allPolic
  * resync revisits every API.
  */
 export class ApiCompiler {
-  readonly #settings: GatewaySettings;
+  /**
+   * The settings, and the APIs compiled so far by their cached object's spec: an API's config
+   * holds the policies granting it, and those policies' other APIs are compiled with it, so
+   * without the cache each API was compiled again for every API its policies grant.
+   */
+  readonly #context: CompileContext;
   readonly #memo = new Map<string, { fingerprint: string; outcome: ApiOutcome }>();
 
   constructor(settings: GatewaySettings) {
-    this.#settings = settings;
+    this.#context = { settings, cache: new ApiCompileCache() };
   }
 
   compile(api: Api, allApis: Api[], allPolicies: Policy[]): ApiOutcome {
@@ -109,7 +120,7 @@ export class ApiCompiler {
     const print = fingerprint(api, apiId, byId, allPolicies);
     const memo = this.#memo.get(key);
     if (memo?.fingerprint === print) return memo.outcome;
-    const outcome = compileOne(api, apiId, allApis, allPolicies, this.#settings);
+    const outcome = compileOne(api, apiId, allApis, allPolicies, this.#context);
     const kept: ApiOutcome = outcome.ok ? { ok: true, apiId, policyIds: outcome.policyIds, hash: outcome.hash, bytes: outcome.bytes } : outcome;
     this.#memo.set(key, { fingerprint: print, outcome: kept });
     return outcome;
@@ -117,7 +128,7 @@ export class ApiCompiler {
 
   /** The compiled config's JSON, compiled again: what a reused outcome (no `json`) stands for, the inputs being the same. */
   configJson(api: Api, allApis: Api[], allPolicies: Policy[]): string {
-    const outcome = compileOne(api, apiIdOf(api), allApis, allPolicies, this.#settings);
+    const outcome = compileOne(api, apiIdOf(api), allApis, allPolicies, this.#context);
     if (!outcome.ok || outcome.json === undefined) throw new Error(`compiling ${api.metadata.namespace}/${api.metadata.name} again failed: ${outcome.ok ? 'no JSON' : outcome.message}`);
     return outcome.json;
   }
