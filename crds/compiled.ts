@@ -58,6 +58,13 @@ export const resourceRefSchema = z.object({
 });
 export type ResourceRef = z.infer<typeof resourceRefSchema>;
 
+/**
+ * The order APIs load in, by api_id in UTF-16 code units (`Array.prototype.sort`'s own), the
+ * same in folder and Kubernetes mode and whatever the process's locale: of two APIs on one
+ * listen path, the first loaded is served (docs/behaviour.md#routing).
+ */
+export const byApiId = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
 export const compiledApiSchema = z.object({
   api_id: z.string().min(1),
   name: z.string(),

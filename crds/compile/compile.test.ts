@@ -446,6 +446,14 @@ describe('compileForApi', () => {
     const reversed = { ...input, apiDefinitions: [...input.apiDefinitions].reverse(), policies: [...input.policies].reverse() };
     expect(JSON.stringify(compile(reversed))).toBe(JSON.stringify(compile(input)));
   });
+
+  it('orders APIs by api_id in code units, as the Kubernetes source orders its ConfigMaps, not by a locale', () => {
+    const lower = classic('lower', { api_id: 'a-api' });
+    const upper = classic('upper', { api_id: 'B-api' });
+    const short = classic('short', { api_id: 'a' });
+    const { config } = compile({ apiDefinitions: [lower, short, upper], policies: [] });
+    expect(config.apis.map((a) => a.api_id)).toEqual(['B-api', 'a', 'a-api']);
+  });
 });
 
 describe('ApiCompileCache', () => {

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { CompiledApi, CompiledConfig, CompiledPolicy, ResourceRef } from '../compiled.ts';
+import { byApiId, type CompiledApi, type CompiledConfig, type CompiledPolicy, type ResourceRef } from '../compiled.ts';
 import { apiDefinitionSpecSchema } from '../schemas/api-definition.ts';
 import { policySpecSchema } from '../schemas/policy.ts';
 import { gatewaySettingsSchema, type GatewaySettings } from '../settings.ts';
@@ -159,7 +159,7 @@ function apiCatalogue(apiDefinitions: readonly ApiDefinitionInput[], cache: ApiC
       message: `api_id "${apiId}" is already used by ApiDefinition ${owner!.metadata.namespace ?? defaultNamespace}/${owner!.metadata.name}`,
     }));
   };
-  return { ids: [...byId.keys()].sort(), entry, duplicates };
+  return { ids: [...byId.keys()].sort(byApiId), entry, duplicates };
 }
 
 type Catalogue = ReturnType<typeof apiCatalogue>;

@@ -65,21 +65,26 @@ describe('Kubernetes config source', () => {
     expect(sidecar.runtime.problems().some((p) => p.subject === `api ${api.api_id}`)).toBe(false);
   });
 
-  it('of two APIs on one listen path serves the one whose api_id sorts first, whichever came first, and follows an api_id change', async () => {
+  it('of two APIs on one listen path serves the one whose api_id comes first in code units, whichever came first, and follows an api_id change', async () => {
     const run = uniqueId('order');
-    const [first, second, renamed] = [`${run}-a`, `${run}-b`, `${run}-c`];
+    // In code units 'B' (66) comes before 'a' (97), where a locale's collation puts 'a' first.
+    const [upper, lower, later] = [`${run}-B`, `${run}-a`, `${run}-c`];
     const shared = { listen_path: `/${run}/` };
     const seen = async (): Promise<string> => {
       const res = await call(`${sidecar.proxyUrl}/${run}/x`);
       return res.status === 200 ? (res.json() as { path: string }).path : `status ${res.status}`;
     };
-    await deployApi(sidecar, namespace, compiledApi(second, `${upstream.url}/second`, shared));
-    await deployApi(sidecar, namespace, compiledApi(first, `${upstream.url}/first`, shared));
-    expect(await seen()).toBe('/first/x');
-    // The first API's ConfigMap now carries an api_id that sorts after the other's.
-    await writeConfigMap(namespace, first, JSON.stringify(compiledConfig([compiledApi(renamed, `${upstream.url}/first`, shared)])));
-    await eventually(servesApi(sidecar, renamed), 10_000, `api ${renamed} loaded`);
-    expect(await seen()).toBe('/second/x');
+    /** A ConfigMap's name is lower case whatever its API's api_id, as the operator names it after the ApiDefinition. */
+    const publish = async (configMap: string, apiId: string, target: string): Promise<void> => {
+      await writeConfigMap(namespace, configMap, JSON.stringify(compiledConfig([compiledApi(apiId, `${upstream.url}/${target}`, shared)])));
+      await eventually(servesApi(sidecar, apiId), 10_000, `api ${apiId} loaded`);
+    };
+    await publish(`${run}-one`, lower, 'lower');
+    await publish(`${run}-two`, upper, 'upper');
+    expect(await seen()).toBe('/upper/x');
+    // The upper-case API's ConfigMap now carries an api_id that comes after the other's.
+    await publish(`${run}-two`, later, 'upper');
+    expect(await seen()).toBe('/lower/x');
   });
 
   it('keeps serving an API whose ConfigMap was deleted until reload()', async () => {
