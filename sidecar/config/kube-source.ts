@@ -21,6 +21,8 @@ interface Entry {
   apiId: string;
   /** The last good config of this API (null until one parsed). */
   config: CompiledConfig | null;
+  /** The resourceVersion of the ConfigMap last seen, good or not. */
+  version: string | undefined;
 }
 
 const maxRestartDelayMs = 30_000;
@@ -122,14 +124,25 @@ export class KubeConfigSource implements ConfigSource {
   #upsert(cm: V1ConfigMap): void {
     const served = this.#serves(cm);
     const name = cm.metadata?.name;
-    if (served === null || name === undefined) return;
+    if (served === null || name === undefined || this.#alreadySeen(name, cm)) return;
+    const previous = this.#entries.get(name);
     const apiId = this.#apiIdOf(cm, served);
     const config = this.#parse(cm, apiId);
     if (config !== null && this.#problems.delete(apiId)) this.#countProblems();
-    const previous = this.#entries.get(name);
     if (previous?.apiId !== apiId) this.#order = null;
-    this.#entries.set(name, { apiId, config: config ?? previous?.config ?? null });
+    this.#entries.set(name, { apiId, config: config ?? previous?.config ?? null, version: cm.metadata?.resourceVersion });
     if (config !== null) this.#schedulePublish();
+  }
+
+  /**
+   * Every write gives an object a new resourceVersion, so the one last seen is the config
+   * already taken. A reload lists every ConfigMap: parsing them all again held a gateway
+   * serving 5,000 APIs for 40 to 60 ms, and gave every API new objects to build routes and
+   * limits for.
+   */
+  #alreadySeen(name: string, cm: V1ConfigMap): boolean {
+    const version = cm.metadata?.resourceVersion;
+    return version !== undefined && this.#entries.get(name)?.version === version;
   }
 
   #remove(cm: V1ConfigMap): void {

@@ -1,6 +1,7 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_ID_LABEL, configMapName, RETAIN_ANNOTATION } from '../../../common/compiled-config-map.ts';
+import type { CompiledApi } from '../../../crds/compiled.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace, kubeConfig } from '../../harness/index.ts';
@@ -85,6 +86,20 @@ describe('Kubernetes config source', () => {
     // The upper-case API's ConfigMap now carries an api_id that comes after the other's.
     await publish(`${run}-two`, later, 'upper');
     expect(await seen()).toBe('/lower/x');
+  });
+
+  it('on reload() parses again only the ConfigMaps written since: an unchanged API keeps its compiled object', async () => {
+    const kept = compiledApi(uniqueId('api'), upstream.url);
+    const edited = compiledApi(uniqueId('api'), upstream.url);
+    await deployApi(sidecar, namespace, kept);
+    await deployApi(sidecar, namespace, edited);
+    const loaded = (apiId: string): CompiledApi | undefined => sidecar.runtime.apis().find((a) => a.api_id === apiId);
+    const before = loaded(kept.api_id);
+    await writeConfigMap(namespace, edited.api_id, JSON.stringify(compiledConfig([{ ...edited, target_url: `${upstream.url}/v2` }])));
+    await sidecar.runtime.reload();
+    expect(loaded(kept.api_id)).toBe(before);
+    expect(loaded(edited.api_id)?.target_url).toBe(`${upstream.url}/v2`);
+    expect(await pathSeen(edited.api_id)).toBe('/v2/x');
   });
 
   it('keeps serving an API whose ConfigMap was deleted until reload()', async () => {
