@@ -43,23 +43,37 @@ interface BeatClient {
  */
 export const SETS_PER_CALL = 100;
 
+/** The promise, with a handler that keeps its failure from going unhandled until the caller awaits it. */
+function handled<T>(answer: Promise<T>): Promise<T> {
+  answer.catch(() => undefined);
+  return answer;
+}
+
+/**
+ * Sends `send(turn)` for each `SETS_PER_CALL` of `items`, one turn of the event loop each, and
+ * waits for every answer. Each answer is handled from the moment it is sent: one that fails
+ * before the last is sent would otherwise go unhandled, which ends a Node process. Once
+ * `stillWanted` answers false, nothing more is sent and the result is undefined.
+ */
+async function sendInTurns<T, R>(items: readonly T[], send: (turn: readonly T[]) => Array<Promise<R>>): Promise<R[]>;
+async function sendInTurns<T, R>(items: readonly T[], send: (turn: readonly T[]) => Array<Promise<R>>, stillWanted: () => boolean): Promise<R[] | undefined>;
+async function sendInTurns<T, R>(items: readonly T[], send: (turn: readonly T[]) => Array<Promise<R>>, stillWanted = (): boolean => true): Promise<R[] | undefined> {
+  const answers: Array<Promise<R>> = [];
+  for (let at = 0; at < items.length; at += SETS_PER_CALL) {
+    if (at > 0) await nextTurn();
+    if (!stillWanted()) return undefined;
+    for (const answer of send(items.slice(at, at + SETS_PER_CALL))) answers.push(handled(answer));
+  }
+  return Promise.all(answers);
+}
+
 /**
  * Each API's gateways whose heartbeat has not expired at `nowMs`, sorted: what `kubectl gw
- * status` shows. The sets are read `SETS_PER_CALL` per turn of the event loop, as a beat
- * renews them: the admin gateway serves every API.
+ * status` shows. The sets are read as a beat renews them, `SETS_PER_CALL` per turn of the
+ * event loop: the admin gateway serves every API.
  */
 export async function liveGateways(redis: Redis | Cluster, apiIds: readonly string[], nowMs: number): Promise<Map<string, string[]>> {
-  const reads: Array<Promise<string[]>> = [];
-  for (let at = 0; at < apiIds.length; at += SETS_PER_CALL) {
-    if (at > 0) await nextTurn();
-    for (const api of apiIds.slice(at, at + SETS_PER_CALL)) {
-      const read = redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf');
-      // Awaited once every read is sent: a failure before then must not go unhandled (it would end the process).
-      read.catch(() => undefined);
-      reads.push(read);
-    }
-  }
-  const members = await Promise.all(reads);
+  const members = await sendInTurns(apiIds, (turn) => turn.map((api) => redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf')));
   return new Map(apiIds.map((api, i) => [api, members[i]!.sort()]));
 }
 
@@ -121,7 +135,7 @@ export class GatewayHeartbeat {
     this.#timer = undefined;
     this.#departures += 1;
     const { redis, instanceId } = this.#options;
-    const leave = Promise.all(this.#apis.map((api) => redis.zrem(gatewayHeartbeatKey(api), instanceId)));
+    const leave = sendInTurns(this.#apis, (turn) => turn.map((api) => redis.zrem(gatewayHeartbeatKey(api), instanceId)));
     await withTimeout(leave, this.#timeoutMs).catch((error: unknown) => this.#options.reporter.failed(error));
   }
 
@@ -149,30 +163,25 @@ export class GatewayHeartbeat {
     const apis = this.#apis;
     const perCall = redis.isCluster ? 1 : SETS_PER_CALL;
     const args = [String(nowMs + this.#ttlMs), instanceId, String(nowMs), String(this.#ttlMs)];
-    type Live = Array<readonly [string, ReadonlySet<string>]>;
-    const calls: Array<Promise<Live>> = [];
-    const send = <T>(call: Promise<T>, live: (reply: T) => Live): void => {
-      const read = withTimeout(call, this.#timeoutMs).then(live);
-      // Awaited once every call is sent: a failure before then must not go unhandled (it would end the process).
-      read.catch(() => undefined);
-      calls.push(read);
-    };
-    for (const api of this.#watched) send(redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf'), (members) => [[api, new Set(members)]]);
+    const bounded = <T>(call: Promise<T>): Promise<T> => withTimeout(call, this.#timeoutMs);
+    const watched = this.#watched.map((api) =>
+      handled(bounded(redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf')).then((members) => [api, new Set(members)] as const)),
+    );
     const client = redis as unknown as BeatClient;
+    const renew = (served: readonly string[]): Promise<Array<readonly [string, ReadonlySet<string>]>> => {
+      const keys = served.map(gatewayHeartbeatKey);
+      const reply = redis.isCluster ? client.gwHeartbeat(...keys, ...args) : client.gwHeartbeat(keys.length, ...keys, ...args);
+      return bounded(reply).then((live) => served.map((api, k) => [api, new Set(live[k] ?? [instanceId])] as const));
+    };
     const departures = this.#departures;
-    for (let at = 0; at < apis.length; at += SETS_PER_CALL) {
-      if (at > 0) await nextTurn();
-      if (this.#departures !== departures) return;
-      const turn = apis.slice(at, at + SETS_PER_CALL);
-      for (let i = 0; i < turn.length; i += perCall) {
-        const served = turn.slice(i, i + perCall);
-        const keys = served.map(gatewayHeartbeatKey);
-        const reply = redis.isCluster ? client.gwHeartbeat(...keys, ...args) : client.gwHeartbeat(keys.length, ...keys, ...args);
-        send(reply, (live) => served.map((api, k) => [api, new Set(live[k] ?? [instanceId])] as const));
-      }
-    }
     try {
-      this.#live = new Map((await Promise.all(calls)).flat());
+      const renewed = await sendInTurns(
+        apis,
+        (turn) => Array.from({ length: Math.ceil(turn.length / perCall) }, (_, i) => renew(turn.slice(i * perCall, (i + 1) * perCall))),
+        () => this.#departures === departures,
+      );
+      if (!renewed) return;
+      this.#live = new Map([...(await Promise.all(watched)), ...renewed.flat()]);
       this.#unions = new WeakMap();
       this.#options.reporter.succeeded();
     } catch (error) {
