@@ -1,6 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { GatewayError } from '../http/errors.ts';
+import { declaredLengthExceeds, refuseRestOfBody } from '../http/body-limit.ts';
+import { gatewayErrors, type GatewayError } from '../http/errors.ts';
+import { sendError } from '../http/respond.ts';
 
 /**
  * How a routed, authorised request reaches its upstream (docs/architecture.md#performance). The gateway decides
@@ -47,6 +49,18 @@ export interface ForwardResult {
   upstreamSeconds: number | null;
   /** The gateway's own answer (413, 502, 504) when it gave one instead of the upstream's. */
   error: GatewayError | null;
+}
+
+/**
+ * A request whose declared length is over `maxBytes` is answered 413 at once, in either
+ * forwarder, and the rest of its body is read off and dropped; null when it may go on.
+ */
+export function refusedAsTooLarge(request: ForwardRequest, maxBytes: number): ForwardResult | null {
+  const { req, res } = request;
+  if (!declaredLengthExceeds(req, maxBytes)) return null;
+  refuseRestOfBody(req, res);
+  sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders, request.answerHeaders);
+  return { status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge };
 }
 
 export interface ForwarderOptions {

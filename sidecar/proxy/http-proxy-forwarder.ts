@@ -4,8 +4,8 @@ import type { Duplex } from 'node:stream';
 import httpProxy from 'http-proxy';
 import { gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
-import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import type { ForwardRequest, ForwardResult, Forwarder, ForwarderOptions, UpgradeForwarder } from './forwarder.ts';
+import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
+import { refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder } from './forwarder.ts';
 import { forwardedHeaders, removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders } from './headers.ts';
 
 class UpstreamTimeoutError extends Error {
@@ -44,11 +44,8 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
   forward(request: ForwardRequest): Promise<ForwardResult> {
     const { req, res } = request;
     const maxBytes = this.#options.maxBodyBytes();
-    if (declaredLengthExceeds(req, maxBytes)) {
-      refuseRestOfBody(req, res);
-      sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders, request.answerHeaders);
-      return Promise.resolve({ status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge });
-    }
+    const refused = refusedAsTooLarge(request, maxBytes);
+    if (refused !== null) return Promise.resolve(refused);
     const body = hasRequestBody(req) ? limitedBody(req, maxBytes) : undefined;
     req.headers = upstreamRequestHeaders(req) as IncomingMessage['headers'];
     req.url = request.path;

@@ -3,8 +3,8 @@ import { Pool, errors as undiciErrors } from 'undici';
 import type { Dispatcher } from 'undici';
 import { gatewayErrors } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
-import { BodyTooLargeError, declaredLengthExceeds, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import type { ForwardRequest, ForwardResult, Forwarder, ForwarderOptions } from './forwarder.ts';
+import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
+import { refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions } from './forwarder.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 
 /** Which gateway error an upstream failure before the response headers becomes. */
@@ -117,13 +117,10 @@ export class UndiciForwarder implements Forwarder {
   }
 
   forward(request: ForwardRequest): Promise<ForwardResult> {
-    const { req, res } = request;
+    const { req } = request;
     const maxBytes = this.#options.maxBodyBytes();
-    if (declaredLengthExceeds(req, maxBytes)) {
-      refuseRestOfBody(req, res);
-      sendError(res, gatewayErrors.bodyTooLarge, request.rateHeaders, request.answerHeaders);
-      return Promise.resolve({ status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge });
-    }
+    const refused = refusedAsTooLarge(request, maxBytes);
+    if (refused !== null) return Promise.resolve(refused);
     const timeoutMs = this.#options.timeoutMs();
     const options: Dispatcher.DispatchOptions = {
       path: request.path,
