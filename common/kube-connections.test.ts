@@ -57,8 +57,11 @@ describe('retryWhenShedding', () => {
     await Promise.all(closers.splice(0).map((close) => close()));
   });
 
-  /** A loopback server that gives each request, by its number from 0, the answer of `answer`; what it was sent. */
-  async function server(answer: (n: number, res: ServerResponse) => void): Promise<{ url: string; bodies: string[]; at: number[] }> {
+  /**
+   * A loopback server that gives each request, by its number from 0, the answer of `answer`:
+   * `send` calls it through the shedding retries; `bodies` and `at` are what it was sent, when.
+   */
+  async function server(answer: (n: number, res: ServerResponse) => void): Promise<{ url: string; send: typeof fetch; bodies: string[]; at: number[] }> {
     const bodies: string[] = [];
     const at: number[] = [];
     const http = createServer((req: IncomingMessage, res) => {
@@ -76,18 +79,18 @@ describe('retryWhenShedding', () => {
       await agent.close();
       await new Promise((resolve) => http.close(resolve));
     });
-    return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/api/v1/namespaces/x/configmaps`, bodies, at };
+    const dispatcher = agent.compose(retryWhenShedding(waits));
+    const send: typeof fetch = (input, init) => fetch(input, { ...init, dispatcher });
+    return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/api/v1/namespaces/x/configmaps`, send, bodies, at };
   }
 
   const shed = (res: ServerResponse, retryAfter = '0'): void => {
     res.writeHead(429, { 'content-type': 'application/json', 'retry-after': retryAfter }).end('{"kind":"Status","reason":"TooManyRequests","code":429}');
   };
 
-  const send = (url: string, init: { method?: string; body?: string } = {}) => fetch(url, { ...init, dispatcher: new Agent().compose(retryWhenShedding(waits)) });
-
   it('sends a shed create again with its body, backing off, and hands the caller the answer that came', async () => {
     const target = await server((n, res) => (n < 3 ? shed(res) : res.writeHead(201).end('created')));
-    const res = await send(target.url, { method: 'POST', body: '{"metadata":{"name":"a"}}' });
+    const res = await target.send(target.url, { method: 'POST', body: '{"metadata":{"name":"a"}}' });
     expect(res.status).toBe(201);
     expect(await res.text()).toBe('created');
     expect(target.bodies).toEqual(Array.from({ length: 4 }, () => '{"metadata":{"name":"a"}}'));
@@ -99,7 +102,7 @@ describe('retryWhenShedding', () => {
 
   it('after SHED_RETRIES more tries hands the caller the last 429 itself, not a transport failure', async () => {
     const target = await server((_n, res) => shed(res));
-    const res = await send(target.url);
+    const res = await target.send(target.url);
     expect(res.status).toBe(429);
     expect(await res.json()).toMatchObject({ reason: 'TooManyRequests', code: 429 });
     expect(target.bodies).toHaveLength(1 + SHED_RETRIES);
@@ -107,7 +110,7 @@ describe('retryWhenShedding', () => {
 
   it('waits as long as the server asks, up to the longest wait', async () => {
     const target = await server((n, res) => (n === 0 ? shed(res, '0.06') : n === 1 ? shed(res, '60') : res.writeHead(200).end()));
-    expect((await send(target.url)).status).toBe(200);
+    expect((await target.send(target.url)).status).toBe(200);
     const [asked, capped] = [target.at[1]! - target.at[0]!, target.at[2]! - target.at[1]!];
     expect(asked).toBeGreaterThanOrEqual(59);
     expect(capped).toBeGreaterThanOrEqual(99);
@@ -116,7 +119,7 @@ describe('retryWhenShedding', () => {
 
   it('hands any other answer to the caller at once', async () => {
     const target = await server((_n, res) => res.writeHead(503, { 'retry-after': '0' }).end('unavailable'));
-    const res = await send(target.url);
+    const res = await target.send(target.url);
     expect(res.status).toBe(503);
     expect(await res.text()).toBe('unavailable');
     expect(target.bodies).toHaveLength(1);
