@@ -57,13 +57,13 @@ export type ApiOutcome =
   }
   | { ok: false; apiId: string; reason: string; message: string };
 
-/** One ApiDefinition's compiled config (it and every policy granting it), or why it has none. */
 /** What every compile of one ApiCompiler shares: the operator's settings, and the APIs compiled so far. */
 interface CompileContext {
   settings: GatewaySettings;
   cache: ApiCompileCache;
 }
 
+/** One ApiDefinition's compiled config (it and every policy granting it), or why it has none. */
 function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy[], { settings, cache }: CompileContext): ApiOutcome {
   const result = compileForApi(apiId, { apiDefinitions: allApis.map(asApi), policies: allPolicies.map(asPolicy), settings, cache });
   const problem = summarize(result.problems.filter(isOf(api, 'ApiDefinition')));

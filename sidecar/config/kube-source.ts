@@ -28,6 +28,17 @@ interface Entry {
 const maxRestartDelayMs = 30_000;
 
 /**
+ * Every write gives an object a new resourceVersion, so an entry's last seen one is the config
+ * it already took. A reload lists every ConfigMap: parsing them all again held a gateway
+ * serving 5,000 APIs for 40 to 60 ms, and gave every API new objects to build routes and
+ * limits for.
+ */
+function alreadySeen(entry: Entry | undefined, cm: V1ConfigMap): boolean {
+  const version = cm.metadata?.resourceVersion;
+  return version !== undefined && entry?.version === version;
+}
+
+/**
  * Compiled config from the operator's ConfigMaps (one per API) in the pod's namespace,
  * through a client-node informer (list + watch; 410 Gone relists inside the informer,
  * other watch errors restart it here with backoff). An invalid config is refused and the
@@ -124,25 +135,15 @@ export class KubeConfigSource implements ConfigSource {
   #upsert(cm: V1ConfigMap): void {
     const served = this.#serves(cm);
     const name = cm.metadata?.name;
-    if (served === null || name === undefined || this.#alreadySeen(name, cm)) return;
+    if (served === null || name === undefined) return;
     const previous = this.#entries.get(name);
+    if (alreadySeen(previous, cm)) return;
     const apiId = this.#apiIdOf(cm, served);
     const config = this.#parse(cm, apiId);
     if (config !== null && this.#problems.delete(apiId)) this.#countProblems();
     if (previous?.apiId !== apiId) this.#order = null;
     this.#entries.set(name, { apiId, config: config ?? previous?.config ?? null, version: cm.metadata?.resourceVersion });
     if (config !== null) this.#schedulePublish();
-  }
-
-  /**
-   * Every write gives an object a new resourceVersion, so the one last seen is the config
-   * already taken. A reload lists every ConfigMap: parsing them all again held a gateway
-   * serving 5,000 APIs for 40 to 60 ms, and gave every API new objects to build routes and
-   * limits for.
-   */
-  #alreadySeen(name: string, cm: V1ConfigMap): boolean {
-    const version = cm.metadata?.resourceVersion;
-    return version !== undefined && this.#entries.get(name)?.version === version;
   }
 
   #remove(cm: V1ConfigMap): void {
