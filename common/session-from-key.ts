@@ -1,14 +1,15 @@
 import { sameData } from './same-data.ts';
-import { sessionSchema, type Session } from '../crds/session.ts';
+import { sessionSchema, type Session, type SessionInput } from '../crds/session.ts';
 import { keySpecSchema, type KeySpec } from '../crds/schemas/key.ts';
 
 /** Session fields the gateway moves at run time: taken from the spec when the session is created, then left alone. */
 const RUNTIME_FIELDS = ['quota_remaining', 'quota_renews', 'date_created', 'last_check', 'data_expires', 'key_id'] as const;
+type RuntimeFields = Pick<SessionInput, (typeof RUNTIME_FIELDS)[number]>;
 
 /** `changed`: the session differs from the existing one (or there is none), so it is to be written. */
 export type SessionOutcome = { ok: true; session: Session; changed: boolean } | { ok: false; message: string };
 
-function accessRights(spec: KeySpec): Record<string, unknown> {
+function accessRights(spec: KeySpec): NonNullable<SessionInput['access_rights']> {
   return Object.fromEntries(
     Object.entries(spec.access_rights ?? {}).map(([apiId, right]) => [apiId, { ...right, api_id: apiId, limit: right.limit ?? null }]),
   );
@@ -25,7 +26,7 @@ export function sessionFromKey(spec: unknown, keyName: string, namespace: string
   const parsed = keySpecSchema.safeParse(spec ?? {});
   if (!parsed.success) return { ok: false, message: firstIssue('spec.', parsed.error) };
   const s = parsed.data;
-  const runtime = existing ? Object.fromEntries(RUNTIME_FIELDS.map((f) => [f, existing[f]])) : initialRuntime(s, keyName, now);
+  const runtime: RuntimeFields = existing ? Object.fromEntries(RUNTIME_FIELDS.map((f) => [f, existing[f]])) : initialRuntime(s, keyName, now);
   const merged = { ...(existing ?? {}), ...stripUndefined(specFields(s, namespace)), ...stripUndefined(runtime) };
   const candidate = sessionSchema.safeParse({ ...merged, last_updated: existing?.last_updated ?? now.toISOString() });
   if (!candidate.success) return { ok: false, message: firstIssue('', candidate.error) };
@@ -40,7 +41,7 @@ function firstIssue(prefix: string, error: { issues: Array<{ path: PropertyKey[]
   return `${prefix}${issue?.path.map(String).join('.') ?? ''}: ${issue?.message ?? 'invalid'}`;
 }
 
-function specFields(s: KeySpec, namespace: string): Record<string, unknown> {
+function specFields(s: KeySpec, namespace: string): SessionInput {
   return {
     alias: s.alias,
     rate: s.rate,
@@ -64,10 +65,11 @@ function specFields(s: KeySpec, namespace: string): Record<string, unknown> {
   };
 }
 
-function initialRuntime(s: KeySpec, keyName: string, now: Date): Record<string, unknown> {
+function initialRuntime(s: KeySpec, keyName: string, now: Date): RuntimeFields {
   return { quota_remaining: s.quota_remaining ?? s.quota_max, quota_renews: s.quota_renews, date_created: now.toISOString(), key_id: keyName };
 }
 
-function stripUndefined(record: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined));
+/** The fields that are set: a spread of the result leaves the fields it lacks as they were. */
+function stripUndefined<T extends object>(record: T): Partial<T> {
+  return Object.fromEntries(Object.entries(record).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

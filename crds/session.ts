@@ -75,6 +75,8 @@ export const sessionSchema = z.object({
   namespace: z.string().default('default'),
 });
 export type Session = z.infer<typeof sessionSchema>;
+/** A session before its defaults are filled in: what `sessionSchema` parses. */
+export type SessionInput = z.input<typeof sessionSchema>;
 
 const appliedCache = new WeakMap<Session, readonly string[]>();
 

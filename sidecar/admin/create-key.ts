@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { keyHash } from '../../crds/key-hash.ts';
-import type { Session } from '../../crds/session.ts';
+import type { Session, Smoothing } from '../../crds/session.ts';
 import { requireSecret } from './auth.ts';
 import { AdminError, adminErrors, MAX_BODY_BYTES } from './errors.ts';
 import { keySpecOf } from './key-request.ts';
@@ -18,7 +18,7 @@ const generateRawKey = (): string => randomBytes(32).toString('base64url');
 const keyNameOf = (hash: string): string => `key-${hash.slice(0, 24)}`;
 
 /** Smoothing switched off, every field present: what a key without smoothing answers. */
-const smoothingOff = { enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 };
+const smoothingOff: Smoothing = { enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 };
 
 /**
  * The response's `data`: the stored session as the key record types it. The record's
@@ -26,7 +26,7 @@ const smoothingOff = { enabled: false, threshold: 0, step: 0, trigger: 0, delay:
  * null (the session keeps null, which the limiters read as "no smoothing"). `namespace`
  * is gw's own and stays out.
  */
-function keyRecordOf(session: Session): Record<string, unknown> {
+function keyRecordOf(session: Session): Omit<Session, 'namespace' | 'smoothing'> & { smoothing: Smoothing } {
   const { namespace: _namespace, ...record } = session;
   return { ...record, smoothing: session.smoothing ?? smoothingOff };
 }

@@ -1,3 +1,5 @@
+import type { KeySpec } from '../../crds/schemas/key.ts';
+
 /**
  * What the admin operations read and write among the custom resources (docs/behaviour.md#admin-operations), behind
  * one interface with two homes: the API server in a cluster, the `--config` folder
@@ -25,7 +27,7 @@ export interface NewKey {
   namespace: string;
   name: string;
   /** The Key resource's spec: every field of the key record plus `key_hash`; never a raw key. */
-  spec: Record<string, unknown>;
+  spec: KeySpec;
 }
 
 /** `added`: the tag was written; `exists`: the product already had it, nothing written. */
