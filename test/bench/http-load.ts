@@ -14,7 +14,7 @@ import { jemallocEnv } from '../harness/install-image-host-files.ts';
 import { freePort } from '../harness/ports.ts';
 import { chartNodeOptions } from '../support/chart-node-options.ts';
 import { closedLoop, type LoadResult } from './load-generator.ts';
-import type { BenchContext, BenchRow } from './types.ts';
+import type { BenchContext, BenchRow, RoundSpread } from './types.ts';
 
 
 export const REPO_ROOT = new URL('../../', import.meta.url).pathname;
@@ -182,27 +182,35 @@ export function roundCount(fallback: number): number {
 
 const reqs = (r: LoadResult): number => r.rate;
 
-/** The median over rounds of `name`'s req/s divided by `baseline`'s in the same round. */
-export function medianRatio(rounds: Rounds, name: string, baseline: string): number {
+/**
+ * A ratio taken in each round: its median, and its lowest and highest round, so a reader (and
+ * `--compare`) can tell a change from one run's noise (README.md#benchmarks).
+ */
+export function overRounds(perRound: readonly number[]): { ratio: number; spread: RoundSpread } {
+  return { ratio: median(perRound), spread: { low: Math.min(...perRound), high: Math.max(...perRound), rounds: perRound.length } };
+}
+
+/** `name`'s req/s divided by `baseline`'s in the same round, over the rounds. */
+export function ratioOverRounds(rounds: Rounds, name: string, baseline: string): { ratio: number; spread: RoundSpread } {
   const base = rounds.get(baseline) ?? [];
-  return median((rounds.get(name) ?? []).map((r, i) => reqs(r) / reqs(base[i]!)));
+  return overRounds((rounds.get(name) ?? []).map((r, i) => reqs(r) / reqs(base[i]!)));
 }
 
 /**
- * The median over rounds of `baseline`'s CPU per request in `part` divided by `name`'s in the
- * same round: what a request costs, read like a req/s ratio (0.8: a request costs a quarter
- * more than the baseline's). Unlike req/s on a machine the load generator, the upstream and
- * Redis share, it moves only with what the part itself spends.
+ * `baseline`'s CPU per request in `part` divided by `name`'s in the same round, over the
+ * rounds: what a request costs, read like a req/s ratio (0.8: a request costs a quarter more
+ * than the baseline's). Unlike req/s on a machine the load generator, the upstream and Redis
+ * share, it moves only with what the part itself spends.
  */
-export function medianCpuRatio(rounds: Rounds, name: string, baseline: string, part: string): number {
+export function cpuRatioOverRounds(rounds: Rounds, name: string, baseline: string, part: string): { ratio: number; spread: RoundSpread } {
   const base = rounds.get(baseline) ?? [];
-  return median((rounds.get(name) ?? []).map((r, i) => base[i]!.cpuMicrosPerRequest[part]! / r.cpuMicrosPerRequest[part]!));
+  return overRounds((rounds.get(name) ?? []).map((r, i) => base[i]!.cpuMicrosPerRequest[part]! / r.cpuMicrosPerRequest[part]!));
 }
 
 /** Median req/s (and the median of its per-round ratios to `target.baseline`), p50, p99 and p99.9 of one target. */
 export function rowsOf(suite: string, target: Target, rounds: Rounds): BenchRow[] {
   const own = rounds.get(target.name) ?? [];
-  const ratio = target.baseline === undefined ? {} : { baseline: target.baseline, ratio: medianRatio(rounds, target.name, target.baseline) };
+  const ratio = target.baseline === undefined ? {} : { baseline: target.baseline, ...ratioOverRounds(rounds, target.name, target.baseline) };
   return [
     { suite, name: target.name, value: Math.round(median(own.map(reqs))), unit: 'req/s', ...ratio },
     { suite, name: `${target.name} p50`, value: median(own.map((r) => r.latencyMicros.p50)) / 1000, unit: 'ms' },

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { compareRatios, formatComparison, machineAtStart, machineLine, type RunResult } from './report.ts';
+import { compareRatios, formatComparison, machineAtStart, machineLine, ratioText, type RunResult } from './report.ts';
 import type { BenchRow } from './types.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'gw-bench-report-'));
@@ -61,6 +61,37 @@ describe('comparing two results files', () => {
     expect(text).toMatch(/proxy\s+auth \(vs bare\)\s+0\.80x\s+0\.50x\s+-37\.5%/);
     expect(text).toMatch(/keyless \(vs bare\)\s+0\.90x\s+0\.90x\s+\+0\.0%/);
     expect(text).toContain('only in the earlier run: proxy: new; limits: auth');
+  });
+});
+
+describe("a change against each run's own rounds", () => {
+  const row = (name: string, ratio: number, low: number, high: number): BenchRow => ({
+    suite: 'proxy', name, value: ratio, unit: 'ratio', baseline: 'bare', ratio, spread: { low, high, rounds: 5 },
+  });
+  const earlier = { rows: [row('moved', 0.62, 0.58, 0.66), row('noisy', 0.62, 0.5, 0.8), { suite: 'proxy', name: 'single', value: 1, unit: 'ratio', baseline: 'bare', ratio: 0.7 }] };
+  const current = { rows: [row('moved', 0.78, 0.74, 0.83), row('noisy', 0.76, 0.6, 0.9), row('single', 0.9, 0.85, 0.95)] };
+
+  it('calls a change beyond the rounds only when each median lies outside the other run\'s rounds', () => {
+    const byName = new Map(compareRatios(earlier, current).changes.map((c) => [c.name, c.beyondRounds]));
+    expect(byName.get('moved')).toBe(true);
+    // 0.76 lies within the earlier rounds (0.50 to 0.80): that run saw such a figure too.
+    expect(byName.get('noisy')).toBe(false);
+    // The earlier run kept no rounds for it: nothing to tell.
+    expect(byName.get('single')).toBeNull();
+  });
+
+  it('prints yes, no, or nothing in its own column', () => {
+    const text = formatComparison(compareRatios(earlier, current));
+    expect(text).toMatch(/beyond both runs' rounds/);
+    expect(text).toMatch(/moved \(vs bare\)\s+0\.62x\s+0\.78x\s+\+25\.8%\s+yes$/m);
+    expect(text).toMatch(/noisy \(vs bare\)\s+0\.62x\s+0\.76x\s+\+22\.6%\s+no$/m);
+    expect(text).toMatch(/single \(vs bare\)\s+0\.70x\s+0\.90x\s+\+28\.6%$/m);
+  });
+
+  it("prints a ratio taken over rounds with its lowest and highest round, and one measurement's alone", () => {
+    expect(ratioText(row('moved', 0.78, 0.74, 0.83))).toBe('0.78x bare (rounds 0.74–0.83, 5)');
+    expect(ratioText({ suite: 'proxy', name: 'x', value: 1, unit: 'req/s', baseline: 'bare', ratio: 0.5 })).toBe('0.50x bare');
+    expect(ratioText({ suite: 'proxy', name: 'x', value: 1, unit: 'req/s' })).toBe('');
   });
 });
 

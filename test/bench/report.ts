@@ -4,7 +4,7 @@
  * ratios (each taken side by side within its own run) are compared.
  */
 import { availableParallelism, cpus, loadavg } from 'node:os';
-import type { BenchRow } from './types.ts';
+import type { BenchRow, RoundSpread } from './types.ts';
 
 export interface Machine {
   cpu: string;
@@ -58,6 +58,12 @@ export interface RatioChange {
   after: number;
   /** after / before - 1: -0.10 is a ratio 10% lower than before. */
   change: number;
+  /**
+   * Whether each run's median lies outside the other run's rounds (lowest to highest): a change
+   * larger than what either run's own rounds disagree by. Null when a run kept no spread (a
+   * ratio of one measurement, or a file from before spreads were kept).
+   */
+  beyondRounds: boolean | null;
 }
 
 export interface Comparison {
@@ -70,6 +76,8 @@ export interface Comparison {
 const ratioRows = (rows: readonly BenchRow[]): Map<string, BenchRow> =>
   new Map(rows.filter((r) => r.ratio !== undefined).map((r) => [`${r.suite}: ${r.name}`, r]));
 
+const within = (value: number, spread: RoundSpread): boolean => value >= spread.low && value <= spread.high;
+
 /** Every ratio of `current` against the same row's ratio in `earlier`. */
 export function compareRatios(earlier: Pick<RunResult, 'rows'>, current: Pick<RunResult, 'rows'>): Comparison {
   const before = ratioRows(earlier.rows);
@@ -79,7 +87,8 @@ export function compareRatios(earlier: Pick<RunResult, 'rows'>, current: Pick<Ru
     const old = before.get(id);
     if (old === undefined || old.ratio === undefined || row.ratio === undefined) continue;
     const change = old.ratio === 0 ? 0 : row.ratio / old.ratio - 1;
-    changes.push({ suite: row.suite, name: row.name, baseline: row.baseline ?? '', before: old.ratio, after: row.ratio, change });
+    const beyondRounds = old.spread === undefined || row.spread === undefined ? null : !within(row.ratio, old.spread) && !within(old.ratio, row.spread);
+    changes.push({ suite: row.suite, name: row.name, baseline: row.baseline ?? '', before: old.ratio, after: row.ratio, change, beyondRounds });
   }
   return {
     changes,
@@ -89,18 +98,28 @@ export function compareRatios(earlier: Pick<RunResult, 'rows'>, current: Pick<Ru
 }
 
 export function formatComparison(comparison: Comparison): string {
-  const header = ['suite', 'name', 'ratio before', 'ratio now', 'change'];
+  const header = ['suite', 'name', 'ratio before', 'ratio now', 'change', "beyond both runs' rounds"];
   const body = comparison.changes.map((c) => [
     c.suite,
     `${c.name} (vs ${c.baseline})`,
     `${c.before.toFixed(2)}x`,
     `${c.after.toFixed(2)}x`,
     `${c.change >= 0 ? '+' : ''}${(c.change * 100).toFixed(1)}%`,
+    c.beyondRounds === null ? '' : c.beyondRounds ? 'yes' : 'no',
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  const line = (cells: string[]): string => cells.map((c, i) => (i >= 2 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: string[]): string => cells.map((c, i) => (i >= 2 && i <= 4 ? c.padStart(widths[i]!) : c.padEnd(widths[i]!))).join('  ').trimEnd();
   const lines = [line(header), line(widths.map((w) => '-'.repeat(w))), ...body.map(line)];
   if (comparison.added.length > 0) lines.push(`only in this run: ${comparison.added.join('; ')}`);
   if (comparison.removed.length > 0) lines.push(`only in the earlier run: ${comparison.removed.join('; ')}`);
   return lines.join('\n');
+}
+
+/** A row's ratio as the table prints it: with its rounds' lowest and highest when it was taken over rounds. */
+export function ratioText(row: BenchRow): string {
+  if (row.ratio === undefined) return '';
+  const text = `${row.ratio.toFixed(2)}x ${row.baseline ?? ''}`.trim();
+  const spread = row.spread;
+  if (spread === undefined || spread.rounds < 2) return text;
+  return `${text} (rounds ${spread.low.toFixed(2)}–${spread.high.toFixed(2)}, ${spread.rounds})`;
 }

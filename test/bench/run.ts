@@ -14,7 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { startControlPlane } from '../harness/index.ts';
 import { startRedisServer } from '../harness/redis.ts';
 import { meterMachine } from './load-generator.ts';
-import { compareRatios, formatComparison, machineAtStart, machineLine, type IdleWakeLateness, type RunResult } from './report.ts';
+import { compareRatios, formatComparison, machineAtStart, machineLine, ratioText, type IdleWakeLateness, type RunResult } from './report.ts';
 import type { BenchContext, BenchRow, BenchSuite } from './types.ts';
 
 const HERE = import.meta.dirname;
@@ -68,7 +68,7 @@ function formatTable(rows: BenchRow[]): string {
     r.name,
     formatValue(r.value),
     r.unit,
-    r.ratio === undefined ? '' : `${r.ratio.toFixed(2)}x ${r.baseline ?? ''}`.trim(),
+    ratioText(r),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   const line = (cells: string[]): string =>

@@ -12,6 +12,15 @@ export interface BenchRow {
   baseline?: string;
   /** value / baseline value, filled by the suite or the runner. */
   ratio?: number;
+  /** For a ratio taken in each of several rounds (`ratio` is their median): how far the rounds spread. */
+  spread?: RoundSpread;
+}
+
+/** The lowest and highest of a ratio's per-round values: one run's own noise, beside its median. */
+export interface RoundSpread {
+  low: number;
+  high: number;
+  rounds: number;
 }
 
 export interface BenchContext {

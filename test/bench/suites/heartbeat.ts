@@ -11,7 +11,7 @@ import { Redis } from 'ioredis';
 import { gatewayHeartbeatKey } from '../../../common/redis-keys.ts';
 import { GatewayHeartbeat } from '../../../sidecar/limits/heartbeat.ts';
 import { sidecarRedisOptions } from '../../../sidecar/redis.ts';
-import { median } from '../http-load.ts';
+import { median, overRounds } from '../http-load.ts';
 import { cpuOf, timedInLoop, type LoopTiming } from '../loop-wait.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
 
@@ -84,7 +84,7 @@ const heartbeatSuite: BenchSuite = async (ctx) => {
       const base = results.get(baseline)!.map(pick);
       const mine = results.get(ours)!.map(pick);
       rows.push({ suite: SUITE, name: name(baseline), value: Number(median(base).toFixed(2)), unit: 'ms' });
-      rows.push({ suite: SUITE, name: name(ours), value: Number(median(mine).toFixed(2)), unit: 'ms', baseline: name(baseline), ratio: median(mine.map((v, i) => v / base[i]!)) });
+      rows.push({ suite: SUITE, name: name(ours), value: Number(median(mine).toFixed(2)), unit: 'ms', baseline: name(baseline), ...overRounds(mine.map((v, i) => v / base[i]!)) });
     }
     return rows;
   } finally {

@@ -16,7 +16,7 @@ import { keyHash } from '../../../crds/key-hash.ts';
 import { imageNodeFlags } from '../../../scripts/images/build.ts';
 import { freePort } from '../../harness/ports.ts';
 import { startNginx, type RunningNginx } from '../nginx.ts';
-import { measureRounds, medianCpuRatio, medianRatio, REPO_ROOT, roundCount, rowsOf, SIDECAR_NODE_OPTIONS, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
+import { cpuRatioOverRounds, measureRounds, ratioOverRounds, REPO_ROOT, roundCount, rowsOf, SIDECAR_NODE_OPTIONS, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
 import type { BenchContext, BenchSuite } from '../types.ts';
 
 /** The proxy rows' baseline: the gateway's own forwarder with nothing of the gateway around it. */
@@ -213,18 +213,18 @@ const proxySuite: BenchSuite = async (ctx) => {
     const rounds = await measureRounds(ctx, targets, roundCount(3));
     const rows = targets.flatMap((t) => rowsOf('proxy', t, rounds));
     for (const t of targets.filter((t) => t.name.startsWith('sidecar'))) {
-      const ratio = medianRatio(rounds, t.name, 'upstream direct');
-      rows.push({ suite: 'proxy', name: `${t.name} vs direct`, value: ratio, unit: 'ratio', baseline: 'upstream direct', ratio });
+      const ratio = ratioOverRounds(rounds, t.name, 'upstream direct');
+      rows.push({ suite: 'proxy', name: `${t.name} vs direct`, value: ratio.ratio, unit: 'ratio', baseline: 'upstream direct', ...ratio });
     }
     // Issue 13's "the limited path costs at most 20%" read as cost: the proxy's CPU per request.
     for (const t of targets.filter((t) => t.baseline === BARE)) {
-      const ratio = medianCpuRatio(rounds, t.name, BARE, 'proxy');
-      rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the bare forwarder's / this row's`, value: ratio, unit: 'ratio', baseline: BARE, ratio });
+      const ratio = cpuRatioOverRounds(rounds, t.name, BARE, 'proxy');
+      rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the bare forwarder's / this row's`, value: ratio.ratio, unit: 'ratio', baseline: BARE, ...ratio });
     }
     // What the limited rows spend beyond the Redis round trip that any exact shared limit pays.
     for (const t of targets.filter(limitedInRedis)) {
-      const ratio = medianCpuRatio(rounds, t.name, REDIS_FLOOR, 'proxy');
-      rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the Redis floor's / this row's`, value: ratio, unit: 'ratio', baseline: REDIS_FLOOR, ratio });
+      const ratio = cpuRatioOverRounds(rounds, t.name, REDIS_FLOOR, 'proxy');
+      rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the Redis floor's / this row's`, value: ratio.ratio, unit: 'ratio', baseline: REDIS_FLOOR, ...ratio });
     }
     return rows;
   } finally {

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { RouteTable } from '../../../sidecar/gateway/routes.ts';
 import { api } from '../../support/compiled-fixtures.ts';
 import { freePort } from '../../harness/ports.ts';
-import { measureRounds, median, roundCount, rowsOf, spawnEchoUpstream, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
+import { measureRounds, median, overRounds, roundCount, rowsOf, spawnEchoUpstream, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
 import { openLoop, type LoadResult } from '../load-generator.ts';
 import type { BenchContext, BenchRow, BenchSuite } from '../types.ts';
 
@@ -66,7 +66,7 @@ function lookupRows(ctx: BenchContext): BenchRow[] {
     name: name(count),
     value: Math.round(median(all.get(count)!)),
     unit: 'lookups/s',
-    ...(count === SIZES[0] ? {} : { baseline: name(SIZES[0]!), ratio: median(all.get(count)!.map((v, i) => v / first[i]!)) }),
+    ...(count === SIZES[0] ? {} : { baseline: name(SIZES[0]!), ...overRounds(all.get(count)!.map((v, i) => v / first[i]!)) }),
   }));
 }
 

@@ -15,7 +15,7 @@ import { metricsText } from '../../../common/metrics-text.ts';
 import { createLimitMetrics } from '../../../sidecar/limits/metrics.ts';
 import { createSidecarMetrics, statusClass } from '../../../sidecar/metrics.ts';
 import { workerMetrics } from '../../../sidecar/workers/metrics.ts';
-import { median } from '../http-load.ts';
+import { median, overRounds } from '../http-load.ts';
 import { timedInLoop, type LoopTiming } from '../loop-wait.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
 
@@ -112,7 +112,7 @@ const scrapeSuite: BenchSuite = async (ctx) => {
       const base = results.get(baseline)!.map(pick);
       const mine = results.get(ours)!.map(pick);
       rows.push({ suite: SUITE, name: name(baseline), value: Number(median(base).toFixed(2)), unit: 'ms' });
-      rows.push({ suite: SUITE, name: name(ours), value: Number(median(mine).toFixed(2)), unit: 'ms', baseline: name(baseline), ratio: median(mine.map((v, i) => v / base[i]!)) });
+      rows.push({ suite: SUITE, name: name(ours), value: Number(median(mine).toFixed(2)), unit: 'ms', baseline: name(baseline), ...overRounds(mine.map((v, i) => v / base[i]!)) });
     }
   }
   return rows;

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { keyHash } from '../../../crds/key-hash.ts';
 import { WARM_UP_DEFAULT_REQUESTS } from '../../../sidecar/warm-up-bounds.ts';
 import { freePort } from '../../harness/ports.ts';
-import { CONNECTIONS, median, spawnEchoUpstream, startSidecarProcess, stopChild, waitFor, withCpuPerRequest } from '../http-load.ts';
+import { CONNECTIONS, median, overRounds, spawnEchoUpstream, startSidecarProcess, stopChild, waitFor, withCpuPerRequest } from '../http-load.ts';
 import { closedLoop, openLoop } from '../load-generator.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
 import { benchResources } from './proxy.ts';
@@ -78,8 +78,8 @@ const warmUpSuite: BenchSuite = async (ctx) => {
       );
     }
     const [cold, warmed] = VARIANTS.map((v) => measured.get(v.name)!);
-    const ratio = median(cold!.map((run, i) => run.p99 / warmed![i]!.p99));
-    rows.push({ suite: SUITE, name: `fresh sidecars: first ${FIRST_MS / 1000} s p99 without the warm-up / with it`, value: ratio, unit: 'ratio', ratio });
+    const ratio = overRounds(cold!.map((run, i) => run.p99 / warmed![i]!.p99));
+    rows.push({ suite: SUITE, name: `fresh sidecars: first ${FIRST_MS / 1000} s p99 without the warm-up / with it`, value: ratio.ratio, unit: 'ratio', ...ratio });
     return rows;
   } finally {
     await stopChild(echo);
