@@ -8,6 +8,9 @@ const tagSchema = z
   .object({ Name: z.string().min(1).max(bounds.label).describe('Tag name.') })
   .describe('A tag.');
 
+/** The most tags a product may have: the tag operation refuses one more (docs/behaviour.md#admin-operations). */
+export const PRODUCT_MAX_TAGS = bounds.smallList;
+
 export const portalProductSpecSchema = z
   .object({
     id: z
@@ -18,7 +21,7 @@ export const portalProductSpecSchema = z
       .optional()
       .describe('Product id used by POST /portal-api/products/{product_id}/tags; default: metadata.name.'),
     name: z.string().max(bounds.name).optional().describe('Display name of the product.'),
-    tags: listMap(tagSchema, 'Name', bounds.smallList)
+    tags: listMap(tagSchema, 'Name', PRODUCT_MAX_TAGS)
       .default([])
       .describe('Tags of the product; names are unique.'),
   })

@@ -31,6 +31,7 @@ export const adminErrors = {
   ),
 
   unsupportedMediaType: def('unsupported_media_type', 415, 'Content-Type must be application/json'),
+  unsupportedEncoding: def('unsupported_encoding', 415, 'Content-Encoding is not supported: send the body uncompressed'),
   bodyEmpty: def('body_empty', 400, 'Request body empty'),
   bodyTooLarge: def('body_too_large', 413, 'Request body too large'),
   bodyNotUtf8: def('body_not_utf8', 400, 'Request body is not valid UTF-8'),
@@ -42,6 +43,7 @@ export const adminErrors = {
 
   keySaveFailed: def('key_save_failed', 500, 'Failed to create key, save of the new session failed'),
   productNotFound: def('product_not_found', 404, 'Product not found'),
+  productTagsFull: def('product_tags_full', 409, 'Product has as many tags as a product may have'),
   productUpdateFailed: def('product_update_failed', 500, 'Failed to add the tag'),
   apiNotFound: def('api_not_found', 404, 'API not found'),
   keyNotFound: def('key_not_found', 404, 'Key not found'),

@@ -1,4 +1,4 @@
-import { portalProductSpecSchema } from '../../crds/schemas/portal-product.ts';
+import { portalProductSpecSchema, PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { requireSecret } from './auth.ts';
 import { AdminError, adminErrors, MAX_BODY_BYTES } from './errors.ts';
 import { pathId } from './params.ts';
@@ -28,6 +28,7 @@ export async function addProductTag(ctx: HandlerContext): Promise<Reply> {
   const tag = validBody(tagRequestSchema, await readJsonBody(req, deps.maxBodyBytes ?? MAX_BODY_BYTES)).Name;
   const outcome = await deps.resources.addProductTag(productId, tag);
   if (outcome === null) throw new AdminError(adminErrors.productNotFound);
+  if (outcome === 'full') throw new AdminError(adminErrors.productTagsFull, `${PRODUCT_MAX_TAGS} tags`);
   if (outcome === 'added') deps.logger.info({ productId, tag }, 'portal product tagged');
   return { status: 200, body: { Name: tag } };
 }

@@ -33,6 +33,31 @@ function checkContentType(req: IncomingMessage): void {
   }
 }
 
+/** The body is read as it comes: a compressed one would only fail later as bytes that are not UTF-8. */
+function checkContentEncoding(req: IncomingMessage): void {
+  const encoding = singleHeader(req, 'content-encoding')?.trim().toLowerCase();
+  if (encoding !== undefined && encoding !== '' && encoding !== 'identity') throw new AdminError(adminErrors.unsupportedEncoding);
+}
+
+/**
+ * JSON nested deeper than this is refused: no field of any admin body comes near it, and a
+ * body nested thousands deep (it fits in the size limit) would exhaust the stack where the
+ * value is serialised again to be stored.
+ */
+export const MAX_BODY_DEPTH = 64;
+
+/** Whether `value` holds objects or arrays more than `limit` deep; iterative, so no depth can overflow it. */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const pending: [unknown, number][] = [[value, 1]];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const [item, depth] = next;
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth > limit) return true;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push([child, depth + 1]);
+  }
+  return false;
+}
+
 function readRaw(req: IncomingMessage, limit: number): Promise<Buffer> {
   const tooLarge = (): AdminError => new AdminError(adminErrors.bodyTooLarge, `at most ${limit} bytes`);
   const declared = Number(req.headers['content-length'] ?? '0');
@@ -63,9 +88,10 @@ function readRaw(req: IncomingMessage, limit: number): Promise<Buffer> {
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** The request body as parsed JSON: content type, size, encoding and syntax checked in that order. */
+/** The request body as parsed JSON: content type and encoding, size, UTF-8, syntax and depth checked in that order. */
 export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
   checkContentType(req);
+  checkContentEncoding(req);
   const raw = await readRaw(req, limit);
   if (raw.length === 0) throw new AdminError(adminErrors.bodyEmpty);
   let text: string;
@@ -75,11 +101,14 @@ export async function readJsonBody(req: IncomingMessage, limit: number): Promise
     throw new AdminError(adminErrors.bodyNotUtf8);
   }
   if (text.trim() === '') throw new AdminError(adminErrors.bodyEmpty);
+  let body: unknown;
   try {
-    return JSON.parse(text);
+    body = JSON.parse(text);
   } catch {
     throw new AdminError(adminErrors.bodyMalformed);
   }
+  if (nestedDeeperThan(body, MAX_BODY_DEPTH)) throw new AdminError(adminErrors.bodyInvalid, `body: nested more than ${MAX_BODY_DEPTH} levels deep`);
+  return body;
 }
 
 /** A parsed body checked against a schema; the first problem is reported with the field it is in. */

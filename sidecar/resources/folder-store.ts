@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { isSeq, stringify } from 'yaml';
 import { apiVersion, kinds } from '../../crds/kinds.ts';
+import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
 import { createFile, documentsOf, editableFile, readFolder, saveFile, type FoundDoc, type YamlFile } from './yaml-folder.ts';
@@ -81,7 +82,9 @@ export class FolderResourceStore implements ResourceStore {
     return this.#exclusive(async () => {
       const found = findProduct(await this.#documents(kinds.PortalProduct.kind), productId, (d) => productOf(d.object));
       if (!found) return null;
-      if (productOf(found.object)!.tags.some((t) => t.Name === tag)) return 'exists';
+      const { tags: present } = productOf(found.object)!;
+      if (present.some((t) => t.Name === tag)) return 'exists';
+      if (present.length >= PRODUCT_MAX_TAGS) return 'full';
       const editable = await editableFile(found.file);
       const doc = editable.docs[found.index]!;
       const tags = doc.getIn(['spec', 'tags'], true);

@@ -1,5 +1,6 @@
 import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { apiVersion, group, kinds, version } from '../../crds/kinds.ts';
+import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
 import { isNotFound, releaseRetained, retain, unretain } from './retained-config-maps.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
@@ -70,6 +71,7 @@ export class KubernetesResourceStore implements ResourceStore {
       if (!product) return null;
       const view = productOf(product)!;
       if (view.tags.some((t) => t.Name === tag)) return 'exists';
+      if (view.tags.length >= PRODUCT_MAX_TAGS) return 'full';
       // A replace carries the resourceVersion it read: a concurrent writer makes it fail
       // with 409 instead of one write silently dropping the other's tag.
       const body = { ...product, spec: { ...product.spec, tags: [...view.tags, { Name: tag }] } };

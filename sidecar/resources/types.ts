@@ -30,8 +30,11 @@ export interface NewKey {
   spec: KeySpec;
 }
 
-/** `added`: the tag was written; `exists`: the product already had it, nothing written. */
-export type TagOutcome = 'added' | 'exists';
+/**
+ * `added`: the tag was written; `exists`: the product already had it, nothing written;
+ * `full`: the product has PRODUCT_MAX_TAGS tags already, nothing written.
+ */
+export type TagOutcome = 'added' | 'exists' | 'full';
 
 export interface ResourceStore {
   listApis(): Promise<ApiEntry[]>;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RedisSessionStore } from '../../../common/session-store.ts';
@@ -180,6 +181,14 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     ['a latin-1 charset', [auth, ['Content-Type', 'application/json; charset=latin1']], '{}', 415, /application\/json/],
     ['Content-Type given twice', [auth, jsonType, jsonType], '{}', 400, /more than once: content-type/],
     ['invalid UTF-8', [auth, jsonType], Buffer.from([0x7b, 0x22, 0x61, 0xff, 0xfe, 0x22, 0x7d]), 400, /UTF-8/],
+    ['a gzipped body', [auth, jsonType, ['Content-Encoding', 'gzip']], gzipSync(json(grantsPets)), 415, /Content-Encoding/],
+    [
+      'meta_data nested 20,000 deep',
+      [auth, jsonType],
+      `{"apply_policies":["gold"],"meta_data":{"x":${'['.repeat(20_000)}${']'.repeat(20_000)}}}`,
+      400,
+      /^Invalid request body: body: nested more than 64 levels deep$/,
+    ],
     ['a 2 MiB body', [auth, jsonType], json({ alias: 'x'.repeat(2 * 1024 * 1024) }), 413, /^Request body too large: at most 1048576 bytes$/],
     ['an oversized alias', [auth, jsonType], json({ alias: 'é'.repeat(300) }), 400, /alias: /],
   ];

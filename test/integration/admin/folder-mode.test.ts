@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis';
 import { parse, parseAllDocuments } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionKey } from '../../../common/redis-keys.ts';
+import { PRODUCT_MAX_TAGS } from '../../../crds/schemas/portal-product.ts';
 import { StaticBearerAuthenticator } from '../../../sidecar/admin/bearer.ts';
 import { FolderResourceStore } from '../../../sidecar/resources/folder-store.ts';
 import { json, jsonType, startAdmin, type AdminServer } from './admin-client.ts';
@@ -104,6 +105,20 @@ describe('admin operations on a --config folder (standalone)', () => {
       expect(res.json).toEqual({ Name: 'new' });
     }
     expect(parse(await readFile(join(dir, 'product.yaml'), 'utf8')).spec.tags).toEqual([{ Name: 'new' }]);
+  });
+
+  it('refuses a tag past the most a product may have, in the portal shape, and leaves its file as it was', async () => {
+    const tags = Array.from({ length: PRODUCT_MAX_TAGS }, (_, i) => `    - Name: t${i}`).join('\n');
+    const text = `apiVersion: gw.dev/v1alpha1\nkind: PortalProduct\nmetadata:\n  name: full\nspec:\n  id: prod-full\n  tags:\n${tags}\n`;
+    await writeFile(join(dir, 'full-product.yaml'), text);
+    try {
+      const res = await admin.call('POST', '/portal-api/products/prod-full/tags', { headers: [['Authorization', PORTAL_SECRET], jsonType], body: json({ Name: 'one-more' }) });
+      expect(res.status).toBe(409);
+      expect(res.json).toEqual({ errors: [`Product has as many tags as a product may have: ${PRODUCT_MAX_TAGS} tags`] });
+      expect(await readFile(join(dir, 'full-product.yaml'), 'utf8')).toBe(text);
+    } finally {
+      await rm(join(dir, 'full-product.yaml'));
+    }
   });
 
   it('reads categories with static tokens', async () => {

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kinds } from '../../../crds/kinds.ts';
+import { PRODUCT_MAX_TAGS } from '../../../crds/schemas/portal-product.ts';
 import { KubernetesResourceStore } from '../../../sidecar/resources/kubernetes-store.ts';
 import { createNamespace, kubectl } from '../../harness/index.ts';
 import { json, jsonType, startAdmin, type AdminServer } from './admin-client.ts';
@@ -84,6 +85,28 @@ describe('POST /portal-api/products/{product_id}/tags on the API server', () => 
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ Name: 'café ☕' });
     expect((await productState()).tags).toEqual([{ Name: 'existing' }, { Name: 'beta' }, { Name: 'café ☕' }]);
+  });
+
+  it('refuses a tag past the most a product may have (409, portal shape) and writes nothing; a tag it has still answers 200', async () => {
+    const full = await createNamespace('admin-tags-full');
+    const tags = Array.from({ length: PRODUCT_MAX_TAGS }, (_, i) => ({ Name: `t${i}` }));
+    const manifest = { apiVersion: 'gw.dev/v1alpha1', kind: 'PortalProduct', metadata: { name: 'full-plan', namespace: full }, spec: { id: 'prod-full', tags } };
+    expect((await kubectl(['apply', '-f', '-'], { input: JSON.stringify(manifest) })).code).toBe(0);
+    const fullAdmin = await startAdmin(clusterDeps(full, redis).deps);
+    try {
+      const before = (await listCustom(full, kinds.PortalProduct.plural))[0]!;
+      const refused = await fullAdmin.call('POST', '/portal-api/products/prod-full/tags', { headers: [auth, jsonType], body: json({ Name: 'one-more' }) });
+      expect(refused.status).toBe(409);
+      expect(refused.json).toEqual({ errors: [`Product has as many tags as a product may have: ${PRODUCT_MAX_TAGS} tags`] });
+      expect(refused.headers['x-gw-error-code']).toBe('product_tags_full');
+      const had = await fullAdmin.call('POST', '/portal-api/products/prod-full/tags', { headers: [auth, jsonType], body: json({ Name: 't0' }) });
+      expect(had.status).toBe(200);
+      const after = (await listCustom(full, kinds.PortalProduct.plural))[0]!;
+      expect(after.metadata.resourceVersion).toBe(before.metadata.resourceVersion);
+      expect(after.spec.tags).toEqual(tags);
+    } finally {
+      await fullAdmin.close();
+    }
   });
 
   it('keeps every tag of concurrent requests (conflicts are retried)', async () => {
