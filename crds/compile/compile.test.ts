@@ -367,6 +367,19 @@ describe('compile: policies', () => {
     ]);
   });
 
+  it('compiles a grant of an API deleted but still served against that API, and does not serve it itself', () => {
+    const served = run({ apiDefinitions: apis }).config.apis.find((api) => api.api_id === 'b')!;
+    const withoutB = apis.filter((resource) => resource.spec.api_id !== 'b');
+    const { config, problems } = run({
+      apiDefinitions: withoutB,
+      policies: [policy('p', { access_rights: { b: { limit: { rate: 3, per: 1 } } } })],
+      retainedApis: [served],
+    });
+    expect(config.apis.map((api) => api.api_id)).not.toContain('b');
+    expect(config.policies['ns/p']!.access_rights.b).toMatchObject({ api_id: 'b', api_name: served.name, limit: { rate: { rate: 3, per: 1 } } });
+    expect(problems).toEqual([]);
+  });
+
   it('reports a key-level per-endpoint limit on an ignored endpoint, naming both, and leaves that limit out', () => {
     const limit = { rate: 1, per: 1 };
     const { config, problems } = run({

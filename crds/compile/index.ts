@@ -44,6 +44,12 @@ export interface CompileInput {
   settings?: Partial<GatewaySettings>;
   /** APIs compiled by earlier calls, for a caller that compiles mostly the same resources again (ApiCompileCache). */
   cache?: ApiCompileCache;
+  /**
+   * APIs deleted from the store and still served until a reload (docs/behaviour.md#api-states):
+   * a policy's grant of one compiles against it, as while its resource was there. They are
+   * not put in the result's `apis`: the caller serves them on.
+   */
+  retainedApis?: readonly CompiledApi[];
 }
 export interface CompileResult {
   config: CompiledConfig;
@@ -164,9 +170,10 @@ function apiCatalogue(apiDefinitions: readonly ApiDefinitionInput[], cache: ApiC
 
 type Catalogue = ReturnType<typeof apiCatalogue>;
 
-function compilePolicies(policies: readonly PolicyInput[], catalogue: Catalogue) {
+function compilePolicies(policies: readonly PolicyInput[], catalogue: Catalogue, retainedApis: readonly CompiledApi[]) {
   const out: Record<string, CompiledPolicy> = {};
   const problems: CompileProblem[] = [];
+  const retained = new Map(retainedApis.map((api): [string, GrantedApi] => [api.api_id, { name: api.name, ref: api.source, ignored: api.ignored }]));
   for (const resource of [...policies].sort(byNamespacedName)) {
     const ref = refOf('Policy', resource.metadata);
     const parsed = policySpecSchema.safeParse(resource.spec);
@@ -174,14 +181,14 @@ function compilePolicies(policies: readonly PolicyInput[], catalogue: Catalogue)
       problems.push(...invalidSpec(ref, parsed.error));
       continue;
     }
-    const compiled = compilePolicy(ref, parsed.data, (apiId) => catalogue.entry(apiId)?.granted);
+    const compiled = compilePolicy(ref, parsed.data, (apiId) => catalogue.entry(apiId)?.granted ?? retained.get(apiId));
     out[compiled.policy.id] = compiled.policy;
     problems.push(...compiled.problems);
   }
   return { policies: out, problems };
 }
 
-function assemble(apiIds: readonly string[], policies: readonly PolicyInput[], catalogue: Catalogue, settings?: Partial<GatewaySettings>): CompileResult {
+function assemble(apiIds: readonly string[], policies: readonly PolicyInput[], catalogue: Catalogue, input: CompileInput): CompileResult {
   const apis: CompiledApi[] = [];
   const problems: CompileProblem[] = [];
   for (const apiId of apiIds) {
@@ -190,9 +197,9 @@ function assemble(apiIds: readonly string[], policies: readonly PolicyInput[], c
     if (entry !== undefined && entry.problems.length > 0) problems.push(...entry.problems);
     problems.push(...catalogue.duplicates(apiId));
   }
-  const compiled = compilePolicies(policies, catalogue);
+  const compiled = compilePolicies(policies, catalogue, input.retainedApis ?? []);
   return {
-    config: { version: 1, settings: gatewaySettingsSchema.parse(settings ?? {}), apis, policies: compiled.policies },
+    config: { version: 1, settings: gatewaySettingsSchema.parse(input.settings ?? {}), apis, policies: compiled.policies },
     problems: [...problems, ...compiled.problems],
   };
 }
@@ -200,7 +207,7 @@ function assemble(apiIds: readonly string[], policies: readonly PolicyInput[], c
 /** Every API and policy of the input. */
 export function compile(input: CompileInput): CompileResult {
   const catalogue = apiCatalogue(input.apiDefinitions, input.cache);
-  return assemble(catalogue.ids, input.policies, catalogue, input.settings);
+  return assemble(catalogue.ids, input.policies, catalogue, input);
 }
 
 /**
@@ -211,5 +218,5 @@ export function compile(input: CompileInput): CompileResult {
 export function compileForApi(apiId: string, input: CompileInput): CompileResult {
   const catalogue = apiCatalogue(input.apiDefinitions, input.cache);
   const granting = input.policies.filter((p) => Object.hasOwn(p.spec?.access_rights ?? {}, apiId));
-  return assemble([apiId], granting, catalogue, input.settings);
+  return assemble([apiId], granting, catalogue, input);
 }

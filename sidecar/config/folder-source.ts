@@ -207,7 +207,7 @@ export class FolderConfigSource implements ConfigSource {
     // The steps of a load each take a few milliseconds at 5,000 APIs: a turn of the event
     // loop between them keeps requests answered (docs/architecture.md#performance).
     await nextTurn();
-    const compiled = compile({ apiDefinitions, policies, cache: this.#compiledApis });
+    const compiled = compile({ apiDefinitions, policies, cache: this.#compiledApis, retainedApis: this.#retainedApis() });
     const keptAtLastGood = this.#keepLastGood(compiled.config, compiled.problems);
     await nextTurn();
     for (const problem of compiled.problems) {
@@ -305,6 +305,13 @@ export class FolderConfigSource implements ConfigSource {
       kept.add(refName(policy.source));
     }
     return kept;
+  }
+
+  /** The APIs deleted through the admin operations and served until a reload, as last published. */
+  #retainedApis(): CompiledApi[] {
+    const retained = this.#options.retainedApis?.();
+    if (retained === undefined || retained.size === 0) return [];
+    return this.#lastApis().filter((api) => retained.has(api.api_id));
   }
 
   /** The APIs of the last published config; before the first, those the other workers retain. */

@@ -102,12 +102,20 @@ export class FolderResourceStore implements ResourceStore {
       );
       if (!found) return false;
       await this.#retainElsewhere?.(apiId);
-      const editable = await editableFile(found.file);
-      await saveFile(
-        editable,
-        editable.docs.filter((_, index) => index !== found.index),
-      );
+      // Retained before the file changes: a folder load that reads the file in between
+      // serves the API on, instead of dropping it until the next load (docs/behaviour.md#api-states).
+      const retainedAlready = this.#deleted.has(apiId);
       this.#deleted.add(apiId);
+      try {
+        const editable = await editableFile(found.file);
+        await saveFile(
+          editable,
+          editable.docs.filter((_, index) => index !== found.index),
+        );
+      } catch (error) {
+        if (!retainedAlready) this.#deleted.delete(apiId);
+        throw error;
+      }
       return true;
     });
   }

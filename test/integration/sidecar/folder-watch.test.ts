@@ -175,6 +175,44 @@ describe('a standalone gateway watching its config folder', () => {
     expect(await status('/other/x')).toBe(200);
   });
 
+  it('keeps a deleted API open to the keys a Policy grants it until GET /gw/reload, the Policy as edited since', async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    const policy = (apiId: string): string => `apiVersion: gw.dev/v1alpha1
+kind: Policy
+metadata: { name: grants }
+spec: { rate: 100, per: 60, access_rights: { ${apiId}: { api_id: ${apiId} } } }
+`;
+    const [api] = authApiAndKey(upstream.url, rawKey).split('---');
+    const key = `apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: by-policy }
+spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [grants] }
+`;
+    await writeFile(join(dir, 'private.yaml'), api!);
+    await writeFile(join(dir, 'other.yaml'), keylessApi('other', '/other/', upstream.url));
+    await writeFile(join(dir, 'policy.yaml'), policy('private'));
+    await writeFile(join(dir, 'key.yaml'), key);
+    await start();
+    const auth = { authorization: rawKey };
+    expect(await status('/private/x', auth)).toBe(200);
+
+    expect((await call(`${sidecar.adminUrl}/gw/apis/private`, { method: 'DELETE', headers: admin })).status).toBe(200);
+    // The folder loads again (the delete's own write, then a hand edit): the grant stays, and
+    // nothing is reported about an API that is still served.
+    const loads = await reloadsOk();
+    await writeFile(join(dir, 'more.yaml'), keylessApi('more', '/more/', upstream.url));
+    await eventually(async () => (await reloadsOk()) > loads && (await status('/more/x')) === 200, 10_000, 'hand edit applied');
+    expect(await status('/private/x', auth)).toBe(200);
+    expect((await readyz()).body.problems).toEqual([]);
+
+    // The Policy now grants another API instead: the deleted API takes the edit too.
+    await writeFile(join(dir, 'policy.yaml'), policy('other'));
+    await eventually(async () => (await status('/private/x', auth)) === 403, 10_000, 'policy edit applied');
+
+    expect((await call(`${sidecar.adminUrl}/gw/reload`, { headers: admin })).status).toBe(200);
+    expect(await status('/private/x', auth)).toBe(404);
+  });
+
   it('reports the examples\' Keys without key_hash on /readyz and in gw_config_problems, at warn level, and stays ready', async () => {
     for (const name of await readdir(join(REPO_ROOT, 'examples'))) await cp(join(REPO_ROOT, 'examples', name), join(dir, name));
     await start();
