@@ -34,6 +34,16 @@ describe('sessionFromKey', () => {
     expect(outcome.session.access_rights.api1).toMatchObject({ api_id: 'api1', limit: { rate: 5, per: 1 } });
   });
 
+  it("starts a renewing quota's first period at creation, so its quota_remaining counts", () => {
+    const fresh = sessionFromKey({ rate: 10, per: 60, quota_max: 10, quota_remaining: 2, quota_renewal_rate: 3600 }, 'k', 'ns', null, t0);
+    expect(fresh.ok && fresh.session).toMatchObject({ quota_remaining: 2, quota_renews: t0.getTime() / 1000 + 3600 });
+    // A renewal time the spec gives is kept; a quota that never renews has none.
+    const given = sessionFromKey({ rate: 10, per: 60, quota_max: 10, quota_renewal_rate: 3600, quota_renews: 1_900_000_000 }, 'k', 'ns', null, t0);
+    expect(given.ok && given.session.quota_renews).toBe(1_900_000_000);
+    const never = sessionFromKey({ rate: 10, per: 60, quota_max: 10 }, 'k', 'ns', null, t0);
+    expect(never.ok && never.session.quota_renews).toBe(0);
+  });
+
   it('keeps run-time fields of an existing session and only moves last_updated on change', () => {
     const existing = sessionSchema.parse({ rate: 10, per: 60, allowance: 10, quota_max: 100, quota_remaining: 42, date_created: 'then', last_updated: 'then', key_id: 'k', namespace: 'shop' });
     const same = sessionFromKey({ rate: 10, per: 60, quota_max: 100, quota_remaining: 100 }, 'k', 'shop', existing, t1);

@@ -65,8 +65,16 @@ function specFields(s: KeySpec, namespace: string): SessionInput {
   };
 }
 
+/**
+ * A new session's run-time fields. A quota that renews starts its first period now, unless
+ * the spec says when it renews: `quota_remaining` counts for that period (the limit engine
+ * seeds a quota from the session only while its renewal time is ahead), where a renewal time
+ * of 0 would have let the first request find the period over and the quota full.
+ */
 function initialRuntime(s: KeySpec, keyName: string, now: Date): RuntimeFields {
-  return { quota_remaining: s.quota_remaining ?? s.quota_max, quota_renews: s.quota_renews, date_created: now.toISOString(), key_id: keyName };
+  const renewal = s.quota_renewal_rate ?? 0;
+  const quotaRenews = s.quota_renews ?? (renewal > 0 ? Math.floor(now.getTime() / 1000) + renewal : undefined);
+  return { quota_remaining: s.quota_remaining ?? s.quota_max, quota_renews: quotaRenews, date_created: now.toISOString(), key_id: keyName };
 }
 
 /** The fields that are set: a spread of the result leaves the fields it lacks as they were. */

@@ -112,6 +112,25 @@ describe('sentinel', () => {
     clock.advance(1);
     expect(await outcomes(req, 1)).toEqual(['allowed']);
   });
+
+  it('logs its refusals, so a caller that keeps knocking finds the window full when the flag ends', async () => {
+    const a = api('a', { api_limit: { rate: 2, per: 1 } });
+    const { outcomes, clock } = setup(config({ settings: { enable_sentinel_rate_limiter: true }, apis: [a] }));
+    const req = request(a, null);
+    expect(await outcomes(req, 2)).toEqual(['allowed', 'allowed']);
+    clock.advance(500);
+    expect(await outcomes(req, 1)).toEqual(['api_rate_limited']);
+    clock.advance(400);
+    expect(await outcomes(req, 1)).toEqual(['api_rate_limited']);
+    // The flag ends at 1000, but the two refusals are in the window: a new flag, until 2000.
+    clock.advance(100);
+    expect(await outcomes(req, 1)).toEqual(['api_rate_limited']);
+    clock.advance(999);
+    expect(await outcomes(req, 1)).toEqual(['api_rate_limited']);
+    // A quiet window after the last knock.
+    clock.advance(1001);
+    expect(await outcomes(req, 2)).toEqual(['allowed', 'allowed']);
+  });
 });
 
 describe('fixed window', () => {
@@ -370,6 +389,20 @@ describe('quotas', () => {
     expect(await outcomes(request(a, caller), 1)).toEqual(['allowed']);
     clock.advance(1000);
     expect(await outcomes(request(a, caller), 1)).toEqual(['quota_exceeded']);
+  });
+
+  it("a request the quota refuses shows the rate limit it gave back: its remaining is as before it", async () => {
+    const a = api('a');
+    const { engine } = setup(config({ settings, apis: [a] }));
+    const caller = { session: session({ rate: 100, per: 10, quota_max: 1, quota_renewal_rate: 3600 }), raw: 'k' };
+    expect((await engine.decide(request(a, caller))).rate).toMatchObject({ limit: 100, remaining: 99 });
+    for (let i = 0; i < 2; i++) {
+      const refused = await engine.decide(request(a, caller));
+      expect(refused.outcome).toBe('quota_exceeded');
+      expect(refused.rate).toMatchObject({ limit: 100, remaining: 99 });
+    }
+    const peeked = await engine.explain(request(a, caller));
+    expect(peeked.limits[0]!.held).toMatchObject({ count: 1, remaining: 99 });
   });
 
   it('a request refused by the API limit consumes no quota', async () => {

@@ -48,8 +48,12 @@ export function toDecision(
   let outcome: DecisionOutcome = 'allowed';
   if (refusedAt >= 0) outcome = isApiScope(steps[refusedAt]!.limit.scope) ? 'api_rate_limited' : 'key_rate_limited';
   else if (quota && !quota.allowed) outcome = 'quota_exceeded';
+  let rate = applied >= 0 ? header(results[applied]!) : null;
+  // The quota refused a request every rate limit admitted: each gives back what it counted
+  // (docs/behaviour.md#evaluation-order), so the headers show the allowance as it is left.
+  if (outcome === 'quota_exceeded' && rate !== null) rate = { ...rate, remaining: Math.min(rate.limit, rate.remaining + 1) };
   return {
-    decision: { outcome, rate: applied >= 0 ? header(results[applied]!) : null, quota: quota ? header(quota) : null },
+    decision: { outcome, rate, quota: quota ? header(quota) : null },
     algorithm: applied >= 0 ? steps[applied]!.algorithm : 'none',
   };
 }

@@ -78,9 +78,12 @@ end
 -- then gone, and with it the expiry).
 local visited = {}
 local oldest = {}
+-- The sentinel logs this call has given their expiry (the sentinel trims in the background).
+local lasting = {}
 local function forget(log)
   visited[log] = nil
   oldest[log] = nil
+  lasting[log] = nil
 end
 
 -- When the oldest entry still in the window leaves it. `trimmed`: entries older than the
@@ -168,19 +171,35 @@ local function sliding(log, smooth_key, rate, per, threshold, step, trigger, del
   return {0, allowance, 0, reset, old, allowance}
 end
 
--- Sentinel: once the limit is reached a flag blocks for `per` without touching the log.
--- The flag holds the time it blocks until (its expiry is housekeeping), so the block
--- follows the script's clock. Trimming and expiry of the log are the background writes
--- (redis-store.ts).
+-- Sentinel: the sliding log's variant (docs/behaviour.md#algorithms). Every request is logged,
+-- refused ones too, as in the sliding log; the request that reaches the limit, or one that
+-- finds the window over it, sets a flag that refuses at once for `per`. A caller that keeps
+-- pushing therefore finds the window full again when the flag ends and stays blocked, until
+-- its rate has been under the limit for a whole window. The flag holds the time it blocks
+-- until (its expiry is housekeeping), so the block follows the script's clock. Trimming the
+-- log is the background write (redis-store.ts).
+-- Each entry is logged with the log's expiry a window on: the expiry the last background trim
+-- set, a window after it ran, could otherwise end the log with entries still in the window.
+local function sentinel_log(log, per, m)
+  redis.call('ZADD', log, now_s, m)
+  if lasting[log] ~= per then
+    redis.call('PEXPIRE', log, int(per))
+    lasting[log] = per
+  end
+end
+
 local function sentinel(log, flag, rate, per, m)
   local blocked_until = tonumber(redis.call('GET', flag))
-  if blocked_until and blocked_until > now then return {0, rate, 0, blocked_until, 0, 0} end
+  if blocked_until and blocked_until > now then
+    sentinel_log(log, per, m)
+    return {0, rate, 0, blocked_until, 0, 0}
+  end
   local count = redis.call('ZCOUNT', log, '(' .. int(now - per), '+inf')
+  sentinel_log(log, per, m)
   if count >= rate then
     redis.call('SET', flag, int(now + per), 'PX', int(per))
     return {0, rate, 0, now + per, 0, 0}
   end
-  redis.call('ZADD', log, now_s, m)
   -- The flag was not blocking (checked above), so a flag set here is this request's own.
   local flagged = count + 1 >= rate
   if flagged then redis.call('SET', flag, int(now + per), 'PX', int(per)) end

@@ -168,16 +168,17 @@ export class MemoryLimitStore implements LimitStore {
     return { oldAllowance: state.allowance, newAllowance: next.allowance };
   }
 
+  /** The sliding log's variant: every request logged, refused ones too, and a flag that refuses at once for a window (limits.lua). */
   #sentinel(op: Op<'sentinel'>, nowMs: number): Ran {
-    const flagExpiry = this.#flags.get(op.limiterId, nowMs);
-    if (flagExpiry !== undefined) return { result: result(false, op.rate, 0, flagExpiry) };
     const log = this.#window(op.limiterId, op.perMs, nowMs);
     const count = log.length;
+    this.#append(op.limiterId, log, op, nowMs);
+    const flagExpiry = this.#flags.get(op.limiterId, nowMs);
+    if (flagExpiry !== undefined) return { result: result(false, op.rate, 0, flagExpiry) };
     if (count >= op.rate) {
       this.#flags.set(op.limiterId, nowMs + op.perMs, nowMs + op.perMs);
       return { result: result(false, op.rate, 0, nowMs + op.perMs) };
     }
-    this.#append(op.limiterId, log, op, nowMs);
     // The flag was absent (checked above), so a flag set here is this request's own.
     const flagged = count + 1 >= op.rate;
     if (flagged) this.#flags.set(op.limiterId, nowMs + op.perMs, nowMs + op.perMs);

@@ -126,17 +126,17 @@ function encodeOp(op: StoreOp): Encoded {
 /**
  * On a Cluster, the call that undoes what `op` did when it ran alone in its own call (as
  * the call's first op, so its log entry is `<member>:1`); null when there is nothing to
- * undo. The sliding log logged the request either way; a sentinel only when it admitted
- * it, and then the block flag is this request's own when no allowance was left
- * (remaining 0); a fixed window counted it either way, in the window its reset ends.
+ * undo. The sliding log and the sentinel logged the request either way (a level after the
+ * refusing one would not have run on one server); a sentinel that admitted it set the block
+ * flag itself when no allowance was left (remaining 0); a fixed window counted it either
+ * way, in the window its reset ends.
  */
 function encodeUndo(op: StoreOp, result: StoreResult): Encoded | null {
   switch (op.kind) {
     case 'sliding_log':
       return { keys: encodeOnce(op).keys, packed: packOp('l', 1) };
     case 'sentinel':
-      if (!result.allowed) return null;
-      return { keys: encodeOnce(op).keys, packed: packOp('s', 1, result.remaining === 0 ? 1 : 0) };
+      return { keys: encodeOnce(op).keys, packed: packOp('s', 1, result.allowed && result.remaining === 0 ? 1 : 0) };
     case 'fixed_window':
       return { keys: encodeOnce(op).keys, packed: packOp('f', result.resetMs - op.perMs) };
     case 'quota':
@@ -379,7 +379,8 @@ export class RedisLimitStore implements LimitStore {
     const groups = this.#redis.isCluster ? trims.map((trim) => [trim]) : [trims];
     for (const group of groups) {
       const batch = this.#settings.enable_non_transactional_rate_limiter ? this.#redis.pipeline() : this.#redis.multi();
-      for (const [log, { perMs, nowMs }] of group) batch.zremrangebyscore(log, '-inf', nowMs - perMs).pexpire(log, perMs);
+      // The script gives the log its expiry with each entry (limits.lua): the trim only trims.
+      for (const [log, { perMs, nowMs }] of group) batch.zremrangebyscore(log, '-inf', nowMs - perMs);
       batch.exec().catch(this.#onBackgroundError);
     }
   }

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { api, config, policy, session } from '../../support/compiled-fixtures.ts';
 import { request } from '../../support/limits-fixtures.ts';
 import type { LimitRequest } from '../../../sidecar/limits/types.ts';
+import { sessionFromKey } from '../../../common/session-from-key.ts';
 import { testEnv } from '../../harness/index.ts';
 import { alignTo, metricValues, sleep, startGateway, stopAllGateways, uniqueId, type Gateway } from './helpers.ts';
 
@@ -34,7 +35,9 @@ describe('sliding log on Redis', () => {
 });
 
 describe('sentinel on Redis', () => {
-  it('blocks for per once the limit is reached, then opens', async () => {
+  it('blocks for per once the limit is reached; knocking keeps it closed, a quiet window reopens it', async () => {
+    // As in the sliding log, refusals are logged: two knocks every 300 ms keep more than the
+    // rate in any 1 s window, so each flag that ends finds the window full and is set again.
     const a = api(uniqueId('sentinel'), { api_limit: { rate: 3, per: 1 } });
     const cfg = config({ settings: { enable_sentinel_rate_limiter: true }, apis: [a] });
     const gateway = startGateway(cfg, testEnv().redisUrl);
@@ -44,9 +47,11 @@ describe('sentinel on Redis', () => {
     const blocked = await gateway.engine.decide(req);
     expect(blocked.outcome).toBe('api_rate_limited');
     expect(blocked.rate?.reset).toBeGreaterThanOrEqual(Math.floor(reachedAt / 1000));
-    await sleep(600);
-    expect(await outcomes(gateway, req, 1)).toEqual(['api_rate_limited']);
-    await sleep(500);
+    for (let i = 0; i < 8; i++) {
+      await sleep(300);
+      expect(await outcomes(gateway, req, 2)).toEqual(['api_rate_limited', 'api_rate_limited']);
+    }
+    await sleep(1050);
     expect(await outcomes(gateway, req, 4)).toEqual(['allowed', 'allowed', 'allowed', 'api_rate_limited']);
   });
 
@@ -134,6 +139,18 @@ describe('quotas on Redis', () => {
     expect(await outcomes(gateway, request(a, caller), 2)).toEqual(['allowed', 'quota_exceeded']);
     await sleep(1100);
     expect(await outcomes(gateway, request(a, caller), 1)).toEqual([after]);
+  });
+
+  it("a new Key's quota_remaining is what its first period has left", async () => {
+    // The session as the operator, the folder and create-key derive it from a Key.
+    const derived = sessionFromKey({ rate: 100, per: 1, quota_max: 10, quota_remaining: 2, quota_renewal_rate: 3600 }, 'k', 'default', null, new Date());
+    if (!derived.ok) throw new Error(derived.message);
+    const a = api(uniqueId('quota'));
+    const gateway = startGateway(config({ settings: rolling, apis: [a] }), testEnv().redisUrl);
+    const caller = { session: derived.session, raw: uniqueId('key') };
+    const first = await gateway.engine.decide(request(a, caller));
+    expect(first.quota).toMatchObject({ limit: 10, remaining: 1 });
+    expect(await outcomes(gateway, request(a, caller), 2)).toEqual(['allowed', 'quota_exceeded']);
   });
 
   it('is shared by gateways and not consumed by rate-limited requests', async () => {

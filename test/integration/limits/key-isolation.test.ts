@@ -123,7 +123,7 @@ describe('3 sidecars, 200 concurrent callers, two keys of one API', () => {
     const reachedGreedy = CALLERS - POLITE_RATE - byApi.length;
     const expected = {
       'sliding log': { api: API_RATE + byApi.length, greedy: reachedGreedy, polite: POLITE_RATE },
-      sentinel: { api: API_RATE, greedy: GREEDY_RATE, polite: POLITE_RATE },
+      sentinel: { api: API_RATE + byApi.length, greedy: reachedGreedy, polite: POLITE_RATE },
       'fixed window': { api: API_RATE + byApi.length, greedy: reachedGreedy, polite: POLITE_RATE },
     }[name];
     expect({ api: await held(apiLimiter), greedy: await held(greedyLimiter), polite: await held(politeLimiter) }).toEqual(expected);

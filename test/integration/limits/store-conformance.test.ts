@@ -110,14 +110,17 @@ const cases: [string, Step[]][] = [
     ],
   ],
   [
-    'sentinel: the request that reaches the limit sets a flag that refuses for a whole window',
+    'sentinel: the request that reaches the limit sets a flag that refuses for a whole window; refusals are logged',
     [
       { at: 0, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 1, P)] },
       { at: 1000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 0, P)] },
       { at: 2000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [no(2, 1000 + P)] },
       { at: P + 500, ops: (s) => [sentinel(s.id('s'), 2)], expect: [no(2, 1000 + P)] },
-      // Refusals under the flag were not logged: the window is empty once the flag is gone.
-      { at: P + 1000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 1, 2 * P + 1000)] },
+      // The flag has ended, but the refusals under it (at 2000 and P + 500) fill the window:
+      // a new flag, for a window from now (spike arrest, as in the sliding log).
+      { at: P + 1000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [no(2, 2 * P + 1000)] },
+      // A quiet window on, the flag and every entry are gone.
+      { at: 2 * P + 1001, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 1, 3 * P + 1001)] },
     ],
   ],
   [
