@@ -84,7 +84,7 @@ const rateLimitResourceSchema = z
         interval: durationSchema.default('1s').describe('Window as a duration string such as "1s" or "500ms" (default "1s").'),
       })
       .prefault({})
-      .describe('Local limiter shared by everything that names the label in one gateway (all its workers); not distributed.'),
+      .describe('Local limiter of this ApiDefinition, for the calls to its upstream when `proxy.rate_limit` names the label; one per gateway (shared by its workers), not distributed.'),
   })
   .describe('Stream rate-limit resource.');
 

@@ -72,7 +72,8 @@ export class SlotWait {
 
 /**
  * The stream rate-limit resource (docs/behaviour.md#the-stream-rate-limit-resource): a local limiter, `count` per `interval_ms`,
- * shared by every component of one pipeline that names its label; not distributed.
+ * of one ApiDefinition (its pipeline), shared by the gateway's requests to that API's
+ * upstream when `proxy.rate_limit` names its label; not distributed.
  *
  * Callers wait their turn, first come first served: on arrival each is given the earliest
  * slot not given yet (`count` per interval; while callers queue, intervals follow each
