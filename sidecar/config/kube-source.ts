@@ -23,6 +23,11 @@ interface Entry {
   config: CompiledConfig | null;
   /** The resourceVersion of the ConfigMap last seen, good or not. */
   version: string | undefined;
+  /**
+   * The operator keeps the ConfigMap up to date: false once an admin delete marked it retained,
+   * or it was deleted, while its API is served on until a reload (mergeConfigs).
+   */
+  current: boolean;
 }
 
 const maxRestartDelayMs = 30_000;
@@ -33,6 +38,9 @@ const maxRestartDelayMs = 30_000;
  * serving 5,000 APIs for 40 to 60 ms, and gave every API new objects to build routes and
  * limits for.
  */
+/** An admin delete marked the ConfigMap: its API is served until a reload, and nothing updates it. */
+const retained = (cm: V1ConfigMap): boolean => cm.metadata?.annotations?.[RETAIN_ANNOTATION] === 'true';
+
 function alreadySeen(entry: Entry | undefined, cm: V1ConfigMap): boolean {
   const version = cm.metadata?.resourceVersion;
   return version !== undefined && entry?.version === version;
@@ -142,7 +150,7 @@ export class KubeConfigSource implements ConfigSource {
     const config = this.#parse(cm, apiId);
     if (config !== null && this.#problems.delete(apiId)) this.#countProblems();
     if (previous?.apiId !== apiId) this.#order = null;
-    this.#entries.set(name, { apiId, config: config ?? previous?.config ?? null, version: cm.metadata?.resourceVersion });
+    this.#entries.set(name, { apiId, config: config ?? previous?.config ?? null, version: cm.metadata?.resourceVersion, current: !retained(cm) });
     if (config !== null) this.#schedulePublish();
   }
 
@@ -150,12 +158,16 @@ export class KubeConfigSource implements ConfigSource {
     const name = cm.metadata?.name;
     const entry = name === undefined ? undefined : this.#entries.get(name);
     if (name === undefined || entry === undefined) return;
-    if (cm.metadata?.annotations?.[RETAIN_ANNOTATION] === 'true') {
+    if (retained(cm)) {
       this.#forget(name);
       this.#schedulePublish();
     } else {
       // Left in #entries: the API stays served until reload() lists what is really there (docs/behaviour.md#api-states).
       this.#options.logger.info({ apiId: entry.apiId, configMap: name }, 'ConfigMap deleted; API stays loaded until a reload');
+      if (entry.current) {
+        entry.current = false;
+        this.#schedulePublish();
+      }
     }
   }
 
@@ -177,11 +189,14 @@ export class KubeConfigSource implements ConfigSource {
     const entries = this.#entries;
     this.#order ??= [...entries.keys()].sort((a, b) => byApiId(entries.get(a)!.apiId, entries.get(b)!.apiId));
     const parts: CompiledConfig[] = [];
+    const outdated = new Set<CompiledConfig>();
     for (const name of this.#order) {
-      const config = entries.get(name)!.config;
-      if (config !== null) parts.push(config);
+      const { config, current } = entries.get(name)!;
+      if (config === null) continue;
+      parts.push(config);
+      if (!current) outdated.add(config);
     }
-    this.#publish(mergeConfigs(parts, this.#options.defaultSettings));
+    this.#publish(mergeConfigs(parts, this.#options.defaultSettings, (part) => !outdated.has(part)));
   }
 
   /** docs/behaviour.md#api-states reload: what is in the API server now is what is served; gone APIs are unloaded. */

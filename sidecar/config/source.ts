@@ -1,4 +1,4 @@
-import type { CompiledConfig } from '../../crds/compiled.ts';
+import type { CompiledAccessRight, CompiledConfig } from '../../crds/compiled.ts';
 
 /**
  * Where a sidecar's compiled config comes from: the operator's ConfigMaps (Kubernetes) or
@@ -21,17 +21,47 @@ export interface ConfigProblem {
   reason: string;
 }
 
-/** Per-API configs (one ConfigMap each) merged into the one config a sidecar runs. */
-export function mergeConfigs(parts: readonly CompiledConfig[], fallbackSettings: CompiledConfig['settings']): CompiledConfig {
+/**
+ * Per-API configs (one ConfigMap each) merged into the one config a sidecar runs; the APIs
+ * in the parts' order. A policy is in the part of every API it grants. Its copy from a
+ * `current` part (one the operator keeps up to date) wins over a copy from a part served on
+ * after its API was deleted, which nothing updates any more (docs/behaviour.md#api-states).
+ * And each API's own part says whether a policy grants it: a current copy compiled after the
+ * API was deleted lacks the grant, while the API is still served until the reload.
+ */
+export function mergeConfigs(
+  parts: readonly CompiledConfig[],
+  fallbackSettings: CompiledConfig['settings'],
+  isCurrent: (part: CompiledConfig) => boolean = () => true,
+): CompiledConfig {
   const merged: CompiledConfig = {
     version: 1,
     settings: parts[0]?.settings ?? fallbackSettings,
     apis: [],
     policies: {},
   };
+  const current: CompiledConfig[] = [];
   for (const part of parts) {
     merged.apis.push(...part.apis);
-    Object.assign(merged.policies, part.policies);
+    if (isCurrent(part)) current.push(part);
+    else Object.assign(merged.policies, part.policies);
+  }
+  for (const part of current) Object.assign(merged.policies, part.policies);
+  const missing = new Map<string, Record<string, CompiledAccessRight>>();
+  for (const part of parts) {
+    for (const api of part.apis) {
+      for (const [id, policy] of Object.entries(part.policies)) {
+        const right = policy.access_rights[api.api_id];
+        if (right === undefined || merged.policies[id]!.access_rights[api.api_id] !== undefined) continue;
+        const rights = missing.get(id) ?? {};
+        rights[api.api_id] = right;
+        missing.set(id, rights);
+      }
+    }
+  }
+  for (const [id, rights] of missing) {
+    const policy = merged.policies[id]!;
+    merged.policies[id] = { ...policy, access_rights: { ...policy.access_rights, ...rights } };
   }
   return merged;
 }

@@ -5,6 +5,7 @@ import type { CompiledApi } from '../../../crds/compiled.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace, kubeConfig } from '../../harness/index.ts';
+import { policy } from '../../support/compiled-fixtures.ts';
 import { call, compiledApi, compiledConfig, deployApi, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
 
 describe('Kubernetes config source', () => {
@@ -111,6 +112,41 @@ describe('Kubernetes config source', () => {
     await sidecar.runtime.reload();
     expect(sidecar.runtime.apis().some((a) => a.api_id === api.api_id)).toBe(false);
     expect(await pathSeen(api.api_id)).toBe('status 404');
+  });
+
+  it("keeps a retained API's policy grants, and takes a policy's later edits from the ConfigMaps the operator keeps up to date", async () => {
+    // 'z-…' sorts after 'a-…': the retained part comes last, where it used to override the policy.
+    const [kept, retained] = [compiledApi(uniqueId('a-live'), upstream.url), compiledApi(uniqueId('z-gone'), upstream.url)];
+    const right = (apiId: string) => ({ api_id: apiId, api_name: apiId, limit: null, endpoints: [] });
+    const grants = (rate: number, ...apiIds: string[]) =>
+      policy(uniqueId('p'), { rate: { rate, per: 60 }, access_rights: Object.fromEntries(apiIds.map((id) => [id, right(id)])) });
+    const both = grants(10, kept.api_id, retained.api_id);
+    const id = both.id;
+    const loadedPolicy = () => sidecar.runtime.state().policies[id];
+    await writeConfigMap(namespace, kept.api_id, JSON.stringify(compiledConfig([kept], {}, [both])));
+    await writeConfigMap(namespace, retained.api_id, JSON.stringify(compiledConfig([retained], {}, [both])));
+    await eventually(() => servesApi(sidecar, kept.api_id)() && servesApi(sidecar, retained.api_id)(), 10_000, 'both served');
+
+    // The admin delete marks the ConfigMap retained; the operator then compiles the kept API
+    // without the deleted one (the policy's grant of it is gone), and the policy is edited.
+    const name = configMapName(retained.api_id);
+    const cm = await core.readNamespacedConfigMap({ name, namespace });
+    cm.metadata = { ...cm.metadata, annotations: { ...cm.metadata?.annotations, [RETAIN_ANNOTATION]: 'true' } };
+    await core.replaceNamespacedConfigMap({ name, namespace, body: cm });
+    const edited = { ...grants(99, kept.api_id), id, source: both.source };
+    await writeConfigMap(namespace, kept.api_id, JSON.stringify(compiledConfig([kept], {}, [edited])));
+    await eventually(() => loadedPolicy()?.rate?.rate === 99, 10_000, 'the edit of the current ConfigMap applied');
+    expect(Object.keys(loadedPolicy()!.access_rights).sort()).toEqual([kept.api_id, retained.api_id].sort());
+
+    // A reload that lists the ConfigMaps again reads the same.
+    await sidecar.runtime.reload();
+    expect(servesApi(sidecar, retained.api_id)()).toBe(true);
+    expect(loadedPolicy()?.rate?.rate).toBe(99);
+    expect(Object.keys(loadedPolicy()!.access_rights).sort()).toEqual([kept.api_id, retained.api_id].sort());
+    // The reload on some sidecar deletes the retained ConfigMap.
+    await core.deleteNamespacedConfigMap({ name, namespace });
+    await eventually(() => !servesApi(sidecar, retained.api_id)(), 10_000, 'retained API unloaded');
+    expect(Object.keys(loadedPolicy()!.access_rights)).toEqual([kept.api_id]);
   });
 
   it('unloads at once when a retained ConfigMap is deleted (a reload happened on some sidecar)', async () => {
