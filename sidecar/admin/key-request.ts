@@ -44,8 +44,35 @@ export const createKeyRequestSchema = z
  */
 export function keySpecOf(body: unknown, keyHash: string): KeySpec {
   const request = validBody(createKeyRequestSchema, body);
+  // Nested objects (an access right, its limit, smoothing) drop what they do not know when parsed.
+  const dropped = droppedField(body, request, []);
+  if (dropped !== null) throw new AdminError(adminErrors.bodyInvalid, `${dropped}: unknown field`);
   const spec = validBody(keySpecSchema, { ...request, key_hash: keyHash });
   const grantsNothing = Object.keys(spec.access_rights ?? {}).length === 0 && (spec.apply_policies ?? []).length === 0;
   if (grantsNothing) throw new AdminError(adminErrors.keyWithoutAccess);
   return spec;
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * The first field of `raw` that parsing left out of `parsed`, at any depth, as a dotted path;
+ * null when there is none. `meta_data` is kept whole by its schema, so only fields of the
+ * record's own objects can be dropped (readJsonBody bounds the depth).
+ */
+function droppedField(raw: unknown, parsed: unknown, path: readonly string[]): string | null {
+  if (Array.isArray(raw) && Array.isArray(parsed)) {
+    for (let i = 0; i < raw.length; i++) {
+      const found = droppedField(raw[i], parsed[i], [...path, String(i)]);
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  if (!isPlainObject(raw) || !isPlainObject(parsed)) return null;
+  for (const key of Object.keys(raw)) {
+    if (!Object.hasOwn(parsed, key)) return [...path, key].join('.');
+    const found = droppedField(raw[key], parsed[key], [...path, key]);
+    if (found !== null) return found;
+  }
+  return null;
 }
