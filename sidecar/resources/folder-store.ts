@@ -1,10 +1,25 @@
 import { join } from 'node:path';
-import { isSeq, stringify } from 'yaml';
+import { isSeq, parse, Scalar, stringify } from 'yaml';
 import { apiVersion, kinds } from '../../crds/kinds.ts';
 import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
 import { createFile, documentsOf, editableFile, readFolder, saveFile, type FoundDoc, type YamlFile } from './yaml-folder.ts';
+
+/**
+ * Files gw writes are read by YAML 1.2 (gw) and by YAML 1.1 (`kubectl apply`, where `yes`, `on`
+ * or `n` are booleans): written as YAML 1.1, every such string is quoted, which reads the same in both.
+ */
+const yaml11Safe = { version: '1.1' } as const;
+
+/** Whether `text`, written plain, reads back as that string in YAML 1.1. */
+function plainInYaml11(text: string): boolean {
+  try {
+    return parse(text, yaml11Safe) === text;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Standalone store: the `--config` folder is the "file store" of docs/behaviour.md#api-states. Reads scan every
@@ -74,7 +89,7 @@ export class FolderResourceStore implements ResourceStore {
         metadata: { name: key.name, namespace: key.namespace },
         spec: key.spec,
       };
-      await createFile(join(this.#dir, `key-${key.name}.yaml`), stringify(resource));
+      await createFile(join(this.#dir, `key-${key.name}.yaml`), stringify(resource, yaml11Safe));
     });
   }
 
@@ -88,8 +103,12 @@ export class FolderResourceStore implements ResourceStore {
       const editable = await editableFile(found.file);
       const doc = editable.docs[found.index]!;
       const tags = doc.getIn(['spec', 'tags'], true);
-      if (isSeq(tags)) tags.add(doc.createNode({ Name: tag }));
-      else doc.setIn(['spec', 'tags'], doc.createNode([{ Name: tag }]));
+      const node = doc.createNode({ Name: tag });
+      // A tag a YAML 1.1 reader (kubectl's) would read as something else (`yes`, `off`) is quoted;
+      // any other keeps the document's style.
+      if (!plainInYaml11(tag)) (node.get('Name', true) as Scalar).type = Scalar.QUOTE_DOUBLE;
+      if (isSeq(tags)) tags.add(node);
+      else doc.setIn(['spec', 'tags'], doc.createNode([node]));
       await saveFile(editable, editable.docs, new Set([doc]));
       return 'added';
     });

@@ -107,6 +107,18 @@ describe('admin operations on a --config folder (standalone)', () => {
     expect(parse(await readFile(join(dir, 'product.yaml'), 'utf8')).spec.tags).toEqual([{ Name: 'new' }]);
   });
 
+  it("writes strings a YAML 1.1 reader (kubectl's) would take for booleans quoted: a Key's alias, a product's tag", async () => {
+    const res = await admin.call('POST', '/admin/org/keys', { headers: [['Admin-Auth', ADMIN_SECRET], jsonType], body: json({ ...threePerSecond, alias: 'yes', tags: ['on', 'n'] }) });
+    expect(res.status).toBe(200);
+    const text = await readFile(join(dir, `key-${(res.json as { data: { key_id: string } }).data.key_id}.yaml`), 'utf8');
+    for (const version of ['1.1', '1.2'] as const) expect(parse(text, { version }).spec).toMatchObject({ alias: 'yes', tags: ['on', 'n'] });
+
+    const tagged = await admin.call('POST', '/portal-api/products/prod-1/tags', { headers: [['Authorization', PORTAL_SECRET], jsonType], body: json({ Name: 'off' }) });
+    expect(tagged.status).toBe(200);
+    const product = await readFile(join(dir, 'product.yaml'), 'utf8');
+    for (const version of ['1.1', '1.2'] as const) expect((parse(product, { version }) as { spec: { tags: unknown[] } }).spec.tags).toContainEqual({ Name: 'off' });
+  });
+
   it('refuses a tag past the most a product may have, in the portal shape, and leaves its file as it was', async () => {
     const tags = Array.from({ length: PRODUCT_MAX_TAGS }, (_, i) => `    - Name: t${i}`).join('\n');
     const text = `apiVersion: gw.dev/v1alpha1\nkind: PortalProduct\nmetadata:\n  name: full\nspec:\n  id: prod-full\n  tags:\n${tags}\n`;
