@@ -57,8 +57,8 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> => type
 
 /**
  * The first field of `raw` that parsing left out of `parsed`, at any depth, as a dotted path;
- * null when there is none. `meta_data` is kept whole by its schema, so only fields of the
- * record's own objects can be dropped (readJsonBody bounds the depth).
+ * null when there is none. Records (`meta_data`, `access_rights`) keep every key, so what is
+ * found is a field an object schema does not know. readJsonBody bounds the recursion's depth.
  */
 function droppedField(raw: unknown, parsed: unknown, path: readonly string[]): string | null {
   if (Array.isArray(raw) && Array.isArray(parsed)) {

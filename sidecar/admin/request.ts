@@ -44,7 +44,7 @@ function checkContentEncoding(req: IncomingMessage): void {
  * body nested thousands deep (it fits in the size limit) would exhaust the stack where the
  * value is serialised again to be stored.
  */
-export const MAX_BODY_DEPTH = 64;
+const MAX_BODY_DEPTH = 64;
 
 /** Whether `value` holds objects or arrays more than `limit` deep; iterative, so no depth can overflow it. */
 function nestedDeeperThan(value: unknown, limit: number): boolean {

@@ -171,15 +171,8 @@ local function sliding(log, smooth_key, rate, per, threshold, step, trigger, del
   return {0, allowance, 0, reset, old, allowance}
 end
 
--- Sentinel: the sliding log's variant (docs/behaviour.md#algorithms). Every request is logged,
--- refused ones too, as in the sliding log; the request that reaches the limit, or one that
--- finds the window over it, sets a flag that refuses at once for `per`. A caller that keeps
--- pushing therefore finds the window full again when the flag ends and stays blocked, until
--- its rate has been under the limit for a whole window. The flag holds the time it blocks
--- until (its expiry is housekeeping), so the block follows the script's clock. Trimming the
--- log is the background write (redis-store.ts).
--- Each entry is logged with the log's expiry a window on: the expiry the last background trim
--- set, a window after it ran, could otherwise end the log with entries still in the window.
+-- A sentinel log entry, with the log's expiry a window on: the background trim does not set
+-- it, and an expiry set before this entry could end the log with the entry still in the window.
 local function sentinel_log(log, per, m)
   redis.call('ZADD', log, now_s, m)
   if lasting[log] ~= per then
@@ -188,6 +181,13 @@ local function sentinel_log(log, per, m)
   end
 end
 
+-- Sentinel: the sliding log's variant (docs/behaviour.md#algorithms). Every request is logged,
+-- refused ones too, as in the sliding log; the request that reaches the limit, or one that
+-- finds the window over it, sets a flag that refuses at once for `per`. A caller that keeps
+-- pushing therefore finds the window full again when the flag ends and stays blocked, until
+-- its rate has been under the limit for a whole window. The flag holds the time it blocks
+-- until (its expiry is housekeeping), so the block follows the script's clock. Trimming the
+-- log is the background write (redis-store.ts).
 local function sentinel(log, flag, rate, per, m)
   local blocked_until = tonumber(redis.call('GET', flag))
   if blocked_until and blocked_until > now then
