@@ -1,5 +1,6 @@
 import type { CompiledApi, CompiledEndpointLimit, CompiledMatcher, CompiledRate } from '../compiled.ts';
 import { parseDuration } from '../duration.ts';
+import { isRecord } from '../is-record.ts';
 import type { OasDocument, OasOperation } from '../schemas/api-definition.ts';
 import type { ApiBase } from './api-base.ts';
 import { smoothingOf } from './limits.ts';
@@ -14,8 +15,6 @@ interface Operation {
   method: string;
   pattern: string;
 }
-
-const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** Operations of the document in the order of `paths` (docs/behaviour.md#limits-and-their-scopes), then of methods within a path. */
 function operationsOf(doc: OasDocument, base: ApiBase, problems: CompileProblem[]): Map<string, Operation> {

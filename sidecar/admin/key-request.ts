@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { isRecord } from '../../crds/is-record.ts';
 import { keySpecSchema, type KeySpec } from '../../crds/schemas/key.ts';
 import { AdminError, adminErrors } from './errors.ts';
 import { validBody } from './request.ts';
@@ -53,8 +54,6 @@ export function keySpecOf(body: unknown, keyHash: string): KeySpec {
   return spec;
 }
 
-const isPlainObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
-
 /**
  * The first field of `raw` that parsing left out of `parsed`, at any depth, as a dotted path;
  * null when there is none. Records (`meta_data`, `access_rights`) keep every key, so what is
@@ -68,7 +67,7 @@ function droppedField(raw: unknown, parsed: unknown, path: readonly string[]): s
     }
     return null;
   }
-  if (!isPlainObject(raw) || !isPlainObject(parsed)) return null;
+  if (!isRecord(raw) || !isRecord(parsed)) return null;
   for (const key of Object.keys(raw)) {
     if (!Object.hasOwn(parsed, key)) return [...path, key].join('.');
     const found = droppedField(raw[key], parsed[key], [...path, key]);

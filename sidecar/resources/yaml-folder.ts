@@ -3,6 +3,7 @@ import { link, readdir, readFile, rename, unlink, writeFile } from 'node:fs/prom
 import { dirname, join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Composer, type Document, parseAllDocuments, Parser, type ToStringOptions, type YAMLError } from 'yaml';
+import { isRecord } from '../../crds/is-record.ts';
 import { apiVersion } from '../../crds/kinds.ts';
 
 /**
@@ -102,7 +103,7 @@ function asObject(doc: Document.Parsed): Record<string, unknown> | null {
   if (doc.errors.length > 0) return null;
   try {
     const value: unknown = doc.toJS();
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+    return isRecord(value) ? value : null;
   } catch {
     return null;
   }
