@@ -20,8 +20,10 @@ interface Operation {
 function operationsOf(doc: OasDocument, base: ApiBase, problems: CompileProblem[]): Map<string, Operation> {
   const ops = new Map<string, Operation>();
   for (const [path, item] of Object.entries(doc.paths)) {
-    if (!isRecord(item)) continue;
+    // OpenAPI allows specification extensions (`x-…`) beside the paths.
+    if (!isRecord(item) || path.startsWith('x-')) continue;
     const pattern = oasPathPattern(path);
+    if (!pattern.ok) problems.push(base.problem(`spec.oas.paths["${path}"]`, 'InvalidPath', pattern.message));
     for (const [method, operation] of Object.entries(item)) {
       if (!operationMethods.has(method) || !isRecord(operation) || typeof operation.operationId !== 'string') continue;
       const id = operation.operationId;
@@ -29,7 +31,8 @@ function operationsOf(doc: OasDocument, base: ApiBase, problems: CompileProblem[
         problems.push(base.problem(`spec.oas.paths["${path}"].${method}.operationId`, 'DuplicateOperation', `operationId "${id}" is used by more than one operation`));
         continue;
       }
-      if (pattern.ok) ops.set(id, { id, path, method: method.toUpperCase(), pattern: pattern.pattern });
+      // An invalid path's operations still count as defined (the API is left out for the path alone).
+      ops.set(id, { id, path, method: method.toUpperCase(), pattern: pattern.ok ? pattern.pattern : '' });
     }
   }
   return ops;

@@ -284,6 +284,24 @@ describe('compile: OAS ApiDefinitions', () => {
     expect(problems).toEqual([expect.objectContaining({ reason, field, ref: expect.objectContaining({ name: 'o' }) })]);
   });
 
+  it.each([
+    ['an unclosed placeholder', '/items/{id', '"{" or "}"'],
+    ['a closing brace alone', '/items/id}', '"{" or "}"'],
+    ['an empty placeholder', '/items/{}', '"{" or "}"'],
+    ['a path without its leading slash', 'items/{id}', 'must start with "/"'],
+  ])('reports %s in an OAS path and leaves the API out', (_name, path, message) => {
+    const middleware = { operations: { getItem: { rateLimit: { rate: 1, per: '1s' } } } };
+    const { config, problems } = run({ apiDefinitions: [oasApi('o', { paths: { [path]: { get: { operationId: 'getItem' } } } }, { middleware })] });
+    expect(config.apis).toEqual([]);
+    expect(problems).toEqual([expect.objectContaining({ reason: 'InvalidPath', field: `spec.oas.paths["${path}"]`, message: expect.stringContaining(message) })]);
+  });
+
+  it('skips specification extensions beside the OAS paths', () => {
+    const { config, problems } = run({ apiDefinitions: [oasApi('o', { paths: { ...paths, 'x-owner': { team: 'a' } } })] });
+    expect(problems).toEqual([]);
+    expect(config.apis).toHaveLength(1);
+  });
+
   it('reports an operationId used twice', () => {
     const { problems } = run({ apiDefinitions: [oasApi('o', { paths: { '/a': { get: { operationId: 'x' } }, '/b': { get: { operationId: 'x' } } } })] });
     expect(problems).toEqual([expect.objectContaining({ reason: 'DuplicateOperation', field: 'spec.oas.paths["/b"].get.operationId' })]);

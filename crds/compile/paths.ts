@@ -24,10 +24,18 @@ export function regexPathPattern(path: string): PatternResult {
   return anchored(path.replace(placeholder, '(.*)'));
 }
 
-/** An OAS path: literal text, `{name}` segments match like `(.*)` (docs/behaviour.md#limits-and-their-scopes). */
+/**
+ * An OAS path: literal text, `{name}` segments match like `(.*)` (docs/behaviour.md#limits-and-their-scopes).
+ * A brace outside a placeholder is refused rather than matched literally: `/users/{id` is a
+ * typo for a placeholder far more often than a path anyone calls.
+ */
 export function oasPathPattern(path: string): PatternResult {
-  const parts = path.split(placeholder).map((literal) => literal.replace(regexSpecial, '\\$&'));
-  return anchored(parts.join('(.*)'));
+  if (!path.startsWith('/')) return { ok: false, message: `path "${path}" must start with "/"` };
+  const literals = path.split(placeholder);
+  if (literals.some((literal) => /[{}]/.test(literal))) {
+    return { ok: false, message: `path "${path}" has a "{" or "}" that does not enclose a placeholder name such as {id}` };
+  }
+  return anchored(literals.map((literal) => literal.replace(regexSpecial, '\\$&')).join('(.*)'));
 }
 
 /** Whether two endpoint rules can meet the same request (method `*` meets every method). */

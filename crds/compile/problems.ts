@@ -8,6 +8,8 @@ export const problemReasons = {
   /** The spec does not match the schema (a resource that bypassed the CRD, or a folder file). */
   InvalidSpec: 'InvalidSpec',
   InvalidRegex: 'InvalidRegex',
+  /** An OAS path that is no path template: it must start with "/", and "{" "}" only enclose a placeholder name. */
+  InvalidPath: 'InvalidPath',
   InvalidDuration: 'InvalidDuration',
   /** Two ApiDefinitions claim one api_id; the older one (then the first by namespace/name) keeps it. */
   DuplicateApiId: 'DuplicateApiId',
