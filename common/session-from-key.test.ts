@@ -53,6 +53,24 @@ describe('sessionFromKey', () => {
     expect(changed.ok && changed.changed).toBe(true);
   });
 
+  it('takes a field the spec no longer sets back to its default, as kubectl apply means', () => {
+    const first = sessionFromKey(
+      { rate: 1, per: 60, apply_policies: ['gold'], is_inactive: true, expires: 1000, meta_data: { org: 'a' }, quota_max: 5, tags: ['t'], access_rights: { api1: {} } },
+      'k',
+      'shop',
+      null,
+      t0,
+    );
+    if (!first.ok) throw new Error(first.message);
+    const later = sessionFromKey({ alias: 'flip', access_rights: { api2: {} } }, 'k', 'shop', first.session, t1);
+    if (!later.ok) throw new Error(later.message);
+    expect(later.changed).toBe(true);
+    expect(later.session).toMatchObject({ alias: 'flip', rate: 0, per: 0, allowance: 0, apply_policies: [], is_inactive: false, expires: 0, meta_data: {}, quota_max: -1, tags: [] });
+    expect(Object.keys(later.session.access_rights)).toEqual(['api2']);
+    // Run-time fields stay: the quota's remaining count and the key's creation.
+    expect(later.session).toMatchObject({ quota_remaining: 5, date_created: t0.toISOString(), key_id: 'k' });
+  });
+
   it('reports an invalid spec with its field instead of storing it', () => {
     const outcome = sessionFromKey({ rate: 'ten' }, 'k', 'ns', null, t0);
     expect(outcome).toEqual({ ok: false, message: expect.stringMatching(/^spec\.rate: /) as unknown as string });

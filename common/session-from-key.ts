@@ -18,7 +18,7 @@ function accessRights(spec: KeySpec): NonNullable<SessionInput['access_rights']>
 /**
  * The session a Key resource stands for (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations): its spec fields, `allowance`
  * defaulting to `rate`, the Key's namespace (how apply_policies resolve), and, when a
- * session already exists, its run-time fields kept. `last_updated` moves only when the
+ * session already exists, its run-time fields (and the fields no spec sets) kept. `last_updated` moves only when the
  * content changes, and `changed` says whether there is anything to write, so an unchanged Key
  * rewrites nothing.
  */
@@ -27,7 +27,12 @@ export function sessionFromKey(spec: unknown, keyName: string, namespace: string
   if (!parsed.success) return { ok: false, message: firstIssue('spec.', parsed.error) };
   const s = parsed.data;
   const runtime: RuntimeFields = existing ? Object.fromEntries(RUNTIME_FIELDS.map((f) => [f, existing[f]])) : initialRuntime(s, keyName, now);
-  const merged = { ...(existing ?? {}), ...stripUndefined(specFields(s, namespace)), ...stripUndefined(runtime) };
+  const fromSpec = specFields(s, namespace);
+  // Every field the spec owns comes from the spec alone: one the spec no longer sets falls
+  // back to its default (`kubectl apply` without `is_inactive` reactivates the key), where a
+  // merge over the existing session kept its last value.
+  const kept = existing ? withoutFields(existing, Object.keys(fromSpec)) : {};
+  const merged = { ...kept, ...stripUndefined(fromSpec), ...stripUndefined(runtime) };
   const candidate = sessionSchema.safeParse({ ...merged, last_updated: existing?.last_updated ?? now.toISOString() });
   if (!candidate.success) return { ok: false, message: firstIssue('', candidate.error) };
   const session = candidate.data;
@@ -75,6 +80,12 @@ function initialRuntime(s: KeySpec, keyName: string, now: Date): RuntimeFields {
   const renewal = s.quota_renewal_rate ?? 0;
   const quotaRenews = s.quota_renews ?? (renewal > 0 ? Math.floor(now.getTime() / 1000) + renewal : undefined);
   return { quota_remaining: s.quota_remaining ?? s.quota_max, quota_renews: quotaRenews, date_created: now.toISOString(), key_id: keyName };
+}
+
+function withoutFields(session: Session, names: readonly string[]): Partial<Session> {
+  const rest: Partial<Session> = { ...session };
+  for (const name of names) delete rest[name as keyof Session];
+  return rest;
 }
 
 /** The fields that are set: a spread of the result leaves the fields it lacks as they were. */

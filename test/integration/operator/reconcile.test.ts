@@ -245,6 +245,13 @@ describe('operator: examples, configs, references, drift, keys', () => {
     await c.replaceSpec('Key', ns, 'made-by-admin', { key_hash: adminHash, rate: 9, per: 60, quota_max: 50 });
     await waitFor('session updated from spec', async () => JSON.parse((await redis.get(sessionKey(adminHash)))!).rate === 9);
     expect(JSON.parse((await redis.get(sessionKey(adminHash)))!)).toMatchObject({ rate: 9, allowance: 9, quota_remaining: 7 });
+    // A field the spec stops setting is gone from the session too, as with kubectl apply:
+    // the key is active again and its policy no longer applies.
+    await c.replaceSpec('Key', ns, 'made-by-admin', { key_hash: adminHash, rate: 9, per: 60, quota_max: 50, is_inactive: true, apply_policies: ['gold'] });
+    await waitFor('session inactive', async () => JSON.parse((await redis.get(sessionKey(adminHash)))!).is_inactive === true);
+    await c.replaceSpec('Key', ns, 'made-by-admin', { key_hash: adminHash, rate: 9, per: 60, quota_max: 50 });
+    await waitFor('session active again', async () => JSON.parse((await redis.get(sessionKey(adminHash)))!).is_inactive === false);
+    expect(JSON.parse((await redis.get(sessionKey(adminHash)))!)).toMatchObject({ apply_policies: [], is_inactive: false, quota_remaining: 7 });
     await redis.del(sessionKey(adminHash));
     await waitFor('lost session recreated', async () => (await redis.exists(sessionKey(adminHash))) === 1, 10_000);
   });
