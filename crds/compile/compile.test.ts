@@ -427,9 +427,25 @@ describe('compile: policies', () => {
     expect(problems[1]!.message).toMatch(/DELETE \/open .* \* \/open/);
   });
 
-  it('reports a key-level endpoint path that is not a valid regex', () => {
-    const { problems } = run({ apiDefinitions: apis, policies: [policy('p', { access_rights: { b: { endpoints: [{ path: '/x(', methods: [{ name: 'GET', limit: { rate: 1, per: 1 } }] }] } } })] });
+  it('reports a key-level endpoint path that is not a valid regex and leaves the whole policy out, since without that limit it would be looser', () => {
+    const { config, problems } = run({
+      apiDefinitions: apis,
+      policies: [policy('p', { access_rights: { b: { endpoints: [{ path: '/x(', methods: [{ name: 'GET', limit: { rate: 1, per: 1 } }] }] } } }), policy('q', { access_rights: { b: {} } })],
+    });
     expect(problems).toEqual([expect.objectContaining({ reason: 'InvalidRegex', field: 'spec.access_rights["b"].endpoints[0].path' })]);
+    expect(Object.keys(config.policies)).toEqual(['ns/q']);
+  });
+
+  it("compiles a grant of an API whose resource is refused against the API's last good version", () => {
+    const brokenB = { metadata: { name: 'b', namespace: 'ns' }, spec: { api_id: 'b', proxy: { listen_path: 42 } } } as unknown as ApiDefinitionInput;
+    const grant = policy('p', { access_rights: { b: {} } });
+    const lastGood = run({ apiDefinitions: [classic('b', { name: 'API B' })] }).config.apis;
+    const kept = run({ apiDefinitions: [brokenB], policies: [grant], lastGoodApis: lastGood });
+    expect(new Set(kept.problems.map((p) => `${p.ref.name} ${p.reason}`))).toEqual(new Set(['b InvalidSpec']));
+    expect(kept.config.policies['ns/p']!.access_rights.b).toMatchObject({ api_id: 'b', api_name: 'API B' });
+    // Without a last good version, or once the resource is gone, the grant is of a missing API.
+    expect(run({ apiDefinitions: [brokenB], policies: [grant] }).problems.map((p) => p.reason)).toContain('MissingApi');
+    expect(run({ apiDefinitions: [], policies: [grant], lastGoodApis: lastGood }).problems.map((p) => p.reason)).toEqual(['MissingApi']);
   });
 
   it('reports an invalid policy spec and leaves that policy out', () => {

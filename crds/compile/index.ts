@@ -8,18 +8,19 @@ import { compileClassicApi } from './api-classic.ts';
 import { apiIdOf, defaultNamespace } from './api-id.ts';
 import { compileOasApi } from './api-oas.ts';
 import { compilePolicy, type GrantedApi } from './policy.ts';
-import type { CompileProblem } from './problems.ts';
+import { policyRefusingReasons, type CompileProblem } from './problems.ts';
 
 /**
  * The pure compile step (docs/architecture.md#the-flow-of-a-resource): custom resources → the configuration a sidecar runs.
  * No I/O. Every spec is re-validated with its zod schema (resources can bypass the CRD:
  * folder mode, objects stored before a CRD upgrade), every default is applied, every
- * reference is resolved or reported. An API with a problem is left out whole; a policy
- * keeps everything but the parts with problems.
+ * reference is resolved or reported. An API with a problem is left out whole; so is a policy
+ * with a problem that would loosen it (`policyRefusingReasons`), and any other policy keeps
+ * everything but the parts with problems.
  */
 
 export type { CompileProblem, ProblemReason } from './problems.ts';
-export { problemReasons } from './problems.ts';
+export { policyRefusingReasons, problemReasons } from './problems.ts';
 export { apiIdOf, defaultApiId } from './api-id.ts';
 
 interface Meta {
@@ -50,6 +51,12 @@ export interface CompileInput {
    * not put in the result's `apis`: the caller serves them on.
    */
   retainedApis?: readonly CompiledApi[];
+  /**
+   * The APIs as the caller served them last. An API whose resource is there but refused keeps
+   * its last good version (docs/behaviour.md#bad-edits), and a policy's grant of it compiles
+   * against that version rather than being reported missing.
+   */
+  lastGoodApis?: readonly CompiledApi[];
 }
 export interface CompileResult {
   config: CompiledConfig;
@@ -170,10 +177,18 @@ function apiCatalogue(apiDefinitions: readonly ApiDefinitionInput[], cache: ApiC
 
 type Catalogue = ReturnType<typeof apiCatalogue>;
 
-function compilePolicies(policies: readonly PolicyInput[], catalogue: Catalogue, retainedApis: readonly CompiledApi[]) {
+const grantedOf = (apis: readonly CompiledApi[] | undefined) =>
+  new Map((apis ?? []).map((api): [string, GrantedApi] => [api.api_id, { name: api.name, ref: api.source, ignored: api.ignored }]));
+
+function compilePolicies(policies: readonly PolicyInput[], catalogue: Catalogue, input: CompileInput) {
   const out: Record<string, CompiledPolicy> = {};
   const problems: CompileProblem[] = [];
-  const retained = new Map(retainedApis.map((api): [string, GrantedApi] => [api.api_id, { name: api.name, ref: api.source, ignored: api.ignored }]));
+  const retained = grantedOf(input.retainedApis);
+  const lastGood = grantedOf(input.lastGoodApis);
+  const lookup = (apiId: string): GrantedApi | undefined => {
+    const entry = catalogue.entry(apiId);
+    return entry?.granted ?? (entry ? lastGood.get(apiId) : undefined) ?? retained.get(apiId);
+  };
   for (const resource of [...policies].sort(byNamespacedName)) {
     const ref = refOf('Policy', resource.metadata);
     const parsed = policySpecSchema.safeParse(resource.spec);
@@ -181,9 +196,10 @@ function compilePolicies(policies: readonly PolicyInput[], catalogue: Catalogue,
       problems.push(...invalidSpec(ref, parsed.error));
       continue;
     }
-    const compiled = compilePolicy(ref, parsed.data, (apiId) => catalogue.entry(apiId)?.granted ?? retained.get(apiId));
-    out[compiled.policy.id] = compiled.policy;
+    const compiled = compilePolicy(ref, parsed.data, lookup);
     problems.push(...compiled.problems);
+    if (compiled.problems.some((p) => policyRefusingReasons.has(p.reason))) continue;
+    out[compiled.policy.id] = compiled.policy;
   }
   return { policies: out, problems };
 }
@@ -197,7 +213,7 @@ function assemble(apiIds: readonly string[], policies: readonly PolicyInput[], c
     if (entry !== undefined && entry.problems.length > 0) problems.push(...entry.problems);
     problems.push(...catalogue.duplicates(apiId));
   }
-  const compiled = compilePolicies(policies, catalogue, input.retainedApis ?? []);
+  const compiled = compilePolicies(policies, catalogue, input);
   return {
     config: { version: 1, settings: gatewaySettingsSchema.parse(input.settings ?? {}), apis, policies: compiled.policies },
     problems: [...problems, ...compiled.problems],

@@ -27,6 +27,15 @@ export const problemReasons = {
 
 export type ProblemReason = keyof typeof problemReasons;
 
+/**
+ * Problems that leave a whole Policy out of the compiled config rather than only the part
+ * they are in: an endpoint limit left out would let its keys through at the API's limit, so a
+ * typo in an edit would loosen what is in force. Callers keep the policy's last good version
+ * instead (docs/behaviour.md#bad-edits). A grant of a missing API, or a key-level limit on a
+ * no-auth endpoint, loosens nothing, and only that part is left out.
+ */
+export const policyRefusingReasons: ReadonlySet<ProblemReason> = new Set(['InvalidSpec', 'InvalidRegex']);
+
 export interface CompileProblem {
   ref: ResourceRef;
   /** Path of the offending field, e.g. `spec.extended_paths.rate_limit[2].path`. */

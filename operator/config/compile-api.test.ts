@@ -3,7 +3,7 @@ import { compiledConfigSchema } from '../../crds/compiled.ts';
 import { defaultGatewaySettings } from '../../crds/settings.ts';
 import { apiDefinition as api, policy } from '../controllers/fixtures.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
-import { ApiCompiler, apiIdOf, grantedApiIds, policyProblem, type ApiOutcome } from './compile-api.ts';
+import { ApiCompiler, apiIdOf, grantedApiIds, policiesOfConfigMap, policyProblem, type ApiOutcome } from './compile-api.ts';
 
 describe('ApiCompiler', () => {
   it('compiles one API with every policy granting it, into a valid compiled config', () => {
@@ -53,6 +53,26 @@ describe('ApiCompiler', () => {
     expect(json).toContain('Renamed');
   });
 
+  it('keeps the version its ConfigMap holds of a granting policy the compile step refuses, and never reuses that outcome', () => {
+    const compiler = new ApiCompiler(defaultGatewaySettings);
+    const a = api('a', { api_id: 'a' });
+    const limited = (path: string, generation: number) => {
+      const p = policy('p', ['a'], generation);
+      p.spec.access_rights.a!.endpoints = [{ path, methods: [{ name: 'GET', limit: { rate: 2, per: 60 } }] }];
+      return p;
+    };
+    const good = compiler.compile(a, [a], [limited('/limited', 1)]);
+    if (!good.ok || good.json === undefined) throw new Error('the good policy did not compile');
+    const written = policiesOfConfigMap(good.json);
+    // A typo in the endpoint's path: without its limit the policy would let keys through at the API's.
+    const typo = compiler.compile(a, [a], [limited('/limited([', 2)], written);
+    expect(typo).toMatchObject({ ok: true, policyIds: ['ns/p'], hash: good.hash, refusedPolicies: ['ns/p'] });
+    expect(compiler.compile(a, [a], [limited('/limited([', 2)], written)).toMatchObject({ json: good.json });
+    // Never compiled: the policy is not in force until it is fixed.
+    const fresh = new ApiCompiler(defaultGatewaySettings).compile(a, [a], [limited('/limited([', 1)]);
+    expect(fresh).toMatchObject({ ok: true, policyIds: [], refusedPolicies: ['ns/p'] });
+  });
+
   it('reports the API’s own problems with the compile step’s reason', () => {
     const bad = api('bad', { api_id: 'bad', use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET', rate: 1, per: 1 }] } });
     const outcome = new ApiCompiler(defaultGatewaySettings).compile(bad, [bad], []);
@@ -70,5 +90,8 @@ describe('policy references', () => {
     expect(grantedApiIds(policy('p', ['b', 'a']))).toEqual(['a', 'b']);
     expect(policyProblem(policy('p', ['a']), [api('a', { api_id: 'a' })])).toBeUndefined();
     expect(policyProblem(policy('p', ['gone']), [api('a', { api_id: 'a' })])).toMatchObject({ reason: 'MissingApi' });
+    const typo = policy('p', ['a']);
+    typo.spec.access_rights.a!.endpoints = [{ path: '/x([', methods: [{ name: 'GET', limit: { rate: 1, per: 1 } }] }];
+    expect(policyProblem(typo, [api('a', { api_id: 'a' })])).toMatchObject({ reason: 'InvalidRegex', message: expect.stringMatching(/keep the version compiled last/) });
   });
 });

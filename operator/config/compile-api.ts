@@ -1,7 +1,7 @@
-import { ApiCompileCache, apiIdOf as contractApiIdOf, compile, compileForApi, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
+import { ApiCompileCache, apiIdOf as contractApiIdOf, compile, compileForApi, policyRefusingReasons, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
 import { flatKey } from '../../common/flat-key.ts';
-import type { CompiledConfig } from '../../crds/compiled.ts';
+import { compiledConfigSchema, type CompiledConfig, type CompiledPolicy } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
@@ -54,6 +54,11 @@ export type ApiOutcome =
      * written gets its JSON from ApiCompiler.configJson.
      */
     json?: string;
+    /**
+     * Granting policies the compile step refused, each kept at its version in the `lastWritten`
+     * it was given: the caller compiles again with the stored ConfigMap's, and the outcome is never reused.
+     */
+    refusedPolicies?: string[];
   }
   | { ok: false; apiId: string; reason: string; message: string };
 
@@ -63,8 +68,35 @@ interface CompileContext {
   cache: ApiCompileCache;
 }
 
-/** One ApiDefinition's compiled config (it and every policy granting it), or why it has none. */
-function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy[], { settings, cache }: CompileContext): ApiOutcome {
+/** The policies of the API's ConfigMap as written last, by id: what a policy the compile step now refuses keeps (docs/behaviour.md#bad-edits). */
+export type LastWrittenPolicies = Readonly<Record<string, CompiledPolicy>>;
+
+/** The policies of a compiled ConfigMap's config; none when it holds no config this operator can read. */
+export function policiesOfConfigMap(json: string | undefined): Readonly<Record<string, CompiledPolicy>> {
+  if (json === undefined) return {};
+  let raw: unknown;
+  try {
+    raw = JSON.parse(json);
+  } catch {
+    return {};
+  }
+  // Checked, but used as written: the schema's output orders fields its own way, and a policy
+  // kept as it was keeps the ConfigMap's hash.
+  return compiledConfigSchema.safeParse(raw).success ? (raw as CompiledConfig).policies : {};
+}
+
+/** Ids of the policies the compile step left out whole (policyRefusingReasons). */
+function refusedPolicyIds(problems: readonly CompileProblem[]): string[] {
+  const refused = problems.filter((p) => p.ref.kind === 'Policy' && policyRefusingReasons.has(p.reason));
+  return [...new Set(refused.map((p) => `${p.ref.namespace}/${p.ref.name}`))];
+}
+
+/**
+ * One ApiDefinition's compiled config (it and every policy granting it), or why it has none.
+ * A granting policy the compile step refused keeps the version in `lastWritten`, if any;
+ * `refusedPolicies` names them, since the outcome then depends on the ConfigMap as stored.
+ */
+function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy[], { settings, cache, lastWritten }: CompileContext & { lastWritten: LastWrittenPolicies }): ApiOutcome {
   const result = compileForApi(apiId, { apiDefinitions: allApis.map(asApi), policies: allPolicies.map(asPolicy), settings, cache });
   const problem = summarize(result.problems.filter(isOf(api, 'ApiDefinition')));
   if (problem) return { ok: false, apiId, ...problem };
@@ -72,8 +104,13 @@ function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy
     return { ok: false, apiId, reason: 'NotCompiled', message: `the compile step produced no API for api_id ${apiId}` };
   }
   const config: CompiledConfig = result.config;
+  const refused = refusedPolicyIds(result.problems);
+  if (refused.length > 0) {
+    for (const id of refused) if (lastWritten[id]) config.policies[id] = lastWritten[id];
+    config.policies = Object.fromEntries(Object.entries(config.policies).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  }
   const json = JSON.stringify(config);
-  return { ok: true, apiId, policyIds: Object.keys(config.policies).sort(), hash: configHash(json), bytes: Buffer.byteLength(json), json };
+  return { ok: true, apiId, policyIds: Object.keys(config.policies).sort(), hash: configHash(json), bytes: Buffer.byteLength(json), json, ...(refused.length > 0 ? { refusedPolicies: refused } : {}) };
 }
 
 const version = (obj: GwObject): string => `${obj.metadata.uid ?? obj.metadata.name}@${obj.metadata.generation ?? 0}`;
@@ -109,7 +146,7 @@ export class ApiCompiler {
     this.#context = { settings, cache: new ApiCompileCache() };
   }
 
-  compile(api: Api, allApis: Api[], allPolicies: Policy[]): ApiOutcome {
+  compile(api: Api, allApis: Api[], allPolicies: Policy[], lastWritten: LastWrittenPolicies = {}): ApiOutcome {
     const byId = new Map<string, Api[]>();
     for (const other of allApis) {
       const id = apiIdOf(other);
@@ -120,7 +157,11 @@ export class ApiCompiler {
     const print = fingerprint(api, apiId, byId, allPolicies);
     const memo = this.#memo.get(key);
     if (memo?.fingerprint === print) return memo.outcome;
-    const outcome = compileOne(api, apiId, allApis, allPolicies, this.#context);
+    const outcome = compileOne(api, apiId, allApis, allPolicies, { ...this.#context, lastWritten });
+    if (outcome.ok && outcome.refusedPolicies) {
+      this.#memo.delete(key);
+      return outcome;
+    }
     const kept: ApiOutcome = outcome.ok ? { ok: true, apiId, policyIds: outcome.policyIds, hash: outcome.hash, bytes: outcome.bytes } : outcome;
     this.#memo.set(key, { fingerprint: print, outcome: kept });
     return outcome;
@@ -128,7 +169,8 @@ export class ApiCompiler {
 
   /** The compiled config's JSON, compiled again: what a reused outcome (no `json`) stands for, the inputs being the same. */
   configJson(api: Api, allApis: Api[], allPolicies: Policy[]): string {
-    const outcome = compileOne(api, apiIdOf(api), allApis, allPolicies, this.#context);
+    // A reused outcome never kept a refused policy's last version, so none is read here.
+    const outcome = compileOne(api, apiIdOf(api), allApis, allPolicies, { ...this.#context, lastWritten: {} });
     if (!outcome.ok || outcome.json === undefined) throw new Error(`compiling ${api.metadata.namespace}/${api.metadata.name} again failed: ${outcome.ok ? 'no JSON' : outcome.message}`);
     return outcome.json;
   }
@@ -143,5 +185,10 @@ export function policyProblem(policy: Policy, allApis: Api[]): Problem | undefin
   const granted = new Set(grantedApiIds(policy));
   const relevant = allApis.filter((api) => granted.has(apiIdOf(api)));
   const result = compile({ apiDefinitions: relevant.map(asApi), policies: [asPolicy(policy)] });
-  return summarize(result.problems.filter(isOf(policy, 'Policy')));
+  const problems = result.problems.filter(isOf(policy, 'Policy'));
+  const problem = summarize(problems);
+  if (problem && problems.some((p) => policyRefusingReasons.has(p.reason))) {
+    problem.message += '; the gateways keep the version compiled last (none, if it never compiled) until this is fixed';
+  }
+  return problem;
 }

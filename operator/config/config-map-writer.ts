@@ -1,4 +1,5 @@
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { CONFIG_KEY } from '../../common/compiled-config-map.ts';
 import { isConflict, isNotFound } from '../kit/controllerutil.ts';
 import type { OwnWrites } from '../kit/own-writes.ts';
 
@@ -17,6 +18,11 @@ export interface ConfigMapWriter {
    * version. One already gone counts as deleted.
    */
   delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'>;
+  /**
+   * The compiled config a ConfigMap holds as stored (the informer's cache keeps only its
+   * digest); undefined when there is none. Read only to keep a refused policy's last version.
+   */
+  storedConfig(namespace: string, name: string): Promise<string | undefined>;
 }
 
 /** Create, replace and delete through the API server, each on the version the caller read; 404/409 say the stored one moved on. */
@@ -43,6 +49,15 @@ export class KubeConfigMapWriter implements ConfigMapWriter {
       return 'created';
     } catch (error) {
       if (isConflict(error) || isNotFound(error)) return 'changed';
+      throw error;
+    }
+  }
+
+  async storedConfig(namespace: string, name: string): Promise<string | undefined> {
+    try {
+      return (await this.#api.readNamespacedConfigMap({ name, namespace })).data?.[CONFIG_KEY];
+    } catch (error) {
+      if (isNotFound(error)) return undefined;
       throw error;
     }
   }

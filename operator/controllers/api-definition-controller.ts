@@ -2,7 +2,7 @@ import type { V1ConfigMap } from '@kubernetes/client-node';
 import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import { flatKey } from '../../common/flat-key.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
-import { ApiCompiler, apiIdOf, grantedApiIds } from '../config/compile-api.ts';
+import { ApiCompiler, apiIdOf, grantedApiIds, policiesOfConfigMap } from '../config/compile-api.ts';
 import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
@@ -59,7 +59,12 @@ export class ApiDefinitionController implements KindController {
       return this.#cleanUp(namespace, name);
     }
     const [allApis, allPolicies] = [this.#ctx.caches.apis.list(), this.#ctx.caches.policies.list()];
-    const outcome = this.#compiler.compile(api, allApis, allPolicies);
+    let outcome = this.#compiler.compile(api, allApis, allPolicies);
+    if (outcome.ok && outcome.refusedPolicies) {
+      // A granting policy the compile step refuses keeps the version its ConfigMap holds (docs/behaviour.md#bad-edits).
+      const written = policiesOfConfigMap(await this.#ctx.configMaps.storedConfig(namespace, configMapName(name)));
+      outcome = this.#compiler.compile(api, allApis, allPolicies, written);
+    }
     if (!outcome.ok) {
       await this.#setStatus(api, { ready: false, reason: outcome.reason, message: outcome.message, fields: { api_id: outcome.apiId } });
       return;

@@ -1,5 +1,6 @@
 import type { KubernetesObject, V1ConfigMap, V1Secret } from '@kubernetes/client-node';
 import { pino } from 'pino';
+import { CONFIG_KEY } from '../../common/compiled-config-map.ts';
 import { MemorySessionStore } from '../../common/session-store.ts';
 import type { KindName } from '../../crds/kinds.ts';
 import { defaultGatewaySettings } from '../../crds/settings.ts';
@@ -106,6 +107,10 @@ export class MemoryConfigMapWriter implements ConfigMapWriter {
     if (stored?.metadata?.resourceVersion !== current?.metadata?.resourceVersion || (stored === undefined) !== (current === undefined)) return 'changed';
     this.#configMaps.put(structuredClone(desired));
     return current ? 'updated' : 'created';
+  }
+
+  async storedConfig(namespace: string, name: string): Promise<string | undefined> {
+    return this.#configMaps.get(namespace, name)?.data?.[CONFIG_KEY];
   }
 
   async delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'> {

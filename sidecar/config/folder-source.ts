@@ -207,7 +207,7 @@ export class FolderConfigSource implements ConfigSource {
     // The steps of a load each take a few milliseconds at 5,000 APIs: a turn of the event
     // loop between them keeps requests answered (docs/architecture.md#performance).
     await nextTurn();
-    const compiled = compile({ apiDefinitions, policies, cache: this.#compiledApis, retainedApis: this.#retainedApis() });
+    const compiled = compile({ apiDefinitions, policies, cache: this.#compiledApis, retainedApis: this.#retainedApis(), lastGoodApis: this.#lastApis() });
     const keptAtLastGood = this.#keepLastGood(compiled.config, compiled.problems);
     await nextTurn();
     for (const problem of compiled.problems) {

@@ -144,6 +144,28 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect((await configOf('edit-a'))?.policies[policyId]?.rate?.rate).toBe(25);
   });
 
+  it("a policy edit the compile step refuses leaves the policy's last compiled version in its APIs' ConfigMaps", async () => {
+    const apiId = `${ns}-typo`;
+    await api('typo', apiId);
+    const spec = (path: string, rate: number) => ({ rate, per: 60, access_rights: { [apiId]: { endpoints: [{ path, methods: [{ name: 'GET', limit: { rate: 2, per: 60 } }] }] } } });
+    await c.create('Policy', ns, { metadata: { name: 'typo-policy' }, spec: spec('/limited', 10) });
+    const policyId = `${ns}/typo-policy`;
+    await waitFor('the endpoint limit compiled', async () => (await configOf('typo'))?.policies[policyId]?.access_rights[apiId]?.endpoints.length === 1);
+
+    await c.replaceSpec('Policy', ns, 'typo-policy', spec('/limited([', 50));
+    expect(ready(await waitReady('Policy', 'typo-policy', 'False'))?.reason).toBe('InvalidRegex');
+    // An edit of the API itself makes the operator write its ConfigMap again, with the bad policy in its cache.
+    await c.replaceSpec('ApiDefinition', ns, 'typo', { api_id: apiId, name: 'Typo renamed', use_keyless: true, proxy: { listen_path: '/typo/', target_url: 'http://127.0.0.1:9000' } });
+    await waitFor('the API renamed in its ConfigMap', async () => (await configOf('typo'))?.apis[0]?.name === 'Typo renamed');
+    const kept = (await configOf('typo'))?.policies[policyId];
+    expect(kept?.rate?.rate).toBe(10);
+    expect(kept?.access_rights[apiId]?.endpoints.map((e) => e.path)).toEqual(['/limited']);
+
+    await c.replaceSpec('Policy', ns, 'typo-policy', spec('/limited/.*', 50));
+    await waitFor('the fixed policy compiled', async () => (await configOf('typo'))?.policies[policyId]?.rate?.rate === 50);
+    await waitReady('Policy', 'typo-policy');
+  });
+
   it('invalid references give Ready=False with the reason; deleting a granted API succeeds and flips its policies', async () => {
     await c.create('Policy', ns, { metadata: { name: 'orphan' }, spec: { rate: 1, per: 1, access_rights: { 'no-such-api': {} } } });
     const orphan = await waitReady('Policy', 'orphan', 'False');

@@ -145,6 +145,48 @@ describe('a standalone gateway watching its config folder', () => {
     expect(await metrics()).not.toMatch(/gw_config_problems\{/);
   });
 
+  it("keeps a Policy's grant of an API refused at its last good version, and a Policy refused whole at its own", async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    const apiYaml = (listenPath: unknown) => `apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: granted }
+spec: { api_id: granted, proxy: { listen_path: ${JSON.stringify(listenPath)}, target_url: '${upstream.url}' } }
+`;
+    const policyYaml = (path: string) => `apiVersion: gw.dev/v1alpha1
+kind: Policy
+metadata: { name: limited }
+spec:
+  rate: 100
+  per: 60
+  access_rights:
+    granted:
+      api_id: granted
+      endpoints: [{ path: '${path}', methods: [{ name: GET, limit: { rate: 2, per: 60 } }] }]
+---
+apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: holder }
+spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [limited] }
+`;
+    await writeFile(join(dir, 'api.yaml'), apiYaml('/granted/'));
+    await writeFile(join(dir, 'policy.yaml'), policyYaml('/limited'));
+    await start();
+    const withKey = { authorization: rawKey };
+    expect(await status('/granted/open', withKey)).toBe(200);
+
+    // A schema error in the API: it stays served as it was, and so does the Policy's grant of it.
+    await writeFile(join(dir, 'api.yaml'), apiYaml(42));
+    await eventually(async () => (await readyz()).body.problems.some((p) => p.subject === 'ApiDefinition default/granted'), 10_000, 'API refusal reported');
+    expect((await readyz()).body.problems.map((p) => p.subject)).toEqual(['ApiDefinition default/granted']);
+    expect(await status('/granted/open', withKey)).toBe(200);
+
+    // A typo in the Policy's endpoint path: its last good version, endpoint limit included, stays in force.
+    await writeFile(join(dir, 'policy.yaml'), policyYaml('/limited(['));
+    await eventually(async () => (await readyz()).body.problems.some((p) => p.subject === 'Policy default/limited'), 10_000, 'Policy refusal reported');
+    expect((await readyz()).body.problems.find((p) => p.subject === 'Policy default/limited')?.reason).toMatch(/InvalidRegex|not a valid regular expression.*; its last good version stays in effect$/);
+    expect([await status('/granted/limited', withKey), await status('/granted/limited', withKey), await status('/granted/limited', withKey)]).toEqual([200, 200, 429]);
+  });
+
   it('revokes a Key removed from the folder by hand, and keeps one whose file breaks', async () => {
     const rawKey = randomBytes(16).toString('hex');
     await writeFile(join(dir, 'private.yaml'), authApiAndKey(upstream.url, rawKey));
