@@ -23,6 +23,12 @@ describe('parseRedisUrl', () => {
     ['redis+cluster://n1:6379/1', 'takes no path'],
     ['redis+cluster://:hunter2@n1:99999', 'invalid host:port "n1:99999"'],
     ['redis+cluster://:hunter2@n1:6379,,n2', 'invalid host:port ""'],
+    ['redis://:hunter2@127.0.0.1:notaport', 'is not a valid URL'],
+    ['redis://:hunter2@127.0.0.1:99999', 'is not a valid URL'],
+    ['redis://:hunter2@127.0.0.1:0', 'from 1 to 65535'],
+    ['redis://:hunter2%ZZ@127.0.0.1:6379', 'malformed %-escape'],
+    ['redis://:hunter2@127.0.0.1:6379/abc', 'database number'],
+    ['rediss://:hunter2@:6379', 'is not a valid URL'],
   ])('rejects %s with a message that does not repeat the password', (url, message) => {
     expect(() => parseRedisUrl(url)).toThrow(RedisUrlError);
     expect(() => parseRedisUrl(url)).toThrow(message);

@@ -36,9 +36,34 @@ function parsePassword(auth: string | undefined): string | undefined {
   return password === '' ? undefined : password;
 }
 
+/**
+ * A one-server URL as ioredis will read it, checked here: ioredis's own parse error repeats
+ * the URL, password included, and a database path that is no number was sent to Redis as
+ * such, which refused it and left the client on database 0.
+ */
+function checkStandalone(url: string): void {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new RedisUrlError('GW_REDIS_URL is not a valid URL: redis://[user:password@]host:port[/db], with the port from 1 to 65535');
+  }
+  if (parsed.port === '0') throw new RedisUrlError('the port of GW_REDIS_URL must be from 1 to 65535');
+  try {
+    decodeURIComponent(parsed.username);
+    decodeURIComponent(parsed.password);
+  } catch {
+    throw new RedisUrlError('the user or password of GW_REDIS_URL has a malformed %-escape');
+  }
+  if (!/^(\/(\d{1,9})?)?$/.test(parsed.pathname)) throw new RedisUrlError('the path of a redis:// URL is the database number, such as /0');
+}
+
 /** Parses GW_REDIS_URL; the message of a bad URL never repeats the URL (it may hold a password). */
 export function parseRedisUrl(url: string): RedisTarget {
-  if (/^rediss?:\/\//.test(url)) return { mode: 'standalone', url };
+  if (/^rediss?:\/\//.test(url)) {
+    checkStandalone(url);
+    return { mode: 'standalone', url };
+  }
   const match = MULTI_HOST.exec(url);
   if (!match) throw new RedisUrlError('GW_REDIS_URL must start with redis://, rediss://, redis+sentinel:// or redis+cluster://');
   const [, scheme, mode, auth, hosts = '', path = ''] = match;
