@@ -11,7 +11,7 @@ export interface KubeEventSinkOptions {
   instanceId: string;
   logger: Logger;
   metrics: SidecarMetrics;
-  /** Same (resource, reason) within this window updates one Event's series. */
+  /** The same transition within this window updates one Event's series. */
   windowMs?: number;
   /** API writes allowed at once, then per second. */
   burst?: number;
@@ -24,9 +24,10 @@ const limiterDigest = (limiterKey: string): string => createHash('sha256').updat
 
 /**
  * Smoothing events as Events on the resource whose smoothing fired, through the writer
- * both binaries share (common/kube-events.ts). Every transition of one (resource, reason)
- * within the window is one Event: its note keeps the first transition, its series counts
- * them all. The limiter is named by a digest, never by its key.
+ * both binaries share (common/kube-events.ts). Only repeats of one transition (the same
+ * limiter, from and to the same allowance) within the window fold into one Event's series:
+ * an Event's note cannot change once written, so a series of different transitions showed
+ * its first one alone. The limiter is named by a digest, never by its key.
  */
 export class KubeEventSink implements SmoothingEventSink {
   readonly #writer: KubeEventWriter;
@@ -53,7 +54,6 @@ export class KubeEventSink implements SmoothingEventSink {
       reason: event.reason,
       action: 'Smoothing',
       note: `allowance ${event.oldAllowance} -> ${event.newAllowance} (limiter ${limiterDigest(event.limiterKey)})`,
-      seriesKey: 'smoothing',
       time: event.time,
     });
   }

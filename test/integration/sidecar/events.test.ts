@@ -41,18 +41,24 @@ describe('smoothing Events (events.k8s.io/v1)', () => {
     await sink?.close();
   });
 
-  it('writes one Event per resource and reason, aggregating repeats into its series', async () => {
+  it('writes one Event per transition, aggregating its repeats into its series', async () => {
     const namespace = await createNamespace('sc-events');
     sink = new KubeEventSink({ kubeConfig: kubeConfig(), instanceId: 'pod-a', logger: quietLogger, metrics: createSidecarMetrics() });
     sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 10, 15));
     await eventually(async () => (await eventsIn(namespace)).length === 1, 10_000, 'first event');
     sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 15, 20));
-    sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 20, 25));
-    sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingDown', 25, 20));
+    sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingDown', 20, 15));
+    sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 15, 20));
+    sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 15, 20));
     await eventually(async () => (await eventsIn(namespace)).some((e) => e.series?.count === 3), 10_000, 'aggregated series');
     const events = await eventsIn(namespace);
-    expect(events).toHaveLength(2);
-    const up = events.find((e) => e.reason === 'RateLimitSmoothingUp');
+    // Every step shows, each with its own allowances: 10 -> 15 once, 15 -> 20 three times, 20 -> 15 once.
+    expect(events.map((e) => `${e.reason} ${e.message?.split(' (')[0]} x${e.series?.count ?? 1}`).sort()).toEqual([
+      'RateLimitSmoothingDown allowance 20 -> 15 x1',
+      'RateLimitSmoothingUp allowance 10 -> 15 x1',
+      'RateLimitSmoothingUp allowance 15 -> 20 x3',
+    ]);
+    const up = events.find((e) => e.reason === 'RateLimitSmoothingUp' && e.series?.count === 3);
     expect(up).toMatchObject({
       type: 'Normal',
       action: 'Smoothing',
@@ -61,9 +67,8 @@ describe('smoothing Events (events.k8s.io/v1)', () => {
       involvedObject: { apiVersion: 'gw.dev/v1alpha1', kind: 'Policy', name: 'gold', namespace },
       series: { count: 3 },
     });
-    expect(up?.message).toMatch(/^allowance 10 -> 15 \(limiter [0-9a-f]{16}\)$/);
-    expect(up?.message).not.toContain('raw-identity');
-    expect(events.find((e) => e.reason === 'RateLimitSmoothingDown')?.message).toMatch(/^allowance 25 -> 20/);
+    expect(up?.message).toMatch(/^allowance 15 -> 20 \(limiter [0-9a-f]{16}\)$/);
+    expect(events.map((e) => e.message).join(' ')).not.toContain('raw-identity');
   });
 
   it('bounds API writes with a token bucket during a burst', async () => {
@@ -84,7 +89,7 @@ describe('smoothing Events (events.k8s.io/v1)', () => {
     sink.emit(smoothing(namespace, 'second', 'RateLimitSmoothingUp', 1, 2));
     await eventually(async () => (await eventsIn(namespace)).length === 2, 10_000, 'both written');
     // A repeat of the first waits for a token; a third series must make room for itself.
-    sink.emit(smoothing(namespace, 'first', 'RateLimitSmoothingUp', 2, 3));
+    sink.emit(smoothing(namespace, 'first', 'RateLimitSmoothingUp', 1, 2));
     sink.emit(smoothing(namespace, 'third', 'RateLimitSmoothingUp', 1, 2));
     await eventually(async () => (await eventsIn(namespace)).length === 3, 15_000, 'third written');
     const events = await eventsIn(namespace);
