@@ -158,13 +158,27 @@ async function retainedByOtherWorkers(options: SidecarOptions, overrides: Sideca
   }
 }
 
+/** Calls `returned` each time Redis is ready again after having been lost (not on its first connection). */
+function whenRedisReturns({ redis, logger }: Parts, returned: () => Promise<void>): void {
+  let connectedBefore = false;
+  redis?.on('ready', () => {
+    if (!connectedBefore) {
+      connectedBefore = true;
+      return;
+    }
+    returned().catch((err: unknown) => logger.error({ err }, "Keys' sessions could not be checked after Redis returned"));
+  });
+}
+
 function selectSource(options: SidecarOptions, overrides: SidecarOverrides, parts: Parts, settings: GatewaySettings, retainedElsewhere: readonly CompiledApi[]): ConfigSource {
   if (overrides.source) return overrides.source;
   if (options.configDir) {
     const { sessions, logger, metrics, resources } = parts;
     // APIs deleted through the admin operations stay served until a reload, even as the watched folder is re-read.
     const retainedApis = resources instanceof FolderResourceStore ? () => resources.deletedApiIds() : undefined;
-    return new FolderConfigSource({ dir: options.configDir, defaultNamespace: options.namespace, sessions, logger, metrics, retainedApis, retainedElsewhere });
+    const source = new FolderConfigSource({ dir: options.configDir, defaultNamespace: options.namespace, sessions, logger, metrics, retainedApis, retainedElsewhere });
+    whenRedisReturns(parts, () => source.storeReturned());
+    return source;
   }
   if (parts.kubeConfig === undefined) throw new Error('no config source: give --config DIR or a kubeconfig');
   return new KubeConfigSource({

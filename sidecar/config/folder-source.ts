@@ -180,6 +180,16 @@ export class FolderConfigSource implements ConfigSource {
     return this.#enqueue(true);
   }
 
+  /**
+   * The session store is back after an outage, and may have come back empty (a Redis restarted
+   * without persistence): the next load checks every Key's session again, as a load does, and
+   * writes the missing ones. Without it, the Keys were refused until the folder changed.
+   */
+  storeReturned(): Promise<void> {
+    this.#loadedFiles = null;
+    return this.#enqueue(false);
+  }
+
   #enqueue(always: boolean): Promise<void> {
     const run = this.#queue.then(() => this.#load(always));
     this.#queue = run.catch(() => undefined);

@@ -7,6 +7,7 @@ import { keyHash } from '../../../crds/key-hash.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { testEnv } from '../../harness/index.ts';
+import { startRedisServer } from '../../harness/redis.ts';
 import { keylessApiYaml } from '../../support/api-yaml.ts';
 import { collectingLogger } from '../../support/collecting-logger.ts';
 import { call, eventually, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
@@ -185,6 +186,27 @@ spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [limited] }
     await eventually(async () => (await readyz()).body.problems.some((p) => p.subject === 'Policy default/limited'), 10_000, 'Policy refusal reported');
     expect((await readyz()).body.problems.find((p) => p.subject === 'Policy default/limited')?.reason).toMatch(/InvalidRegex|not a valid regular expression.*; its last good version stays in effect$/);
     expect([await status('/granted/limited', withKey), await status('/granted/limited', withKey), await status('/granted/limited', withKey)]).toEqual([200, 200, 429]);
+  });
+
+  it('puts the Keys back into a Redis that restarted empty, with no reload and no edit', async () => {
+    const redis = await startRedisServer();
+    try {
+      const rawKey = randomBytes(16).toString('hex');
+      await writeFile(join(dir, 'private.yaml'), authApiAndKey(upstream.url, rawKey));
+      logs = [];
+      sidecar = await startTestSidecar({ ...sidecarOptions('default', redis.url), configDir: dir, instanceId: uniqueId('empty'), adminSecret }, { logger: collectingLogger(logs) });
+      expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+      const loads = await reloadsOk();
+
+      await redis.stop();
+      await redis.start();
+      await eventually(async () => (await status('/private/x', { authorization: rawKey })) === 200, 15_000, 'the key served again');
+      expect(await reloadsOk()).toBeGreaterThan(loads);
+      expect((await readyz()).body.problems).toEqual([]);
+    } finally {
+      await sidecar?.close();
+      await redis.dispose();
+    }
   });
 
   it('revokes a Key removed from the folder by hand, and keeps one whose file breaks', async () => {
