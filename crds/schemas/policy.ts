@@ -65,7 +65,7 @@ const policyMetaDataSchema = z
       .max(bounds.path)
       .optional()
       .describe(
-        'Custom rate-limit key: "$gw_meta.FIELD" references to session metadata, joined by "|". Quota, rate limit and throttle then count per evaluated value; an empty value falls back to the key.',
+        'Custom rate-limit key: "$gw_meta.FIELD" references to session metadata (whole parts, or within text as in "org-$gw_meta.org"), joined by "|". Quota, rate limit and throttle then count per evaluated value; a missing field or an empty value falls back to the key.',
       ),
   })
   .loose()

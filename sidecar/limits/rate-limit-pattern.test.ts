@@ -17,6 +17,11 @@ describe('evaluatePattern', () => {
     ['$gw_meta.user', { user: { nested: true } }, null],
     ['$gw_meta.user', { user: null }, null],
     ['', {}, null],
+    ['org-$gw_meta.org', { org: 'x' }, 'org-x'],
+    ['org-$gw_meta.org', {}, null],
+    ['t:$gw_meta.tier/$gw_meta.n|$gw_meta.user', { tier: 'gold', n: 7, user: 'al' }, 't:gold/7|al'],
+    ['$gw_meta.toString', {}, null],
+    ['x$gw_meta.constructor', {}, null],
   ])('%s with %j -> %s', (pattern, meta, expected) => {
     expect(evaluatePattern(pattern, meta)).toBe(expected);
   });

@@ -1,22 +1,33 @@
 import { createHash } from 'node:crypto';
 
 const metaPrefix = '$gw_meta.';
+/** A reference inside a part's text: the prefix and a name of word characters (`org-$gw_meta.org`). */
+const embeddedReference = /\$gw_meta\.(\w+)/g;
+
+/** A metadata value as the pattern's text has it; null when absent or not a scalar. */
+function scalarText(metaData: Record<string, unknown>, field: string): string | null {
+  const value = Object.hasOwn(metaData, field) ? metaData[field] : undefined;
+  return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : null;
+}
 
 /**
- * Evaluates a `rate_limit_pattern` (docs/behaviour.md#custom-rate-limit-keys): `|`-joined parts, each a literal or a
- * `$gw_meta.FIELD` reference to the session's metadata. Null when the pattern does not
- * take effect: a referenced field is absent (or not a scalar), or the result is empty.
+ * Evaluates a `rate_limit_pattern` (docs/behaviour.md#custom-rate-limit-keys): `|`-joined parts. A part that starts
+ * with `$gw_meta.` references the field named by the rest of it; elsewhere in a part's text,
+ * `$gw_meta.` and the word after it reference that field. Null when the pattern does not take
+ * effect: a referenced field is absent (or not a scalar), or the result is empty.
  */
 export function evaluatePattern(pattern: string, metaData: Record<string, unknown>): string | null {
   const parts: string[] = [];
   for (const part of pattern.split('|')) {
-    if (!part.startsWith(metaPrefix)) {
-      parts.push(part);
+    if (part.startsWith(metaPrefix)) {
+      const value = scalarText(metaData, part.slice(metaPrefix.length));
+      if (value === null) return null;
+      parts.push(value);
       continue;
     }
-    const value = metaData[part.slice(metaPrefix.length)];
-    if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') return null;
-    parts.push(String(value));
+    let missing = false;
+    parts.push(part.replace(embeddedReference, (_, field: string) => scalarText(metaData, field) ?? ((missing = true), '')));
+    if (missing) return null;
   }
   const joined = parts.join('|');
   return joined === '' ? null : joined;
