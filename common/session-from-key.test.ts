@@ -76,5 +76,6 @@ describe('sessionFromKey', () => {
     expect(outcome).toEqual({ ok: false, message: expect.stringMatching(/^spec\.rate: /) as unknown as string });
     const pair = sessionFromKey({ rate: 5 }, 'k', 'ns', null, t0);
     expect(pair.ok).toBe(false);
+    expect(sessionFromKey({ rate: 5, per: 1, is_inactve: true }, 'k', 'ns', null, t0)).toEqual({ ok: false, message: expect.stringMatching(/^spec\.is_inactve: Key has no such field/) as unknown as string });
   });
 });

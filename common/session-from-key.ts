@@ -1,5 +1,6 @@
 import { sameData } from './same-data.ts';
 import { sessionSchema, type Session, type SessionInput } from '../crds/session.ts';
+import { unknownFields } from '../crds/openapi/unknown-fields.ts';
 import { keySpecSchema, type KeySpec } from '../crds/schemas/key.ts';
 
 /** Session fields the gateway moves at run time: taken from the spec when the session is created, then left alone. */
@@ -25,6 +26,9 @@ function accessRights(spec: KeySpec): NonNullable<SessionInput['access_rights']>
 export function sessionFromKey(spec: unknown, keyName: string, namespace: string, existing: Session | null, now: Date): SessionOutcome {
   const parsed = keySpecSchema.safeParse(spec ?? {});
   if (!parsed.success) return { ok: false, message: firstIssue('spec.', parsed.error) };
+  // A misspelt field (`is_inactve`) would be dropped by the parse and the key served as if it were not there.
+  const unknown = unknownFields(keySpecSchema, spec ?? {});
+  if (unknown.length > 0) return { ok: false, message: `spec.${unknown[0]}: Key has no such field (misspelt?); kubectl apply refuses it too` };
   const s = parsed.data;
   const runtime: RuntimeFields = existing ? Object.fromEntries(RUNTIME_FIELDS.map((f) => [f, existing[f]])) : initialRuntime(s, keyName, now);
   const fromSpec = specFields(s, namespace);

@@ -448,6 +448,19 @@ describe('compile: policies', () => {
     expect(run({ apiDefinitions: [], policies: [grant], lastGoodApis: lastGood }).problems.map((p) => p.reason)).toEqual(['MissingApi']);
   });
 
+  it('refuses a misspelt field of an API or a policy, naming it, where a parse would drop it', () => {
+    const typoApi = classic('t', { global_rate_limt: { rate: 5, per: 10 } } as Partial<ApiDefinitionInput['spec']>);
+    const typoPolicy = policy('p', { rate: 5, per: 10, quota_maxx: 3, access_rights: { a: {} } } as PolicyInput['spec']);
+    const { config, problems } = run({ apiDefinitions: [classic('a'), typoApi], policies: [typoPolicy] });
+    expect(config.apis.map((a) => a.api_id)).toEqual(['a']);
+    expect(Object.keys(config.policies)).toEqual([]);
+    expect(problems.map((p) => [p.ref.name, p.field, p.reason])).toEqual([
+      ['t', 'spec.global_rate_limt', 'UnknownField'],
+      ['p', 'spec.quota_maxx', 'UnknownField'],
+    ]);
+    expect(problems[0]!.message).toMatch(/no field "global_rate_limt"/);
+  });
+
   it('reports an invalid policy spec and leaves that policy out', () => {
     const { config, problems } = run({ policies: [policy('p', { rate: 5 } as PolicyInput['spec']), policy('q', { rate: 5, per: 5 })] });
     expect(Object.keys(config.policies)).toEqual(['ns/q']);

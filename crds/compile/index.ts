@@ -8,6 +8,7 @@ import { compileClassicApi } from './api-classic.ts';
 import { apiIdOf, defaultNamespace } from './api-id.ts';
 import { compileOasApi } from './api-oas.ts';
 import { compilePolicy, type GrantedApi } from './policy.ts';
+import { unknownFields } from '../openapi/unknown-fields.ts';
 import { policyRefusingReasons, type CompileProblem } from './problems.ts';
 
 /**
@@ -77,6 +78,16 @@ const createdAt = (meta: Meta): string =>
 const byAge = <T extends { metadata: Meta }>(a: T, b: T): number =>
   createdAt(a.metadata).localeCompare(createdAt(b.metadata)) || byNamespacedName(a, b);
 
+/** A spec's fields its kind does not define, each a problem that refuses the resource (crds/openapi/unknown-fields.ts). */
+function unknownFieldProblems(ref: ResourceRef, schema: z.ZodType, spec: unknown): CompileProblem[] {
+  return unknownFields(schema, spec).map((field) => ({
+    ref,
+    field: `spec.${field}`,
+    reason: 'UnknownField',
+    message: `${ref.kind} has no field "${field}" (misspelt?); kubectl apply refuses it too`,
+  }));
+}
+
 function invalidSpec(ref: ResourceRef, error: z.ZodError): CompileProblem[] {
   return error.issues.map((issue) => ({
     ref,
@@ -129,6 +140,8 @@ function compileApi(resource: ApiDefinitionInput, apiId: string): ApiEntry {
   const ref = refOf('ApiDefinition', resource.metadata);
   const parsed = apiDefinitionSpecSchema.safeParse(resource.spec);
   if (!parsed.success) return { granted: undefined, api: null, problems: invalidSpec(ref, parsed.error) };
+  const unknown = unknownFieldProblems(ref, apiDefinitionSpecSchema, resource.spec);
+  if (unknown.length > 0) return { granted: undefined, api: null, problems: unknown };
   const spec = parsed.data;
   const oas = spec.oas;
   const title = typeof oas?.info?.title === 'string' ? oas.info.title : undefined;
@@ -194,6 +207,11 @@ function compilePolicies(policies: readonly PolicyInput[], catalogue: Catalogue,
     const parsed = policySpecSchema.safeParse(resource.spec);
     if (!parsed.success) {
       problems.push(...invalidSpec(ref, parsed.error));
+      continue;
+    }
+    const unknown = unknownFieldProblems(ref, policySpecSchema, resource.spec);
+    if (unknown.length > 0) {
+      problems.push(...unknown);
       continue;
     }
     const compiled = compilePolicy(ref, parsed.data, lookup);

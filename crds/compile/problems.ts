@@ -7,6 +7,8 @@ import type { ResourceRef } from '../compiled.ts';
 export const problemReasons = {
   /** The spec does not match the schema (a resource that bypassed the CRD, or a folder file). */
   InvalidSpec: 'InvalidSpec',
+  /** The spec has a field its kind does not define, most often a misspelt one (folder files: kubectl apply refuses them). */
+  UnknownField: 'UnknownField',
   InvalidRegex: 'InvalidRegex',
   /** An OAS path that is no path template: it must start with "/", and "{" "}" only enclose a placeholder name. */
   InvalidPath: 'InvalidPath',
@@ -34,7 +36,7 @@ export type ProblemReason = keyof typeof problemReasons;
  * instead (docs/behaviour.md#bad-edits). A grant of a missing API, or a key-level limit on a
  * no-auth endpoint, loosens nothing, and only that part is left out.
  */
-export const policyRefusingReasons: ReadonlySet<ProblemReason> = new Set(['InvalidSpec', 'InvalidRegex']);
+export const policyRefusingReasons: ReadonlySet<ProblemReason> = new Set(['InvalidSpec', 'UnknownField', 'InvalidRegex']);
 
 export interface CompileProblem {
   ref: ResourceRef;

@@ -139,6 +139,16 @@ describe('a standalone gateway watching its config folder', () => {
     expect(await status('/steady/x')).toBe(200);
     expect(await status('/elsewhere/x')).toBe(404);
 
+    // A misspelt field, which kubectl apply would refuse: refused here too, not dropped (the API would lose its limit).
+    await writeFile(join(dir, 'api.yaml'), keylessApi('steady', '/misspelt/', upstream.url).replace('global_rate_limit', 'global_rate_limt'));
+    await eventually(async () => (await readyz()).body.problems.some((p) => p.reason.startsWith('spec.global_rate_limt')), 10_000, 'unknown field reported');
+    expect((await readyz()).body.problems).toEqual([
+      { subject: 'ApiDefinition default/steady', reason: expect.stringMatching(/^spec\.global_rate_limt: ApiDefinition has no field .*; its last good version stays in effect$/) },
+    ]);
+    expect(await metrics()).toContain('gw_config_problems{kind="ApiDefinition",reason="UnknownField"} 1');
+    expect(await status('/misspelt/x')).toBe(404);
+    expect(await status('/steady/x')).toBe(200);
+
     // The fix applies on its own and clears the report.
     await writeFile(join(dir, 'api.yaml'), keylessApi('steady', '/elsewhere/', upstream.url));
     await eventually(async () => (await status('/elsewhere/x')) === 200, 10_000, 'fix applied');
@@ -217,6 +227,11 @@ spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [limited] }
 
     await writeFile(join(dir, 'private.yaml'), `${authApiAndKey(upstream.url, rawKey)}oops: [\n`);
     await eventually(async () => (await readyz()).body.problems.length > 0, 10_000, 'YAML error reported');
+    expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+
+    // A misspelt field in the Key (is_inactive, meant to revoke it) is refused, not dropped; the session stays as it was.
+    await writeFile(join(dir, 'private.yaml'), authApiAndKey(upstream.url, rawKey).replace('spec: { key_hash', 'spec: { is_inactve: true, key_hash'));
+    await eventually(async () => (await readyz()).body.problems.some((p) => p.reason.includes('is_inactve')), 10_000, 'unknown Key field reported');
     expect(await status('/private/x', { authorization: rawKey })).toBe(200);
 
     await writeFile(join(dir, 'private.yaml'), authApiAndKey(upstream.url, rawKey).split('---')[0]!);
