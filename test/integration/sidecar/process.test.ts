@@ -80,17 +80,20 @@ spec: { key_hash: ${keyHash(rawKey)}, access_rights: { folder-auth: { api_id: fo
       await redis.start();
       await eventually(async () => !(await readyz()).subjects.includes('Redis'), 20_000, 'Redis back');
       expect((await readyz()).status).toBe(200);
+      // Redis came back empty (no persistence): the folder's Keys are checked again and their sessions written.
+      await eventually(async () => (await loadsOk()) === loadsBeforeHup + 2, 10_000, 'the Keys checked once Redis is back');
+      expect((await call(`${proxy}/auth/x`, { headers: { authorization: rawKey } })).status).toBe(200);
 
       for (let i = 0; i < 8; i++) expect((await call(`${proxy}/open/x`)).status).toBe(200);
       const metrics = await call(`http://127.0.0.1:${health}/metrics`);
-      expect(metrics.text).toMatch(/gw_requests_total\{api="folder-auth",code_class="2xx"\} 1/);
+      expect(metrics.text).toMatch(/gw_requests_total\{api="folder-auth",code_class="2xx"\} 2/);
       expect(metrics.text).toContain('gw_upstream_duration_seconds_bucket');
       // One request in 8 that the gateway admitted or refused is timed.
       const sumOf = (name: string): number => [...metrics.text.matchAll(new RegExp(`^${name}\\{[^}]*\\} (\\d+)$`, 'gm'))].reduce((sum, m) => sum + Number(m[1]), 0);
       const timed = sumOf('gw_admission_duration_seconds_count');
       expect(timed).toBeGreaterThanOrEqual(1);
       expect(timed * 8).toBeLessThanOrEqual(sumOf('gw_requests_total') + 8);
-      expect(metrics.text).toContain(`gw_config_reloads_total{source="folder",result="ok"} ${loadsBeforeHup + 1}`);
+      expect(metrics.text).toContain(`gw_config_reloads_total{source="folder",result="ok"} ${loadsBeforeHup + 2}`);
 
       const adminAuth = { 'x-gw-authorization': 'process-admin-secret' };
       const deleted = await call(`http://127.0.0.1:${admin}/gw/apis/folder-open`, { method: 'DELETE', headers: adminAuth });
