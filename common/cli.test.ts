@@ -18,6 +18,7 @@ describe('one option table per binary', () => {
 
   it('refuses a bad value naming its flag and variable, and a URL without repeating it', () => {
     expect(() => parseCli(table, [], { T_LISTEN: 'nope' })).toThrow(new OptionsError('--listen (T_LISTEN): must be HOST:PORT'));
+    expect(() => parseCli(table, [], { T_LISTEN: '127.0.0.1:99999' })).toThrow(new OptionsError('--listen (T_LISTEN): the port must be from 0 to 65535'));
     expect(() => parseCli(table, [], { T_IDS: '[1]' })).toThrow(/^T_IDS: /);
     expect(() => parseCli(table, [], { T_IDS: '{' })).toThrow('T_IDS: must be JSON such as ["a"]');
     expect(() => parseCli(table, ['--no-such-flag'], {})).toThrow(OptionsError);

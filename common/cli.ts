@@ -33,7 +33,10 @@ export class OptionsError extends Error {
 }
 
 export const booleanOption = z.enum(['true', 'false']).transform((v) => v === 'true');
-export const listenOption = z.string().regex(/^(\[[^\]\s]+\]|[^:\s]*):\d{1,5}$/, 'must be HOST:PORT');
+export const listenOption = z
+  .string()
+  .regex(/^(\[[^\]\s]+\]|[^:\s]*):\d{1,5}$/, 'must be HOST:PORT')
+  .refine((listen) => !(Number(listen.slice(listen.lastIndexOf(':') + 1)) > 65535), 'the port must be from 0 to 65535');
 export const positiveIntOption = z.coerce.number().int().min(1);
 /** The message of a bad URL never repeats the URL: it may hold a password. */
 export const redisUrlOption = z.string().superRefine((url, ctx) => {

@@ -19,6 +19,16 @@ describe('sidecar flags', () => {
     expect(helpText()).toContain('Default: 127.0.0.1:8081 with --config, else 0.0.0.0:8081.');
   });
 
+  it('refuses --apis with --config: a folder is served whole', () => {
+    expect(() => parseSidecarArgs(['--config', 'examples', '--apis', 'a,b'], {})).toThrow(/^--apis \(GW_APIS\) selects the compiled ConfigMaps of a cluster/);
+    expect(parseSidecarArgs(['--config', 'examples'], { GW_APIS: '*' })).toMatchObject({ apis: '*' });
+  });
+
+  it('refuses a --config that is not a folder, naming the flag', () => {
+    expect(() => parseSidecarArgs(['--config', 'no-such-folder-here'], {})).toThrow(/^--config \(GW_CONFIG_DIR\): no-such-folder-here is not a folder/);
+    expect(() => parseSidecarArgs([], { GW_CONFIG_DIR: 'README.md' })).toThrow(/^--config \(GW_CONFIG_DIR\): README.md is not a folder/);
+  });
+
   it('reads the standalone bearer tokens as JSON, and refuses a bad list naming GW_BEARER_TOKENS', () => {
     const tokens = [{ name: 'ci', token: 'ci-token-0123456789', permissions: ['list:categories'] }];
     expect(parseSidecarArgs([], { GW_BEARER_TOKENS: JSON.stringify(tokens) })).toMatchObject({ bearerTokens: tokens });

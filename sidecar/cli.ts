@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { cliHelpRows, jsonOption, listenOption, OptionsError, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
@@ -92,7 +93,7 @@ const table = {
     flag: 'apis',
     value: 'IDS',
     env: 'GW_APIS',
-    help: 'Comma list of api_ids this sidecar serves; * for all in its namespace. Default: *.',
+    help: 'In a cluster: comma list of api_ids this sidecar serves; * for all in its namespace. Default: *.',
     schema: z.string().default('*').transform(parseApis),
   },
   namespace: { env: 'GW_NAMESPACE', help: 'Namespace whose compiled ConfigMaps are watched (the pod namespace). Default: default.', schema: z.string().min(1).default('default') },
@@ -128,6 +129,12 @@ export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): Sideca
   if ((values.tlsCertFile === undefined) !== (values.tlsKeyFile === undefined)) {
     throw new OptionsError('--tls-cert (GW_TLS_CERT_FILE) and --tls-key (GW_TLS_KEY_FILE) go together: give both or neither');
   }
+  if (values.configDir !== undefined && !isFolder(values.configDir)) {
+    throw new OptionsError(`--config (GW_CONFIG_DIR): ${values.configDir} is not a folder (the folder of resource YAML files a standalone gateway serves)`);
+  }
+  if (values.configDir !== undefined && values.apis !== '*') {
+    throw new OptionsError('--apis (GW_APIS) selects the compiled ConfigMaps of a cluster; a standalone gateway serves every API of its --config folder: keep only those APIs there');
+  }
   const address = (listener: Listener): string => values[listener] ?? `${defaultHost(values.configDir !== undefined)}:${listenerPorts[listener]}`;
   const options = { ...values, listen: address('listen'), adminListen: address('adminListen'), healthListen: address('healthListen') };
   if (values.workers !== 'auto' && values.workers > 1) {
@@ -142,6 +149,14 @@ export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): Sideca
     if (refusal) throw new OptionsError(`--workers (GW_WORKERS) ${values.workers} ${refusal}`);
   }
   return options;
+}
+
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
 }
 
 /** What decides whether several workers can serve (sidecar/workers/count.ts). */

@@ -235,6 +235,7 @@ describe('GET /gw/keys/{keyHash}/limits: why a request was limited', () => {
       ['an API not loaded here', explain(sidecar, hash, { api_id: 'no-such-api' }), 404, 'api_not_found'],
       ['a path outside the API', explain(sidecar, hash, { api_id: api.api_id, path: '/elsewhere/' }), 400, 'query_invalid'],
       ['a bad method', explain(sidecar, hash, { api_id: api.api_id, method: 'GE T' }), 400, 'query_invalid'],
+      ['a method the proxy refuses', explain(sidecar, hash, { api_id: api.api_id, method: 'BREW' }), 400, 'query_invalid'],
       ['an unknown key', explain(sidecar, 'a'.repeat(64), { api_id: api.api_id }), 404, 'key_not_found'],
     ];
     for (const [what, pending, status, code] of cases) {
