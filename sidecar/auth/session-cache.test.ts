@@ -47,6 +47,21 @@ describe('SessionCache', () => {
     expect(store.reads).toBe(2);
   });
 
+  it('answers a failed read from the session last read only while it may serve stale ones (failing open)', async () => {
+    const store = new CountingStore();
+    await store.put('h', sessionSchema.parse({ alias: 'a' }));
+    let failsOpen = true;
+    const cache = new SessionCache(store, { ttlMs: 10, servesStale: () => failsOpen });
+    expect((await cache.get('h'))?.alias).toBe('a');
+    cache.allChanged();
+    store.getJson = () => Promise.reject(new Error('redis away'));
+    expect((await cache.get('h'))?.alias).toBe('a');
+    // A key never read has nothing to fall back on, and failing closed the error stands.
+    await expect(cache.get('never-read')).rejects.toThrow('redis away');
+    failsOpen = false;
+    await expect(cache.get('h')).rejects.toThrow('redis away');
+  });
+
   it('keeps the session it parsed while the stored JSON stays the same, and parses a changed one', async () => {
     const store = new CountingStore();
     await store.put('h', sessionSchema.parse({ alias: 'same' }));

@@ -26,6 +26,11 @@ export interface SessionCacheOptions {
   size?: number;
   /** How long an entry lives while changes are tracked, against a report lost without a sign (default 60 s). */
   trackedTtlMs?: number;
+  /**
+   * Whether a key whose store read fails is answered from the session last read for it, however
+   * old (the gateway fails open: `redis_failure_mode`). Default: never; the read's error stands.
+   */
+  servesStale?: () => boolean;
 }
 
 interface Entry {
@@ -78,13 +83,15 @@ export class SessionCache {
   readonly #inFlight = new Map<string, Read>();
   /** Raw key -> its hash, for keys whose session was found; oldest first. */
   readonly #hashes = new Map<string, string>();
+  readonly #servesStale: () => boolean;
   #tracking = false;
 
-  constructor(store: SessionReads, { ttlMs = SESSION_TTL_MS, size = SESSION_CACHE_DEFAULT_SIZE, trackedTtlMs = 60_000 }: SessionCacheOptions = {}) {
+  constructor(store: SessionReads, { ttlMs = SESSION_TTL_MS, size = SESSION_CACHE_DEFAULT_SIZE, trackedTtlMs = 60_000, servesStale = () => false }: SessionCacheOptions = {}) {
     this.#store = store;
     this.#ttlMs = ttlMs;
     this.#maxEntries = size;
     this.#trackedTtlMs = trackedTtlMs;
+    this.#servesStale = servesStale;
   }
 
   /** The session (null: no such key); a cached one is returned as it is, so a hit takes no promise. */
@@ -105,6 +112,9 @@ export class SessionCache {
       },
       (err: unknown) => {
         this.#inFlight.delete(keyHash);
+        // Expired entries stay until replaced or pushed out: the last session read is still here.
+        const last = this.#entries.get(keyHash) ?? this.#unknown.get(keyHash);
+        if (last !== undefined && this.#servesStale()) return last.session;
         throw err;
       },
     ), tracked: this.#tracking };

@@ -60,8 +60,14 @@ describe('Redis faults with redis_failure_mode: closed', () => {
     await eventually(() => servesApi(sidecar, keyless.api_id)() && servesApi(sidecar, keyed.api_id)());
     const key = await storeSession(client, { access_rights: { [keyed.api_id]: { api_id: keyed.api_id } } });
     expect((await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status).toBe(200);
+    await eventually(() => servesApi(failingOpen, keyed.api_id)());
+    for (const gateway of [sidecar, failingOpen]) expect((await call(`${gateway.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: key } })).status).toBe(200);
 
     await redis.stop();
+    // A key read before Redis went away: failing open it is served from the session last read; failing closed, refused.
+    await eventually(async () => (await call(`${sidecar.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: key } })).status === 503, 10_000, 'closed refuses the key');
+    for (let i = 0; i < 3; i += 1) expect((await call(`${failingOpen.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: key } })).status).toBe(200);
+    expect((await call(`${failingOpen.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: `${key}-other` } })).status).toBe(503);
     const limited = await call(`${sidecar.proxyUrl}/${keyless.api_id}/`);
     expect(limited.status).toBe(503);
     expect(limited.json()).toEqual({ error: 'Rate limit store unavailable' });
