@@ -69,13 +69,23 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<strin
   }
 }
 
+/**
+ * An error as one line, with what caused it: a fetch that failed says why only in its cause
+ * (`fetch failed: connect ECONNREFUSED 127.0.0.1:6443`).
+ */
+function oneLine(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const cause = error.cause instanceof Error ? `: ${oneLine(error.cause)}` : '';
+  return `${error.message}${cause}`.replace(/\s*\n\s*/g, ' ');
+}
+
 /** The executable: prints the result, or `error: …` on stderr and exits 1, as kubectl does. */
 export async function main(): Promise<void> {
   try {
     process.stdout.write(await run(process.argv.slice(2), process.env));
   } catch (error) {
     const known = error instanceof PluginError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
-    process.stderr.write(`error: ${known ? (error as Error).message : String((error as Error).stack ?? error)}\n`);
+    process.stderr.write(`error: ${known ? (error as Error).message : oneLine(error)}\n`);
     process.exitCode = 1;
   }
 }

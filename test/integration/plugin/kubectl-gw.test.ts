@@ -1,7 +1,8 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyLimitsAnswerSchema } from '../../../crds/admin-answers.ts';
 import { KEY_DATA, keySecretName } from '../../../operator/keys/key-secrets.ts';
@@ -9,6 +10,7 @@ import type { Operator } from '../../../operator/operator.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { findKubectl } from '../../harness/bins.ts';
+import { freePort } from '../../harness/ports.ts';
 import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
 import { runTool, type ToolResult } from '../../harness/run-tool.ts';
 import { client, ready, startOperator, waitFor } from '../operator/support.ts';
@@ -130,6 +132,15 @@ describe('kubectl gw', () => {
       const res = await kubectlGw(args, { GW_ADMIN_SECRET: ADMIN_SECRET });
       expect([args.join(' '), res.code, res.stdout, res.stderr]).toEqual([args.join(' '), 1, '', stderr]);
     }
+    // An API server that cannot be reached: one line saying why, no stack trace.
+    const dir = await mkdtemp(join(tmpdir(), 'gw-plugin-kc-'));
+    const unreachable = join(dir, 'kubeconfig');
+    const closedPort = await freePort();
+    await writeFile(unreachable, stringify({ apiVersion: 'v1', kind: 'Config', clusters: [{ name: 'c', cluster: { server: `https://127.0.0.1:${closedPort}` } }], users: [{ name: 'u', user: { token: 't' } }], contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }], 'current-context': 'x' }));
+    const res = await kubectlGw(['status', '-n', ns], { KUBECONFIG: unreachable });
+    expect([res.code, res.stdout]).toEqual([1, '']);
+    expect(res.stderr).toBe(`error: fetch failed: connect ECONNREFUSED 127.0.0.1:${closedPort}\n`);
+    await rm(dir, { recursive: true, force: true });
   });
 
   it('status: every gw resource not Ready, with its reason, and the gateways seen live', async () => {
