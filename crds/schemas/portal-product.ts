@@ -5,7 +5,7 @@ import { resourceSchema } from './resource.ts';
 /** PortalProduct (docs/behaviour.md#admin-operations): a developer-portal product and its tags. */
 
 const tagSchema = z
-  .object({ Name: z.string().min(1).max(bounds.label).describe('Tag name.') })
+  .object({ Name: z.string().min(1).max(bounds.label).regex(/\S/, 'must not be blank').describe('Tag name: not blank.') })
   .describe('A tag.');
 
 /** The most tags a product may have: the tag operation refuses one more (docs/behaviour.md#admin-operations). */

@@ -133,6 +133,7 @@ describe('POST /portal-api/products/{product_id}/tags on the API server', () => 
     refusal('malformed JSON', 'prod-1', [auth, jsonType], '{"Name":', 400, /not valid JSON/),
     refusal('a missing Name', 'prod-1', [auth, jsonType], json({}), 400, /Name/),
     refusal('an empty Name', 'prod-1', [auth, jsonType], json({ Name: '' }), 400, /Name/),
+    refusal('a blank Name', 'prod-1', [auth, jsonType], json({ Name: ' \t ' }), 400, /Name.*blank/),
     refusal('a numeric Name', 'prod-1', [auth, jsonType], json({ Name: 7 }), 400, /Name/),
     refusal('a 64-character Name', 'prod-1', [auth, jsonType], json({ Name: 'x'.repeat(64) }), 400, /Name/),
     refusal('a control character', 'prod-1', [auth, jsonType], json({ Name: 'a\u0007b' }), 400, /control characters/),
