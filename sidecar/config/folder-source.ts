@@ -227,7 +227,9 @@ export class FolderConfigSource implements ConfigSource {
       const reason = `${problem.field}: ${problem.message}${kept ? `; ${LAST_GOOD_KEPT}` : ''}`;
       problems.push({ subject, reason, kind: problem.ref.kind, code: problem.reason });
     }
-    const sessionsStored = await this.#loadKeys(documentsOf(usable, 'Key'), problems);
+    const keyDocs = documentsOf(usable, 'Key');
+    const sessionsStored = await this.#loadKeys(keyDocs, problems);
+    this.#reportMissingPolicies(keyDocs, compiled.config.policies, problems);
     await nextTurn();
     this.#report(problems);
     this.#published = compiled.config;
@@ -399,6 +401,23 @@ export class FolderConfigSource implements ConfigSource {
     });
     await this.#revokeKeysGone(present);
     this.#settledKeys = settled;
+  }
+
+  /**
+   * Keys applying a policy the config does not have: served without it (what it would grant
+   * is refused), and reported, as the operator reports them `MissingPolicy` in a cluster.
+   */
+  #reportMissingPolicies(docs: FoundDoc[], policies: Readonly<Record<string, unknown>>, problems: FolderProblem[]): void {
+    for (const doc of docs) {
+      const meta = metaOf(doc);
+      const applied = (doc.object.spec as { apply_policies?: unknown } | undefined)?.apply_policies;
+      if (meta === null || !Array.isArray(applied)) continue;
+      const namespace = meta.namespace ?? this.#options.defaultNamespace;
+      const missing = applied.filter((name): name is string => typeof name === 'string' && !(`${namespace}/${name}` in policies));
+      if (missing.length === 0) continue;
+      const reason = `spec.apply_policies: no Policy ${missing.map((name) => `"${name}"`).join(', ')} in namespace ${namespace}; what it would grant is refused`;
+      problems.push({ subject: `Key ${namespace}/${meta.name}`, reason, kind: 'Key', code: 'MissingPolicy' });
+    }
   }
 
   /** The Keys that name themselves and their hash; the others are reported. */

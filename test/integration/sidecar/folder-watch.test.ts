@@ -198,6 +198,23 @@ spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [limited] }
     expect([await status('/granted/limited', withKey), await status('/granted/limited', withKey), await status('/granted/limited', withKey)]).toEqual([200, 200, 429]);
   });
 
+  it('reports a Key applying a policy the folder does not have, and serves it without that policy', async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    await writeFile(join(dir, 'key.yaml'), `${authApiAndKey(upstream.url, rawKey)}---
+apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: orphan }
+spec: { key_hash: ${keyHash(`${rawKey}-orphan`)}, apply_policies: [nope] }
+`);
+    await start();
+    expect((await readyz()).body.problems).toEqual([
+      { subject: 'Key default/orphan', reason: 'spec.apply_policies: no Policy "nope" in namespace default; what it would grant is refused' },
+    ]);
+    expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="MissingPolicy"} 1');
+    expect(await status('/private/x', { authorization: `${rawKey}-orphan` })).toBe(403);
+    expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+  });
+
   it('puts the Keys back into a Redis that restarted empty, with no reload and no edit', async () => {
     const redis = await startRedisServer();
     try {
