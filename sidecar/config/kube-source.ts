@@ -15,7 +15,16 @@ export interface KubeSourceOptions {
   defaultSettings: GatewaySettings;
   logger: Logger;
   metrics: SidecarMetrics;
+  /** How long an API whose ConfigMap was deleted stays served, unless the ConfigMap comes back (default DELETED_GRACE_MS). */
+  deletedGraceMs?: number;
 }
+
+/**
+ * An API whose ConfigMap was deleted (its ApiDefinition was, with kubectl) stays served this
+ * long, then goes: the operator restores a ConfigMap deleted by hand within a second or so,
+ * and the API should not blink meanwhile. Like the operator's grace for a retained ConfigMap.
+ */
+export const DELETED_GRACE_MS = 15_000;
 
 interface Entry {
   apiId: string;
@@ -50,9 +59,10 @@ function alreadySeen(entry: Entry | undefined, cm: V1ConfigMap): boolean {
  * Compiled config from the operator's ConfigMaps (one per API) in the pod's namespace,
  * through a client-node informer (list + watch; 410 Gone relists inside the informer,
  * other watch errors restart it here with backoff). An invalid config is refused and the
- * API's last good one kept. A ConfigMap that disappears keeps its API served until
- * `reload()`; one that disappears while annotated retain-until-reload was deleted by a
- * reload on some sidecar, so every sidecar unloads it at once.
+ * API's last good one kept. A ConfigMap that disappears keeps its API served for
+ * DELETED_GRACE_MS (or until `reload()`), unless it comes back; one that disappears while
+ * annotated retain-until-reload was deleted by a reload on some sidecar, so every sidecar
+ * unloads it at once.
  */
 export class KubeConfigSource implements ConfigSource {
   readonly name = 'kubernetes';
@@ -71,6 +81,8 @@ export class KubeConfigSource implements ConfigSource {
   readonly #informer: RestartingInformer<V1ConfigMap>;
   #publish: (config: CompiledConfig) => void = () => undefined;
   #publishScheduled = false;
+  /** The APIs whose ConfigMap was deleted, by ConfigMap name: each goes when its timer fires, unless the ConfigMap came back. */
+  readonly #leaving = new Map<string, NodeJS.Timeout>();
 
   constructor(options: KubeSourceOptions) {
     this.#options = options;
@@ -146,6 +158,7 @@ export class KubeConfigSource implements ConfigSource {
     if (served === null || name === undefined) return;
     const previous = this.#entries.get(name);
     if (alreadySeen(previous, cm)) return;
+    this.#stay(name);
     const apiId = this.#apiIdOf(cm, served);
     const config = this.#parse(cm, apiId);
     if (config !== null && this.#problems.delete(apiId)) this.#countProblems();
@@ -162,13 +175,27 @@ export class KubeConfigSource implements ConfigSource {
       this.#forget(name);
       this.#schedulePublish();
     } else {
-      // Left in #entries: the API stays served until reload() lists what is really there (docs/behaviour.md#api-states).
-      this.#options.logger.info({ apiId: entry.apiId, configMap: name }, 'ConfigMap deleted; API stays loaded until a reload');
+      // Left in #entries for the grace: a ConfigMap deleted by hand comes back from the operator (docs/behaviour.md#api-states).
+      const graceMs = this.#options.deletedGraceMs ?? DELETED_GRACE_MS;
+      this.#options.logger.info({ apiId: entry.apiId, configMap: name, graceMs }, 'ConfigMap deleted; API unloaded after the grace unless it comes back');
+      this.#stay(name);
+      this.#leaving.set(name, setTimeout(() => {
+        this.#leaving.delete(name);
+        if (this.#entries.get(name) !== entry) return;
+        this.#forget(name);
+        this.#schedulePublish();
+      }, graceMs).unref());
       if (entry.current) {
         entry.current = false;
         this.#schedulePublish();
       }
     }
+  }
+
+  /** The API of `name` is not leaving (its ConfigMap is back, or the source closes). */
+  #stay(name: string): void {
+    clearTimeout(this.#leaving.get(name));
+    this.#leaving.delete(name);
   }
 
   /** Many ConfigMaps arrive together on a (re)list: publish once after them. */
@@ -213,7 +240,9 @@ export class KubeConfigSource implements ConfigSource {
       this.#upsert(cm);
     }
     for (const name of [...this.#entries.keys()]) {
-      if (!present.has(name)) this.#forget(name);
+      if (present.has(name)) continue;
+      this.#stay(name);
+      this.#forget(name);
     }
     this.#publishNow();
   }
@@ -223,6 +252,7 @@ export class KubeConfigSource implements ConfigSource {
   }
 
   async stop(): Promise<void> {
+    for (const name of [...this.#leaving.keys()]) this.#stay(name);
     await this.#informer.stop();
   }
 }

@@ -1,12 +1,15 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { API_ID_LABEL, configMapName, RETAIN_ANNOTATION } from '../../../common/compiled-config-map.ts';
-import type { CompiledApi } from '../../../crds/compiled.ts';
+import type { CompiledApi, CompiledConfig } from '../../../crds/compiled.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace, kubeConfig } from '../../harness/index.ts';
 import { policy } from '../../support/compiled-fixtures.ts';
-import { call, compiledApi, compiledConfig, deployApi, eventually, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
+import { call, compiledApi, compiledConfig, deployApi, eventually, quietLogger, servesApi, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
+import { KubeConfigSource } from '../../../sidecar/config/kube-source.ts';
+import { createSidecarMetrics } from '../../../sidecar/metrics.ts';
+import { defaultGatewaySettings } from '../../../crds/settings.ts';
 
 describe('Kubernetes config source', () => {
   let upstream: EchoUpstream;
@@ -103,7 +106,7 @@ describe('Kubernetes config source', () => {
     expect(await pathSeen(edited.api_id)).toBe('/v2/x');
   });
 
-  it('keeps serving an API whose ConfigMap was deleted until reload()', async () => {
+  it('keeps serving an API whose ConfigMap was deleted, within the grace, until reload()', async () => {
     const api = compiledApi(uniqueId('api'), upstream.url);
     await deployApi(sidecar, namespace, api);
     await core.deleteNamespacedConfigMap({ name: `gw-api-${api.api_id}`, namespace });
@@ -112,6 +115,38 @@ describe('Kubernetes config source', () => {
     await sidecar.runtime.reload();
     expect(sidecar.runtime.apis().some((a) => a.api_id === api.api_id)).toBe(false);
     expect(await pathSeen(api.api_id)).toBe('status 404');
+  });
+
+  it('unloads an API whose ConfigMap was deleted (kubectl delete of its ApiDefinition) after the grace, unless the ConfigMap comes back', async () => {
+    const published: CompiledConfig[] = [];
+    const source = new KubeConfigSource({
+      kubeConfig: kubeConfig(),
+      namespace,
+      apis: '*',
+      defaultSettings: defaultGatewaySettings,
+      logger: quietLogger,
+      metrics: createSidecarMetrics(),
+      deletedGraceMs: 1_500,
+    });
+    const servedIds = (): string[] => published.at(-1)?.apis.map((a) => a.api_id) ?? [];
+    const gone = compiledApi(uniqueId('gone'), upstream.url);
+    const restored = compiledApi(uniqueId('restored'), upstream.url);
+    await writeConfigMap(namespace, gone.api_id, JSON.stringify(compiledConfig([gone])));
+    await writeConfigMap(namespace, restored.api_id, JSON.stringify(compiledConfig([restored])));
+    await source.start((config) => published.push(config));
+    try {
+      await eventually(() => servedIds().includes(gone.api_id) && servedIds().includes(restored.api_id), 10_000, 'both served');
+      await core.deleteNamespacedConfigMap({ name: configMapName(gone.api_id), namespace });
+      await core.deleteNamespacedConfigMap({ name: configMapName(restored.api_id), namespace });
+      // The operator puts back a ConfigMap deleted by hand: within the grace, its API never left.
+      await writeConfigMap(namespace, restored.api_id, JSON.stringify(compiledConfig([restored])));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(servedIds()).toEqual(expect.arrayContaining([gone.api_id, restored.api_id]));
+      await eventually(() => !servedIds().includes(gone.api_id), 10_000, 'the deleted API unloaded');
+      expect(servedIds()).toContain(restored.api_id);
+    } finally {
+      await source.stop();
+    }
   });
 
   it("keeps a retained API's policy grants, and takes a policy's later edits from the ConfigMaps the operator keeps up to date", async () => {
