@@ -25,3 +25,17 @@ export class StoreTimeoutError extends Error {
     this.name = 'StoreTimeoutError';
   }
 }
+
+/**
+ * The store's connection is not up, so the call is not sent: the client would hold it until it
+ * reconnects and run it then, counting a request that was answered long before.
+ */
+export class StoreDisconnectedError extends Error {
+  readonly code = 'store_disconnected';
+  readonly status = 503;
+
+  constructor(status: string) {
+    super(`rate-limit store not connected (${status}); the call was not sent`);
+    this.name = 'StoreDisconnectedError';
+  }
+}

@@ -5,6 +5,7 @@ import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import type { StoreReporter } from '../store-health.ts';
 import { clampSmoothing, type LimitStore, type PeekResult, type StoreOp, type StoreResult } from './store.ts';
 import { withTimeout } from './with-timeout.ts';
+import { StoreDisconnectedError } from '../errors.ts';
 
 const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
 /**
@@ -240,9 +241,12 @@ export class RedisLimitStore implements LimitStore {
   /** Sentinel logs to trim: log key -> window and Redis's time at the latest decision. */
   readonly #pendingTrims = new Map<string, { perMs: number; nowMs: number }>();
   #trimTimer: NodeJS.Timeout | undefined;
+  #connectedOnce: boolean;
 
   constructor(redis: Redis | Cluster, options: RedisLimitStoreOptions) {
     this.#redis = redis;
+    this.#connectedOnce = redis.status === 'ready';
+    if (!this.#connectedOnce) redis.once('ready', () => (this.#connectedOnce = true));
     this.#instanceId = options.instanceId;
     this.#clock = options.clock;
     this.#onBackgroundError = (error) => options.reporter.failed(error);
@@ -309,6 +313,10 @@ export class RedisLimitStore implements LimitStore {
 
   /** One script call carrying `calls`; each gets its results or its own error. */
   async #call(calls: readonly Call[]): Promise<(Ran | Error)[]> {
+    // Sent while a lost connection is down, a call waits in the client's queue and runs when it
+    // is back: long after its request was answered, it would count that request all the same.
+    // Before the first connection the queue is what holds the first requests' calls a moment.
+    if (this.#connectedOnce && this.#redis.status !== 'ready') throw new StoreDisconnectedError(this.#redis.status);
     const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits', this.#clock?.() ?? '');
     const reply = this.#redis.isCluster ? this.#client[limitsCommandBuffer](...keys, ...args) : this.#client[limitsCommandBuffer](keys.length, ...keys, ...args);
     return splitReply(await withTimeout(reply, this.#settings.redis_timeout_ms), calls.length);

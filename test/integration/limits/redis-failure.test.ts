@@ -1,6 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { api, config, session } from '../../support/compiled-fixtures.ts';
 import { request } from '../../support/limits-fixtures.ts';
+import { Redis as IORedis } from 'ioredis';
+import { limiterKey } from '../../../common/redis-keys.ts';
+import { StoreDisconnectedError } from '../../../sidecar/limits/errors.ts';
+import { RedisLimitStore } from '../../../sidecar/limits/stores/redis-store.ts';
+import { sidecarRedisOptions } from '../../../sidecar/redis.ts';
+import { defaultGatewaySettings } from '../../../crds/settings.ts';
 import { startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues, sleep, startGateway, stopAllGateways, uniqueId, type Gateway } from './helpers.ts';
 
@@ -16,14 +22,17 @@ afterEach(async () => {
   await redis.start();
 });
 
+async function waitUntil(done: () => boolean): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!done() && Date.now() < deadline) await sleep(50);
+  expect(done()).toBe(true);
+}
+
+/** The first decision once the gateway's Redis connection is up again (the store sends nothing before). */
 async function waitUntilServing(gateway: Gateway, attempt: () => Promise<string>): Promise<string> {
   const deadline = Date.now() + 10_000;
-  let outcome = await attempt();
-  while (gateway.redis.status !== 'ready' && Date.now() < deadline) {
-    await sleep(100);
-    outcome = await attempt();
-  }
-  return outcome;
+  while (gateway.redis.status !== 'ready' && Date.now() < deadline) await sleep(100);
+  return attempt();
 }
 
 describe('Redis stopped in the middle of a test', () => {
@@ -65,6 +74,31 @@ describe('Redis stopped in the middle of a test', () => {
     expect(gateway.logs.filter((line) => line.includes('rate-limit store reachable again'))).toHaveLength(1);
     const decisions = await metricValues(gateway.registry, 'gw_limit_decisions_total');
     expect(decisions[`none/${whileDown}`] ?? decisions[`sliding_log/${whileDown}`]).toBeGreaterThanOrEqual(6);
+  });
+
+  it('the store sends no call while its lost connection is down, so none runs once it is back', async () => {
+    const client = new IORedis(redis.url, sidecarRedisOptions(200));
+    client.on('error', () => undefined);
+    const store = new RedisLimitStore(client, { instanceId: uniqueId('late'), reporter: { failed: () => undefined, succeeded: () => undefined } });
+    const limiterId = uniqueId('late-limiter');
+    const op = { kind: 'sliding_log', limiterId, rate: 5, perMs: 60_000, smoothing: null } as const;
+    store.configure({ ...defaultGatewaySettings, redis_timeout_ms: 100 });
+    await waitUntil(() => client.status === 'ready');
+    // The connection drops and the client is back 200 ms later (its first reconnect): a call
+    // queued meanwhile would time out at 100 ms, its request answered, and then run.
+    const closed = new Promise((resolve) => client.once('close', resolve));
+    client.disconnect(true);
+    await closed;
+    await expect(store.run([op], false)).rejects.toThrow(StoreDisconnectedError);
+    await waitUntil(() => client.status === 'ready');
+    await sleep(300);
+    const admin = new IORedis(redis.url);
+    try {
+      expect(await admin.zcard(limiterKey(limiterId, 'log'))).toBe(0);
+    } finally {
+      admin.disconnect();
+      client.disconnect();
+    }
   });
 
   it('the DRL keeps deciding while heartbeats fail, and heartbeats resume', async () => {
