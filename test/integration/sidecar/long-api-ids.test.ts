@@ -49,8 +49,8 @@ describe('an api_id longer than 63 characters', () => {
     expect(sidecar.runtime.problems().map((p) => p.subject)).toEqual([`api ${api.api_id}`]);
 
     await core.deleteNamespacedConfigMap({ name: configMapName(api.api_id), namespace });
-    await eventually(() => logged('ConfigMap deleted; API stays loaded until a reload').length === 1, 10_000, 'the deletion logged');
-    expect(logged('ConfigMap deleted; API stays loaded until a reload')[0]?.apiId).toBe(api.api_id);
+    await eventually(() => logged('ConfigMap deleted; API unloaded after the grace unless it comes back').length === 1, 10_000, 'the deletion logged');
+    expect(logged('ConfigMap deleted; API unloaded after the grace unless it comes back')[0]?.apiId).toBe(api.api_id);
     expect(lines.join('\n')).not.toContain(label);
   });
 
