@@ -107,7 +107,8 @@ function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy
   const refused = refusedPolicyIds(result.problems);
   if (refused.length > 0) {
     for (const id of refused) if (lastWritten[id]) config.policies[id] = lastWritten[id];
-    config.policies = Object.fromEntries(Object.entries(config.policies).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    // In the compile step's order of policies (by namespace/name), so a kept policy sits where it did.
+    config.policies = Object.fromEntries(Object.entries(config.policies).sort(([a], [b]) => a.localeCompare(b)));
   }
   const json = JSON.stringify(config);
   return { ok: true, apiId, policyIds: Object.keys(config.policies).sort(), hash: configHash(json), bytes: Buffer.byteLength(json), json, ...(refused.length > 0 ? { refusedPolicies: refused } : {}) };
