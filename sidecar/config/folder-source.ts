@@ -229,7 +229,7 @@ export class FolderConfigSource implements ConfigSource {
     }
     const keyDocs = documentsOf(usable, 'Key');
     const sessionsStored = await this.#loadKeys(keyDocs, problems);
-    this.#reportMissingPolicies(keyDocs, compiled.config.policies, problems);
+    await this.#reportMissingPolicies(keyDocs, compiled.config.policies, problems);
     await nextTurn();
     this.#report(problems);
     this.#published = compiled.config;
@@ -407,8 +407,10 @@ export class FolderConfigSource implements ConfigSource {
    * Keys applying a policy the config does not have: served without it (what it would grant
    * is refused), and reported, as the operator reports them `MissingPolicy` in a cluster.
    */
-  #reportMissingPolicies(docs: FoundDoc[], policies: Readonly<Record<string, unknown>>, problems: FolderProblem[]): void {
-    for (const doc of docs) {
+  async #reportMissingPolicies(docs: FoundDoc[], policies: Readonly<Record<string, unknown>>, problems: FolderProblem[]): Promise<void> {
+    for (const [i, doc] of docs.entries()) {
+      // Requests are answered between pieces of a large folder's Keys (DOCS_PER_TURN).
+      if (i > 0 && i % DOCS_PER_TURN === 0) await nextTurn();
       const meta = metaOf(doc);
       const applied = (doc.object.spec as { apply_policies?: unknown } | undefined)?.apply_policies;
       if (meta === null || !Array.isArray(applied)) continue;
