@@ -344,6 +344,8 @@ spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [grants] }
         last = now;
       }, 5);
       const started = performance.now();
+      // An edit, so that the reload parses the file again (an unchanged file is not parsed again).
+      await writeFile(join(dir, 'keys.yaml'), `${keys.join('---\n')}# edited\n`);
       const answered = status('/open/');
       await sidecar.runtime.reload();
       const reloadMs = performance.now() - started;
