@@ -95,10 +95,12 @@ describe('generated CRDs', () => {
       expect(crd.spec.scope).toBe('Namespaced');
       const version = crd.spec.versions[0];
       expect(version).toMatchObject({ name: 'v1alpha1', served: true, storage: true, subresources: { status: {} } });
-      const columns = version.additionalPrinterColumns.map((c: { name: string }) => c.name);
-      expect(columns).toEqual(expect.arrayContaining(['READY', 'AGE']));
+      const columns = version.additionalPrinterColumns as { name: string; priority?: number }[];
+      expect(columns.map((c) => c.name)).toEqual(expect.arrayContaining(['READY', 'REASON', 'AGE']));
+      // The Ready condition's reason only under -o wide.
+      expect(columns.filter((c) => c.priority === 1).map((c) => c.name)).toEqual(['REASON']);
     }
     const api = parse(rendered.get('apidefinitions.gw.dev.yaml')!);
-    expect(api.spec.versions[0].additionalPrinterColumns.map((c: { name: string }) => c.name)).toEqual(['API ID', 'LISTEN PATH', 'RATE', 'PER', 'READY', 'AGE']);
+    expect(api.spec.versions[0].additionalPrinterColumns.map((c: { name: string }) => c.name)).toEqual(['API ID', 'LISTEN PATH', 'RATE LIMIT', 'READY', 'REASON', 'AGE']);
   });
 });

@@ -7,8 +7,9 @@ import {
   listMap,
   perPositiveRule,
   perSecondsField,
-  ratePairRules,
   rateField,
+  ratePairRules,
+  readyColumns,
   smoothingSchema,
   statusBaseFields,
   stringList,
@@ -266,6 +267,12 @@ export const apiDefinitionStatusSchema = z
     api_id: z.string().max(128).optional().describe('The effective api_id (spec.api_id or its default).'),
     policies: stringList(256).optional().describe('Policies granting this API (namespace/name).'),
     configMap: z.string().max(bounds.name).optional().describe('ConfigMap holding the compiled gateway config of this API.'),
+    listen_path: z.string().max(bounds.path).optional().describe('The listen path the gateways serve this API on (proxy.listen_path, or x-gw-api-gateway.server.listenPath of the OAS document), as last compiled.'),
+    rate_limit: z
+      .string()
+      .max(64)
+      .optional()
+      .describe('The API-level rate limit the gateways enforce, as last compiled: <rate>/<per>s, or none when it is disabled or not set.'),
   })
   .describe('What the operator observed and compiled.');
 
@@ -277,11 +284,14 @@ export type ApiDefinition = z.infer<typeof apiDefinitionSchema>;
 export type OasDocument = z.infer<typeof oasSchema>;
 export type OasOperation = z.infer<typeof oasOperationSchema>;
 
+/**
+ * The listen path and the limit come from the status: what the gateways serve, for an OAS API
+ * too (its listen path is in the document) and with a disabled limit shown as none.
+ */
 export const apiDefinitionPrinterColumns = [
   { name: 'API ID', type: 'string', jsonPath: '.status.api_id' },
-  { name: 'LISTEN PATH', type: 'string', jsonPath: '.spec.proxy.listen_path' },
-  { name: 'RATE', type: 'integer', jsonPath: '.spec.global_rate_limit.rate' },
-  { name: 'PER', type: 'integer', jsonPath: '.spec.global_rate_limit.per' },
-  { name: 'READY', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  { name: 'LISTEN PATH', type: 'string', jsonPath: '.status.listen_path' },
+  { name: 'RATE LIMIT', type: 'string', jsonPath: '.status.rate_limit' },
+  ...readyColumns,
   { name: 'AGE', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;

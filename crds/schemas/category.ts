@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { bounds, countField, statusBaseFields } from './common.ts';
+import { bounds, countField, readyColumns, statusBaseFields } from './common.ts';
 import { resourceSchema } from './resource.ts';
 
 /** Category (docs/behaviour.md#admin-operations): a named category that APIs join through `categories`. */
@@ -32,6 +32,6 @@ export type Category = z.infer<typeof categorySchema>;
 export const categoryPrinterColumns = [
   { name: 'CATEGORY', type: 'string', jsonPath: '.spec.name' },
   { name: 'APIS', type: 'integer', jsonPath: '.status.apis' },
-  { name: 'READY', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  ...readyColumns,
   { name: 'AGE', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;

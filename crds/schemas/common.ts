@@ -207,3 +207,12 @@ export const objectMetaSchema = z
   })
   .loose();
 export type ObjectMeta = z.infer<typeof objectMetaSchema>;
+
+/**
+ * The Ready condition's status in every kind's table, and its reason (why a resource is not
+ * ready, or how it is) in `kubectl get -o wide`.
+ */
+export const readyColumns = [
+  { name: 'READY', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  { name: 'REASON', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].reason', priority: 1 },
+] as const;

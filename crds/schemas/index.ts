@@ -16,6 +16,8 @@ export interface PrinterColumn {
   readonly name: string;
   readonly type: 'string' | 'integer' | 'number' | 'boolean' | 'date';
   readonly jsonPath: string;
+  /** 1: shown only by `kubectl get -o wide`. */
+  readonly priority?: 0 | 1;
 }
 
 /** Everything the CRD generator needs about one kind. */

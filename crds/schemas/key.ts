@@ -7,6 +7,7 @@ import {
   perPositiveRule,
   quotaField,
   ratePairRules,
+  readyColumns,
   statusBaseFields,
   stringList,
   thresholdRule,
@@ -99,6 +100,6 @@ export const keyPrinterColumns = [
   { name: 'RATE', type: 'integer', jsonPath: '.spec.rate' },
   { name: 'PER', type: 'integer', jsonPath: '.spec.per' },
   { name: 'SECRET', type: 'string', jsonPath: '.status.secretName' },
-  { name: 'READY', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  ...readyColumns,
   { name: 'AGE', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;

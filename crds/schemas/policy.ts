@@ -8,6 +8,7 @@ import {
   perSecondsField,
   ratePairRules,
   rateField,
+  readyColumns,
   statusBaseFields,
   stringList,
   thresholdRule,
@@ -112,6 +113,6 @@ export const policyPrinterColumns = [
   { name: 'PER', type: 'integer', jsonPath: '.spec.per' },
   { name: 'QUOTA', type: 'integer', jsonPath: '.spec.quota_max' },
   { name: 'KEYS', type: 'integer', jsonPath: '.status.keys' },
-  { name: 'READY', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  ...readyColumns,
   { name: 'AGE', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;

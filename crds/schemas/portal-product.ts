@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { bounds, countField, listMap, statusBaseFields } from './common.ts';
+import { bounds, countField, listMap, readyColumns, statusBaseFields } from './common.ts';
 import { resourceSchema } from './resource.ts';
 
 /** PortalProduct (docs/behaviour.md#admin-operations): a developer-portal product and its tags. */
@@ -44,6 +44,6 @@ export const portalProductPrinterColumns = [
   { name: 'ID', type: 'string', jsonPath: '.spec.id' },
   { name: 'PRODUCT', type: 'string', jsonPath: '.spec.name' },
   { name: 'TAGS', type: 'integer', jsonPath: '.status.tags' },
-  { name: 'READY', type: 'string', jsonPath: '.status.conditions[?(@.type=="Ready")].status' },
+  ...readyColumns,
   { name: 'AGE', type: 'date', jsonPath: '.metadata.creationTimestamp' },
 ] as const;

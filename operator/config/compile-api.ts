@@ -1,7 +1,7 @@
 import { ApiCompileCache, apiIdOf as contractApiIdOf, compile, compileForApi, policyRefusingReasons, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
 import { flatKey } from '../../common/flat-key.ts';
-import { compiledConfigSchema, type CompiledConfig, type CompiledPolicy } from '../../crds/compiled.ts';
+import { compiledConfigSchema, type CompiledConfig, type CompiledPolicy, type CompiledRate } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
@@ -45,6 +45,9 @@ export type ApiOutcome =
     ok: true;
     apiId: string;
     policyIds: string[];
+    /** What the gateways serve, for the API's status: its listen path and API-level limit (null when disabled). */
+    listenPath: string;
+    apiLimit: CompiledRate | null;
     /** configHash of the compiled config's JSON, and its size in bytes. */
     hash: string;
     bytes: number;
@@ -100,9 +103,8 @@ function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy
   const result = compileForApi(apiId, { apiDefinitions: allApis.map(asApi), policies: allPolicies.map(asPolicy), settings, cache });
   const problem = summarize(result.problems.filter(isOf(api, 'ApiDefinition')));
   if (problem) return { ok: false, apiId, ...problem };
-  if (!result.config.apis.some((compiled) => compiled.api_id === apiId)) {
-    return { ok: false, apiId, reason: 'NotCompiled', message: `the compile step produced no API for api_id ${apiId}` };
-  }
+  const compiledApi = result.config.apis.find((compiled) => compiled.api_id === apiId);
+  if (!compiledApi) return { ok: false, apiId, reason: 'NotCompiled', message: `the compile step produced no API for api_id ${apiId}` };
   const config: CompiledConfig = result.config;
   const refused = refusedPolicyIds(result.problems);
   if (refused.length > 0) {
@@ -111,7 +113,17 @@ function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy
     config.policies = Object.fromEntries(Object.entries(config.policies).sort(([a], [b]) => a.localeCompare(b)));
   }
   const json = JSON.stringify(config);
-  return { ok: true, apiId, policyIds: Object.keys(config.policies).sort(), hash: configHash(json), bytes: Buffer.byteLength(json), json, ...(refused.length > 0 ? { refusedPolicies: refused } : {}) };
+  return {
+    ok: true,
+    apiId,
+    policyIds: Object.keys(config.policies).sort(),
+    listenPath: compiledApi.listen_path,
+    apiLimit: compiledApi.api_limit,
+    hash: configHash(json),
+    bytes: Buffer.byteLength(json),
+    json,
+    ...(refused.length > 0 ? { refusedPolicies: refused } : {}),
+  };
 }
 
 const version = (obj: GwObject): string => `${obj.metadata.uid ?? obj.metadata.name}@${obj.metadata.generation ?? 0}`;
@@ -163,7 +175,9 @@ export class ApiCompiler {
       this.#memo.delete(key);
       return outcome;
     }
-    const kept: ApiOutcome = outcome.ok ? { ok: true, apiId, policyIds: outcome.policyIds, hash: outcome.hash, bytes: outcome.bytes } : outcome;
+    const kept: ApiOutcome = outcome.ok
+      ? { ok: true, apiId, policyIds: outcome.policyIds, listenPath: outcome.listenPath, apiLimit: outcome.apiLimit, hash: outcome.hash, bytes: outcome.bytes }
+      : outcome;
     this.#memo.set(key, { fingerprint: print, outcome: kept });
     return outcome;
   }

@@ -3,6 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import { ApiDefinitionController } from './api-definition-controller.ts';
 import { enqueuedBy, fakeContext, MemoryConfigMapWriter, MemorySource } from './fakes.ts';
+import { apiDefinitionSpecSchema } from '../../crds/schemas/index.ts';
+import type { GwObject } from '../runtime/gw-object.ts';
 import { apiDefinition, policy } from './fixtures.ts';
 
 const signal = new AbortController().signal;
@@ -21,6 +23,8 @@ describe('ApiDefinitionController', () => {
       api_id: 'orders',
       policies: ['ns/gold'],
       configMap: 'gw-api-orders',
+      listen_path: '/orders/',
+      rate_limit: 'none',
       conditions: [{ type: 'Ready', status: 'True', reason: 'Compiled' }],
     });
     expect(events.events.map((e) => e.reason)).toEqual(['ConfigWritten']);
@@ -52,6 +56,35 @@ describe('ApiDefinitionController', () => {
     expect(caches.configMaps.list()).toEqual([]);
     expect(caches.apis.get('ns', 'bad')?.status?.conditions?.[0]).toMatchObject({ status: 'False', reason: 'InvalidRegex' });
     expect(events.events).toMatchObject([{ type: 'Warning', reason: 'InvalidRegex' }]);
+  });
+
+  it('puts what the gateways serve in the status (the columns of kubectl get gwapi); a bad edit leaves it as last compiled', async () => {
+    const { ctx, caches } = fakeContext();
+    const controller = new ApiDefinitionController(ctx);
+    const statusAfter = async (resource: GwObject<'ApiDefinition'>) => {
+      caches.apis.put({ ...resource, status: caches.apis.get('ns', 'orders')?.status });
+      await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+      const { listen_path, rate_limit, conditions } = caches.apis.get('ns', 'orders')!.status!;
+      return { listen_path, rate_limit, ready: conditions?.[0]?.reason };
+    };
+    const limited = { api_id: 'orders', global_rate_limit: { rate: 100, per: 60 } };
+    expect(await statusAfter(apiDefinition('orders', limited, 1))).toEqual({ listen_path: '/orders/', rate_limit: '100/60s', ready: 'Compiled' });
+    expect(await statusAfter(apiDefinition('orders', { ...limited, disable_rate_limit: true }, 2))).toEqual({ listen_path: '/orders/', rate_limit: 'none', ready: 'Compiled' });
+    const oas = {
+      openapi: '3.0.3',
+      info: { title: 'Orders', version: '1' },
+      paths: {},
+      'x-gw-api-gateway': {
+        info: { name: 'orders' },
+        server: { listenPath: { value: '/v2/orders/' } },
+        upstream: { url: 'http://127.0.0.1:9000', rateLimit: { enabled: true, rate: 60, per: '1m' } },
+      },
+    };
+    const oasApi = { ...apiDefinition('orders', {}, 3), spec: apiDefinitionSpecSchema.parse({ api_id: 'orders', oas }) };
+    expect(await statusAfter(oasApi)).toEqual({ listen_path: '/v2/orders/', rate_limit: '60/60s', ready: 'Compiled' });
+    // The gateways keep the last good config: the status keeps saying what it is.
+    const badRegex = { use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET' as const, rate: 1, per: 1 }] } };
+    expect(await statusAfter(apiDefinition('orders', { ...limited, ...badRegex }, 4))).toEqual({ listen_path: '/v2/orders/', rate_limit: '60/60s', ready: 'InvalidRegex' });
   });
 
   it('leaves a retained ConfigMap alone for the grace period and asks to come back when it ends', async () => {

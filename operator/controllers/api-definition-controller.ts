@@ -1,6 +1,7 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import { flatKey } from '../../common/flat-key.ts';
+import type { CompiledRate } from '../../crds/compiled.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
 import { ApiCompiler, apiIdOf, grantedApiIds, policiesOfConfigMap } from '../config/compile-api.ts';
 import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
@@ -17,6 +18,9 @@ type Api = GwObject<'ApiDefinition'>;
 const RETAIN_GRACE_MS = 15_000;
 /** The ConfigMap's watch event normally brings the newer version sooner; this is the fallback. */
 const STALE_CACHE_RETRY_MS = 1_000;
+
+/** The API-level limit as `kubectl get gwapi` shows it (status.rate_limit). */
+const rateLimitColumn = (limit: CompiledRate | null): string => (limit ? `${limit.rate}/${limit.per}s` : 'none');
 
 /**
  * ApiDefinition → its compiled ConfigMap `gw-api-<name>` (the API, every policy granting
@@ -83,7 +87,8 @@ export class ApiDefinitionController implements KindController {
       ready: true,
       reason: 'Compiled',
       message: `compiled config in ConfigMap ${configMapName(name)} (${outcome.policyIds.length} granting policies)`,
-      fields,
+      // Only what the gateways are given: a config that was not written leaves them as they were.
+      fields: { ...fields, listen_path: outcome.listenPath, rate_limit: rateLimitColumn(outcome.apiLimit) },
     });
     return result;
   }

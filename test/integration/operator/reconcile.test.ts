@@ -115,6 +115,14 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect((await c.get('Category', ns, 'public'))?.status?.apis).toBe(2);
     expect((await c.get('Category', ns, 'payments'))?.status?.apis).toBe(1);
     expect((await c.get('PortalProduct', ns, 'starter'))?.status?.tags).toBe(1);
+    // kubectl's table shows what the gateways serve, an OAS API's listen path and limit too.
+    const table = (await kubectl(['get', 'gwapi', '-n', ns, '-o', 'wide'])).stdout.split('\n');
+    expect(table[0]).toMatch(/^NAME\s+API ID\s+LISTEN PATH\s+RATE LIMIT\s+READY\s+REASON\s+AGE$/);
+    expect(table).toEqual(expect.arrayContaining([
+      expect.stringMatching(/^auth-token-api\s+auth-token-api\s+\/auth\/\s+100\/60s\s+True\s+Compiled\s/),
+      expect.stringMatching(/^oas-api\s+oas-api\s+\/oas\/\s+60\/60s\s+True\s+Compiled\s/),
+      expect.stringMatching(/^billing-api\s+billing-api\s+\/billing\/\s+none\s+True\s+Compiled\s/),
+    ]));
     const events = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'involvedObject.name=keyless-api', '-o', 'json']);
     const written = (JSON.parse(events.stdout) as { items: Array<{ reason: string; reportingComponent: string; action: string }> }).items;
     expect(written.map((e) => `${e.reportingComponent}/${e.action}/${e.reason}`)).toContain('gw.dev/operator/Reconcile/ConfigWritten');
