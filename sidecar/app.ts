@@ -60,6 +60,8 @@ export interface SidecarOverrides {
  */
 export interface WorkerRole {
   index: number;
+  /** The other workers' instance ids: DRL counts them as gateways from the start. */
+  siblings: readonly string[];
   /** What one worker does that every other worker must do too, run on them through the primary. */
   others: {
     reload(release: boolean): Promise<void>;
@@ -127,6 +129,7 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
       instanceId: options.instanceId,
       // A gateway that proxies nothing takes no share of a DRL limit from those that do.
       drlPeer: options.listen !== PROXY_OFF,
+      siblings: worker?.siblings,
       logger,
       registry: metrics.registry,
     }),

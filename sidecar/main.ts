@@ -6,7 +6,7 @@ import { TlsFilesError } from '../common/tls-files.ts';
 import { stopOnSignals } from '../common/stop-on-signals.ts';
 import { helpText, parseSidecarArgs, workerNeeds, type SidecarOptions } from './cli.ts';
 import { workerCount } from './workers/count.ts';
-import { WORKER_INDEX_ENV } from './workers/ipc.ts';
+import { WORKER_COUNT_ENV, WORKER_INDEX_ENV } from './workers/ipc.ts';
 
 function cannotStart(logger: Logger, err: unknown): never {
   const message = err instanceof SettingsError || err instanceof TlsFilesError ? err.message : err instanceof Error ? err.message : String(err);
@@ -34,13 +34,22 @@ async function runPrimary(options: SidecarOptions, count: number, logger: Logger
   process.on('SIGHUP', () => running.reload());
 }
 
-/** One gateway process: the only one, or worker `index` of several. */
-async function runGateway(options: SidecarOptions, logger: Logger, index: number | undefined): Promise<void> {
+/** Worker `index` of `count`, or the only gateway process (undefined). */
+interface WorkerPlace {
+  index: number;
+  count: number;
+}
+
+/** Each worker is a gateway of its own to DRL and in Events, named after the gateway's instance id. */
+const workerInstanceId = (gatewayId: string, index: number): string => `${gatewayId}-w${index}`;
+
+/** One gateway process: the only one, or one worker of several. */
+async function runGateway(options: SidecarOptions, logger: Logger, place: WorkerPlace | undefined): Promise<void> {
   const { startSidecar } = await import('./app.ts');
   const { linkToPrimary } = await import('./workers/worker.ts');
-  const link = index === undefined ? undefined : linkToPrimary(index, logger);
-  // Each worker is a gateway of its own to DRL and in Events.
-  const instanceId = index === undefined ? options.instanceId : `${options.instanceId}-w${index}`;
+  const siblings = place ? Array.from({ length: place.count }, (_, i) => i).filter((i) => i !== place.index).map((i) => workerInstanceId(options.instanceId, i)) : [];
+  const link = place === undefined ? undefined : linkToPrimary(place.index, siblings, logger);
+  const instanceId = place === undefined ? options.instanceId : workerInstanceId(options.instanceId, place.index);
   let sidecar;
   try {
     sidecar = await startSidecar({ ...options, instanceId }, { logger, worker: link?.role });
@@ -73,8 +82,8 @@ async function main(): Promise<void> {
   // A promise nobody awaited must not end the gateway in front of production traffic.
   process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
   if (cluster.isWorker) {
-    const index = Number(process.env[WORKER_INDEX_ENV]);
-    await runGateway(options, logger.child({ worker: index }), index);
+    const place = { index: Number(process.env[WORKER_INDEX_ENV]), count: Number(process.env[WORKER_COUNT_ENV]) };
+    await runGateway(options, logger.child({ worker: place.index }), place);
     return;
   }
   const count = workerCount(options.workers, workerNeeds(options));

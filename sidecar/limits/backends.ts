@@ -30,6 +30,8 @@ export interface LimitBackendOptions {
   now?: () => number;
   /** DRL heartbeat period (about 2 s). */
   heartbeatIntervalMs?: number;
+  /** The instance ids of this gateway's other workers, if it runs several (GatewayHeartbeat). */
+  siblings?: readonly string[];
   /**
    * Whether this gateway takes proxied traffic and so a share of every DRL limit (default
    * true). An admin-only gateway is no peer: counting it would shrink every other share.
@@ -47,7 +49,7 @@ export function createLimitBackends(options: LimitBackendOptions): LimitBackends
     store: new RedisLimitStore(redis, { instanceId, reporter: health }),
     peers: options.drlPeer === false
       ? null
-      : new GatewayHeartbeat({ redis, instanceId, intervalMs: options.heartbeatIntervalMs ?? 2000, now, reporter: health }),
+      : new GatewayHeartbeat({ redis, instanceId, intervalMs: options.heartbeatIntervalMs ?? 2000, now, reporter: health, siblings: options.siblings }),
     health,
     drlPeer,
   };

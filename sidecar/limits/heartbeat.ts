@@ -11,6 +11,12 @@ export interface HeartbeatOptions {
   intervalMs: number;
   now: () => number;
   reporter: StoreReporter;
+  /**
+   * The instance ids of the other workers of this gateway (docs/architecture.md#workers): they
+   * count as live from the start. Workers start together, and each one's first beat found
+   * itself alone, so each took a whole DRL limit until its next beat read the others.
+   */
+  siblings?: readonly string[];
 }
 
 /**
@@ -88,6 +94,8 @@ export class GatewayHeartbeat {
   #apis: readonly string[] = [];
   #watched: readonly string[] = [];
   #live = new Map<string, ReadonlySet<string>>();
+  /** This gateway and its sibling workers: live in every set it serves, whatever Redis said last. */
+  readonly #group: readonly string[];
   /** Union sizes per coverage list (one list object per limit), valid until the next beat. */
   #unions = new WeakMap<readonly string[], number>();
   #timer: NodeJS.Timeout | undefined;
@@ -99,6 +107,7 @@ export class GatewayHeartbeat {
     this.#options = options;
     // Three missed beats and a gateway no longer counts.
     this.#ttlMs = options.intervalMs * 3;
+    this.#group = [options.instanceId, ...(options.siblings ?? [])];
     const { redis } = options;
     if (!(beatCommand in redis)) redis.defineCommand(beatCommand, { lua: beatScript, numberOfKeys: redis.isCluster ? 1 : undefined });
   }
@@ -139,12 +148,12 @@ export class GatewayHeartbeat {
     await withTimeout(leave, this.#timeoutMs).catch((error: unknown) => this.#options.reporter.failed(error));
   }
 
-  /** Live gateways serving any of the APIs (this one included), at least 1. */
+  /** Live gateways serving any of the APIs, this one and its sibling workers included. */
   count(apiIds: readonly string[]): number {
-    if (apiIds.length === 1) return Math.max(1, this.#live.get(apiIds[0]!)?.size ?? 1);
+    if (apiIds.length === 1) return Math.max(1, this.#live.get(apiIds[0]!)?.size ?? this.#group.length);
     let size = this.#unions.get(apiIds);
     if (size === undefined) {
-      const union = new Set<string>([this.#options.instanceId]);
+      const union = new Set<string>(this.#group);
       for (const api of apiIds) for (const member of this.#live.get(api) ?? []) union.add(member);
       size = union.size;
       this.#unions.set(apiIds, size);
@@ -171,7 +180,7 @@ export class GatewayHeartbeat {
     const renew = (served: readonly string[]): Promise<Array<readonly [string, ReadonlySet<string>]>> => {
       const keys = served.map(gatewayHeartbeatKey);
       const reply = redis.isCluster ? client.gwHeartbeat(...keys, ...args) : client.gwHeartbeat(keys.length, ...keys, ...args);
-      return bounded(reply).then((live) => served.map((api, k) => [api, new Set(live[k] ?? [instanceId])] as const));
+      return bounded(reply).then((live) => served.map((api, k) => [api, new Set([...this.#group, ...(live[k] ?? [])])] as const));
     };
     const departures = this.#departures;
     try {

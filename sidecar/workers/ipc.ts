@@ -11,6 +11,8 @@ import type { WorkerMetrics } from './metrics.ts';
 
 /** The environment variable the primary gives each worker its index in. */
 export const WORKER_INDEX_ENV = 'GW_WORKER_INDEX';
+/** The environment variable the primary gives each worker the number of workers in. */
+export const WORKER_COUNT_ENV = 'GW_WORKER_COUNT';
 
 /**
  * How long a call run on every other worker may take, both where the primary waits for each

@@ -10,7 +10,7 @@ import { StreamLimiters } from '../limits/stream-limiter.ts';
 import type { SidecarOptions } from '../cli.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
 import { summedText } from './metrics.ts';
-import { IpcPeer, METRICS_TIMEOUT_MS, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
+import { IpcPeer, METRICS_TIMEOUT_MS, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_COUNT_ENV, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 
 /**
  * A worker that answers no readiness call within this counts as not ready. It is under the
@@ -145,7 +145,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
   };
 
   const fork = (slot: Slot): void => {
-    const worker = cluster.fork({ [WORKER_INDEX_ENV]: String(slot.index) });
+    const worker = cluster.fork({ [WORKER_INDEX_ENV]: String(slot.index), [WORKER_COUNT_ENV]: String(count) });
     const peer = new IpcPeer<PrimaryMethods, WorkerMethods>(
       (message) => worker.send(message),
       {

@@ -26,7 +26,7 @@ export interface PrimaryLink {
  * this one did that they must do too and for the slots of stream rate-limit resources, and
  * hands its metrics to the primary's aggregate.
  */
-export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
+export function linkToPrimary(index: number, siblings: readonly string[], logger: Logger): PrimaryLink {
   let running: RunningSidecar | undefined;
   let stop: (() => void) | undefined;
   let localWarnedAt = Number.NEGATIVE_INFINITY;
@@ -62,6 +62,7 @@ export function linkToPrimary(index: number, logger: Logger): PrimaryLink {
   });
   const role: WorkerRole = {
     index,
+    siblings,
     others: {
       reload: (release) => primary.call('others', { method: 'reload', params: { release } }, OTHERS_TIMEOUT_MS),
       retain: (apiId) => primary.call('others', { method: 'retain', params: { apiId } }, OTHERS_TIMEOUT_MS),

@@ -10,13 +10,14 @@ import { freePort } from '../../harness/ports.ts';
 describe('live gateways over several APIs (a global allowance shared by them)', () => {
   const redis = new Redis(testEnv().redisUrl, { maxRetriesPerRequest: 1 });
   const errors: unknown[] = [];
-  const gateway = (instanceId: string): GatewayHeartbeat =>
+  const gateway = (instanceId: string, siblings: readonly string[] = []): GatewayHeartbeat =>
     new GatewayHeartbeat({
       redis,
       instanceId,
       intervalMs: 60_000,
       now: Date.now,
       reporter: { failed: (error) => errors.push(error), succeeded: () => undefined },
+      siblings,
     });
 
   afterAll(() => redis.disconnect());
@@ -40,6 +41,31 @@ describe('live gateways over several APIs (a global allowance shared by them)', 
     await a.beat();
     expect(a.count(both)).toBe(2);
     expect(a.count([x])).toBe(1);
+    expect(errors).toEqual([]);
+  });
+
+  it("counts a gateway's other workers before their first beat, and each of them once after it", { timeout: 10_000 }, async () => {
+    const [x, y] = [`x-${randomUUID()}`, `y-${randomUUID()}`];
+    const workers = ['gw-w0', 'gw-w1', 'gw-w2'];
+    const w0 = gateway('gw-w0', workers.slice(1));
+    const other = gateway('gw-other');
+    w0.serve([x, y]);
+    other.serve([x]);
+    // Workers start together: none has beaten yet, and each counts the others all the same.
+    expect(w0.count([x])).toBe(3);
+    expect(w0.count([x, y])).toBe(3);
+    await w0.beat();
+    expect(w0.count([x])).toBe(3);
+    expect(await redis.zrange(gatewayHeartbeatKey(x), '0', '-1')).toEqual(['gw-w0']);
+    // Another gateway joins; the siblings that beat since are counted once.
+    const w1 = gateway('gw-w1', ['gw-w0', 'gw-w2']);
+    w1.serve([x, y]);
+    await Promise.all([other.beat(), w1.beat()]);
+    await w0.beat();
+    expect(w0.count([x])).toBe(4);
+    expect(w0.count([y])).toBe(3);
+    expect(w0.count([x, y])).toBe(4);
+    expect(w1.count([x])).toBe(4);
     expect(errors).toEqual([]);
   });
 
