@@ -134,6 +134,8 @@ export class FolderConfigSource implements ConfigSource {
   readonly #options: FolderSourceOptions;
   #publish: (config: CompiledConfig) => void = () => undefined;
   #problems: FolderProblem[] = [];
+  /** The `gw_config_problems` series the last report set, by kind/reason. */
+  #gaugeSeries = new Map<string, { kind: string; reason: string }>();
   /** The last version of each file that parsed, by path. */
   #lastGoodFiles = new Map<string, YamlFile>();
   #published: CompiledConfig | null = null;
@@ -456,8 +458,16 @@ export class FolderConfigSource implements ConfigSource {
   #report(problems: FolderProblem[]): void {
     this.#problems = problems;
     const gauge = this.#options.metrics.configProblems;
-    gauge.reset();
-    for (const problem of problems) gauge.inc({ kind: problem.kind, reason: problem.code });
+    const counts = new Map<string, { labels: { kind: string; reason: string }; count: number }>();
+    for (const { kind, code } of problems) {
+      const entry = counts.get(`${kind}/${code}`) ?? { labels: { kind, reason: code }, count: 0 };
+      entry.count += 1;
+      counts.set(`${kind}/${code}`, entry);
+    }
+    // Only the series this source set: the config runtime sets its own (ListenPathTaken) in the same gauge.
+    for (const [id, labels] of this.#gaugeSeries) if (!counts.has(id)) gauge.remove(labels);
+    for (const { labels, count } of counts.values()) gauge.set(labels, count);
+    this.#gaugeSeries = new Map([...counts].map(([id, { labels }]) => [id, labels]));
   }
 
   problems(): ConfigProblem[] {

@@ -1,7 +1,7 @@
 import type { Logger } from '../../common/logger.ts';
 import { resolveSettings, type LocalSettings } from '../../common/settings-loader.ts';
 import type { CompiledApi, CompiledConfig } from '../../crds/compiled.ts';
-import { RouteTable } from '../gateway/routes.ts';
+import { RouteTable, type ShadowedApi } from '../gateway/routes.ts';
 import type { GatewayState } from '../gateway/gateway.ts';
 import type { LimitEngine } from '../limits/types.ts';
 import type { SidecarMetrics } from '../metrics.ts';
@@ -46,6 +46,7 @@ export class ConfigRuntime {
       const settings = resolveSettings(published.settings, this.#deps.local);
       const config: CompiledConfig = { ...published, settings };
       const routes = new RouteTable(config.apis, this.#state.routes);
+      if (routes.shadowed !== this.#state.routes.shadowed) this.#reportShadowed(routes.shadowed);
       engine.updateConfig(config);
       this.#config = config;
       this.#state = { routes, settings, policies: config.policies };
@@ -75,9 +76,26 @@ export class ConfigRuntime {
     return this.#deps.source.reload();
   }
 
-  /** What the source refused (the affected APIs keep their last good config). */
+  /**
+   * Two APIs this gateway loads on one listen path: the one loaded second is never reached. In
+   * a cluster that is no fault of either resource (sidecars of different apps each load their
+   * own API on `/`), so it is this gateway's to say, on /readyz, in the log and in
+   * `gw_config_problems`.
+   */
+  #reportShadowed(shadowed: readonly ShadowedApi[]): void {
+    const labels = { kind: 'ApiDefinition', reason: 'ListenPathTaken' };
+    if (shadowed.length > 0) this.#deps.metrics.configProblems.set(labels, shadowed.length);
+    else this.#deps.metrics.configProblems.remove(labels);
+    for (const { api, by } of shadowed) this.#deps.logger.warn({ api: api.api_id, servedInstead: by.api_id, listenPath: api.listen_path }, 'API never reached: another API has its listen path');
+  }
+
+  /** What the source refused (the affected APIs keep their last good config), and the APIs no request reaches. */
   problems(): ConfigProblem[] {
-    return this.#deps.source.problems();
+    const shadowed = this.#state.routes.shadowed.map(({ api, by }) => ({
+      subject: `${api.source.kind} ${api.source.namespace}/${api.source.name}`,
+      reason: `listen path ${api.listen_path} is served by ${by.source.kind} ${by.source.namespace}/${by.source.name} (api_id ${by.api_id}, loaded first); this API is never reached`,
+    }));
+    return [...this.#deps.source.problems(), ...shadowed];
   }
 
   stop(): Promise<void> {

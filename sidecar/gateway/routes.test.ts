@@ -71,6 +71,9 @@ describe('RouteTable with many APIs', () => {
     const table = new RouteTable([routedApi('first', '/dup', 'http://a:1'), routedApi('second', '/dup/', 'http://b:2'), routedApi('third', '/dup/', 'http://c:3')]);
     expect(table.match('/dup/x')?.route.api.api_id).toBe('first');
     expect(table.origins).toEqual(new Set(['http://a:1', 'http://b:2', 'http://c:3']));
+    // What the gateway reports: the APIs no request reaches, and the one served instead.
+    expect(table.shadowed.map(({ api, by }) => `${api.api_id} by ${by.api_id}`)).toEqual(['second by first', 'third by first']);
+    expect(new RouteTable([routedApi('first', '/dup', 'http://a:1'), routedApi('other', '/dup/more/', 'http://b:2')]).shadowed).toEqual([]);
   });
 
   it('serves every one of 5,000 APIs, with backslashes and dot segments resolved first', () => {

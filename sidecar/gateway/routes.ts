@@ -67,6 +67,24 @@ export function isIgnored(route: Route, method: string, relativePath: string): b
   return false;
 }
 
+export interface ShadowedApi {
+  api: CompiledApi;
+  /** The API served on its listen path instead. */
+  by: CompiledApi;
+}
+
+/** The routes whose prefix an earlier route has: the prefix index keeps the first. */
+function shadowedApis(routes: Iterable<Route>): ShadowedApi[] {
+  const first = new Map<string, CompiledApi>();
+  const shadowed: ShadowedApi[] = [];
+  for (const { prefix, api } of routes) {
+    const by = first.get(prefix);
+    if (by === undefined) first.set(prefix, api);
+    else shadowed.push({ api, by });
+  }
+  return shadowed;
+}
+
 const sameApis = (a: readonly CompiledApi[], b: readonly CompiledApi[]): boolean => a.length === b.length && a.every((api, i) => api === b[i]);
 
 /**
@@ -81,6 +99,8 @@ export class RouteTable {
   readonly #routes: ReadonlyMap<CompiledApi, Route>;
   /** Every upstream origin a request can be forwarded to under this table. */
   readonly origins: ReadonlySet<string>;
+  /** The APIs no request reaches: each with the API loaded before it on the same listen path. */
+  readonly shadowed: readonly ShadowedApi[];
 
   /**
    * An API that `previous` routed (the same compiled object: its source did not change) keeps
@@ -94,6 +114,7 @@ export class RouteTable {
       this.#routes = previous.#routes;
       this.#index = previous.#index;
       this.origins = previous.origins;
+      this.shadowed = previous.shadowed;
       return;
     }
     const routes = new Map<CompiledApi, Route>();
@@ -102,6 +123,7 @@ export class RouteTable {
     this.#routes = routes;
     this.#index = new PrefixIndex(Array.from(routes.values(), (route) => [route.prefix, route] as const));
     this.origins = new Set(Array.from(routes.values(), (route) => route.origin));
+    this.shadowed = shadowedApis(routes.values());
   }
 
   match(url: string): RouteMatch | null {

@@ -215,6 +215,33 @@ spec: { key_hash: ${keyHash(`${rawKey}-orphan`)}, apply_policies: [nope] }
     expect(await status('/private/x', { authorization: rawKey })).toBe(200);
   });
 
+  it('reports an API that another API\'s listen path keeps from every request, until that one leaves', async () => {
+    await writeFile(join(dir, 'a.yaml'), keylessApi('a-first', '/shared/', `${upstream.url}/from-a`));
+    await writeFile(join(dir, 'b.yaml'), keylessApi('b-second', '/shared/', `${upstream.url}/from-b`));
+    await start();
+    const servedBy = async (): Promise<string> => ((await call(`${sidecar.proxyUrl}/shared/x`)).json() as { path: string }).path;
+    expect(await servedBy()).toBe('/from-a/x');
+    expect((await readyz())).toEqual({
+      status: 200,
+      body: {
+        status: 'ready',
+        reasons: [],
+        problems: [{ subject: 'ApiDefinition default/b-second', reason: 'listen path /shared/ is served by ApiDefinition default/a-first (api_id a-first, loaded first); this API is never reached' }],
+      },
+    });
+    expect(await metrics()).toContain('gw_config_problems{kind="ApiDefinition",reason="ListenPathTaken"} 1');
+    expect(logs.some((line) => line.includes('API never reached: another API has its listen path'))).toBe(true);
+    // A folder problem beside it: each is counted, and the folder's reload keeps the other's series.
+    await writeFile(join(dir, 'broken.yaml'), 'kind: [');
+    await eventually(async () => (await metrics()).includes('gw_config_problems{kind="File",reason="YamlError"} 1'), 10_000, 'the YAML error reported');
+    expect(await metrics()).toContain('gw_config_problems{kind="ApiDefinition",reason="ListenPathTaken"} 1');
+    await unlink(join(dir, 'broken.yaml'));
+    await unlink(join(dir, 'a.yaml'));
+    await eventually(async () => (await servedBy()) === '/from-b/x', 10_000, 'b-second served');
+    expect((await readyz()).body.problems).toEqual([]);
+    expect(await metrics()).not.toMatch(/gw_config_problems\{/);
+  });
+
   it('puts the Keys back into a Redis that restarted empty, with no reload and no edit', async () => {
     const redis = await startRedisServer();
     try {
