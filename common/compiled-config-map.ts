@@ -13,6 +13,12 @@ export const API_ID_LABEL = 'gw.dev/api-id';
 export const CONFIG_HASH_ANNOTATION = 'gw.dev/config-hash';
 /** Set by a sidecar before an admin DELETE: the operator leaves the ConfigMap alone until a reload releases it. */
 export const RETAIN_ANNOTATION = 'gw.dev/retain-until-reload';
+/**
+ * Set with RETAIN_ANNOTATION: the uid of the ApiDefinition whose delete retained the ConfigMap.
+ * An ApiDefinition of the same name with another uid was created since: the operator takes the
+ * ConfigMap back for it at once.
+ */
+export const RETAINED_FOR_UID_ANNOTATION = 'gw.dev/retained-for-uid';
 export const CONFIG_KEY = 'config.json';
 
 const NAME_PREFIX = 'gw-api-';

@@ -1,6 +1,6 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { RETAIN_ANNOTATION, RETAINED_FOR_UID_ANNOTATION } from '../../common/compiled-config-map.ts';
 import { ApiDefinitionController } from './api-definition-controller.ts';
 import { enqueuedBy, fakeContext, MemoryConfigMapWriter, MemorySource } from './fakes.ts';
 import { apiDefinitionSpecSchema } from '../../crds/schemas/index.ts';
@@ -93,12 +93,30 @@ describe('ApiDefinitionController', () => {
     caches.apis.put(api('orders'));
     await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
     const written = caches.configMaps.get('ns', 'gw-api-orders')!;
-    caches.configMaps.put({ ...written, metadata: { ...written.metadata, annotations: { ...written.metadata?.annotations, [RETAIN_ANNOTATION]: 'true' } } });
+    // Retained by the admin DELETE of this very ApiDefinition (its uid), whose delete is under way.
+    const retainedBy = (uid: string) => ({ ...written, metadata: { ...written.metadata, annotations: { ...written.metadata?.annotations, [RETAIN_ANNOTATION]: 'true', [RETAINED_FOR_UID_ANNOTATION]: uid } } });
+    caches.configMaps.put(retainedBy('uid-orders'));
     caches.policies.put(policy('gold', ['orders']));
     const result = await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
     expect(result?.requeueAfterMs).toBeGreaterThan(14_000);
     expect(result?.requeueAfterMs).toBeLessThanOrEqual(15_000);
     expect(caches.configMaps.get('ns', 'gw-api-orders')?.metadata?.annotations?.[RETAIN_ANNOTATION]).toBe('true');
+  });
+
+  it('takes a retained ConfigMap back at once for an ApiDefinition created again since the delete that retained it', async () => {
+    const { ctx, caches } = fakeContext();
+    const controller = new ApiDefinitionController(ctx);
+    caches.apis.put(api('orders'));
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    const written = caches.configMaps.get('ns', 'gw-api-orders')!;
+    caches.configMaps.put({ ...written, metadata: { ...written.metadata, ownerReferences: [], annotations: { ...written.metadata?.annotations, [RETAIN_ANNOTATION]: 'true', [RETAINED_FOR_UID_ANNOTATION]: 'uid-of-the-deleted-one' } } });
+    caches.apis.put(api('orders', { global_rate_limit: { rate: 7, per: 60 } }));
+    expect(await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal)).toBeUndefined();
+    const taken = caches.configMaps.get('ns', 'gw-api-orders')!;
+    expect(taken.metadata?.annotations).not.toHaveProperty(RETAIN_ANNOTATION);
+    expect(taken.metadata?.annotations).not.toHaveProperty(RETAINED_FOR_UID_ANNOTATION);
+    expect(taken.metadata?.ownerReferences?.[0]?.uid).toBe('uid-orders');
+    expect(JSON.parse(taken.data!['config.json']!).apis[0].api_limit).toEqual({ rate: 7, per: 60 });
   });
 
   it('deletes the ConfigMap of a deleted API, unless it is retained until a reload', async () => {

@@ -1,5 +1,5 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
-import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION, RETAINED_FOR_UID_ANNOTATION } from '../../common/compiled-config-map.ts';
 import { flatKey } from '../../common/flat-key.ts';
 import type { CompiledRate } from '../../crds/compiled.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
@@ -111,11 +111,16 @@ export class ApiDefinitionController implements KindController {
    * The admin DELETE marks the ConfigMap retained and then deletes the ApiDefinition: in
    * between, the ConfigMap must not be rewritten (that would drop the mark). If the
    * ApiDefinition is still there after a grace period (the delete failed, or the API was
-   * re-created), the operator takes the ConfigMap back: this says how long to wait still.
+   * re-created), the operator takes the ConfigMap back: this says how long to wait still. An
+   * ApiDefinition other than the one whose delete retained it (another uid) was created since
+   * that delete: it is taken back at once, so the new definition is served without the wait.
    */
   #retainGraceLeftMs(api: Api, current: V1ConfigMap): number {
     const key = flatKey(api.metadata.namespace, api.metadata.name);
-    if (current.metadata?.annotations?.[RETAIN_ANNOTATION] !== 'true') {
+    const annotations = current.metadata?.annotations ?? {};
+    const retainedFor = annotations[RETAINED_FOR_UID_ANNOTATION];
+    const recreated = retainedFor !== undefined && api.metadata.uid !== undefined && retainedFor !== api.metadata.uid;
+    if (annotations[RETAIN_ANNOTATION] !== 'true' || recreated) {
       this.#retainedSince.delete(key);
       return 0;
     }

@@ -1,5 +1,14 @@
 import { ApiException, type CoreV1Api, PatchStrategy, setHeaderOptions, type V1ConfigMap, type V1OwnerReference } from '@kubernetes/client-node';
-import { API_ID_LABEL, apiNameOf, compiledApiId, CONFIG_KEY, configMapName, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import {
+  API_ID_LABEL,
+  apiNameOf,
+  compiledApiId,
+  CONFIG_KEY,
+  configMapName,
+  MANAGED_BY_SELECTOR,
+  RETAIN_ANNOTATION,
+  RETAINED_FOR_UID_ANNOTATION,
+} from '../../common/compiled-config-map.ts';
 
 /**
  * The admin-DELETE side of the ConfigMap convention shared with the operator: before an
@@ -30,13 +39,14 @@ export async function retain(core: CoreV1Api, namespace: string, apiName: string
     if (isNotFound(error)) return null;
     throw error;
   }
-  const body = { metadata: { annotations: { [RETAIN_ANNOTATION]: 'true' }, ownerReferences: null } };
+  const owner = ownerReferences?.find((ref) => ref.controller)?.uid ?? null;
+  const body = { metadata: { annotations: { [RETAIN_ANNOTATION]: 'true', [RETAINED_FOR_UID_ANNOTATION]: owner }, ownerReferences: null } };
   await core.patchNamespacedConfigMap({ namespace, name, body }, mergePatch);
   return { namespace, name, ownerReferences };
 }
 
 export async function unretain(core: CoreV1Api, retained: RetainedConfigMap): Promise<void> {
-  const body = { metadata: { annotations: { [RETAIN_ANNOTATION]: null }, ownerReferences: retained.ownerReferences ?? null } };
+  const body = { metadata: { annotations: { [RETAIN_ANNOTATION]: null, [RETAINED_FOR_UID_ANNOTATION]: null }, ownerReferences: retained.ownerReferences ?? null } };
   await core.patchNamespacedConfigMap({ namespace: retained.namespace, name: retained.name, body }, mergePatch);
 }
 

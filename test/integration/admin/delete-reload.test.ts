@@ -95,12 +95,16 @@ describe('DELETE /gw/apis/{apiID} and GET /gw/reload on the API server', () => {
   });
 
   it('deletes the ApiDefinition and retains its ConfigMap until a reload', async () => {
+    const owner = (await configMap('doomed'))?.metadata?.ownerReferences?.[0]?.uid;
+    expect(owner).toBeDefined();
     const res = await admin.call('DELETE', '/gw/apis/doomed-id', { headers: [auth] });
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ key: 'doomed-id', status: 'ok', action: 'deleted' });
     expect(await apiNames()).toEqual(['fresh', 'keeper']);
     const retained = await configMap('doomed');
     expect(retained?.metadata?.annotations?.['gw.dev/retain-until-reload']).toBe('true');
+    // Which ApiDefinition's delete retained it: one created again under the name has another uid.
+    expect(retained?.metadata?.annotations?.['gw.dev/retained-for-uid']).toBe(owner);
     expect(retained?.metadata?.ownerReferences ?? []).toEqual([]);
     expect(retained?.data).toEqual({ 'config.json': '{}' });
     expect(test.reloads.count).toBe(0);

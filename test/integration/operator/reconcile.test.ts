@@ -8,6 +8,7 @@ import { sessionKey } from '../../../common/redis-keys.ts';
 import { compiledConfigSchema, type CompiledConfig } from '../../../crds/compiled.ts';
 import type { KindName } from '../../../crds/kinds.ts';
 import type { Operator } from '../../../operator/operator.ts';
+import { retain } from '../../../sidecar/resources/retained-config-maps.ts';
 import { createNamespace, kubeConfig, kubectl, testEnv } from '../../harness/index.ts';
 import { client, ready, startOperator, waitFor } from './support.ts';
 
@@ -249,6 +250,25 @@ describe('operator: examples, configs, references, drift, keys', () => {
     const after = await c.configMap(ns, 'gw-api-retained');
     expect(after?.data).toEqual(cm.data);
     expect(after?.metadata?.annotations?.['gw.dev/retain-until-reload']).toBe('true');
+  });
+
+  it('takes a ConfigMap retained by the admin DELETE back at once for an ApiDefinition created again under its name', async () => {
+    await api('reborn', `${ns}-reborn`, { global_rate_limit: { rate: 5, per: 60 } });
+    await waitFor('reborn ConfigMap', () => c.configMap(ns, 'gw-api-reborn'));
+    expect(await retain(c.core, ns, 'reborn')).not.toBeNull();
+    await c.remove('ApiDefinition', ns, 'reborn');
+    await waitFor('reborn gone', async () => (await c.get('ApiDefinition', ns, 'reborn')) === undefined);
+    const started = Date.now();
+    await api('reborn', `${ns}-reborn`, { global_rate_limit: { rate: 9, per: 60 } });
+    const taken = await waitFor('the new definition written', async () => {
+      const cm = await c.configMap(ns, 'gw-api-reborn');
+      return cm?.metadata?.annotations?.['gw.dev/retain-until-reload'] === undefined ? cm : undefined;
+    }, 10_000);
+    // Well inside the 15 s the operator gives a delete under way.
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(taken.metadata?.ownerReferences?.[0]?.uid).toBe((await c.get('ApiDefinition', ns, 'reborn'))?.metadata.uid);
+    expect(taken.metadata?.annotations?.['gw.dev/retained-for-uid']).toBeUndefined();
+    expect((await configOf('reborn'))?.apis[0]?.api_limit).toEqual({ rate: 9, per: 60 });
   });
 
   it('creates and removes Key Secrets and Redis sessions; admin-made keys keep their run-time fields', async () => {
