@@ -217,14 +217,19 @@ local function fixed(base, rate, per)
 end
 
 -- The quota as a request now finds it: renewed if its period has ended.
+-- A quota's state: remaining 'r', renewal time 'n', and the max 'm' it was counted against.
+-- What a period has used stays used when the max changes (a Policy edit): a raised max gives
+-- the difference at once, a lowered one takes it away (memory-store.ts does the same).
 local function quota_state(key, max, renewal, init_remaining, init_renews)
-  local state = redis.call('HMGET', key, 'r', 'n')
+  local state = redis.call('HMGET', key, 'r', 'n', 'm')
   local remaining = tonumber(state[1]) or init_remaining
   local renews = tonumber(state[2]) or init_renews
   if renewal > 0 and now >= renews then
     return max, now + renewal, state
   end
-  return math.min(remaining, max), renews, state
+  local counted_max = tonumber(state[3])
+  if counted_max then remaining = remaining + max - counted_max end
+  return math.max(0, math.min(remaining, max)), renews, state
 end
 
 -- Checked last: nothing after it can refuse, so a quota is never given back.
@@ -232,7 +237,7 @@ local function quota(key, max, renewal, init_remaining, init_renews)
   local remaining, renews, state = quota_state(key, max, renewal, init_remaining, init_renews)
   local allowed = remaining > 0
   if allowed then remaining = remaining - 1 end
-  redis.call('HSET', key, 'r', int(remaining), 'n', int(renews))
+  redis.call('HSET', key, 'r', int(remaining), 'n', int(renews), 'm', int(max))
   -- HSET keeps the key's expiry, which only moves when the renewal time does.
   if renewal > 0 and (renews ~= tonumber(state[2]) or not state[1]) then redis.call('PEXPIREAT', key, int(renews + renewal)) end
   return {allowed and 1 or 0, max, remaining, renews, 0, 0}

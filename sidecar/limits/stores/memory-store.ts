@@ -35,7 +35,8 @@ export class MemoryLimitStore implements LimitStore {
   readonly #flags = new TtlMap<number>();
   readonly #smoothing = new TtlMap<SmoothingState>();
   readonly #counters = new TtlMap<number>();
-  readonly #quotas = new TtlMap<{ remaining: number; renews: number }>();
+  /** `max`: the quota's max the remaining count was counted against (limits.lua's quota_state). */
+  readonly #quotas = new TtlMap<{ remaining: number; renews: number; max: number }>();
   readonly #sweeper: NodeJS.Timeout;
   readonly #now: () => number;
 
@@ -203,9 +204,10 @@ export class MemoryLimitStore implements LimitStore {
 
   /** The quota's state as a request now finds it: renewed if its period has ended. */
   #quotaState(op: Op<'quota'>, nowMs: number): { remaining: number; renews: number } {
-    const state = this.#quotas.get(op.quotaId, nowMs) ?? { remaining: op.initRemaining, renews: op.initRenewsMs };
+    const state = this.#quotas.get(op.quotaId, nowMs) ?? { remaining: op.initRemaining, renews: op.initRenewsMs, max: op.max };
     if (op.renewalMs > 0 && nowMs >= state.renews) return { remaining: op.max, renews: nowMs + op.renewalMs };
-    return { remaining: Math.min(state.remaining, op.max), renews: state.renews };
+    // What the period has used stays used when the max changes (a Policy edit).
+    return { remaining: Math.max(0, Math.min(state.remaining + op.max - state.max, op.max)), renews: state.renews };
   }
 
   #quota(op: Op<'quota'>, nowMs: number): StoreResult {
@@ -214,7 +216,7 @@ export class MemoryLimitStore implements LimitStore {
     let { remaining } = state;
     const allowed = remaining > 0;
     if (allowed) remaining -= 1;
-    this.#quotas.set(op.quotaId, { remaining, renews }, op.renewalMs > 0 ? renews + op.renewalMs : Infinity);
+    this.#quotas.set(op.quotaId, { remaining, renews, max: op.max }, op.renewalMs > 0 ? renews + op.renewalMs : Infinity);
     return result(allowed, op.max, remaining, renews);
   }
 

@@ -143,6 +143,21 @@ const cases: [string, Step[]][] = [
     ],
   ],
   [
+    'quota: what a period used stays used when its max changes, raised or lowered',
+    [
+      { at: 0, ops: (s) => [quota(s.id('q'), 2, P, 2, s.start + P)], expect: [ok(2, 1, P)] },
+      { at: 1, ops: (s) => [quota(s.id('q'), 2, P, 2, s.start + P)], expect: [ok(2, 0, P)] },
+      { at: 2, ops: (s) => [quota(s.id('q'), 2, P, 2, s.start + P)], expect: [no(2, P)] },
+      // Raised to 5 mid-period: 2 used, 3 left at once.
+      { at: 3, ops: (s) => [quota(s.id('q'), 5, P, 5, s.start + P)], expect: [ok(5, 2, P)] },
+      { at: 4, peek: true, ops: (s) => [quota(s.id('q'), 5, P, 5, s.start + P)], expect: [{ limit: 5, remaining: 2, resetMs: P, count: 3 }] },
+      // Lowered to 4: 3 used, 1 left; lowered to 2, none.
+      { at: 5, ops: (s) => [quota(s.id('q'), 4, P, 4, s.start + P)], expect: [ok(4, 0, P)] },
+      { at: 6, ops: (s) => [quota(s.id('q'), 2, P, 2, s.start + P)], expect: [no(2, P)] },
+      { at: P, ops: (s) => [quota(s.id('q'), 2, P, 2, s.start + P)], expect: [ok(2, 1, 2 * P)] },
+    ],
+  ],
+  [
     'quota: starts from the session\'s remaining count, and one without renewal never resets',
     [
       { at: 0, ops: (s) => [quota(s.id('q'), 5, 0, 1, 0)], expect: [ok(5, 0, 0)] },

@@ -242,6 +242,38 @@ spec: { key_hash: ${keyHash(`${rawKey}-orphan`)}, apply_policies: [nope] }
     expect(await metrics()).not.toMatch(/gw_config_problems\{/);
   });
 
+  it('gives a key that used up its quota the difference at once when the Policy raises quota_max, and takes it when it lowers it', async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    const [api] = authApiAndKey(upstream.url, rawKey).split('---');
+    const policy = (max: number): string => `apiVersion: gw.dev/v1alpha1
+kind: Policy
+metadata: { name: metered }
+spec: { rate: 100, per: 60, quota_max: ${max}, quota_renewal_rate: 3600, access_rights: { private: { api_id: private } } }
+`;
+    const key = `apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: metered-key }
+spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [metered] }
+`;
+    await writeFile(join(dir, 'api.yaml'), `${api!.trim()}\n`);
+    await writeFile(join(dir, 'key.yaml'), key);
+    await writeFile(join(dir, 'policy.yaml'), policy(2));
+    await start();
+    const statuses = async (n: number): Promise<number[]> => {
+      const out: number[] = [];
+      for (let i = 0; i < n; i++) out.push(await status('/private/x', { authorization: rawKey }));
+      return out;
+    };
+    expect(await statuses(3)).toEqual([200, 200, 403]);
+    await writeFile(join(dir, 'policy.yaml'), policy(5));
+    await eventually(async () => (await status('/private/x', { authorization: rawKey })) === 200, 10_000, 'the raised quota applied');
+    // 2 used before the edit and 1 just now: 2 of the 5 are left.
+    expect(await statuses(3)).toEqual([200, 200, 403]);
+    await writeFile(join(dir, 'policy.yaml'), policy(4));
+    await sidecar.runtime.reload();
+    expect(await statuses(1)).toEqual([403]);
+  });
+
   it('puts the Keys back into a Redis that restarted empty, with no reload and no edit', async () => {
     const redis = await startRedisServer();
     try {
