@@ -87,15 +87,21 @@ describe('ApiDefinitionController', () => {
     expect(await statusAfter(apiDefinition('orders', { ...limited, ...badRegex }, 4))).toEqual({ listen_path: '/v2/orders/', rate_limit: '60/60s', ready: 'InvalidRegex' });
   });
 
-  it('leaves a retained ConfigMap alone for the grace period and asks to come back when it ends', async () => {
-    const { ctx, caches } = fakeContext();
-    const controller = new ApiDefinitionController(ctx);
-    caches.apis.put(api('orders'));
+  /** The API `orders` compiled, then its ConfigMap retained by the admin DELETE of the ApiDefinition of uid `retainedFor`. */
+  async function retainedAfterCompile(retainedFor: string) {
+    const context = fakeContext();
+    const controller = new ApiDefinitionController(context.ctx);
+    context.caches.apis.put(api('orders'));
     await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
-    const written = caches.configMaps.get('ns', 'gw-api-orders')!;
+    const written = context.caches.configMaps.get('ns', 'gw-api-orders')!;
+    const annotations = { ...written.metadata?.annotations, [RETAIN_ANNOTATION]: 'true', [RETAINED_FOR_UID_ANNOTATION]: retainedFor };
+    context.caches.configMaps.put({ ...written, metadata: { ...written.metadata, ownerReferences: [], annotations } });
+    return { ...context, controller };
+  }
+
+  it('leaves a retained ConfigMap alone for the grace period and asks to come back when it ends', async () => {
     // Retained by the admin DELETE of this very ApiDefinition (its uid), whose delete is under way.
-    const retainedBy = (uid: string) => ({ ...written, metadata: { ...written.metadata, annotations: { ...written.metadata?.annotations, [RETAIN_ANNOTATION]: 'true', [RETAINED_FOR_UID_ANNOTATION]: uid } } });
-    caches.configMaps.put(retainedBy('uid-orders'));
+    const { caches, controller } = await retainedAfterCompile('uid-orders');
     caches.policies.put(policy('gold', ['orders']));
     const result = await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
     expect(result?.requeueAfterMs).toBeGreaterThan(14_000);
@@ -104,12 +110,7 @@ describe('ApiDefinitionController', () => {
   });
 
   it('takes a retained ConfigMap back at once for an ApiDefinition created again since the delete that retained it', async () => {
-    const { ctx, caches } = fakeContext();
-    const controller = new ApiDefinitionController(ctx);
-    caches.apis.put(api('orders'));
-    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
-    const written = caches.configMaps.get('ns', 'gw-api-orders')!;
-    caches.configMaps.put({ ...written, metadata: { ...written.metadata, ownerReferences: [], annotations: { ...written.metadata?.annotations, [RETAIN_ANNOTATION]: 'true', [RETAINED_FOR_UID_ANNOTATION]: 'uid-of-the-deleted-one' } } });
+    const { caches, controller } = await retainedAfterCompile('uid-of-the-deleted-one');
     caches.apis.put(api('orders', { global_rate_limit: { rate: 7, per: 60 } }));
     expect(await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal)).toBeUndefined();
     const taken = caches.configMaps.get('ns', 'gw-api-orders')!;

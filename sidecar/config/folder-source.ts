@@ -458,16 +458,10 @@ export class FolderConfigSource implements ConfigSource {
   #report(problems: FolderProblem[]): void {
     this.#problems = problems;
     const gauge = this.#options.metrics.configProblems;
-    const counts = new Map<string, { labels: { kind: string; reason: string }; count: number }>();
-    for (const { kind, code } of problems) {
-      const entry = counts.get(`${kind}/${code}`) ?? { labels: { kind, reason: code }, count: 0 };
-      entry.count += 1;
-      counts.set(`${kind}/${code}`, entry);
-    }
     // Only the series this source set: the config runtime sets its own (ListenPathTaken) in the same gauge.
-    for (const [id, labels] of this.#gaugeSeries) if (!counts.has(id)) gauge.remove(labels);
-    for (const { labels, count } of counts.values()) gauge.set(labels, count);
-    this.#gaugeSeries = new Map([...counts].map(([id, { labels }]) => [id, labels]));
+    for (const labels of this.#gaugeSeries.values()) gauge.remove(labels);
+    this.#gaugeSeries = new Map(problems.map(({ kind, code }) => [`${kind}/${code}`, { kind, reason: code }]));
+    for (const { kind, code } of problems) gauge.inc({ kind, reason: code });
   }
 
   problems(): ConfigProblem[] {
