@@ -16,7 +16,10 @@ export function compileClassicApi(spec: ApiDefinitionSpec, proxy: Proxy, base: A
   const ignored = compileIgnored(extended?.ignored ?? [], base, problems);
   const streamLimit = compileStreamLimit(spec, proxy.rate_limit, base, problems);
   const global = spec.global_rate_limit;
-  const apiLimit = spec.disable_rate_limit ? null : rateOf(global?.rate, global?.per);
+  // The API-level limiter is both API-side levels (docs/behaviour.md#evaluation-order): its
+  // endpoint rules are still checked above, so a bad one is reported either way.
+  const disabled = spec.disable_rate_limit === true;
+  const apiLimit = disabled ? null : rateOf(global?.rate, global?.per);
   if (problems.length > 0) return { api: null, problems };
   return {
     api: {
@@ -26,7 +29,7 @@ export function compileClassicApi(spec: ApiDefinitionSpec, proxy: Proxy, base: A
       target_url: proxy.target_url,
       strip_listen_path: proxy.strip_listen_path,
       api_limit: apiLimit,
-      endpoint_limits: endpointLimits,
+      endpoint_limits: disabled ? [] : endpointLimits,
       ignored,
       stream_limit: streamLimit,
       smoothing: smoothingOf(global?.smoothing, apiLimit),

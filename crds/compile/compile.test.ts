@@ -102,6 +102,15 @@ describe('compile: classic ApiDefinitions', () => {
     expect(firstMatch(rules, 'GET', '/prefix/anything/slow')).toBeUndefined();
   });
 
+  it('turns the API-level per-endpoint limits off with disable_rate_limit, still refusing a bad rule', () => {
+    const rate_limit = [{ path: '/ep', method: 'GET' as const, rate: 1, per: 60 }];
+    const off = run({ apiDefinitions: [classic('a', { disable_rate_limit: true, global_rate_limit: { rate: 1, per: 60 }, extended_paths: { rate_limit } })] });
+    expect(off.problems).toEqual([]);
+    expect(onlyApi(off.config)).toMatchObject({ api_limit: null, endpoint_limits: [] });
+    const badRule = run({ apiDefinitions: [classic('a', { disable_rate_limit: true, extended_paths: { rate_limit: [{ ...rate_limit[0]!, path: '/ep(' }] } })] });
+    expect(badRule.problems.map((p) => p.reason)).toEqual(['InvalidRegex']);
+  });
+
   it('ignores extended_paths when use_extended_paths is false, and uses them when it is left out', () => {
     const extended_paths = { rate_limit: [{ path: '/x', method: 'GET' as const, rate: 1, per: 1 }], ignored: [{ path: '/open' }] };
     const off = run({ apiDefinitions: [classic('a', { use_extended_paths: false, extended_paths })] });

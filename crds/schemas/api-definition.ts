@@ -224,7 +224,7 @@ const specObject = z.object({
   disable_rate_limit: z
     .boolean()
     .optional()
-    .describe('true disables the API-level limiter (key-level limits still apply).'),
+    .describe('true disables the API-level limiter: `global_rate_limit` and the `extended_paths.rate_limit` rules (key-level limits still apply).'),
   use_extended_paths: z
     .boolean()
     .optional()

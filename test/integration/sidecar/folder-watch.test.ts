@@ -274,6 +274,32 @@ spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [metered] }
     expect(await statuses(1)).toEqual([403]);
   });
 
+  it('turns off both API-side levels with disable_rate_limit and keeps the key\'s own limit', async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    await writeFile(join(dir, 'api.yaml'), `apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: unmetered }
+spec:
+  api_id: unmetered
+  proxy: { listen_path: /unmetered/, target_url: '${upstream.url}' }
+  disable_rate_limit: true
+  global_rate_limit: { rate: 1, per: 60 }
+  extended_paths: { rate_limit: [{ path: /ep, method: GET, rate: 1, per: 60 }] }
+---
+apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: unmetered-key }
+spec: { key_hash: ${keyHash(rawKey)}, rate: 3, per: 60, access_rights: { unmetered: { api_id: unmetered } } }
+`);
+    await start();
+    const answers: [number, string][] = [];
+    for (let i = 0; i < 4; i++) {
+      const res = await call(`${sidecar.proxyUrl}/unmetered/ep`, { headers: { authorization: rawKey } });
+      answers.push([res.status, res.status === 200 ? '' : String(res.json().error)]);
+    }
+    expect(answers).toEqual([[200, ''], [200, ''], [200, ''], [429, 'Rate Limit Exceeded']]);
+  });
+
   it('puts the Keys back into a Redis that restarted empty, with no reload and no edit', async () => {
     const redis = await startRedisServer();
     try {
