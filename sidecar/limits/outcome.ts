@@ -29,6 +29,17 @@ const header = (result: StepResult): RateHeaderData => ({
 });
 
 /**
+ * A rate limit's result once the request it admitted is given back: one more remaining, and a
+ * DRL bucket full again one token's refill sooner (the Redis algorithms' resets follow their
+ * oldest entry or their window, which the newest entry does not move).
+ */
+function givenBack(step: Step, result: StepResult): StepResult {
+  const remaining = Math.min(result.limit, result.remaining + 1);
+  if (step.algorithm !== 'drl') return { ...result, remaining };
+  return { ...result, remaining, resetMs: result.resetMs - Math.floor(step.limit.perMs / step.share) };
+}
+
+/**
  * The decision from per-limit results: the refusing limit applies when there is one,
  * else the tightest one met (least remaining); the quota is judged only when every rate
  * limit passed.
@@ -48,10 +59,9 @@ export function toDecision(
   let outcome: DecisionOutcome = 'allowed';
   if (refusedAt >= 0) outcome = isApiScope(steps[refusedAt]!.limit.scope) ? 'api_rate_limited' : 'key_rate_limited';
   else if (quota && !quota.allowed) outcome = 'quota_exceeded';
-  let rate = applied >= 0 ? header(results[applied]!) : null;
   // The quota refused a request every rate limit admitted: each gives back what it counted
   // (docs/behaviour.md#evaluation-order), so the headers show the allowance as it is left.
-  if (outcome === 'quota_exceeded' && rate !== null) rate = { ...rate, remaining: Math.min(rate.limit, rate.remaining + 1) };
+  const rate = applied < 0 ? null : header(outcome === 'quota_exceeded' ? givenBack(steps[applied]!, results[applied]!) : results[applied]!);
   return {
     decision: { outcome, rate, quota: quota ? header(quota) : null },
     algorithm: applied >= 0 ? steps[applied]!.algorithm : 'none',
