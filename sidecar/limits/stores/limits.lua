@@ -103,6 +103,25 @@ local function oldest_reset(log, per, trimmed)
   return at + per
 end
 
+-- When a caller refused now by a log of `n` entries (its own included) is admitted again if it
+-- sends nothing more: once all but `allowance - 1` of them have left the window, that is when
+-- the entry at place `n - allowance` (oldest first, from 0) leaves it. The oldest entry's time
+-- would be too soon whenever the log holds more than the allowance, as it does once refused
+-- requests are logged (docs/behaviour.md#response-headers). `trimmed` as for oldest_reset.
+local function readmit_reset(log, per, n, allowance, trimmed)
+  if not resets then return 0 end
+  local place = n - allowance
+  local at
+  if trimmed then
+    at = redis.call('ZRANGE', log, int(place), int(place), 'WITHSCORES')
+  else
+    at = redis.call('ZRANGEBYSCORE', log, '(' .. int(now - per), '+inf', 'WITHSCORES', 'LIMIT', int(place), '1')
+  end
+  -- A peek's `n` counts the request it asks about, which is not in the log: it would be now.
+  if not at[2] then return now + per end
+  return tonumber(at[2]) + per
+end
+
 -- Same rule as smoothing.ts (docs/behaviour.md#smoothing); the allowance is shared by every gateway.
 -- `requests` is the window's count before this request, so an idle window reads 0.
 local function smooth(key, requests, rate, per, threshold, step, trigger, delay)
@@ -164,11 +183,10 @@ local function sliding(log, smooth_key, rate, per, threshold, step, trigger, del
   if threshold > 0 then
     allowance, old = smooth(smooth_key, count, rate, per, threshold, step, trigger, delay)
   end
-  local reset = oldest_reset(log, per, true)
   if count < allowance then
-    return {1, allowance, allowance - count - 1, reset, old, allowance}
+    return {1, allowance, allowance - count - 1, oldest_reset(log, per, true), old, allowance}
   end
-  return {0, allowance, 0, reset, old, allowance}
+  return {0, allowance, 0, readmit_reset(log, per, count + 1, allowance, true), old, allowance}
 end
 
 -- A sentinel log entry, with the log's expiry a window on: the background trim does not set
@@ -258,6 +276,7 @@ local function peek_sliding(log, smooth_key, rate, per, threshold)
   local count = window_count(log, per)
   local allowance = rate
   if threshold > 0 then allowance = tonumber(redis.call('HMGET', smooth_key, 'a')[1]) or threshold end
+  if count >= allowance then return peeked(count, allowance, readmit_reset(log, per, count + 1, allowance, false)) end
   return peeked(count, allowance, oldest_reset(log, per, false))
 end
 

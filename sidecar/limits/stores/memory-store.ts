@@ -18,6 +18,13 @@ const result = (allowed: boolean, limit: number, remaining: number, resetMs: num
 /** A limiter's count against its allowance: what is left, never below 0. */
 const peeked = (count: number, limit: number, resetMs: number): PeekResult => ({ count, limit, remaining: Math.max(0, limit - count), resetMs });
 
+/**
+ * The time of the sliding-log entry whose leaving the window lets a caller refused by `n`
+ * entries (its own included) in again, if it sends nothing more (limits.lua `readmit_reset`).
+ * `log` is in time order; a peek's would-be request is not in it, and would be `nowMs`.
+ */
+const readmittedAt = (log: readonly number[], n: number, allowance: number, nowMs: number): number => log[n - allowance] ?? nowMs;
+
 /** An op's result and, when it admitted the request, how to give the admission back. */
 interface Ran {
   result: StoreResult;
@@ -98,7 +105,8 @@ export class MemoryLimitStore implements LimitStore {
         const log = this.#window(op.limiterId, op.perMs, nowMs);
         const smoothing = op.smoothing ? clampSmoothing(op.smoothing, op.rate) : null;
         const allowance = smoothing ? (this.#smoothing.get(op.limiterId, nowMs)?.allowance ?? smoothing.threshold) : op.rate;
-        return peeked(log.length, allowance, (log[0] ?? nowMs) + op.perMs);
+        const oldest = log.length >= allowance ? readmittedAt(log, log.length + 1, allowance, nowMs) : (log[0] ?? nowMs);
+        return peeked(log.length, allowance, oldest + op.perMs);
       }
       case 'sentinel': {
         const log = this.#window(op.limiterId, op.perMs, nowMs);
@@ -146,8 +154,8 @@ export class MemoryLimitStore implements LimitStore {
     this.#append(op.limiterId, log, op, nowMs);
     const smoothed = op.smoothing ? this.#smooth(op.limiterId, count, op, op.smoothing, nowMs) : null;
     const allowance = smoothed?.newAllowance ?? op.rate;
-    const resetMs = log[0]! + op.perMs;
     const allowed = count < allowance;
+    const resetMs = (allowed ? log[0]! : readmittedAt(log, log.length, allowance, nowMs)) + op.perMs;
     const changed = smoothed && smoothed.oldAllowance !== smoothed.newAllowance ? smoothed : null;
     return {
       result: { ...result(allowed, allowance, allowed ? allowance - count - 1 : 0, resetMs), smoothing: changed },

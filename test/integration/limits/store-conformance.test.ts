@@ -79,13 +79,15 @@ const cases: [string, Step[]][] = [
       { at: 1001, peek: true, ops: everyKind, expect: [seen(1, 2, 1, P), seen(1, 3, 2, P), seen(1, 2, 1, P), seen(1, 5, 4, P)] },
       { at: 2000, ops: everyKind, expect: [ok(2, 0, P), ok(3, 1, P), ok(2, 0, P), ok(5, 3, P)] },
       // The sentinel's flag now blocks until a window after the request that set it.
-      { at: 3000, peek: true, ops: everyKind, expect: [seen(2, 2, 0, P), seen(2, 3, 1, P), seen(2, 2, 0, 2000 + P), seen(2, 5, 3, P)] },
-      { at: 3000, ops: everyKind, expect: [no(2, P)] },
+      // A full sliding log resets when a caller that stops would pass again: once all but one
+      // of its entries, the would-be request's own included, have left the window.
+      { at: 3000, peek: true, ops: everyKind, expect: [seen(2, 2, 0, 2000 + P), seen(2, 3, 1, P), seen(2, 2, 0, 2000 + P), seen(2, 5, 3, P)] },
+      { at: 3000, ops: everyKind, expect: [no(2, 2000 + P)] },
       // The refusal is in the sliding log (spike arrest); the ops after it never ran.
-      { at: 4000, peek: true, ops: everyKind, expect: [seen(3, 2, 0, P), seen(2, 3, 1, P), seen(2, 2, 0, 2000 + P), seen(2, 5, 3, P)] },
+      { at: 4000, peek: true, ops: everyKind, expect: [seen(3, 2, 0, 3000 + P), seen(2, 3, 1, P), seen(2, 2, 0, 2000 + P), seen(2, 5, 3, P)] },
       // A window on, the first entries have left the logs (the sentinel's flag still blocks),
       // the fixed window has started afresh and the quota has renewed.
-      { at: P + 5, peek: true, ops: everyKind, expect: [seen(2, 2, 0, 2000 + P), seen(0, 3, 3, 2 * P), seen(1, 2, 0, 2000 + P), seen(0, 5, 5, P + 5 + P)] },
+      { at: P + 5, peek: true, ops: everyKind, expect: [seen(2, 2, 0, 3000 + P), seen(0, 3, 3, 2 * P), seen(1, 2, 0, 2000 + P), seen(0, 5, 5, P + 5 + P)] },
     ],
   ],
   [
@@ -103,9 +105,11 @@ const cases: [string, Step[]][] = [
     [
       { at: 0, ops: (s) => [sliding(s.id('l'), 2)], expect: [ok(2, 1, P)] },
       { at: 1000, ops: (s) => [sliding(s.id('l'), 2)], expect: [ok(2, 0, P)] },
-      { at: 2000, ops: (s) => [sliding(s.id('l'), 2)], expect: [no(2, P)] },
-      // The first entry has left the window, but the refused one still counts.
-      { at: P + 1, ops: (s) => [sliding(s.id('l'), 2)], expect: [no(2, 1000 + P)] },
+      // Refused: a caller that stops passes again once the entries at 0 and 1000 have left.
+      { at: 2000, ops: (s) => [sliding(s.id('l'), 2)], expect: [no(2, 1000 + P)] },
+      // The first entry has left the window, but the refused one still counts, and so will
+      // this one: the entry at 2000 must leave too.
+      { at: P + 1, ops: (s) => [sliding(s.id('l'), 2)], expect: [no(2, 2000 + P)] },
       { at: P + 2001, ops: (s) => [sliding(s.id('l'), 2)], expect: [ok(2, 0, P + 1 + P)] },
     ],
   ],
@@ -183,7 +187,7 @@ const cases: [string, Step[]][] = [
       { at: 1, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [ok(2, 0, P)] },
       { at: 2, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [ok(4, 1, P, { oldAllowance: 2, newAllowance: 4 })] },
       { at: 3, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [ok(4, 0, P)] },
-      { at: 4, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [no(4, P)] },
+      { at: 4, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [no(4, 1 + P)] },
       { at: 1002, ops: (s) => [sliding(s.id('l'), 10, smoothing(1))], expect: [ok(6, 0, P, { oldAllowance: 4, newAllowance: 6 })] },
     ],
   ],

@@ -45,3 +45,45 @@ describe('X-RateLimit-* under rate_limit_response_headers: rate_limits', () => {
     expect(res.headers['x-ratelimit-limit']).toBe('999');
   });
 });
+
+/** A namespace of its own: the sidecar serves one set of settings, the sliding log's. */
+describe('X-RateLimit-Reset under the sliding log', () => {
+  let upstream: EchoUpstream;
+  let sidecar: RunningSidecar;
+  let namespace: string;
+  const settings = { enable_redis_rolling_limiter: true, rate_limit_response_headers: 'rate_limits' as const };
+
+  beforeAll(async () => {
+    namespace = await createNamespace('sc-sliding-reset');
+    upstream = await startEchoUpstream();
+    sidecar = await startTestSidecar(sidecarOptions(namespace), { env: { GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' } });
+  });
+
+  afterAll(async () => {
+    await sidecar?.close();
+    await upstream?.close();
+  });
+
+  it('a 429\'s reset is when a caller that waits for it passes again', async () => {
+    const per = 3;
+    const api = compiledApi(uniqueId('api'), upstream.url, { api_limit: { rate: 2, per } });
+    await deployApi(sidecar, namespace, api, settings);
+    const url = `${sidecar.proxyUrl}/${api.api_id}/`;
+    const statuses: number[] = [];
+    let limited: Awaited<ReturnType<typeof call>> | undefined;
+    for (let i = 0; i < 4; i++) {
+      // The refusals come well over a second (the headers' unit) after the admissions.
+      if (i === 2) await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const res = await call(url);
+      statuses.push(res.status);
+      if (res.status === 429) limited = res;
+    }
+    // The 429s are logged too (spike arrest): the reset waits for the first of them to leave
+    // the window, where the oldest entry's leaving would still find two in it.
+    expect(statuses).toEqual([200, 200, 429, 429]);
+    const reset = Number(limited!.headers['x-ratelimit-reset']);
+    expect(reset).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + per);
+    await new Promise((resolve) => setTimeout(resolve, Math.max(0, reset * 1000 - Date.now()) + 50));
+    expect((await call(url)).status).toBe(200);
+  });
+});
