@@ -126,7 +126,10 @@ end
 -- `requests` is the window's count before this request, so an idle window reads 0.
 local function smooth(key, requests, rate, per, threshold, step, trigger, delay)
   local state = redis.call('HMGET', key, 'a', 't')
-  local allowance = tonumber(state[1]) or threshold
+  local stored = tonumber(state[1])
+  -- An edit of the limit since (a lower rate, a higher threshold) puts a stored allowance back
+  -- within its bounds at once; that is the edit's doing, not a smoothing step, so no event.
+  local allowance = math.max(threshold, math.min(rate, stored or threshold))
   local changed = tonumber(state[2]) or 0
   local old = allowance
   if now - changed >= delay then
@@ -136,7 +139,7 @@ local function smooth(key, requests, rate, per, threshold, step, trigger, delay)
       allowance = math.max(threshold, allowance - step)
     end
   end
-  if allowance ~= old or not state[1] then
+  if allowance ~= stored then
     changed = (allowance ~= old) and now or changed
     redis.call('HSET', key, 'a', allowance, 't', changed)
   end
@@ -275,7 +278,7 @@ end
 local function peek_sliding(log, smooth_key, rate, per, threshold)
   local count = window_count(log, per)
   local allowance = rate
-  if threshold > 0 then allowance = tonumber(redis.call('HMGET', smooth_key, 'a')[1]) or threshold end
+  if threshold > 0 then allowance = math.max(threshold, math.min(rate, tonumber(redis.call('HMGET', smooth_key, 'a')[1]) or threshold)) end
   if count >= allowance then return peeked(count, allowance, readmit_reset(log, per, count + 1, allowance, false)) end
   return peeked(count, allowance, oldest_reset(log, per, false))
 end

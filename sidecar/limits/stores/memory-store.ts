@@ -18,6 +18,9 @@ const result = (allowed: boolean, limit: number, remaining: number, resetMs: num
 /** A limiter's count against its allowance: what is left, never below 0. */
 const peeked = (count: number, limit: number, resetMs: number): PeekResult => ({ count, limit, remaining: Math.max(0, limit - count), resetMs });
 
+/** A smoothed allowance kept between the limit's threshold and rate as they are now. */
+const withinBounds = (allowance: number, threshold: number, rate: number): number => Math.max(threshold, Math.min(rate, allowance));
+
 /**
  * The time of the sliding-log entry whose leaving the window lets a caller refused by `n`
  * entries (its own included) in again, if it sends nothing more (limits.lua `readmit_reset`).
@@ -104,7 +107,7 @@ export class MemoryLimitStore implements LimitStore {
       case 'sliding_log': {
         const log = this.#window(op.limiterId, op.perMs, nowMs);
         const smoothing = op.smoothing ? clampSmoothing(op.smoothing, op.rate) : null;
-        const allowance = smoothing ? (this.#smoothing.get(op.limiterId, nowMs)?.allowance ?? smoothing.threshold) : op.rate;
+        const allowance = smoothing ? withinBounds(this.#smoothing.get(op.limiterId, nowMs)?.allowance ?? smoothing.threshold, smoothing.threshold, op.rate) : op.rate;
         const oldest = log.length >= allowance ? readmittedAt(log, log.length + 1, allowance, nowMs) : (log[0] ?? nowMs);
         return peeked(log.length, allowance, oldest + op.perMs);
       }
@@ -171,7 +174,9 @@ export class MemoryLimitStore implements LimitStore {
     nowMs: number,
   ): { oldAllowance: number; newAllowance: number } {
     const settings = clampSmoothing(raw, op.rate);
-    const state = this.#smoothing.get(limiterId, nowMs) ?? { allowance: settings.threshold, changedAt: 0 };
+    const stored = this.#smoothing.get(limiterId, nowMs);
+    // An edit of the limit since puts the allowance back within its bounds, with no event (limits.lua `smooth`).
+    const state = { allowance: withinBounds(stored?.allowance ?? settings.threshold, settings.threshold, op.rate), changedAt: stored?.changedAt ?? 0 };
     const next = smoothStep(state, requests, op.rate, settings, nowMs);
     this.#smoothing.set(limiterId, next, nowMs + op.perMs * 2 + settings.delay * 1000 + 1000);
     return { oldAllowance: state.allowance, newAllowance: next.allowance };

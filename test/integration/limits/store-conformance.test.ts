@@ -192,6 +192,26 @@ const cases: [string, Step[]][] = [
     ],
   ],
   [
+    'smoothing: an edit that lowers the rate under the allowance bounds it at once, with no event',
+    [
+      { at: 0, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 1, P)] },
+      { at: 1, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 0, P)] },
+      { at: 2, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 1, P, { oldAllowance: 2, newAllowance: 4 })] },
+      { at: 3, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 0, P)] },
+      { at: 4, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(6, 1, P, { oldAllowance: 4, newAllowance: 6 })] },
+      // The rate is now 3: five requests are in the window, so the sixth is refused.
+      { at: 5, peek: true, ops: (s) => [sliding(s.id('l'), 3, smoothing(0))], expect: [seen(5, 3, 0, 3 + P)] },
+      { at: 5, ops: (s) => [sliding(s.id('l'), 3, smoothing(0))], expect: [no(3, 3 + P)] },
+    ],
+  ],
+  [
+    'smoothing: an edit that raises the threshold over the allowance bounds it at once, with no event',
+    [
+      { at: 0, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 1, P)] },
+      { at: 1, ops: (s) => [sliding(s.id('l'), 10, { ...smoothing(0), threshold: 6 })], expect: [ok(6, 4, P)] },
+    ],
+  ],
+  [
     'the first refusal stops the request: later ops do not run, earlier admissions are given back',
     [
       { at: 0, ops: (s) => [fixed(s.id('b'), 1)], expect: [ok(1, 0, P)] },
