@@ -68,13 +68,13 @@ function unescapeMonitorArg(text: string): Buffer {
 const kindOf = (packed: string): string => kindOfCode.get(unescapeMonitorArg(packed).readDoubleLE(0)) ?? '?';
 
 /**
- * EVALSHA sha numkeys key... clock, then per decision: member refused resets count, then one packed op each.
+ * EVALSHA sha numkeys key... clock deadline, then per decision: member refused resets count, then one packed op each.
  * A call that carries several decisions counts once for each of them.
  */
 function parseCalls(time: string, args: string[]): ScriptCall[] {
   if (args[0]?.toLowerCase() !== 'evalsha') return [];
   const calls: ScriptCall[] = [];
-  for (let at = 4 + Number(args[2]); at < args.length; ) {
+  for (let at = 5 + Number(args[2]); at < args.length; ) {
     const count = Number(args[at + 3]);
     const kinds: string[] = [];
     for (let op = 0; op < count; op++) kinds.push(kindOf(args[at + 4 + op]!));

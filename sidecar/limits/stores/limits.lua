@@ -2,8 +2,9 @@
 -- Gateways send the decisions that are due together in one call, so Redis pays the script's
 -- fixed cost (and TIME) once for all of them; they run one after another, in the order sent,
 -- exactly as separate calls back to back would.
--- KEYS: two per op, the ops of every request in order. ARGV: the clock (below), then per
--- request: member, refused, resets, op count, then one per op: seven little-endian doubles,
+-- KEYS: two per op, the ops of every request in order. ARGV: the clock and the deadline
+-- (below), then per request: member, refused, resets, op count, then one per op: seven
+-- little-endian doubles,
 -- the kind's place in `kinds` and six fields, in the order listed above `kinds` (redis-store.ts
 -- encodeOp / encodeUndo write them so; struct.unpack reads them in one call).
 -- `member` names the decision; an op's log entry is member:<ordinal of the op in its request>.
@@ -23,6 +24,10 @@
 -- Time is Redis's own (TIME), so every gateway reads one clock whatever its own says. A
 -- non-empty clock argument replaces it: only the store conformance suite sets one, so that
 -- the in-memory store and this script run one table of cases on one manual clock.
+-- The deadline (Unix ms on Redis's clock, 0 for none) is when the gateway stops waiting for
+-- the call. A call run after it (Redis stalled with the call in its input) has had its
+-- requests answered without it: every request gets an error and nothing is written, so an
+-- outage's answers are never counted once Redis is back (README.md#redis).
 -- Reply: the numbers, packed as little-endian doubles (each an integer below 2^53, so exact),
 -- then the error messages they refer to. The numbers: now_ms, then per request the number of
 -- rows and six per row
@@ -379,7 +384,17 @@ end
 
 local reply = {now}
 local errors = {}
-local k, a = 1, 2
+local deadline = tonumber(ARGV[2])
+local k, a = 1, 3
+if deadline > 0 and now > deadline then
+  errors[1] = 'the call reached Redis after its deadline: nothing was counted'
+  while a <= #ARGV do
+    reply[#reply + 1] = -1
+    reply[#reply + 1] = 1
+    a = a + 4 + tonumber(ARGV[a + 3])
+  end
+  return {struct.pack('<' .. string.rep('d', #reply), unpack(reply)), errors[1]}
+end
 while a <= #ARGV do
   local member, mode, nops = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 3])
   resets = ARGV[a + 2] == '1' or mode == 'p'

@@ -166,9 +166,9 @@ function toResult(reply: Reply, at: number): StoreResult {
 }
 
 /** KEYS and ARGV of one script call carrying `calls`, in limits.lua's layout. */
-function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: number | ''): { keys: string[]; args: (string | number | Buffer)[] } {
+function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: number | '', deadlineMs: number): { keys: string[]; args: (string | number | Buffer)[] } {
   const keys: string[] = [];
-  const args: (string | number | Buffer)[] = [clockMs];
+  const args: (string | number | Buffer)[] = [clockMs, deadlineMs];
   for (const { encoded, member, mode } of calls) {
     args.push(member, modeArgument[mode], resets ? 1 : 0, encoded.length);
     for (const e of encoded) {
@@ -188,8 +188,8 @@ function unpackNumbers(packed: Buffer): Reply {
   return numbers;
 }
 
-/** Each call's part of the reply, in order: its results, or the error its commands raised. */
-function splitReply([packed, ...messages]: PackedReply, count: number): (Ran | Error)[] {
+/** Each call's part of the reply, in order: its results, or the error its commands raised; and Redis's time. */
+function splitReply([packed, ...messages]: PackedReply, count: number): { nowMs: number; ran: (Ran | Error)[] } {
   const reply = unpackNumbers(packed);
   const nowMs = reply[0]!;
   const out: (Ran | Error)[] = [];
@@ -204,7 +204,7 @@ function splitReply([packed, ...messages]: PackedReply, count: number): (Ran | E
     for (let r = 0; r < rows; r++, at += rowLength) starts.push(at);
     out.push({ nowMs, reply, rows: starts });
   }
-  return out;
+  return { nowMs, ran: out };
 }
 
 /**
@@ -242,6 +242,11 @@ export class RedisLimitStore implements LimitStore {
   readonly #pendingTrims = new Map<string, { perMs: number; nowMs: number }>();
   #trimTimer: NodeJS.Timeout | undefined;
   #connectedOnce: boolean;
+  /**
+   * Redis's clock less this process's, as the last reply showed it (less half its round trip,
+   * which only brings a deadline sooner); null before the first reply.
+   */
+  #redisClockOffsetMs: number | null = null;
 
   constructor(redis: Redis | Cluster, options: RedisLimitStoreOptions) {
     this.#redis = redis;
@@ -304,27 +309,38 @@ export class RedisLimitStore implements LimitStore {
     this.#queue = [];
     for (let i = 0; i < queue.length; i += maxBatch) {
       const batch = queue.slice(i, i + maxBatch);
-      this.#call(batch).then(
+      this.#call(batch, true).then(
         (ran) => ran.forEach((r, j) => (r instanceof Error ? batch[j]!.reject(r) : this.#settle(batch[j]!, r))),
         (error: unknown) => batch.forEach((q) => q.reject(error)),
       );
     }
   };
 
-  /** One script call carrying `calls`; each gets its results or its own error. */
-  async #call(calls: readonly Call[]): Promise<(Ran | Error)[]> {
+  /**
+   * One script call carrying `calls`; each gets its results or its own error. A call that
+   * counts (`expires`) carries a deadline on Redis's clock, the moment this process stops
+   * waiting for it: a Redis that stalls (a long command, a paused process) runs the call when
+   * it wakes, after its requests were answered without it, and the script then counts nothing
+   * (limits.lua). Undos and peeks change nothing a late run could get wrong.
+   */
+  async #call(calls: readonly Call[], expires: boolean): Promise<(Ran | Error)[]> {
     // Sent while a lost connection is down, a call waits in the client's queue and runs when it
     // is back: long after its request was answered, it would count that request all the same.
     // Before the first connection the queue is what holds the first requests' calls a moment.
     if (this.#connectedOnce && this.#redis.status !== 'ready') throw new StoreDisconnectedError(this.#redis.status);
-    const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits', this.#clock?.() ?? '');
+    const timeoutMs = this.#settings.redis_timeout_ms;
+    const offset = this.#redisClockOffsetMs;
+    const deadlineMs = expires && offset !== null && this.#clock === undefined ? Math.floor(Date.now() + offset + timeoutMs) : 0;
+    const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits', this.#clock?.() ?? '', deadlineMs);
     const reply = this.#redis.isCluster ? this.#client[limitsCommandBuffer](...keys, ...args) : this.#client[limitsCommandBuffer](keys.length, ...keys, ...args);
-    return splitReply(await withTimeout(reply, this.#settings.redis_timeout_ms), calls.length);
+    const { nowMs, ran } = splitReply(await withTimeout(reply, timeoutMs), calls.length);
+    this.#redisClockOffsetMs = nowMs - Date.now();
+    return ran;
   }
 
   /** One request's ops alone in one call (a Cluster's calls each stay in one slot). */
-  async #eval(encoded: readonly Encoded[], member: string, mode: Mode): Promise<Ran> {
-    const [ran] = await this.#call([{ encoded, member, mode }]);
+  async #eval(encoded: readonly Encoded[], member: string, mode: Mode, expires = mode !== 'peek'): Promise<Ran> {
+    const [ran] = await this.#call([{ encoded, member, mode }], expires);
     if (ran instanceof Error) throw ran;
     return ran!;
   }
@@ -361,7 +377,7 @@ export class RedisLimitStore implements LimitStore {
    */
   async #undoOnCluster(rateOps: readonly StoreOp[], results: readonly StoreResult[], keep: number, member: string): Promise<void> {
     const undos = rateOps.flatMap((op, i) => (i === keep ? [] : (encodeUndo(op, results[i]!) ?? [])));
-    await Promise.all(undos.map((undo) => this.#eval([undo], member, 'admit'))).catch(this.#onBackgroundError);
+    await Promise.all(undos.map((undo) => this.#eval([undo], member, 'admit', false))).catch(this.#onBackgroundError);
   }
 
   /**

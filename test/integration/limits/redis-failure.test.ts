@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { api, config, session } from '../../support/compiled-fixtures.ts';
 import { request } from '../../support/limits-fixtures.ts';
 import { Redis as IORedis } from 'ioredis';
-import { limiterKey } from '../../../common/redis-keys.ts';
+import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import { StoreDisconnectedError } from '../../../sidecar/limits/errors.ts';
 import { RedisLimitStore } from '../../../sidecar/limits/stores/redis-store.ts';
 import { sidecarRedisOptions } from '../../../sidecar/redis.ts';
@@ -95,6 +95,36 @@ describe('Redis stopped in the middle of a test', () => {
     const admin = new IORedis(redis.url);
     try {
       expect(await admin.zcard(limiterKey(limiterId, 'log'))).toBe(0);
+    } finally {
+      admin.disconnect();
+      client.disconnect();
+    }
+  });
+
+  it('a call Redis runs after its gateway stopped waiting (a stall) counts nothing, limits and quota alike', async () => {
+    const client = new IORedis(redis.url, sidecarRedisOptions(200));
+    client.on('error', () => undefined);
+    const store = new RedisLimitStore(client, { instanceId: uniqueId('stall'), reporter: { failed: () => undefined, succeeded: () => undefined } });
+    const limiterId = uniqueId('stall-limiter');
+    const quotaId = uniqueId('stall-quota');
+    const ops = [
+      { kind: 'sliding_log', limiterId, rate: 5, perMs: 60_000, smoothing: null },
+      { kind: 'quota', quotaId, max: 10, renewalMs: 3_600_000, initRemaining: 10, initRenewsMs: 0 },
+    ] as const;
+    store.configure({ ...defaultGatewaySettings, redis_timeout_ms: 100 });
+    const admin = new IORedis(redis.url);
+    try {
+      await waitUntil(() => client.status === 'ready');
+      expect((await store.run(ops, false)).map((r) => r.allowed)).toEqual([true, true]);
+      // Redis holds every command for a second, with the connection up, as a stalled server does.
+      await admin.call('CLIENT', 'PAUSE', '1000', 'ALL');
+      const during = await Promise.allSettled([store.run(ops, false), store.run(ops, false), store.run(ops, false)]);
+      expect(during.map((d) => d.status)).toEqual(['rejected', 'rejected', 'rejected']);
+      await sleep(1_300);
+      expect(await admin.zcard(limiterKey(limiterId, 'log'))).toBe(1);
+      expect(await admin.hget(quotaKey(quotaId), 'r')).toBe('9');
+      // Once Redis answers in time again, calls count as before.
+      expect((await store.run(ops, false)).map((r) => r.remaining)).toEqual([3, 8]);
     } finally {
       admin.disconnect();
       client.disconnect();
