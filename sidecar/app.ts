@@ -305,9 +305,11 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     const problems = [...runtime.problems()];
     if (!runtime.loaded) reasons.push('config not loaded');
     if (!warmedUp) reasons.push('warming up');
-    if (redis && redis.status !== 'ready') {
-      if (runtime.state().settings.redis_failure_mode === 'closed') reasons.push(`redis ${redis.status}`);
-      else problems.push({ subject: 'Redis', reason: `${redis.status}; requests admitted (redis_failure_mode open)` });
+    // A hung Redis keeps its connection up: its calls time out, which the store reports.
+    const redisState = redis && redis.status !== 'ready' ? redis.status : engine.storeFailing ? 'not answering in time' : null;
+    if (redisState !== null) {
+      if (runtime.state().settings.redis_failure_mode === 'closed') reasons.push(`redis ${redisState}`);
+      else problems.push({ subject: 'Redis', reason: `${redisState}; requests admitted (redis_failure_mode open)` });
     }
     return { ready: reasons.length === 0, reasons, problems };
   };

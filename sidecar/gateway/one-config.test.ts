@@ -36,6 +36,8 @@ class RecordingEngine implements LimitEngine {
     this.#policies = config.policies;
   }
 
+  readonly storeFailing = false;
+
   close = (): Promise<void> => Promise.resolve();
 }
 

@@ -6,6 +6,10 @@ import { StoreHealth } from './store-health.ts';
 import { MemoryLimitStore } from './stores/memory-store.ts';
 import { RedisLimitStore } from './stores/redis-store.ts';
 import type { LimitStore } from './stores/store.ts';
+import { withTimeout } from './stores/with-timeout.ts';
+
+/** How long a probe of a Redis whose calls have been failing waits for its PING (store-health.ts). */
+const PROBE_TIMEOUT_MS = 1_000;
 
 /**
  * What the engine counts with, built by whoever runs it (sidecar/app.ts, tests, benchmarks)
@@ -40,9 +44,9 @@ export interface LimitBackendOptions {
 }
 
 export function createLimitBackends(options: LimitBackendOptions): LimitBackends {
-  const health = new StoreHealth(options.logger, options.registry);
-  const now = options.now ?? Date.now;
   const { redis, instanceId } = options;
+  const health = new StoreHealth(options.logger, options.registry, redis ? () => withTimeout(redis.ping(), PROBE_TIMEOUT_MS) : undefined);
+  const now = options.now ?? Date.now;
   const drlPeer = options.drlPeer !== false;
   if (!redis) return { store: new MemoryLimitStore(now), peers: null, health, drlPeer };
   return {

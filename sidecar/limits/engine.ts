@@ -204,6 +204,11 @@ class Engine implements LimitEngine {
     };
   }
 
+  /** Whether the store's calls are failing now (store-health.ts), for the gateway's readiness. */
+  get storeFailing(): boolean {
+    return this.#health.failingNow();
+  }
+
   async close(): Promise<void> {
     clearInterval(this.#sweeper);
     await this.#heartbeat?.stop();

@@ -192,7 +192,8 @@ export class GatewayHeartbeat {
       if (!renewed) return;
       this.#live = new Map([...(await Promise.all(watched)), ...renewed.flat()]);
       this.#unions = new WeakMap();
-      this.#options.reporter.succeeded();
+      // A beat with no set to renew or read asked Redis nothing.
+      if (apis.length > 0 || watched.length > 0) this.#options.reporter.succeeded();
     } catch (error) {
       // The last known counts stay in force until Redis answers again.
       this.#options.reporter.failed(error);

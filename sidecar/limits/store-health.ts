@@ -18,10 +18,13 @@ export class StoreHealth implements StoreReporter {
   readonly #errors: Counter;
   #failureMode: GatewaySettings['redis_failure_mode'] = 'closed';
   #failing = false;
+  readonly #probe: (() => Promise<unknown>) | undefined;
+  #probing = false;
 
-  /** Without a registry the counter still counts but is exported nowhere. */
-  constructor(logger: Logger, registry?: Registry) {
+  /** Without a registry the counter still counts but is exported nowhere; `probe` asks Redis whether it answers (see failingNow). */
+  constructor(logger: Logger, registry?: Registry, probe?: () => Promise<unknown>) {
     this.#logger = logger;
+    this.#probe = probe;
     this.#errors = new Counter({
       name: 'gw_redis_errors_total',
       help: 'Failed or timed-out Redis calls of the rate-limit engine.',
@@ -32,6 +35,23 @@ export class StoreHealth implements StoreReporter {
   /** The failure mode in force, named in the outage's log line. */
   configure(settings: GatewaySettings): void {
     this.#failureMode = settings.redis_failure_mode;
+  }
+
+  /**
+   * Whether Redis's last call failed or timed out with none answered since (a hung server with
+   * its connection up reads so). While it is, each look sends one probe (`probe`, one at a
+   * time): a gateway that its failure made unready gets no traffic whose calls could show
+   * Redis back, so the readiness checks that ask here are what find it back.
+   */
+  failingNow(): boolean {
+    if (this.#failing && this.#probe && !this.#probing) {
+      this.#probing = true;
+      this.#probe().then(
+        () => this.succeeded(),
+        () => undefined,
+      ).finally(() => (this.#probing = false));
+    }
+    return this.#failing;
   }
 
   failed(error: unknown): void {

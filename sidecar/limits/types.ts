@@ -121,5 +121,7 @@ export interface LimitEngine {
   explain(request: LimitRequest): Promise<LimitExplanation>;
   /** Swap in a new compiled config (settings, APIs, policies); counters are kept. */
   updateConfig(config: CompiledConfig): void;
+  /** Whether the store's calls are failing now: Redis away, or up but not answering in time. */
+  readonly storeFailing: boolean;
   close(): Promise<void>;
 }

@@ -90,6 +90,21 @@ describe('Redis faults with redis_failure_mode: closed', () => {
     const again = await storeSession(client, { access_rights: { [keyed.api_id]: { api_id: keyed.api_id } } });
     expect((await call(`${sidecar.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: again } })).status).toBe(200);
   });
+
+  it('reports unready while a Redis with its connection up does not answer, and ready once it does, with no traffic', async () => {
+    const keyless = compiledApi(uniqueId('api'), upstream.url, { api_limit: { rate: 100, per: 60 } });
+    await writeConfigMap(namespace, keyless.api_id, JSON.stringify(compiledConfig([keyless])));
+    await eventually(() => servesApi(sidecar, keyless.api_id)());
+    await eventually(async () => (await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status === 200, 20_000, 'serving');
+    // A hung server: the connection stays up, every command waits.
+    await client.call('CLIENT', 'PAUSE', '2500', 'ALL');
+    expect((await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status).toBe(503);
+    const unready = await call(`${sidecar.healthUrl}/readyz`);
+    expect(unready.status).toBe(503);
+    expect(JSON.stringify(unready.json())).toContain('redis not answering in time');
+    // No request is sent from here on: the readiness checks alone find Redis back.
+    await eventually(async () => (await call(`${sidecar.healthUrl}/readyz`)).status === 200, 10_000, 'ready again');
+  });
 });
 
 describe('stream rate limit on the upstream call', () => {
