@@ -13,7 +13,7 @@ import { streamMaxWaitMs, type StreamSlots } from '../limits/stream-limiter.ts';
 import type { DecisionOutcome, LimitDecision, LimitEngine } from '../limits/types.ts';
 import { statusClass, type SidecarMetrics } from '../metrics.ts';
 import { clientGone, type Forwarder, type UpgradeForwarder } from '../proxy/forwarder.ts';
-import { gatewayErrors, type GatewayError } from '../http/errors.ts';
+import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { rateHeadersFor } from './rate-headers.ts';
 import { REQUEST_ID_HEADER, sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { isIgnored, type RouteMatch, type RouteTable } from './routes.ts';
@@ -65,9 +65,6 @@ const admitted = ({ state, match }: RoutedRequest, error: GatewayError | null, r
 
 /** Admission attempts when the config keeps changing under it (see `#admitCurrent`). */
 const maxAdmissions = 3;
-
-/** nginx's "client closed request": counted, never sent (there is nobody to send it to). */
-const clientClosedRequest = 499;
 
 const refusals: Record<DecisionOutcome, GatewayError | null> = {
   allowed: null,
@@ -214,7 +211,7 @@ export class Gateway {
     if (signal.aborted) {
       // The client left during admission: nobody would read the upstream's answer, so it is never asked.
       req.destroy();
-      this.#deps.metrics.requests.inc(api, statusClass(clientClosedRequest));
+      this.#deps.metrics.requests.inc(api, statusClass(CLIENT_CLOSED_REQUEST));
       return;
     }
     if (admission.error !== null || match === null) {

@@ -13,6 +13,9 @@ function define(code: string, status: number, message: string): GatewayError {
   return { code, status, body: Buffer.from(JSON.stringify({ error: message })) };
 }
 
+/** nginx's "client closed request": a request whose client left before its answer; counted, never sent (there is nobody to send it to). */
+export const CLIENT_CLOSED_REQUEST = 499;
+
 export const gatewayErrors = {
   notFound: define('not_found', 404, 'No API is listening on this path'),
   apiInactive: define('api_inactive', 404, 'This API is not active'),

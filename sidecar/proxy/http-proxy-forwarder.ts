@@ -2,7 +2,7 @@ import './suppress-http-proxy-deprecations.ts';
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import httpProxy from 'http-proxy';
-import { gatewayErrors, type GatewayError } from '../http/errors.ts';
+import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
 import { refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder } from './forwarder.ts';
@@ -60,7 +60,8 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
       res.once('pipe', () => {
         upstreamSeconds = (performance.now() - started) / 1000;
       });
-      res.once('close', () => resolve({ status: res.statusCode, upstreamSeconds, error }));
+      // A client that left before the answer is no upstream failure (docs/behaviour.md#gateway-answers).
+      res.once('close', () => resolve(request.signal.aborted && !res.headersSent ? { status: CLIENT_CLOSED_REQUEST, upstreamSeconds, error: null } : { status: res.statusCode, upstreamSeconds, error }));
       body?.once('error', fail);
       this.#proxy.web(req, res, { target: request.origin, buffer: body }, fail);
     });
@@ -68,7 +69,7 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
 
   /** Answers a failed exchange; the error answered, or null when the upstream's answer had begun. */
   #fail(req: IncomingMessage, res: ServerResponse, err: unknown): GatewayError | null {
-    if (res.headersSent) {
+    if (res.headersSent || res.destroyed) {
       res.destroy();
       return null;
     }

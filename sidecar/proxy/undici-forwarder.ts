@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import { Pool, errors as undiciErrors } from 'undici';
 import type { Dispatcher } from 'undici';
-import { gatewayErrors } from '../http/errors.ts';
+import { CLIENT_CLOSED_REQUEST, gatewayErrors } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
 import { refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions } from './forwarder.ts';
@@ -76,6 +76,13 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
       // The answer had begun: the client's connection ends with it, cut short.
       res.destroy();
       this.#finish({ status: res.statusCode, upstreamSeconds: this.#upstreamSeconds, error: null });
+      return;
+    }
+    if (this.#request.signal.aborted) {
+      // The client left before the answer (its leaving aborted the upstream request): no
+      // upstream failure, and nobody to answer.
+      res.destroy();
+      this.#finish({ status: CLIENT_CLOSED_REQUEST, upstreamSeconds: null, error: null });
       return;
     }
     const failure = upstreamFailure(err);

@@ -78,3 +78,37 @@ describe('a client that leaves during admission', () => {
     expect(received).toEqual(['/stays', '/after']);
   }, 20_000);
 });
+
+describe('a client that leaves while the upstream takes its time', () => {
+  let upstream: Server;
+  const apiId = uniqueId('abort-upstream');
+  const sidecars: RunningSidecar[] = [];
+
+  beforeAll(async () => {
+    upstream = createServer((_req, res) => void setTimeout(() => res.end('late'), 1_500));
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  });
+
+  afterAll(async () => {
+    await Promise.all(sidecars.map((s) => s.close()));
+    upstream.closeAllConnections();
+    await new Promise((resolve) => upstream?.close(resolve));
+  }, 30_000);
+
+  it.each(['undici', 'http-proxy'])('%s: counts it as client-closed, not as an upstream failure', async (forwarder) => {
+    const { port } = upstream.address() as AddressInfo;
+    const source = new HandSource(compiledConfig([compiledApi(apiId, `http://127.0.0.1:${port}`)]));
+    const sidecar = await startTestSidecar(sidecarOptions('default'), { source, env: { GW_FORWARDER: forwarder } });
+    sidecars.push(sidecar);
+    const leaving = httpRequest(`${sidecar.proxyUrl}/${apiId}/slow`, { agent: false });
+    const failure = new Promise<Error>((resolve) => leaving.on('error', resolve));
+    leaving.end();
+    await sleep(300);
+    leaving.destroy();
+    expect((await failure).message).toMatch(/socket hang up|aborted/);
+    await eventually(async () => (await counted(sidecar, apiId, '4xx')) === 1, 10_000, 'the abandoned request counted');
+    expect(await counted(sidecar, apiId, '5xx')).toBe(0);
+    const { values } = await sidecar.metrics.gatewayErrors.get();
+    expect(values.filter((v) => v.labels.api === apiId)).toEqual([]);
+  }, 20_000);
+});
