@@ -6,7 +6,7 @@ import { parseSession, type SessionStore } from '../../common/session-store.ts';
 import type { Session } from '../../crds/session.ts';
 import { ApiCompileCache, compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
-import { DOCS_PER_TURN, documentsOf, readFolder, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
+import { DOCS_PER_TURN, documentsOf, readFolder, UnreadableFileError, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
 import type { SidecarMetrics } from '../metrics.ts';
 import { watchFolder, type FolderWatch } from './folder-watch.ts';
 import type { ConfigProblem, ConfigSource } from './source.ts';
@@ -205,6 +205,8 @@ export class FolderConfigSource implements ConfigSource {
       // Files that parsed last time and have not changed since are not parsed again.
       files = await readFolder(dir, this.#lastGoodFiles);
     } catch (err) {
+      // The next read that works reports afresh, even if it finds what was loaded before.
+      this.#loadedFiles = null;
       metrics.configReloads.inc({ source: this.name, result: 'error' });
       logger.error({ err, dir }, 'config folder could not be read; keeping the last good config');
       this.#report([{ subject: `folder ${dir}`, reason: `${(err as Error).message}; the last good config stays in effect`, kind: 'Folder', code: 'Unreadable' }]);
@@ -271,8 +273,9 @@ export class FolderConfigSource implements ConfigSource {
       const lastGood = this.#lastGoodFiles.get(file.path);
       if (lastGood) usable.push(lastGood);
       const outcome = lastGood ? LAST_GOOD_KEPT : 'none of it is in effect';
-      this.#options.logger.error({ file: file.path, error: error.message }, `config file does not parse; ${outcome}`);
-      problems.push({ subject: `file ${basename(file.path)}`, reason: `${error.message}; ${outcome}`, kind: 'File', code: 'YamlError' });
+      const unreadable = error instanceof UnreadableFileError;
+      this.#options.logger.error({ file: file.path, error: error.message }, `config file ${unreadable ? 'cannot be used' : 'does not parse'}; ${outcome}`);
+      problems.push({ subject: `file ${basename(file.path)}`, reason: `${error.message}; ${outcome}`, kind: 'File', code: unreadable ? 'Unreadable' : 'YamlError' });
     }
     return usable;
   }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { link, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { link, open, readdir, rename, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Composer, type Document, parseAllDocuments, Parser, type ToStringOptions, type YAMLError } from 'yaml';
@@ -26,8 +26,44 @@ export interface YamlFile {
   text: string;
   /** Each document as plain data, converted once as the file is read (null: not a mapping, or it does not parse). */
   objects: Array<Record<string, unknown> | null>;
-  /** The errors of its documents, in order: a file with any is read, never rewritten. */
-  errors: YAMLError[];
+  /**
+   * The errors of its documents, in order, or the one reason it could not be read at all
+   * (`UnreadableFileError`): a file with any is read, never rewritten.
+   */
+  errors: (YAMLError | UnreadableFileError)[];
+}
+
+/**
+ * The most a config file may hold. Parsing YAML takes tens of times a file's size in heap
+ * (a 60 MB file took 2.25 GB and 11 s of the event loop), so a larger file is refused unread
+ * rather than stalling or ending the gateway; a larger folder is split into several files.
+ */
+export const MAX_FILE_BYTES = 4 * 1024 * 1024;
+
+/** Why an entry of the folder that looks like a config file cannot be used at all. */
+export class UnreadableFileError extends Error {}
+
+/** The file's text; an entry that is no readable regular file, or is over MAX_FILE_BYTES, throws UnreadableFileError. */
+async function readLimited(path: string): Promise<string> {
+  let handle;
+  try {
+    handle = await open(path, 'r');
+  } catch (err) {
+    throw new UnreadableFileError(`cannot be opened (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); a broken symbolic link?`);
+  }
+  try {
+    const stats = await handle.stat();
+    if (!stats.isFile()) throw new UnreadableFileError('is not a regular file');
+    if (stats.size > MAX_FILE_BYTES) {
+      throw new UnreadableFileError(`holds ${(stats.size / 1048576).toFixed(1)} MiB, over the ${MAX_FILE_BYTES / 1048576} MiB a config file may hold; split it into several files`);
+    }
+    return await handle.readFile('utf8');
+  } catch (err) {
+    if (err instanceof UnreadableFileError) throw err;
+    throw new UnreadableFileError(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  } finally {
+    await handle.close();
+  }
 }
 
 /** A file parsed again to be edited: its documents, which `saveFile` writes back. */
@@ -62,7 +98,14 @@ async function parseInPieces(text: string, each: (doc: Document.Parsed) => void)
 }
 
 async function readYamlFile(path: string, earlier: YamlFile | undefined): Promise<YamlFile> {
-  const text = await readFile(path, 'utf8');
+  let text: string;
+  try {
+    text = await readLimited(path);
+  } catch (err) {
+    // One entry that cannot be read is that file's problem, not the folder's: the others apply.
+    if (err instanceof UnreadableFileError) return { path, text: '', objects: [], errors: [err] };
+    throw err;
+  }
   if (earlier?.text === text) return earlier;
   const objects: YamlFile['objects'] = [];
   let flawed = false;

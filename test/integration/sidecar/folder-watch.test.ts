@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
-import { cp, mkdtemp, readdir, rename, rm, unlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, rename, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { keyHash } from '../../../crds/key-hash.ts';
+import { MAX_FILE_BYTES } from '../../../sidecar/resources/yaml-folder.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { testEnv } from '../../harness/index.ts';
@@ -298,6 +299,22 @@ spec: { key_hash: ${keyHash(rawKey)}, rate: 3, per: 60, access_rights: { unmeter
       answers.push([res.status, res.status === 200 ? '' : String(res.json().error)]);
     }
     expect(answers).toEqual([[200, ''], [200, ''], [200, ''], [429, 'Rate Limit Exceeded']]);
+  });
+
+  it('reports an entry it cannot read (a broken link, a folder, a file over 4 MiB) and applies the other files', async () => {
+    await writeFile(join(dir, 'one.yaml'), keylessApi('one', '/one/', upstream.url));
+    await symlink('/nonexistent/gw.yaml', join(dir, 'dangling.yaml'));
+    await mkdir(join(dir, 'folder.yaml'));
+    await writeFile(join(dir, 'big.yaml'), `# ${'x'.repeat(MAX_FILE_BYTES)}\n`);
+    await start();
+    expect(await status('/one/')).toBe(200);
+    const reported = async (): Promise<string[]> => (await readyz()).body.problems.map((p) => p.subject).sort();
+    expect(await reported()).toEqual(['file big.yaml', 'file dangling.yaml', 'file folder.yaml']);
+    expect(JSON.stringify((await readyz()).body)).toContain('split it into several files');
+    await writeFile(join(dir, 'two.yaml'), keylessApi('two', '/two/', upstream.url));
+    await eventually(async () => (await status('/two/')) === 200, 10_000, 'another file applied');
+    await Promise.all([unlink(join(dir, 'dangling.yaml')), rm(join(dir, 'folder.yaml'), { recursive: true }), unlink(join(dir, 'big.yaml'))]);
+    await eventually(async () => (await reported()).length === 0, 10_000, 'the report cleared');
   });
 
   it('puts the Keys back into a Redis that restarted empty, with no reload and no edit', async () => {
