@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { metricsText } from '../../common/metrics-text.ts';
 import { createLimitMetrics } from '../limits/metrics.ts';
 import { createSidecarMetrics, statusClass } from '../metrics.ts';
-import { summedText, workerMetrics, type WorkerMetrics } from './metrics.ts';
+import { retiredMetrics, summedText, workerMetrics, type WorkerMetrics } from './metrics.ts';
 
 /** A worker's registry after `requests` requests to each of `apis` APIs. */
 function workerAfterTraffic(apis: number, requests: number, seed: number): Registry {
@@ -51,5 +51,17 @@ describe("the primary's sum of its workers' metrics", () => {
     // One worker's sum is its own metrics, but for the gauge whose aggregator omits it (the primary keeps its own).
     const own = [...metricsOf(await metricsText(worker))].filter((metric) => !metric.includes('# TYPE gw_smoothing_allowance '));
     expect(metricsOf(await summedText([overTheChannel(await workerMetrics(worker))]))).toEqual(new Set(own));
+  });
+
+  it('keeps what ended workers counted in the sum, counters and histograms alike, and drops their gauges', async () => {
+    const [live, first, second] = await Promise.all([workerAfterTraffic(30, 7, 1), workerAfterTraffic(30, 5, 2), workerAfterTraffic(12, 3, 3)].map(async (w) => overTheChannel(await workerMetrics(w))));
+    // Two workers ended one after the other: the second folds into what the first left.
+    const retired = await retiredMetrics([await retiredMetrics([first!]), second!]);
+    const summed = await summedText([live!, overTheChannel(retired)]);
+    expect(summed).toMatch(/^gw_requests_total\{api="api-3",code_class="4xx"\} 6$/m);
+    expect(summed).toMatch(/^gw_limit_store_duration_seconds_count 396$/m);
+    expect(summed).toMatch(/^gw_config_reloads_total\{source="folder",result="ok"\} 3$/m);
+    // The ended workers' gauge (0) is gone with them: only the live worker's (1) is left.
+    expect(summed).toMatch(/^gw_session_changes_tracked 1$/m);
   });
 });

@@ -33,9 +33,8 @@ export async function workerMetrics(registry: Registry): Promise<WorkerMetrics> 
   return answer;
 }
 
-/** The exposition text of the workers' metrics summed. */
-export async function summedText(workers: readonly WorkerMetrics[]): Promise<string> {
-  const summed = new Registry();
+/** The request-path series of `workers`, summed into `registry`; each summed metric by its name. */
+function sumSeries(workers: readonly WorkerMetrics[], summed: Registry): (BatchedHistogram<string> | LabelPairCounter<string, string>)[] {
   const histograms = new Map<string, BatchedHistogram<string>>();
   const counters = new Map<string, LabelPairCounter<string, string>>();
   for (const { series } of workers) {
@@ -51,6 +50,54 @@ export async function summedText(workers: readonly WorkerMetrics[]): Promise<str
       }
     }
   }
+  return [...histograms.values(), ...counters.values()];
+}
+
+/** The exposition text of the workers' metrics summed. */
+export async function summedText(workers: readonly WorkerMetrics[]): Promise<string> {
+  const summed = new Registry();
+  sumSeries(workers, summed);
   const aggregated = AggregatorRegistry.aggregate<PrometheusContentType>(workers.map((worker) => worker.metrics));
   return `${await metricsText(aggregated)}\n${await metricsText(summed)}`;
+}
+
+const MONOTONIC_TYPES: ReadonlySet<string> = new Set(['counter', 'histogram']);
+
+/**
+ * What ended workers counted, in one: their counters and histograms as last read, summed. It
+ * stays in the primary's sum, so a worker's restart does not take its counts out of it, which
+ * Prometheus would read as a counter reset (docs/architecture.md#workers). Gauges go with the
+ * worker. What a worker counted after its last scrape is lost with it.
+ */
+export async function retiredMetrics(ended: readonly WorkerMetrics[]): Promise<WorkerMetrics> {
+  const series = sumSeries(ended, new Registry()).map((metric) => metric.snapshot());
+  // prom-client's `get()` names the type ('counter'), whatever its typings' enum says.
+  const monotonic = ended.map((worker) => worker.metrics.filter((metric) => MONOTONIC_TYPES.has(String(metric.type))));
+  const metrics = await AggregatorRegistry.aggregate(monotonic).getMetricsAsJSON();
+  return { metrics, series };
+}
+
+/**
+ * The primary's /metrics sum: the started workers' metrics, with what ended workers counted
+ * (`retiredMetrics`), which stays in it for good.
+ */
+export class WorkersMetricsSum {
+  #retired: Promise<WorkerMetrics | undefined> = Promise.resolve(undefined);
+  /** Each worker's metrics as the last scrape read them, by worker index. */
+  readonly #last = new Map<number, WorkerMetrics>();
+
+  /** Worker `index` ended: what it had counted by the last scrape stays in the sum. */
+  ended(index: number): void {
+    const last = this.#last.get(index);
+    this.#last.delete(index);
+    if (last) this.#retired = this.#retired.then((before) => retiredMetrics(before ? [before, last] : [last]));
+  }
+
+  /** The text of `workers` (each worker's index and metrics, as just read) summed with the retired counts. */
+  async text(workers: readonly { index: number; metrics: WorkerMetrics }[]): Promise<string> {
+    for (const { index, metrics } of workers) this.#last.set(index, metrics);
+    const retired = await this.#retired;
+    const all = workers.map((w) => w.metrics);
+    return summedText(retired ? [...all, retired] : all);
+  }
 }

@@ -9,7 +9,7 @@ import { smoothingAllowanceGauge } from '../limits/metrics.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
 import type { SidecarOptions } from '../cli.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
-import { summedText } from './metrics.ts';
+import { WorkersMetricsSum } from './metrics.ts';
 import { IpcPeer, METRICS_TIMEOUT_MS, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_COUNT_ENV, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 
 /**
@@ -111,6 +111,7 @@ export async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
  */
 export async function startPrimary(options: SidecarOptions, count: number, logger: Logger, stoppable?: (close: () => Promise<void>) => void): Promise<RunningPrimary> {
   const metrics = primaryMetrics();
+  const sum = new WorkersMetricsSum();
   const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, listening: false, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first, rejoining: false }));
   let stopping = false;
   let startFailed: ((error: Error) => void) | undefined;
@@ -172,6 +173,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
     worker.on('exit', (code, signal) => {
       peer.close(`worker ${slot.index} ended`);
       slot.worker = undefined;
+      sum.ended(slot.index);
       metrics.running.set(live().length);
       if (stopping) return;
       const how = signal ?? `exit code ${code}`;
@@ -198,8 +200,8 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
       {
         contentType: metrics.registry.contentType,
         text: async () => {
-          const workers = await Promise.all(live().filter((s) => s.started).map((s) => s.peer!.call('metrics', undefined, METRICS_TIMEOUT_MS)));
-          return `${await summedText(workers)}\n${await metricsText(metrics.registry)}`;
+          const workers = await Promise.all(live().filter((s) => s.started).map(async (s) => ({ index: s.index, metrics: await s.peer!.call('metrics', undefined, METRICS_TIMEOUT_MS) })));
+          return `${await sum.text(workers)}\n${await metricsText(metrics.registry)}`;
         },
       },
       { readiness: () => readinessOf(slots) },

@@ -168,6 +168,8 @@ spec:
       expect(ready).toEqual({ status: 'ready', reasons: [], problems: [] });
       const pids = await childPids(gw.child.proc.pid!);
       expect(pids).toHaveLength(2);
+      const countedBefore = sumOf((await call(`${gw.health}/metrics`)).text, 'gw_requests_total');
+      expect(countedBefore).toBe(116);
       process.kill(pids[1]!, 'SIGKILL');
       await eventually(async () => /^gw_worker_exits_total\{code="SIGKILL"\} 1$/m.test((await call(`${gw.health}/metrics`)).text), 10_000, 'exit counted');
       // The primary waits half a second before the new worker: meanwhile the other serves all.
@@ -182,6 +184,8 @@ spec:
       expect(readyz.filter((status) => status !== 200)).toEqual([]);
       expect((await childPids(gw.child.proc.pid!)).filter((pid) => !pids.includes(pid))).toHaveLength(1);
       expect((await call(`${gw.health}/readyz`)).json()).toEqual({ status: 'ready', reasons: [], problems: [] });
+      // The killed worker's counts stay in the sum (a drop would read as a counter reset): the 6 requests since are added.
+      expect(sumOf((await call(`${gw.health}/metrics`)).text, 'gw_requests_total')).toBe(countedBefore + 6);
       // The new worker serves the deleted API too, as the other retains it (of 20 new connections
       // it meets some, all but certainly); GET /gw/reload then releases it on both.
       expect(await statuses(`${gw.proxy}/open/x`, 20)).toEqual(Array(20).fill(200));
