@@ -4,6 +4,7 @@ import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { parseSession, type SessionStore } from '../../common/session-store.ts';
 import type { Session } from '../../crds/session.ts';
+import { apiVersion, group, kindNames } from '../../crds/kinds.ts';
 import { ApiCompileCache, compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
 import { DOCS_PER_TURN, documentsOf, readFolder, UnreadableFileError, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
@@ -72,6 +73,27 @@ function sharedHashes(keys: readonly FolderKey[]): Set<string> {
 interface FolderProblem extends ConfigProblem {
   kind: string;
   code: string;
+}
+
+const knownKinds: ReadonlySet<string> = new Set(kindNames);
+
+/**
+ * Documents meant for gw that no reader takes: a kind misspelt (`ApiDefintion`), or a version
+ * gw does not serve. Other YAML in the folder (another tool's, whose kinds may share a name
+ * with gw's) is left alone.
+ */
+function reportStrayDocuments(files: readonly YamlFile[], problems: FolderProblem[]): void {
+  for (const file of files) {
+    file.objects.forEach((object, index) => {
+      const { apiVersion: version, kind } = object ?? {};
+      if (typeof version !== 'string' || !version.startsWith(`${group}/`)) return;
+      if (version === apiVersion && typeof kind === 'string' && knownKinds.has(kind)) return;
+      const reason = version === apiVersion
+        ? `document ${index + 1}: ${apiVersion} has no kind ${String(kind)} (it has ${kindNames.join(', ')}); skipped`
+        : `document ${index + 1}: ${version} is not served (gw reads ${apiVersion}); skipped`;
+      problems.push({ subject: `file ${basename(file.path)}`, reason, kind: 'File', code: 'UnknownKind' });
+    });
+  }
 }
 
 const DEFAULT_DEBOUNCE_MS = 200;
@@ -216,6 +238,7 @@ export class FolderConfigSource implements ConfigSource {
 
     const problems: FolderProblem[] = [];
     const usable = this.#usableFiles(files, problems);
+    reportStrayDocuments(usable, problems);
     const apiDefinitions = this.#resources<ApiDefinitionInput>(documentsOf(usable, 'ApiDefinition'), 'ApiDefinition', problems);
     const policies = this.#resources<PolicyInput>(documentsOf(usable, 'Policy'), 'Policy', problems);
     // The steps of a load each take a few milliseconds at 5,000 APIs: a turn of the event

@@ -317,6 +317,24 @@ spec: { key_hash: ${keyHash(rawKey)}, rate: 3, per: 60, access_rights: { unmeter
     await eventually(async () => (await reported()).length === 0, 10_000, 'the report cleared');
   });
 
+  it('reports a document of gw.dev with a kind or version it does not have, and leaves other tools\' documents alone', async () => {
+    await writeFile(join(dir, 'one.yaml'), keylessApi('one', '/one/', upstream.url));
+    await writeFile(join(dir, 'typos.yaml'), `${keylessApi('two', '/two/', upstream.url).replace('kind: ApiDefinition', 'kind: ApiDefintion')}---
+${keylessApi('three', '/three/', upstream.url).replace('gw.dev/v1alpha1', 'gw.dev/v1')}---
+apiVersion: kyverno.io/v1
+kind: Policy
+metadata: { name: not-ours }
+`);
+    await start();
+    expect(await status('/one/')).toBe(200);
+    const { body } = await readyz();
+    expect(body.problems.map((p) => [p.subject, p.reason])).toEqual([
+      ['file typos.yaml', expect.stringContaining('document 1: gw.dev/v1alpha1 has no kind ApiDefintion')],
+      ['file typos.yaml', expect.stringContaining('document 2: gw.dev/v1 is not served')],
+    ]);
+    expect(await metrics()).toMatch(/^gw_config_problems\{kind="File",reason="UnknownKind"\} 2$/m);
+  });
+
   it('puts the Keys back into a Redis that restarted empty, with no reload and no edit', async () => {
     const redis = await startRedisServer();
     try {
