@@ -238,7 +238,11 @@ export class Gateway {
       signal,
     });
     this.#deps.metrics.requests.inc(api, statusClass(result.status));
-    if (result.error !== null) this.#deps.metrics.gatewayErrors.inc(api, result.error.code);
+    if (result.error !== null) {
+      this.#deps.metrics.gatewayErrors.inc(api, result.error.code);
+      // The upstream failed (502, 504): what an operator looks for first. Never the URL, as above.
+      if (result.status >= 500) this.#log(requestId).warn({ api, upstream: match.route.origin, status: result.status, code: result.error.code }, 'upstream failed');
+    }
     if (timed && result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe(result.upstreamSeconds, api);
   }
 

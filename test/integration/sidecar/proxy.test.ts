@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace } from '../../harness/index.ts';
+import { collectingLogger } from '../../support/collecting-logger.ts';
 import { call, compiledApi, deployApi, eventually, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import type { CompiledApi } from '../../../crds/compiled.ts';
 import { policy } from '../../support/compiled-fixtures.ts';
@@ -15,6 +16,10 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
   let upstream: EchoUpstream;
   let sidecar: RunningSidecar;
   let redis: Redis;
+  const logs: string[] = [];
+  /** The warn lines the gateway logged for one request, by its id. */
+  const upstreamFailures = (requestId: string): Record<string, unknown>[] =>
+    logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.reqId === requestId && line.msg === 'upstream failed');
 
   beforeAll(async () => {
     namespace = await createNamespace(`sc-proxy-${forwarder}`);
@@ -22,6 +27,7 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     redis = newRedis();
     sidecar = await startTestSidecar(sidecarOptions(namespace), {
       env: { GW_FORWARDER: forwarder, GW_UPSTREAM_TIMEOUT_MS: '400', GW_MAX_REQUEST_BODY_BYTES: '4096' },
+      logger: collectingLogger(logs),
     });
   });
 
@@ -211,6 +217,7 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(res.headers['x-gw-error-code']).toBe('upstream_unreachable');
     expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(await gatewayErrorCount(api.api_id, 'upstream_unreachable')).toBe(1);
+    expect(upstreamFailures(String(res.headers['x-request-id']))).toMatchObject([{ level: 40, api: api.api_id, upstream: closed.url, status: 502, code: 'upstream_unreachable' }]);
   });
 
   it('504 when the upstream answers later than upstream_timeout_ms', async () => {
@@ -220,6 +227,7 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(res.json()).toEqual({ error: 'Upstream timed out' });
     expect(res.headers['x-gw-error-code']).toBe('upstream_timeout');
     expect(await gatewayErrorCount(api.api_id, 'upstream_timeout')).toBe(1);
+    expect(upstreamFailures(String(res.headers['x-request-id']))).toMatchObject([{ level: 40, status: 504, code: 'upstream_timeout' }]);
   });
 
   it('answers unparsable requests and oversized headers in the JSON error shape', async () => {
