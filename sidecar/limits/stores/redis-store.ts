@@ -15,6 +15,13 @@ const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
  */
 export const limitsCommand = 'gwLimits';
 const trimDelayMs = 50;
+/**
+ * Added to a call's deadline (#call): the offset to Redis's clock is read from the last reply,
+ * which may have come from another node (a Cluster's, a new Sentinel master) whose clock
+ * differs a little. A call that runs after its requests were answered is still counted if it
+ * runs within this of its deadline; stalls longer than that are what the deadline is for.
+ */
+const DEADLINE_SLACK_MS = 1_000;
 
 /** limits.lua's reply as sent: its numbers packed, then the error messages they refer to. */
 type PackedReply = [Buffer, ...Buffer[]];
@@ -330,7 +337,7 @@ export class RedisLimitStore implements LimitStore {
     if (this.#connectedOnce && this.#redis.status !== 'ready') throw new StoreDisconnectedError(this.#redis.status);
     const timeoutMs = this.#settings.redis_timeout_ms;
     const offset = this.#redisClockOffsetMs;
-    const deadlineMs = expires && offset !== null && this.#clock === undefined ? Math.floor(Date.now() + offset + timeoutMs) : 0;
+    const deadlineMs = expires && offset !== null && this.#clock === undefined ? Math.floor(Date.now() + offset + timeoutMs + DEADLINE_SLACK_MS) : 0;
     const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits', this.#clock?.() ?? '', deadlineMs);
     const reply = this.#redis.isCluster ? this.#client[limitsCommandBuffer](...keys, ...args) : this.#client[limitsCommandBuffer](keys.length, ...keys, ...args);
     const { nowMs, ran } = splitReply(await withTimeout(reply, timeoutMs), calls.length);

@@ -116,11 +116,12 @@ describe('Redis stopped in the middle of a test', () => {
     try {
       await waitUntil(() => client.status === 'ready');
       expect((await store.run(ops, false)).map((r) => r.allowed)).toEqual([true, true]);
-      // Redis holds every command for a second, with the connection up, as a stalled server does.
-      await admin.call('CLIENT', 'PAUSE', '1000', 'ALL');
+      // Redis holds every command for 2.5 s, with the connection up, as a stalled server does:
+      // longer than the timeout and the deadline's slack for other nodes' clocks (1 s).
+      await admin.call('CLIENT', 'PAUSE', '2500', 'ALL');
       const during = await Promise.allSettled([store.run(ops, false), store.run(ops, false), store.run(ops, false)]);
       expect(during.map((d) => d.status)).toEqual(['rejected', 'rejected', 'rejected']);
-      await sleep(1_300);
+      await sleep(2_800);
       expect(await admin.zcard(limiterKey(limiterId, 'log'))).toBe(1);
       expect(await admin.hget(quotaKey(quotaId), 'r')).toBe('9');
       // Once Redis answers in time again, calls count as before.
