@@ -43,13 +43,16 @@ export const MAX_FILE_BYTES = 4 * 1024 * 1024;
 /** Why an entry of the folder that looks like a config file cannot be used at all. */
 export class UnreadableFileError extends Error {}
 
+/** A file system error as a short reason: its code (`ENOENT`), else its message. */
+const errnoOf = (err: unknown): string => (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+
 /** The file's text; an entry that is no readable regular file, or is over MAX_FILE_BYTES, throws UnreadableFileError. */
 async function readLimited(path: string): Promise<string> {
   let handle;
   try {
     handle = await open(path, 'r');
   } catch (err) {
-    throw new UnreadableFileError(`cannot be opened (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}); a broken symbolic link?`);
+    throw new UnreadableFileError(`cannot be opened (${errnoOf(err)}); a broken symbolic link?`);
   }
   try {
     const stats = await handle.stat();
@@ -60,7 +63,7 @@ async function readLimited(path: string): Promise<string> {
     return await handle.readFile('utf8');
   } catch (err) {
     if (err instanceof UnreadableFileError) throw err;
-    throw new UnreadableFileError(`cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+    throw new UnreadableFileError(`cannot be read (${errnoOf(err)})`);
   } finally {
     await handle.close();
   }

@@ -108,8 +108,8 @@ export class MemoryLimitStore implements LimitStore {
         const log = this.#window(op.limiterId, op.perMs, nowMs);
         const smoothing = op.smoothing ? clampSmoothing(op.smoothing, op.rate) : null;
         const allowance = smoothing ? withinBounds(this.#smoothing.get(op.limiterId, nowMs)?.allowance ?? smoothing.threshold, smoothing.threshold, op.rate) : op.rate;
-        const oldest = log.length >= allowance ? readmittedAt(log, log.length + 1, allowance, nowMs) : (log[0] ?? nowMs);
-        return peeked(log.length, allowance, oldest + op.perMs);
+        const resetEntry = log.length >= allowance ? readmittedAt(log, log.length + 1, allowance, nowMs) : (log[0] ?? nowMs);
+        return peeked(log.length, allowance, resetEntry + op.perMs);
       }
       case 'sentinel': {
         const log = this.#window(op.limiterId, op.perMs, nowMs);

@@ -69,6 +69,15 @@ const smoothing = (delay: number): CompiledSmoothing => ({ enabled: true, thresh
 /** One of each op, so a peek case reads all four kinds together. */
 const everyKind = (s: Scope): StoreOp[] => [sliding(s.id('l'), 2), fixed(s.id('f'), 3), sentinel(s.id('s'), 2), quota(s.id('q'), 5, P, 5, s.start + P)];
 
+/** A smoothed sliding log of rate 10 driven from its threshold (2) up to an allowance of 6. */
+const risingToSix: Step[] = [
+      { at: 0, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 1, P)] },
+      { at: 1, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 0, P)] },
+      { at: 2, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 1, P, { oldAllowance: 2, newAllowance: 4 })] },
+      { at: 3, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 0, P)] },
+      { at: 4, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(6, 1, P, { oldAllowance: 4, newAllowance: 6 })] },
+];
+
 const cases: [string, Step[]][] = [
   [
     'a peek reads each limiter as a request arriving then would find it, and counts nothing',
@@ -171,11 +180,7 @@ const cases: [string, Step[]][] = [
   [
     'smoothing: the allowance rises by step with the rate and falls back when it drops',
     [
-      { at: 0, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 1, P)] },
-      { at: 1, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 0, P)] },
-      { at: 2, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 1, P, { oldAllowance: 2, newAllowance: 4 })] },
-      { at: 3, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 0, P)] },
-      { at: 4, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(6, 1, P, { oldAllowance: 4, newAllowance: 6 })] },
+      ...risingToSix,
       { at: 2 * P, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 3, 3 * P, { oldAllowance: 6, newAllowance: 4 })] },
       { at: 2 * P + 1, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 2, 3 * P)] },
     ],
@@ -194,11 +199,7 @@ const cases: [string, Step[]][] = [
   [
     'smoothing: an edit that lowers the rate under the allowance bounds it at once, with no event',
     [
-      { at: 0, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 1, P)] },
-      { at: 1, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(2, 0, P)] },
-      { at: 2, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 1, P, { oldAllowance: 2, newAllowance: 4 })] },
-      { at: 3, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(4, 0, P)] },
-      { at: 4, ops: (s) => [sliding(s.id('l'), 10, smoothing(0))], expect: [ok(6, 1, P, { oldAllowance: 4, newAllowance: 6 })] },
+      ...risingToSix,
       // The rate is now 3: five requests are in the window, so the sixth is refused.
       { at: 5, peek: true, ops: (s) => [sliding(s.id('l'), 3, smoothing(0))], expect: [seen(5, 3, 0, 3 + P)] },
       { at: 5, ops: (s) => [sliding(s.id('l'), 3, smoothing(0))], expect: [no(3, 3 + P)] },

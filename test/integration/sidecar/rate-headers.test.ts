@@ -4,26 +4,34 @@ import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts'
 import { createNamespace } from '../../harness/index.ts';
 import { call, compiledApi, deployApi, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
 
-describe('X-RateLimit-* under rate_limit_response_headers: rate_limits', () => {
-  let upstream: EchoUpstream;
-  let sidecar: RunningSidecar;
-  let namespace: string;
+interface Bed {
+  upstream: EchoUpstream;
+  sidecar: RunningSidecar;
+  namespace: string;
+}
 
+/** An echo upstream and a sidecar showing rate_limits headers in a namespace of their own, for one describe block. */
+function rateHeadersSidecar(namespacePrefix: string): Bed {
+  const bed = {} as Bed;
   beforeAll(async () => {
-    namespace = await createNamespace('sc-rate-headers');
-    upstream = await startEchoUpstream();
-    sidecar = await startTestSidecar(sidecarOptions(namespace), { env: { GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' } });
+    bed.namespace = await createNamespace(namespacePrefix);
+    bed.upstream = await startEchoUpstream();
+    bed.sidecar = await startTestSidecar(sidecarOptions(bed.namespace), { env: { GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' } });
   });
-
   afterAll(async () => {
-    await sidecar?.close();
-    await upstream?.close();
+    await bed.sidecar?.close();
+    await bed.upstream?.close();
   });
+  return bed;
+}
+
+describe('X-RateLimit-* under rate_limit_response_headers: rate_limits', () => {
+  const bed = rateHeadersSidecar('sc-rate-headers');
 
   it('carries the rate limit on allowed and 429 responses, replacing the upstream ones', async () => {
-    const api = compiledApi(uniqueId('api'), upstream.url, { api_limit: { rate: 2, per: 60 } });
-    await deployApi(sidecar, namespace, api);
-    const url = `${sidecar.proxyUrl}/${api.api_id}/?ratelimit=1`;
+    const api = compiledApi(uniqueId('api'), bed.upstream.url, { api_limit: { rate: 2, per: 60 } });
+    await deployApi(bed.sidecar, bed.namespace, api);
+    const url = `${bed.sidecar.proxyUrl}/${api.api_id}/?ratelimit=1`;
     const first = await call(url);
     expect(first.status).toBe(200);
     expect(first.headers['x-ratelimit-limit']).toBe('2');
@@ -39,36 +47,23 @@ describe('X-RateLimit-* under rate_limit_response_headers: rate_limits', () => {
   });
 
   it('sets none on an API without a rate limit, so the upstream ones pass', async () => {
-    const api = compiledApi(uniqueId('api'), upstream.url);
-    await deployApi(sidecar, namespace, api);
-    const res = await call(`${sidecar.proxyUrl}/${api.api_id}/?ratelimit=1`);
+    const api = compiledApi(uniqueId('api'), bed.upstream.url);
+    await deployApi(bed.sidecar, bed.namespace, api);
+    const res = await call(`${bed.sidecar.proxyUrl}/${api.api_id}/?ratelimit=1`);
     expect(res.headers['x-ratelimit-limit']).toBe('999');
   });
 });
 
 /** A namespace of its own: the sidecar serves one set of settings, the sliding log's. */
 describe('X-RateLimit-Reset under the sliding log', () => {
-  let upstream: EchoUpstream;
-  let sidecar: RunningSidecar;
-  let namespace: string;
+  const bed = rateHeadersSidecar('sc-sliding-reset');
   const settings = { enable_redis_rolling_limiter: true, rate_limit_response_headers: 'rate_limits' as const };
-
-  beforeAll(async () => {
-    namespace = await createNamespace('sc-sliding-reset');
-    upstream = await startEchoUpstream();
-    sidecar = await startTestSidecar(sidecarOptions(namespace), { env: { GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' } });
-  });
-
-  afterAll(async () => {
-    await sidecar?.close();
-    await upstream?.close();
-  });
 
   it('a 429\'s reset is when a caller that waits for it passes again', async () => {
     const per = 3;
-    const api = compiledApi(uniqueId('api'), upstream.url, { api_limit: { rate: 2, per } });
-    await deployApi(sidecar, namespace, api, settings);
-    const url = `${sidecar.proxyUrl}/${api.api_id}/`;
+    const api = compiledApi(uniqueId('api'), bed.upstream.url, { api_limit: { rate: 2, per } });
+    await deployApi(bed.sidecar, bed.namespace, api, settings);
+    const url = `${bed.sidecar.proxyUrl}/${api.api_id}/`;
     const statuses: number[] = [];
     let limited: Awaited<ReturnType<typeof call>> | undefined;
     for (let i = 0; i < 4; i++) {
