@@ -3,7 +3,7 @@ import { keyHash } from '../../crds/key-hash.ts';
 import { keySpecSchema } from '../../crds/schemas/index.ts';
 import { TerminalError } from '../kit/reconciler.ts';
 import { enqueuedBy, fakeContext } from './fakes.ts';
-import { key as keyObject, policy } from './fixtures.ts';
+import { apiDefinition, key as keyObject, policy } from './fixtures.ts';
 import { KEY_FINALIZER, KeyController } from './key-controller.ts';
 
 const signal = new AbortController().signal;
@@ -50,6 +50,30 @@ describe('KeyController', () => {
     expect(await sessions.get(keyHash('second'))).not.toBeNull();
   });
 
+  it('says which APIs of its access rights are missing, with its missing policies, and turns Ready once they exist', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.apis.put(apiDefinition('orders', { api_id: 'orders' }));
+    caches.keys.put(key({ key_hash: keyHash('k'), access_rights: { orders: {}, 'no-such-api': {}, 'also-missing': {} } }));
+    await controller.reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([
+      { status: 'False', reason: 'MissingApi', message: 'access_rights names api_id "also-missing", api_id "no-such-api", not an ApiDefinition' },
+    ]);
+    // The session is stored all the same, so the key works once the APIs appear.
+    expect(Object.keys((await sessions.get(keyHash('k')))?.access_rights ?? {}).sort()).toEqual(['also-missing', 'no-such-api', 'orders']);
+
+    caches.keys.put({ ...caches.keys.get('ns', 'alice')!, spec: keySpecSchema.parse({ key_hash: keyHash('k'), apply_policies: ['gold'], access_rights: { 'no-such-api': {} } }) });
+    await controller.reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([
+      { status: 'False', reason: 'MissingPolicy', message: 'apply_policies names gold, not a Policy in namespace ns; access_rights names api_id "no-such-api", not an ApiDefinition' },
+    ]);
+
+    caches.policies.put(policy('gold'));
+    caches.apis.put(apiDefinition('late', { api_id: 'no-such-api' }));
+    await controller.reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
+  });
+
   it('fails terminally when the key Secret holds no key', async () => {
     const { ctx, caches } = fakeContext();
     caches.keys.put(key());
@@ -65,5 +89,16 @@ describe('KeyController', () => {
     expect(enqueuedBy(new KeyController(ctx), () => caches.secrets.put({ metadata: { namespace: 'ns', name: 'gw-key-bob', labels: { 'gw.dev/key': 'bob' } } }))).toEqual([
       'ns/bob',
     ]);
+  });
+
+  it('enqueues the keys granted an API when it appears, changes its api_id or goes, and only those', () => {
+    const { ctx, caches } = fakeContext();
+    caches.keys.put(key({ access_rights: { orders: {} } }, 'alice'));
+    caches.keys.put(key({ access_rights: { renamed: {} } }, 'bob'));
+    caches.keys.put(key({ access_rights: { other: {} } }, 'carol'));
+    const orders = apiDefinition('orders', { api_id: 'orders' });
+    expect(enqueuedBy(new KeyController(ctx), () => caches.apis.put(orders))).toEqual(['ns/alice']);
+    expect(enqueuedBy(new KeyController(ctx), () => caches.apis.put(apiDefinition('orders', { api_id: 'renamed' }, 2)))).toEqual(['ns/alice', 'ns/bob']);
+    expect(enqueuedBy(new KeyController(ctx), () => caches.apis.remove('ns', 'orders'))).toEqual(['ns/bob']);
   });
 });

@@ -1,4 +1,5 @@
 import { sessionFromKey } from '../../common/session-from-key.ts';
+import { apiIdOf } from '../config/compile-api.ts';
 import type { KeyStatus } from '../../crds/schemas/key.ts';
 import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
@@ -7,7 +8,7 @@ import { forObjects, owns, requestFor, specChanged, watches, type Watch } from '
 import { hashOfSecret, KEY_LABEL, keySecretName } from '../keys/key-secrets.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
-import type { DesiredStatus } from '../runtime/status.ts';
+import type { DesiredStatus, StatusFields } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
 
 type Key = GwObject<'Key'>;
@@ -35,7 +36,7 @@ export class KeyController implements KindController {
 
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
-    const { keys, policies, secrets } = ctx.caches;
+    const { apis, keys, policies, secrets } = ctx.caches;
     this.watches = [
       forObjects(keys),
       owns(secrets, (secret) => {
@@ -47,6 +48,12 @@ export class KeyController implements KindController {
         if (!specChanged(event)) return [];
         const { namespace, name } = event.object.metadata;
         return keys.list(namespace).filter((key) => (key.spec.apply_policies ?? []).includes(name)).map(requestFor);
+      }),
+      // An API appearing, going or changing its api_id decides whether the keys granted it are Ready.
+      watches(apis, (event) => {
+        if (!specChanged(event)) return [];
+        const ids = new Set([event.object, event.old].flatMap((api) => (api ? [apiIdOf(api)] : [])));
+        return keys.list().filter((key) => Object.keys(key.spec.access_rights ?? {}).some((id) => ids.has(id))).map(requestFor);
       }),
     ];
   }
@@ -72,12 +79,33 @@ export class KeyController implements KindController {
       await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message: `could not write the session: ${errorMessage(error)}`, fields });
       throw error;
     }
-    const { missing } = this.#existingPolicies(key);
-    const desired: DesiredStatus<KeyStatus> =
-      missing.length > 0
-        ? { ready: false, reason: 'MissingPolicy', message: `apply_policies names ${missing.join(', ')}, not a Policy in namespace ${namespace}`, fields }
-        : { ready: true, reason: 'SessionStored', message: 'session stored', fields };
-    await this.#setStatus(key, desired);
+    await this.#setStatus(key, this.#readiness(key, fields));
+  }
+
+  /**
+   * Ready, or why not: a policy or an API the key names that does not exist. The session is
+   * stored either way, so the key works as soon as what it names appears.
+   */
+  #readiness(key: Key, fields: StatusFields<KeyStatus>): DesiredStatus<KeyStatus> {
+    const problems: { reason: string; message: string }[] = [];
+    const missingPolicies = this.#existingPolicies(key).missing;
+    if (missingPolicies.length > 0) {
+      problems.push({ reason: 'MissingPolicy', message: `apply_policies names ${missingPolicies.join(', ')}, not a Policy in namespace ${key.metadata.namespace}` });
+    }
+    const missingApis = this.#missingApis(key);
+    if (missingApis.length > 0) {
+      problems.push({ reason: 'MissingApi', message: `access_rights names ${missingApis.map((id) => `api_id "${id}"`).join(', ')}, not an ApiDefinition` });
+    }
+    const [first] = problems;
+    if (!first) return { ready: true, reason: 'SessionStored', message: 'session stored', fields };
+    return { ready: false, reason: first.reason, message: problems.map((p) => p.message).join('; '), fields };
+  }
+
+  #missingApis(key: Key): string[] {
+    const named = Object.keys(key.spec.access_rights ?? {});
+    if (named.length === 0) return [];
+    const known = new Set(this.#ctx.caches.apis.list().map(apiIdOf));
+    return named.filter((id) => !known.has(id)).sort();
   }
 
   #existingPolicies(key: Key): { found: string[]; missing: string[] } {

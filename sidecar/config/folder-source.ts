@@ -256,7 +256,7 @@ export class FolderConfigSource implements ConfigSource {
     }
     const keyDocs = documentsOf(usable, 'Key');
     const sessionsStored = await this.#loadKeys(keyDocs, problems);
-    await this.#reportMissingPolicies(keyDocs, compiled.config.policies, problems);
+    await this.#reportMissingReferences(keyDocs, compiled.config, problems);
     await nextTurn();
     this.#report(problems);
     this.#published = compiled.config;
@@ -432,21 +432,32 @@ export class FolderConfigSource implements ConfigSource {
   }
 
   /**
-   * Keys applying a policy the config does not have: served without it (what it would grant
-   * is refused), and reported, as the operator reports them `MissingPolicy` in a cluster.
+   * Keys applying a policy, or granted an API, that the config does not have: served without
+   * it (what the policy would grant is refused), and reported, as the operator reports them
+   * `MissingPolicy` and `MissingApi` in a cluster.
    */
-  async #reportMissingPolicies(docs: FoundDoc[], policies: Readonly<Record<string, unknown>>, problems: FolderProblem[]): Promise<void> {
+  async #reportMissingReferences(docs: FoundDoc[], config: CompiledConfig, problems: FolderProblem[]): Promise<void> {
+    const apiIds = new Set(config.apis.map((api) => api.api_id));
     for (const [i, doc] of docs.entries()) {
       // Requests are answered between pieces of a large folder's Keys (DOCS_PER_TURN).
       if (i > 0 && i % DOCS_PER_TURN === 0) await nextTurn();
       const meta = metaOf(doc);
-      const applied = (doc.object.spec as { apply_policies?: unknown } | undefined)?.apply_policies;
-      if (meta === null || !Array.isArray(applied)) continue;
+      if (meta === null) continue;
+      const spec = doc.object.spec as { apply_policies?: unknown; access_rights?: unknown } | undefined;
       const namespace = meta.namespace ?? this.#options.defaultNamespace;
-      const missing = applied.filter((name): name is string => typeof name === 'string' && !(`${namespace}/${name}` in policies));
-      if (missing.length === 0) continue;
-      const reason = `spec.apply_policies: no Policy ${missing.map((name) => `"${name}"`).join(', ')} in namespace ${namespace}; what it would grant is refused`;
-      problems.push({ subject: `Key ${namespace}/${meta.name}`, reason, kind: 'Key', code: 'MissingPolicy' });
+      const subject = `Key ${namespace}/${meta.name}`;
+      const applied = Array.isArray(spec?.apply_policies) ? spec.apply_policies : [];
+      const missingPolicies = applied.filter((name): name is string => typeof name === 'string' && !(`${namespace}/${name}` in config.policies));
+      if (missingPolicies.length > 0) {
+        const reason = `spec.apply_policies: no Policy ${missingPolicies.map((name) => `"${name}"`).join(', ')} in namespace ${namespace}; what it would grant is refused`;
+        problems.push({ subject, reason, kind: 'Key', code: 'MissingPolicy' });
+      }
+      const granted = typeof spec?.access_rights === 'object' && spec.access_rights !== null ? Object.keys(spec.access_rights) : [];
+      const missingApis = granted.filter((apiId) => !apiIds.has(apiId)).sort();
+      if (missingApis.length > 0) {
+        const reason = `spec.access_rights: no ApiDefinition has api_id ${missingApis.map((id) => `"${id}"`).join(', ')}`;
+        problems.push({ subject, reason, kind: 'Key', code: 'MissingApi' });
+      }
     }
   }
 

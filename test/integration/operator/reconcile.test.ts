@@ -175,7 +175,7 @@ describe('operator: examples, configs, references, drift, keys', () => {
     await waitReady('Policy', 'typo-policy');
   });
 
-  it('invalid references give Ready=False with the reason; deleting a granted API succeeds and flips its policies', async () => {
+  it('invalid references give Ready=False with the reason; deleting a granted API succeeds and flips the policies and keys granted it', async () => {
     await c.create('Policy', ns, { metadata: { name: 'orphan' }, spec: { rate: 1, per: 1, access_rights: { 'no-such-api': {} } } });
     const orphan = await waitReady('Policy', 'orphan', 'False');
     expect(ready(orphan)?.reason).toBe('MissingApi');
@@ -192,14 +192,21 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect(await c.configMap(ns, 'gw-api-bad-regex')).toBeUndefined();
 
     const doomedId = `${ns}-doomed`;
+    // A Key applied before the API it is granted (one `kubectl apply -f` of a folder) turns Ready when the API appears.
+    await c.create('Key', ns, { metadata: { name: 'early-key' }, spec: { rate: 5, per: 1, access_rights: { [doomedId]: {} } } });
+    const early = await waitReady('Key', 'early-key', 'False');
+    expect(ready(early)?.reason).toBe('MissingApi');
+    expect(ready(early)?.message).toBe(`access_rights names api_id "${doomedId}", not an ApiDefinition`);
     await api('doomed', doomedId);
     await c.create('Policy', ns, { metadata: { name: 'grants-doomed' }, spec: { rate: 5, per: 1, access_rights: { [doomedId]: {} } } });
     await waitReady('Policy', 'grants-doomed');
+    await waitReady('Key', 'early-key');
     await waitFor('doomed ConfigMap', () => c.configMap(ns, 'gw-api-doomed'));
     await c.remove('ApiDefinition', ns, 'doomed');
     await waitFor('doomed gone', async () => (await c.get('ApiDefinition', ns, 'doomed')) === undefined, 10_000);
     const flipped = await waitReady('Policy', 'grants-doomed', 'False');
     expect(ready(flipped)?.reason).toBe('MissingApi');
+    expect(ready(await waitReady('Key', 'early-key', 'False'))?.reason).toBe('MissingApi');
     await waitFor('doomed ConfigMap deleted', async () => (await c.configMap(ns, 'gw-api-doomed')) === undefined);
 
     const events = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'involvedObject.name=orphan', '-o', 'json']);

@@ -216,6 +216,28 @@ spec: { key_hash: ${keyHash(`${rawKey}-orphan`)}, apply_policies: [nope] }
     expect(await status('/private/x', { authorization: rawKey })).toBe(200);
   });
 
+  it('reports a Key granted an API the folder does not have until that API is added', async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    const early = `apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: early }
+spec: { key_hash: ${keyHash(`${rawKey}-early`)}, access_rights: { private: {}, later: {} } }
+`;
+    await writeFile(join(dir, 'key.yaml'), `${authApiAndKey(upstream.url, rawKey)}---\n${early}`);
+    await start();
+    expect((await readyz()).body.problems).toEqual([{ subject: 'Key default/early', reason: 'spec.access_rights: no ApiDefinition has api_id "later"' }]);
+    expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="MissingApi"} 1');
+    expect(await status('/private/x', { authorization: `${rawKey}-early` })).toBe(200);
+
+    await writeFile(join(dir, 'later.yaml'), `apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: later }
+spec: { api_id: later, proxy: { listen_path: /later/, target_url: '${upstream.url}' } }
+`);
+    await eventually(async () => (await readyz()).body.problems.length === 0, 10_000, 'the MissingApi report cleared');
+    expect(await status('/later/x', { authorization: `${rawKey}-early` })).toBe(200);
+  });
+
   it('reports an API that another API\'s listen path keeps from every request, until that one leaves', async () => {
     await writeFile(join(dir, 'a.yaml'), keylessApi('a-first', '/shared/', `${upstream.url}/from-a`));
     await writeFile(join(dir, 'b.yaml'), keylessApi('b-second', '/shared/', `${upstream.url}/from-b`));
