@@ -25,6 +25,13 @@ type Listener = keyof typeof listenerPorts;
 const defaultAddress = (listener: Listener): string =>
   ` Default: ${defaultHost(true)}:${listenerPorts[listener]} with --config, else ${defaultHost(false)}:${listenerPorts[listener]}.`;
 
+/**
+ * Where this gateway's instance id is read from. Its default takes the process id, so the
+ * primary of several workers hands its own to them: each names itself after it, and counts
+ * its siblings under it (sidecar/main.ts).
+ */
+export const INSTANCE_ID_ENV = 'GW_INSTANCE_ID';
+
 /** The listeners that can serve TLS; the health listener stays plain HTTP for the kubelet's probes. */
 export const TLS_LISTENERS = ['admin', 'proxy'] as const;
 export type TlsListener = (typeof TLS_LISTENERS)[number];
@@ -97,7 +104,7 @@ const table = {
     schema: z.string().default('*').transform(parseApis),
   },
   namespace: { env: 'GW_NAMESPACE', help: 'Namespace whose compiled ConfigMaps are watched (the pod namespace). Default: default.', schema: z.string().min(1).default('default') },
-  instanceId: { env: 'GW_INSTANCE_ID', help: 'This gateway instance (the pod name). Default: hostname-pid.', schema: z.string().min(1).default(`${hostname()}-${process.pid}`) },
+  instanceId: { env: INSTANCE_ID_ENV, help: 'This gateway instance (the pod name). Default: hostname-pid.', schema: z.string().min(1).default(`${hostname()}-${process.pid}`) },
   adminSecret: { env: 'GW_ADMIN_SECRET', help: 'Admin key for Admin-Auth and X-GW-Authorization.', schema: z.string().optional() },
   portalSecret: { env: 'GW_PORTAL_SECRET', help: 'API key for the portal Authorization header.', schema: z.string().optional() },
   bearerTokens: {

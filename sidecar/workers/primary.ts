@@ -7,7 +7,7 @@ import type { Logger } from '../../common/logger.ts';
 import { boundedServer } from '../bounded-server.ts';
 import { smoothingAllowanceGauge } from '../limits/metrics.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
-import type { SidecarOptions } from '../cli.ts';
+import { INSTANCE_ID_ENV, type SidecarOptions } from '../cli.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
 import { WorkersMetricsSum } from './metrics.ts';
 import { IpcPeer, METRICS_TIMEOUT_MS, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_COUNT_ENV, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
@@ -146,7 +146,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
   };
 
   const fork = (slot: Slot): void => {
-    const worker = cluster.fork({ [WORKER_INDEX_ENV]: String(slot.index), [WORKER_COUNT_ENV]: String(count) });
+    const worker = cluster.fork({ [WORKER_INDEX_ENV]: String(slot.index), [WORKER_COUNT_ENV]: String(count), [INSTANCE_ID_ENV]: options.instanceId });
     const peer = new IpcPeer<PrimaryMethods, WorkerMethods>(
       (message) => worker.send(message),
       {

@@ -1,5 +1,5 @@
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -271,6 +271,23 @@ spec:
     expect(workers).toHaveLength(2);
     child.proc.kill('SIGKILL');
     await eventually(() => workers.every((pid) => !isAlive(pid)), 5_000, 'the workers to end');
+  });
+
+  it('without GW_INSTANCE_ID, names its workers after the primary\'s default id, so DRL splits a limit between exactly them', async () => {
+    await client.flushall();
+    const gw = await startGateway(dir, redis.url, '2', { GW_INSTANCE_ID: undefined });
+    try {
+      const gatewayId = `${hostname()}-${gw.child.proc.pid}`;
+      await eventually(async () => (await client.zrange(gatewayHeartbeatKey('limited'), '0', '-1')).length === 2, 10_000, 'two heartbeats');
+      expect((await client.zrange(gatewayHeartbeatKey('limited'), '0', '-1')).sort()).toEqual([`${gatewayId}-w0`, `${gatewayId}-w1`]);
+      // 20 an hour over two workers: a share of 10 each, and both meet more than 10 of 100
+      // new connections (all but certainly). A worker that counted a third gateway would hold 6.
+      const limited = await statuses(`${gw.proxy}/limited/x`, 100);
+      expect(limited.filter((s) => s === 200)).toHaveLength(20);
+    } finally {
+      gw.child.proc.kill('SIGTERM');
+      expect(await gw.child.exited).toBe(0);
+    }
   });
 
   it('shows the last smoothing move of any worker as the one gw_smoothing_allowance', async () => {
