@@ -116,21 +116,24 @@ export class FolderResourceStore implements ResourceStore {
 
   deleteApi(apiId: string): Promise<boolean> {
     return this.#exclusive(async () => {
-      const found = (await this.#documents(kinds.ApiDefinition.kind)).find(
-        (d) => apiEntryOf(d.object, this.#defaultNamespace)?.apiId === apiId,
-      );
-      if (!found) return false;
+      // Every document claiming the api_id goes: a duplicate left behind would be served under it
+      // at the next folder load, before any reload, in place of the API deleted.
+      const found = (await this.#documents(kinds.ApiDefinition.kind)).filter((d) => apiEntryOf(d.object, this.#defaultNamespace)?.apiId === apiId);
+      if (found.length === 0) return false;
       await this.#retainElsewhere?.(apiId);
       // Retained before the file changes: a folder load that reads the file in between
       // serves the API on, instead of dropping it until the next load (docs/behaviour.md#api-states).
       const retainedAlready = this.#deleted.has(apiId);
       this.#deleted.add(apiId);
       try {
-        const editable = await editableFile(found.file);
-        await saveFile(
-          editable,
-          editable.docs.filter((_, index) => index !== found.index),
-        );
+        for (const docs of Map.groupBy(found, (d) => d.file.path).values()) {
+          const indexes = new Set(docs.map((d) => d.index));
+          const editable = await editableFile(docs[0]!.file);
+          await saveFile(
+            editable,
+            editable.docs.filter((_, index) => !indexes.has(index)),
+          );
+        }
       } catch (error) {
         if (!retainedAlready) this.#deleted.delete(apiId);
         throw error;

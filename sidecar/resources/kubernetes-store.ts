@@ -91,9 +91,19 @@ export class KubernetesResourceStore implements ResourceStore {
     }
   }
 
+  /**
+   * Deletes every ApiDefinition claiming the api_id: a duplicate left behind would be compiled
+   * under it at once, and served in place of the API deleted before any reload.
+   */
   async deleteApi(apiId: string): Promise<boolean> {
-    const api = (await this.listApis()).find((entry) => entry.apiId === apiId);
-    if (!api) return false;
+    let deleted = false;
+    for (const api of (await this.listApis()).filter((entry) => entry.apiId === apiId)) {
+      if (await this.#deleteOne(api)) deleted = true;
+    }
+    return deleted;
+  }
+
+  async #deleteOne(api: ApiEntry): Promise<boolean> {
     const retained = await retain(this.#core, api.namespace, api.name);
     try {
       await this.#custom.deleteNamespacedCustomObject({

@@ -120,6 +120,16 @@ describe('DELETE /gw/apis/{apiID} and GET /gw/reload on the API server', () => {
     expect(await apiNames()).toEqual(['keeper']);
   });
 
+  it('deletes every ApiDefinition claiming the api_id, so a duplicate is not served in place of the deleted one', async () => {
+    const twin = (name: string): string => api(namespace, name).replace(`api_id: ${name}-id`, 'api_id: twin-id');
+    await kubectl(['apply', '-f', '-'], { input: [twin('twin-a'), twin('twin-b')].join('---\n') });
+    expect(await apiNames()).toEqual(['keeper', 'twin-a', 'twin-b']);
+    const res = await admin.call('DELETE', '/gw/apis/twin-id', { headers: [auth] });
+    expect(res.status).toBe(200);
+    expect(res.json).toEqual({ key: 'twin-id', status: 'ok', action: 'deleted' });
+    expect(await apiNames()).toEqual(['keeper']);
+  });
+
   it('refuses a reload without the key and keeps the retained ConfigMap', async () => {
     const res = await admin.call('GET', '/gw/reload', { headers: [['X-GW-Authorization', 'nope']] });
     expect(res.status).toBe(403);

@@ -413,6 +413,26 @@ metadata: { name: not-ours }
     expect(await status('/other/x')).toBe(200);
   });
 
+  it('deletes every definition claiming the api_id, so a duplicate does not take the deleted API\'s place before the reload', async () => {
+    await writeFile(join(dir, 'dup-a.yaml'), keylessApi('dup', '/dup-a/', upstream.url));
+    await writeFile(join(dir, 'dup-b.yaml'), `${keylessApi('dup', '/dup-b/', upstream.url).replace('name: dup }', 'name: dup-b }')}---\n${keylessApi('other', '/other/', upstream.url)}`);
+    await start();
+    expect((await readyz()).body.problems.map((p) => p.subject)).toEqual(['ApiDefinition default/dup-b']);
+    expect([await status('/dup-a/x'), await status('/dup-b/x')]).toEqual([200, 404]);
+
+    const deleted = await call(`${sidecar.adminUrl}/gw/apis/dup`, { method: 'DELETE', headers: admin });
+    expect(deleted.json()).toEqual({ key: 'dup', status: 'ok', action: 'deleted' });
+    expect((await readdir(dir)).sort()).toEqual(['dup-b.yaml']);
+    // A hand edit makes the folder load again: the deleted API stays as it was, and nothing takes its id.
+    await writeFile(join(dir, 'more.yaml'), keylessApi('more', '/more/', upstream.url));
+    await eventually(async () => (await status('/more/x')) === 200, 10_000, 'hand edit applied');
+    expect([await status('/dup-a/x'), await status('/dup-b/x'), await status('/other/x')]).toEqual([200, 404, 200]);
+    expect((await call(`${sidecar.adminUrl}/gw/apis/dup`, { method: 'DELETE', headers: admin })).status).toBe(404);
+
+    expect((await call(`${sidecar.adminUrl}/gw/reload`, { headers: admin })).status).toBe(200);
+    expect([await status('/dup-a/x'), await status('/dup-b/x')]).toEqual([404, 404]);
+  });
+
   it('keeps a deleted API open to the keys a Policy grants it until GET /gw/reload, the Policy as edited since', async () => {
     const rawKey = randomBytes(16).toString('hex');
     const policy = (apiId: string): string => `apiVersion: gw.dev/v1alpha1
