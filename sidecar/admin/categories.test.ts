@@ -19,10 +19,6 @@ describe('countCategories', () => {
     ]);
   });
 
-  it('counts an API once even if it lists a category twice', () => {
-    expect(countCategories([api('a', ['x', 'x'])], [])).toEqual([{ name: 'x', count: 1 }]);
-  });
-
   it('is empty when there is nothing', () => {
     expect(countCategories([], [])).toEqual([]);
   });

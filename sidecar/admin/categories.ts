@@ -34,7 +34,7 @@ export async function apiCategories(ctx: HandlerContext): Promise<Reply> {
 export function countCategories(apis: readonly ApiEntry[], categories: readonly CategoryEntry[]): { name: string; count: number }[] {
   const counts = new Map<string, number>(categories.map((c) => [c.name, 0]));
   for (const api of apis) {
-    for (const name of new Set(api.categories)) counts.set(name, (counts.get(name) ?? 0) + 1);
+    for (const name of api.categories) counts.set(name, (counts.get(name) ?? 0) + 1);
   }
   return [...counts.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))

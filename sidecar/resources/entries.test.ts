@@ -3,6 +3,10 @@ import { describe, expect, it } from 'vitest';
 import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
 
 describe('apiEntryOf', () => {
+  it('reads a category listed twice as one category of the API', () => {
+    expect(apiEntryOf({ metadata: { name: 'pets' }, spec: { categories: ['animals', 'public', 'animals'], oas: {} } }, 'shop')?.categories).toEqual(['animals', 'public']);
+  });
+
   it('reads api_id, categories and the OAS flag', () => {
     const entry = apiEntryOf(
       { metadata: { name: 'pets', namespace: 'shop' }, spec: { api_id: 'pets-v1', categories: ['animals'], oas: { openapi: '3.0.3' } } },

@@ -48,7 +48,8 @@ export function apiEntryOf(object: unknown, fallbackNamespace: string): ApiEntry
     namespace,
     name: metadata.name,
     oas: spec.oas !== undefined && spec.oas !== null,
-    categories: spec.categories ?? [],
+    // A category listed twice is one category of the API, in both reads.
+    categories: [...new Set(spec.categories ?? [])],
   };
 }
 

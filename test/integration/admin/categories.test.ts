@@ -8,7 +8,7 @@ import { startAdmin, type AdminServer } from './admin-client.ts';
 import { clusterDeps, connected, petsOasApi, testRedis, unreachableKubeConfig } from './fixtures.ts';
 
 const resources = (namespace: string): string => `
-${petsOasApi(`{ name: pets, namespace: ${namespace} }`, 'pets-oas', ['animals', 'public'])}---
+${petsOasApi(`{ name: pets, namespace: ${namespace} }`, 'pets-oas', ['animals', 'public', 'animals'])}---
 apiVersion: gw.dev/v1alpha1
 kind: ApiDefinition
 metadata: { name: toys, namespace: ${namespace} }
