@@ -1,6 +1,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Redis, ReplyError, type Cluster } from 'ioredis';
 import type { Gauge } from 'prom-client';
+import { ConnectionLostError, ConnectionWatch } from '../../common/redis-connection.ts';
 import { reconnectBackoff, reportConnectionErrors } from '../../common/redis-url.ts';
 import { sessionKey, sessionKeyPrefix } from '../../common/redis-keys.ts';
 import type { Logger } from '../../common/logger.ts';
@@ -50,9 +51,19 @@ export interface SessionChangeFeedOptions {
  * scripts on the main connection add nothing to Redis's table. While tracking is off, reads go
  * through the gateway's own client.
  */
+/**
+ * A session read on the gateway's own client, refused at once while its connection is down:
+ * queued, it would hold the request for the whole `redis_timeout_ms` first.
+ */
+function readUnlessLost(client: Redis | Cluster, connection: ConnectionWatch, key: string): Promise<string | null> {
+  const lost = connection.lost();
+  return lost === undefined ? client.get(key) : Promise.reject(new ConnectionLostError('session read', lost));
+}
+
 export class TrackedSessionReads implements SessionReads {
   /** The gateway's client (a Cluster's, for a master's reads): reads while untracked, or refused here. */
   readonly #main: Redis | Cluster;
+  readonly #mainConnection: ConnectionWatch;
   /** The connection whose reads are tracked: the feed runs CLIENT TRACKING on it. */
   readonly reader: Redis;
   /** Set by the feed: true only while this connection's tracking reports to a live feed. */
@@ -65,18 +76,19 @@ export class TrackedSessionReads implements SessionReads {
   /** `server` is the one Redis (or Cluster master) whose reads are tracked; `main` reads otherwise. */
   constructor(server: Redis, logger: Logger, main: Redis | Cluster = server) {
     this.#main = main;
+    this.#mainConnection = new ConnectionWatch(main);
     this.reader = server.duplicate({ protocol: 2, enableOfflineQueue: false, lazyConnect: false, retryStrategy: reconnectBackoff });
     reportConnectionErrors(this.reader, logger, 5_000);
   }
 
   getJson(keyHash: string): Promise<string | null> {
     const key = sessionKey(keyHash);
-    if (!this.tracked) return this.#main.get(key);
+    if (!this.tracked) return readUnlessLost(this.#main, this.#mainConnection, key);
     return this.reader.get(key).catch((err: unknown) => {
       // The cache learns that this answer is untracked before it takes it, and then keeps it only briefly.
       if (refusedByRedis(err)) this.onUntracked(keyHash);
       else this.onLost();
-      return this.#main.get(key);
+      return readUnlessLost(this.#main, this.#mainConnection, key);
     });
   }
 }
@@ -92,6 +104,7 @@ export class TrackedSessionReads implements SessionReads {
  */
 export class ClusterSessionReads implements SessionReads {
   readonly #cluster: Cluster;
+  readonly #connection: ConnectionWatch;
   /** Each master's tracked reads, by the `host:port` the slot map names the master by. */
   readonly byMaster = new Map<string, TrackedSessionReads>();
   /** Set by the feed: a session was read untracked. */
@@ -99,6 +112,7 @@ export class ClusterSessionReads implements SessionReads {
 
   constructor(cluster: Cluster) {
     this.#cluster = cluster;
+    this.#connection = new ConnectionWatch(cluster);
   }
 
   getJson(keyHash: string): Promise<string | null> {
@@ -106,7 +120,7 @@ export class ClusterSessionReads implements SessionReads {
     const master = this.#cluster.slots[calculateSlot(key)]?.[0];
     const reads = master === undefined ? undefined : this.byMaster.get(master);
     if (reads !== undefined) return reads.getJson(keyHash);
-    return this.#cluster.get(key).then((json) => {
+    return readUnlessLost(this.#cluster, this.#connection, key).then((json) => {
       this.onUntracked(keyHash);
       return json;
     });

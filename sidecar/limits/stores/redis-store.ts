@@ -5,6 +5,7 @@ import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import type { StoreReporter } from '../store-health.ts';
 import { clampSmoothing, type LimitStore, type PeekResult, type StoreOp, type StoreResult } from './store.ts';
 import { withTimeout } from './with-timeout.ts';
+import { ConnectionWatch } from '../../../common/redis-connection.ts';
 import { StoreDisconnectedError } from '../errors.ts';
 
 const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
@@ -248,7 +249,7 @@ export class RedisLimitStore implements LimitStore {
   /** Sentinel logs to trim: log key -> window and Redis's time at the latest decision. */
   readonly #pendingTrims = new Map<string, { perMs: number; nowMs: number }>();
   #trimTimer: NodeJS.Timeout | undefined;
-  #connectedOnce: boolean;
+  readonly #connection: ConnectionWatch;
   /**
    * Redis's clock less this process's, as the last reply showed it (less half its round trip,
    * which only brings a deadline sooner); null before the first reply.
@@ -257,8 +258,7 @@ export class RedisLimitStore implements LimitStore {
 
   constructor(redis: Redis | Cluster, options: RedisLimitStoreOptions) {
     this.#redis = redis;
-    this.#connectedOnce = redis.status === 'ready';
-    if (!this.#connectedOnce) redis.once('ready', () => (this.#connectedOnce = true));
+    this.#connection = new ConnectionWatch(redis);
     this.#instanceId = options.instanceId;
     this.#clock = options.clock;
     this.#onBackgroundError = (error) => options.reporter.failed(error);
@@ -333,8 +333,8 @@ export class RedisLimitStore implements LimitStore {
   async #call(calls: readonly Call[], expires: boolean): Promise<(Ran | Error)[]> {
     // Sent while a lost connection is down, a call waits in the client's queue and runs when it
     // is back: long after its request was answered, it would count that request all the same.
-    // Before the first connection the queue is what holds the first requests' calls a moment.
-    if (this.#connectedOnce && this.#redis.status !== 'ready') throw new StoreDisconnectedError(this.#redis.status);
+    const lost = this.#connection.lost();
+    if (lost !== undefined) throw new StoreDisconnectedError(lost);
     const timeoutMs = this.#settings.redis_timeout_ms;
     const offset = this.#redisClockOffsetMs;
     const deadlineMs = expires && offset !== null && this.#clock === undefined ? Math.floor(Date.now() + offset + timeoutMs + DEADLINE_SLACK_MS) : 0;

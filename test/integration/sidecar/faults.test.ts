@@ -91,6 +91,35 @@ describe('Redis faults with redis_failure_mode: closed', () => {
     expect((await call(`${sidecar.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: again } })).status).toBe(200);
   });
 
+  it('answers a key it has not seen at once while Redis is gone, not after redis_timeout_ms', async () => {
+    const patient = await startTestSidecar(sidecarOptions(namespace, redis.url), { env: { GW_REDIS_FAILURE_MODE: 'open', GW_REDIS_TIMEOUT_MS: '5000' } });
+    try {
+      const keyed = compiledApi(uniqueId('api'), upstream.url, { keyless: false });
+      await writeConfigMap(namespace, keyed.api_id, JSON.stringify(compiledConfig([keyed])));
+      await eventually(() => servesApi(patient, keyed.api_id)());
+      const key = await storeSession(client, { access_rights: { [keyed.api_id]: { api_id: keyed.api_id } } });
+      expect((await call(`${patient.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: key } })).status).toBe(200);
+
+      await redis.stop();
+      await eventually(async () => JSON.stringify((await call(`${patient.healthUrl}/readyz`)).json()).includes('redis_failure_mode open'), 10_000, 'Redis reported');
+      // Once the client tries to reconnect every 3 s (common/redis-url.ts reconnectBackoff), a read
+      // sent would wait in its queue until the next try fails, up to the 5 s timeout.
+      await new Promise((resolve) => setTimeout(resolve, 7_000));
+      const started = Date.now();
+      for (let i = 0; i < 3; i += 1) {
+        const unknown = await call(`${patient.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: `${key}-other-${i}` } });
+        expect(unknown.status).toBe(503);
+        expect(unknown.json()).toEqual({ error: 'Session store unavailable' });
+      }
+      expect(Date.now() - started).toBeLessThan(1_000);
+      // The key read before Redis went away is still served from its last read, failing open.
+      expect((await call(`${patient.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: key } })).status).toBe(200);
+    } finally {
+      await patient.close();
+      await redis.start();
+    }
+  });
+
   it('reports unready while a Redis with its connection up does not answer, and ready once it does, with no traffic', async () => {
     const keyless = compiledApi(uniqueId('api'), upstream.url, { api_limit: { rate: 100, per: 60 } });
     await writeConfigMap(namespace, keyless.api_id, JSON.stringify(compiledConfig([keyless])));
