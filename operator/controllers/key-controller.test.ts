@@ -74,6 +74,39 @@ describe('KeyController', () => {
     expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
   });
 
+  it('lets the oldest of two Keys naming one key_hash hold its session, the other DuplicateKeyHash, until the holder goes', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    const hash = keyHash('shared');
+    const created = (name: string, rate: number, at: string) => {
+      const object = key({ key_hash: hash, rate, per: 60 }, name);
+      return { ...object, metadata: { ...object.metadata, creationTimestamp: new Date(at) } };
+    };
+    caches.keys.put(created('newer', 7, '2026-01-02T00:00:00Z'));
+    caches.keys.put(created('older', 5, '2026-01-01T00:00:00Z'));
+    // Reconciled in either order, the older one's spec is the session's.
+    await controller.reconcile({ namespace: 'ns', name: 'newer' }, signal);
+    await controller.reconcile({ namespace: 'ns', name: 'older' }, signal);
+    await controller.reconcile({ namespace: 'ns', name: 'newer' }, signal);
+    expect((await sessions.get(hash))?.rate).toBe(5);
+    expect(caches.keys.get('ns', 'older')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
+    expect(caches.keys.get('ns', 'newer')!.status).toMatchObject({
+      key_hash: hash,
+      conditions: [{ status: 'False', reason: 'DuplicateKeyHash', message: 'spec.key_hash is also that of Key ns/older, which is older and holds its session: this Key is not in force' }],
+    });
+
+    // The holder deleted: its finalizer leaves the session, and the other Key takes it over.
+    const older = caches.keys.get('ns', 'older')!;
+    const requeued = enqueuedBy(controller, () => caches.keys.put({ ...older, metadata: { ...older.metadata, deletionTimestamp: new Date() } }));
+    expect(requeued).toEqual(['ns/newer', 'ns/older']);
+    await controller.reconcile({ namespace: 'ns', name: 'older' }, signal);
+    expect(caches.keys.get('ns', 'older')).toBeUndefined();
+    expect((await sessions.get(hash))?.rate).toBe(5);
+    await controller.reconcile({ namespace: 'ns', name: 'newer' }, signal);
+    expect((await sessions.get(hash))?.rate).toBe(7);
+    expect(caches.keys.get('ns', 'newer')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
+  });
+
   it('fails terminally when the key Secret holds no key', async () => {
     const { ctx, caches } = fakeContext();
     caches.keys.put(key());

@@ -4,7 +4,8 @@ import type { KeyStatus } from '../../crds/schemas/key.ts';
 import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
 import { TerminalError, type Request } from '../kit/reconciler.ts';
-import { forObjects, owns, requestFor, specChanged, watches, type Watch } from '../kit/watch.ts';
+import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, type Watch } from '../kit/watch.ts';
+import { KeyHashIndex } from '../keys/key-hash-index.ts';
 import { hashOfSecret, KEY_LABEL, keySecretName } from '../keys/key-secrets.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
@@ -12,6 +13,8 @@ import type { DesiredStatus, StatusFields } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
 
 type Key = GwObject<'Key'>;
+
+const refOf = (key: Key): string => `${key.metadata.namespace}/${key.metadata.name}`;
 
 /** Cleanup outside the API server: the Redis session of a deleted Key. */
 export const KEY_FINALIZER = 'gw.dev/key-session';
@@ -28,17 +31,27 @@ interface KeyIdentity {
  * makes deletion wait until the session is gone from Redis; with Redis down the
  * reconcile fails and retries with backoff, the finalizer holding the Key until then.
  * The raw key is read only to hash it and is never logged or put in status or Events.
+ * Of several Keys naming one key_hash, the oldest holds the session; the others are
+ * DuplicateKeyHash and write nothing, and deleting one leaves the session to the Key holding it.
  */
 export class KeyController implements KindController {
   readonly kind = 'Key';
   readonly watches: Watch[];
   readonly #ctx: ControllerContext;
+  readonly #hashes: KeyHashIndex;
 
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
     const { apis, keys, policies, secrets } = ctx.caches;
+    this.#hashes = new KeyHashIndex(keys);
     this.watches = [
       forObjects(keys),
+      // A Key coming, going or changing its key_hash may change which of the Keys naming that hash holds it.
+      watches(keys, (event) => {
+        if (statusOnlyUpdate(event)) return [];
+        const hashes = new Set([event.object.spec.key_hash, event.old?.spec.key_hash].filter((hash) => hash !== undefined));
+        return [...hashes].flatMap((hash) => this.#hashes.othersNaming(hash, event.object)).map(requestFor);
+      }),
       owns(secrets, (secret) => {
         const keyName = secret.metadata?.labels?.[KEY_LABEL];
         return keyName ? { namespace: secret.metadata?.namespace ?? '', name: keyName } : undefined;
@@ -68,6 +81,12 @@ export class KeyController implements KindController {
     key = await addFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     const identity = await this.#identity(key);
     const fields = { key_hash: identity.hash, secretName: identity.secretName, policies: this.#existingPolicies(key).found };
+    const holder = key.spec.key_hash === undefined ? undefined : this.#hashes.holder(key.spec.key_hash, key);
+    if (holder !== undefined && refOf(holder) !== refOf(key)) {
+      const message = `spec.key_hash is also that of Key ${refOf(holder)}, which is older and holds its session: this Key is not in force`;
+      await this.#setStatus(key, { ready: false, reason: 'DuplicateKeyHash', message, fields });
+      return;
+    }
     signal.throwIfAborted();
     try {
       const outcome = await this.#writeSession(key, identity.hash);
@@ -131,8 +150,9 @@ export class KeyController implements KindController {
       identity = { hash, secretName };
     }
     const previous = key.status?.key_hash;
-    // A new identity (Secret replaced, key_hash edited): the old session must stop working.
-    if (previous !== undefined && previous !== identity.hash) await this.#ctx.sessions.delete(previous);
+    // A new identity (Secret replaced, key_hash edited): the old session must stop working,
+    // unless another Key names that hash and takes it over.
+    if (previous !== undefined && previous !== identity.hash && !this.#namedByOthers(previous, key)) await this.#ctx.sessions.delete(previous);
     return identity;
   }
 
@@ -154,11 +174,16 @@ export class KeyController implements KindController {
         (h): h is string => typeof h === 'string' && h !== '',
       ),
     );
-    for (const hash of hashes) await this.#ctx.sessions.delete(hash);
+    for (const hash of hashes) if (!this.#namedByOthers(hash, key)) await this.#ctx.sessions.delete(hash);
     await this.#ctx.keySecrets.delete(key.metadata.namespace, secretName);
     signal.throwIfAborted();
     await removeFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     this.#ctx.log.info({ key: `${key.metadata.namespace}/${key.metadata.name}` }, 'key session removed');
+  }
+
+  /** Another Key, not being deleted, names `hash`: its session is that Key's to keep (or to take over). */
+  #namedByOthers(hash: string, key: Key): boolean {
+    return this.#hashes.othersNaming(hash, key).some((other) => !other.metadata.deletionTimestamp);
   }
 
   async #setStatus(key: Key, desired: DesiredStatus<KeyStatus>): Promise<void> {

@@ -313,6 +313,32 @@ describe('operator: examples, configs, references, drift, keys', () => {
     await waitFor('lost session recreated', async () => (await redis.exists(sessionKey(adminHash))) === 1, 10_000);
   });
 
+  it('lets the older of two Keys naming one key_hash hold its session; the other is DuplicateKeyHash until the older goes', async () => {
+    const hash = sha256(`twin-raw-${ns}`);
+    const sessionRate = async (): Promise<number | undefined> => (JSON.parse((await redis.get(sessionKey(hash))) ?? '{}') as { rate?: number }).rate;
+    await c.create('Key', ns, { metadata: { name: 'twin-first' }, spec: { key_hash: hash, rate: 5, per: 60 } });
+    await waitReady('Key', 'twin-first');
+    await c.create('Key', ns, { metadata: { name: 'twin-second' }, spec: { key_hash: hash, rate: 7, per: 60 } });
+    const second = await waitReady('Key', 'twin-second', 'False');
+    expect(ready(second)?.reason).toBe('DuplicateKeyHash');
+    expect(ready(second)?.message).toBe(`spec.key_hash is also that of Key ${ns}/twin-first, which is older and holds its session: this Key is not in force`);
+    expect(await sessionRate()).toBe(5);
+
+    // Deleting the duplicate leaves the session to the Key holding it.
+    await c.remove('Key', ns, 'twin-second');
+    await waitFor('duplicate gone', async () => (await c.get('Key', ns, 'twin-second')) === undefined);
+    expect(await sessionRate()).toBe(5);
+
+    // Deleting the holder hands the session to the Key still naming the hash.
+    await c.create('Key', ns, { metadata: { name: 'twin-third' }, spec: { key_hash: hash, rate: 9, per: 60 } });
+    expect(ready(await waitReady('Key', 'twin-third', 'False'))?.reason).toBe('DuplicateKeyHash');
+    await c.remove('Key', ns, 'twin-first');
+    await waitReady('Key', 'twin-third');
+    await waitFor('session taken over', async () => (await sessionRate()) === 9);
+    await c.remove('Key', ns, 'twin-third');
+    await waitFor('session removed with the last Key', async () => (await redis.exists(sessionKey(hash))) === 0);
+  });
+
   it('serves health and metrics with reconcile counts', async () => {
     const base = `http://127.0.0.1:${operator.healthPort()}`;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
