@@ -38,6 +38,8 @@ export const METRICS_TIMEOUT_MS = 5000;
 
 /** What the primary asks of a worker. */
 export type WorkerMethods = {
+  /** Answered straight from the event loop: the worker's loop turns (the primary's liveness asks). */
+  alive: { params: undefined; result: undefined };
   readiness: { params: undefined; result: Readiness };
   /** Reload this worker's config; `release`: first release what deletes retained (GET /gw/reload), else only re-read (SIGHUP). */
   reload: { params: { release: boolean }; result: undefined };
@@ -60,7 +62,7 @@ export type PrimaryMethods = {
   streamSlots: { params: SlotRequest[]; result: SlotReservation[] };
 };
 
-type RunOnOthers = Exclude<keyof WorkerMethods, 'retainedApis' | 'metrics'>;
+type RunOnOthers = Exclude<keyof WorkerMethods, 'alive' | 'retainedApis' | 'metrics'>;
 export type OthersCall = { [M in RunOnOthers]: { method: M; params: WorkerMethods[M]['params'] } }[RunOnOthers];
 
 /** One-way notices, either direction. */

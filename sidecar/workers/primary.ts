@@ -25,6 +25,14 @@ const STOP_GRACE_MS = 15_000;
 const RESTART_DELAY_MS = { first: 500, max: 30_000 } as const;
 /** A worker that ran this long before it exited restarts after the first delay again. */
 const STABLE_AFTER_MS = 60_000;
+/**
+ * Each running worker is asked this often whether its event loop turns, and has as long to
+ * answer. One that misses LIVENESS_MISSES answers in a row (stuck in synchronous work, or a
+ * stopped process) is killed and started again, as the kubelet restarts a single gateway
+ * process whose liveness probe fails: the primary's own /healthz cannot see a worker stuck.
+ */
+const LIVENESS_PING_MS = 2000;
+const LIVENESS_MISSES = 5;
 
 export interface Slot {
   index: number;
@@ -44,6 +52,9 @@ export interface Slot {
    * take it out of its Service (docs/architecture.md#workers).
    */
   rejoining: boolean;
+  /** Liveness asks in a row this worker has not answered, and whether one is under way. */
+  missedPings: number;
+  pinging: boolean;
 }
 
 export interface RunningPrimary {
@@ -101,6 +112,43 @@ export async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
 }
 
 /**
+ * Asks each running worker every LIVENESS_PING_MS whether its event loop turns, and kills one
+ * that has answered none of LIVENESS_MISSES asks in a row; its exit starts it again. Returns
+ * the stop of the asks.
+ */
+function watchLiveness(live: () => Slot[], logger: Logger, stopping: () => boolean): () => void {
+  const ask = (slot: Slot): void => {
+    const { peer, worker } = slot;
+    if (peer === undefined || worker === undefined || !slot.listening || slot.pinging) return;
+    slot.pinging = true;
+    // An answer or a failure of a worker since replaced is not the new worker's.
+    const current = (): boolean => slot.peer === peer;
+    peer
+      .call('alive', undefined, LIVENESS_PING_MS)
+      .then(
+        () => {
+          if (current()) slot.missedPings = 0;
+        },
+        () => {
+          if (!current() || stopping()) return;
+          slot.missedPings += 1;
+          if (slot.missedPings < LIVENESS_MISSES) return;
+          logger.error({ worker: slot.index, pid: worker.process.pid }, `worker ${slot.index} answered none of ${LIVENESS_MISSES} liveness asks; killing it`);
+          worker.process.kill('SIGKILL');
+        },
+      )
+      .finally(() => {
+        if (current()) slot.pinging = false;
+      });
+  };
+  const timer = setInterval(() => {
+    for (const slot of live()) ask(slot);
+  }, LIVENESS_PING_MS);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/**
  * The primary of a gateway run as `count` processes (docs/architecture.md#workers). It
  * forks the workers, which share the proxy and admin listeners through node:cluster;
  * restarts one that ends, with a growing delay while it keeps ending; serves /healthz,
@@ -112,7 +160,7 @@ export async function readinessOf(slots: readonly Slot[]): Promise<Readiness> {
 export async function startPrimary(options: SidecarOptions, count: number, logger: Logger, stoppable?: (close: () => Promise<void>) => void): Promise<RunningPrimary> {
   const metrics = primaryMetrics();
   const sum = new WorkersMetricsSum();
-  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, listening: false, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first, rejoining: false }));
+  const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, listening: false, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first, rejoining: false, missedPings: 0, pinging: false }));
   let stopping = false;
   let startFailed: ((error: Error) => void) | undefined;
   let allStarted: (() => void) | undefined;
@@ -168,7 +216,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
         },
       },
     );
-    Object.assign(slot, { worker, peer, listening: false, started: false });
+    Object.assign(slot, { worker, peer, listening: false, started: false, missedPings: 0, pinging: false });
     worker.on('message', (message: unknown) => peer.receive(message));
     worker.on('exit', (code, signal) => {
       peer.close(`worker ${slot.index} ended`);
@@ -195,6 +243,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
     });
   };
 
+  const stopLiveness = watchLiveness(live, logger, () => stopping);
   const healthServer = boundedServer(
     createHealthHandler(
       {
@@ -211,6 +260,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
 
   const close = async (): Promise<void> => {
     stopping = true;
+    stopLiveness();
     for (const timer of restartTimers) clearTimeout(timer);
     const exits = slots.map((slot) => {
       const worker = slot.worker;
@@ -237,9 +287,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
     await started;
     startFailed = undefined;
     logger.info({ workers: count, health: urlOf(healthInfo) }, 'gw-sidecar workers started');
-    const reload = (): void => {
-      for (const slot of live()) slot.worker!.process.kill('SIGHUP');
-    };
+    const reload = (): void => live().forEach((slot) => slot.worker!.process.kill('SIGHUP'));
     return { healthUrl: urlOf(healthInfo), reload, close };
   } catch (error) {
     await close();

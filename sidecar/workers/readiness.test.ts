@@ -6,7 +6,7 @@ import { readinessOf, type Slot } from './primary.ts';
 function running(index: number, answer: Readiness, rejoining = false): Slot {
   const worker = { isConnected: () => true } as unknown as Slot['worker'];
   const peer = { call: () => Promise.resolve(answer) } as unknown as Slot['peer'];
-  return { index, worker, peer, listening: true, started: true, startedAt: 0, restartDelayMs: 500, rejoining };
+  return { index, worker, peer, listening: true, started: true, startedAt: 0, restartDelayMs: 500, rejoining, missedPings: 0, pinging: false };
 }
 
 /** A worker slot whose process runs but is still loading its code: a call to it would not be answered. */
@@ -16,7 +16,7 @@ function loading(index: number, rejoining = false): Slot & { calls: number } {
   return slot;
 }
 
-const down = (index: number): Slot => ({ index, worker: undefined, peer: undefined, listening: false, started: false, startedAt: 0, restartDelayMs: 500, rejoining: true });
+const down = (index: number): Slot => ({ index, worker: undefined, peer: undefined, listening: false, started: false, startedAt: 0, restartDelayMs: 500, rejoining: true, missedPings: 0, pinging: false });
 const ready: Readiness = { ready: true, reasons: [], problems: [] };
 const starting: Readiness = { ready: false, reasons: ['starting'], problems: [] };
 

@@ -19,7 +19,7 @@ function gateway(n: number, timeoutMs = 1000): { workers: PrimaryStreamSlots[]; 
       { others: () => undefined, retainedApis: () => [], streamSlots: (requests) => requests.map((request) => primary.reserve(request)) },
       { streamRelease: (slot) => primary.release(slot) },
     );
-    const unanswered = { readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [], metrics: () => ({ metrics: [], series: [] }) };
+    const unanswered = { alive: () => undefined, readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [], metrics: () => ({ metrics: [], series: [] }) };
     const toWorker = new IpcPeer<WorkerMethods, PrimaryMethods>((message) => setImmediate(() => fromWorker.receive(message)), unanswered);
     return new PrimaryStreamSlots({
       reserve: (requests) => toWorker.call('streamSlots', requests, timeoutMs),
@@ -115,7 +115,7 @@ describe('PrimaryStreamSlots', () => {
   it('decides with the worker\'s own limiter when the primary does not answer in time', async () => {
     const locals: unknown[] = [];
     const slots = new PrimaryStreamSlots({
-      reserve: (requests) => new IpcPeer<WorkerMethods, PrimaryMethods>(() => undefined, { readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [], metrics: () => ({ metrics: [], series: [] }) }).call('streamSlots', requests, 20),
+      reserve: (requests) => new IpcPeer<WorkerMethods, PrimaryMethods>(() => undefined, { alive: () => undefined, readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [], metrics: () => ({ metrics: [], series: [] }) }).call('streamSlots', requests, 20),
       release: () => undefined,
       local: new StreamLimiters(),
       onLocal: (error) => locals.push(error),

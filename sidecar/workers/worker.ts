@@ -33,6 +33,7 @@ export function linkToPrimary(index: number, siblings: readonly string[], logger
   const primary = new IpcPeer<WorkerMethods, PrimaryMethods>(
     (message) => process.send?.(message),
     {
+      alive: () => undefined,
       readiness: () => running?.readiness() ?? STARTING,
       reload: async ({ release }) => {
         if (running === undefined) return undefined; // it loads a fresh config as it starts

@@ -290,6 +290,25 @@ spec:
     }
   });
 
+  it('kills and starts again a worker whose event loop stops turning, which its primary\'s /healthz cannot see', async () => {
+    const gw = await startGateway(dir, redis.url, '2');
+    try {
+      const primary = gw.child.proc.pid!;
+      const [stuck, other] = await childPids(primary);
+      process.kill(stuck!, 'SIGSTOP');
+      expect((await call(`${gw.health}/healthz`)).status).toBe(200);
+      // Five liveness asks of 2 s unanswered, then the restart delay and the new worker's start.
+      await eventually(async () => !(await childPids(primary)).includes(stuck!), 25_000, 'the stopped worker killed');
+      await eventually(async () => (await childPids(primary)).length === 2 && (await call(`${gw.health}/readyz`)).status === 200, 30_000, 'a new worker ready');
+      expect((await childPids(primary)).includes(other!)).toBe(true);
+      expect(await statuses(`${gw.proxy}/kept/x`, 20)).toEqual(Array(20).fill(200));
+      expect((await call(`${gw.health}/metrics`)).text).toMatch(/^gw_worker_exits_total\{code="SIGKILL"\} 1$/m);
+    } finally {
+      gw.child.proc.kill('SIGTERM');
+      expect(await gw.child.exited).toBe(0);
+    }
+  }, 90_000);
+
   it('shows the last smoothing move of any worker as the one gw_smoothing_allowance', async () => {
     const gw = await startGateway(dir, redis.url, '2', { GW_ENABLE_REDIS_ROLLING_LIMITER: 'true' });
     try {
