@@ -9,7 +9,7 @@ import type { GatewaySettings } from '../../crds/settings.ts';
 import { authenticate, type AuthResult } from '../auth/authenticator.ts';
 import type { SessionCache } from '../auth/session-cache.ts';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
-import { streamMaxWaitMs, type StreamSlots } from '../limits/stream-limiter.ts';
+import { streamMaxWaitMs, type StreamSlot, type StreamSlots } from '../limits/stream-limiter.ts';
 import type { DecisionOutcome, LimitDecision, LimitEngine } from '../limits/types.ts';
 import { statusClass, type SidecarMetrics } from '../metrics.ts';
 import { clientGone, type Forwarder, type UpgradeForwarder } from '../proxy/forwarder.ts';
@@ -131,39 +131,60 @@ export class Gateway {
     return andThen(authenticate(req.headers, route.authHeader, route.api.api_id, state.policies, this.#deps.sessions), authenticated);
   }
 
-  /** The limits a routed (and, unless keyless, authenticated) request meets, and its stream slot. */
+  /**
+   * The limits a routed (and, unless keyless, authenticated) request meets, and its stream slot.
+   * The slot is taken first: a request it refuses is counted by no limit and no quota.
+   */
   #limit(routed: RoutedRequest, session: Session | null, keyHash: string | null): MaybePromise<Admitted> {
-    // Nothing is awaited from here to the engine's synchronous planning, so the check holds for it.
     if (routed.attempt < maxAdmissions && this.#deps.state() !== routed.state) return this.#admitCurrent(routed.req, routed.exchange, routed.attempt + 1);
+    const { api } = routed.match.route;
+    if (api.stream_limit === null) return this.#decide(routed, session, keyHash, null);
+    return this.#deps.streams.take(api.api_id, api.stream_limit, streamMaxWaitMs(routed.state.settings)).then((slot) => {
+      // The config may have changed while the slot was given: the request starts over on it.
+      if (routed.attempt < maxAdmissions && this.#deps.state() !== routed.state) {
+        slot.giveBack();
+        return this.#admitCurrent(routed.req, routed.exchange, routed.attempt + 1);
+      }
+      return this.#decide(routed, session, keyHash, slot);
+    }, (err: unknown) => this.#limitFailed(routed, err, null));
+  }
+
+  #decide(routed: RoutedRequest, session: Session | null, keyHash: string | null, slot: StreamSlot | null): MaybePromise<Admitted> {
+    // Nothing is awaited from the state check to the engine's synchronous planning, so the check holds for it.
     const { match, method, exchange } = routed;
     let decision: MaybePromise<LimitDecision>;
     try {
       decision = this.#deps.engine.decide({ api: match.route.api, method, path: match.relativePath, session, keyHash }, exchange.signal);
     } catch (err) {
-      return this.#limitFailed(routed, err);
+      return this.#limitFailed(routed, err, slot);
     }
     // A failed decision is answered too, whether it threw above or rejects here.
-    if (decision instanceof Promise) return decision.then((decided) => this.#decided(routed, decided), (err: unknown) => this.#limitFailed(routed, err));
-    return this.#decided(routed, decision);
+    if (decision instanceof Promise) return decision.then((decided) => this.#decided(routed, decided, slot), (err: unknown) => this.#limitFailed(routed, err, slot));
+    return this.#decided(routed, decision, slot);
   }
 
   /** The decision's refusal and headers; an admitted request on a stream-limited API waits for its slot first. */
-  #decided(routed: RoutedRequest, decision: LimitDecision): MaybePromise<Admitted> {
-    const { match: { route }, state, exchange } = routed;
+  #decided(routed: RoutedRequest, decision: LimitDecision, slot: StreamSlot | null): MaybePromise<Admitted> {
     try {
-      const rateHeaders = rateHeadersFor(decision, state.settings.rate_limit_response_headers);
+      const rateHeaders = rateHeadersFor(decision, routed.state.settings.rate_limit_response_headers);
       const refusal = refusals[decision.outcome];
-      if (refusal !== null || route.api.stream_limit === null) return admitted(routed, refusal, rateHeaders);
-      return this.#deps.streams.acquire(route.api.api_id, route.api.stream_limit, streamMaxWaitMs(state.settings), exchange.signal).then(
+      if (slot === null) return admitted(routed, refusal, rateHeaders);
+      if (refusal !== null) {
+        slot.giveBack();
+        return admitted(routed, refusal, rateHeaders);
+      }
+      return slot.wait(routed.exchange.signal).then(
         () => admitted(routed, null, rateHeaders),
-        (err: unknown) => this.#limitFailed(routed, err),
+        (err: unknown) => this.#limitFailed(routed, err, null),
       );
     } catch (err) {
-      return this.#limitFailed(routed, err);
+      return this.#limitFailed(routed, err, slot);
     }
   }
 
-  #limitFailed(routed: RoutedRequest, err: unknown): Admitted {
+  /** A limit or a slot that failed; the slot taken (if any) goes back unused. */
+  #limitFailed(routed: RoutedRequest, err: unknown, slot: StreamSlot | null): Admitted {
+    slot?.giveBack();
     const { match: { route }, exchange: { requestId, signal } } = routed;
     if (err instanceof StreamRateLimitWaitError) {
       // When the refused request's slot would have come: a hint for the caller's retry.

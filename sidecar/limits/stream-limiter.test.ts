@@ -3,13 +3,16 @@ import { gatewaySettingsSchema } from '../../crds/settings.ts';
 import { StreamRateLimitWaitError } from './errors.ts';
 import { StreamLimiter, StreamLimiters, streamMaxWaitMs } from './stream-limiter.ts';
 
+/** A caller that takes its slot and waits for it, as the gateway does for a request its limits admit. */
+const acquire = async (limiter: StreamLimiter, maxWaitMs: number, signal?: AbortSignal): Promise<void> => limiter.take(maxWaitMs).wait(signal);
+
 /** Starts `n` acquisitions at once; each settles with its own elapsed time, in call order. */
 async function concurrently(limiter: StreamLimiter, n: number, maxWaitMs: number): Promise<{ order: number[]; settled: { ok: boolean; ms: number; error?: unknown }[] }> {
   const started = Date.now();
   const order: number[] = [];
   const settled = await Promise.all(
     Array.from({ length: n }, (_, i) =>
-      limiter.acquire(maxWaitMs).then(
+      acquire(limiter, maxWaitMs).then(
         () => {
           order.push(i);
           return { ok: true, ms: Date.now() - started };
@@ -47,27 +50,34 @@ describe('StreamLimiter', () => {
     }
     // The refused callers took nothing: the next slot is still the third interval's.
     const started = Date.now();
-    await limiter.acquire(10_000);
+    await acquire(limiter, 10_000);
     expect(Date.now() - started).toBeLessThan(400);
   });
 
   it('a bound of 0 admits only what has a slot now', async () => {
     const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 5000 });
-    await limiter.acquire(0);
-    await expect(limiter.acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    await acquire(limiter, 0);
+    await expect(acquire(limiter, 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
   });
 
   it('a caller that leaves stops waiting and gives its slot to the next caller', async () => {
     const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 300 });
-    await limiter.acquire(0);
+    await acquire(limiter, 0);
     const controller = new AbortController();
-    const leaving = limiter.acquire(10_000, controller.signal);
+    const leaving = acquire(limiter, 10_000, controller.signal);
     setTimeout(() => controller.abort(new Error('client went away')), 20);
     await expect(leaving).rejects.toThrow('client went away');
     const started = Date.now();
-    await limiter.acquire(10_000);
+    await acquire(limiter, 10_000);
     // The slot it left (the next interval), not the one after.
     expect(Date.now() - started).toBeLessThan(450);
+  });
+
+  it('a slot given back unused (its request refused by a limit) goes to the next caller at once', async () => {
+    const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 60_000 });
+    limiter.take(0).giveBack();
+    await acquire(limiter, 0);
+    expect(() => limiter.take(0)).toThrow(StreamRateLimitWaitError);
   });
 });
 
@@ -83,21 +93,21 @@ describe('StreamLimiters', () => {
   it('shares one limiter per API and label, not across APIs', async () => {
     const limiters = new StreamLimiters();
     const limit = { label: 'shared', count: 1, interval_ms: 5000 };
-    await limiters.get('a', limit).acquire(0);
-    await expect(limiters.get('a', limit).acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
-    await expect(limiters.get('b', limit).acquire(0)).resolves.toBeUndefined();
+    await acquire(limiters.get('a', limit), 0);
+    await expect(acquire(limiters.get('a', limit), 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    await expect(acquire(limiters.get('b', limit), 0)).resolves.toBeUndefined();
   });
 
   it('a changed resource goes on from the slots given: its new count applies to the slots still to give', async () => {
     const limiters = new StreamLimiters();
     const small = { label: 'x', count: 1, interval_ms: 5000 };
     const large = { label: 'x', count: 3, interval_ms: 5000 };
-    await limiters.get('a', small).acquire(0);
-    await expect(limiters.get('a', small).acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    await acquire(limiters.get('a', small), 0);
+    await expect(acquire(limiters.get('a', small), 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
     // Raised to 3: two more in this interval, not three.
-    await limiters.get('a', large).acquire(0);
-    await limiters.get('a', large).acquire(0);
-    await expect(limiters.get('a', large).acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    await acquire(limiters.get('a', large), 0);
+    await acquire(limiters.get('a', large), 0);
+    await expect(acquire(limiters.get('a', large), 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
   });
 
   it('settings that alternate (workers on two config versions) admit no more than the larger count', async () => {
@@ -112,7 +122,7 @@ describe('StreamLimiters', () => {
 
   it('a lowered count takes no slot given back from callers already admitted', async () => {
     const limiters = new StreamLimiters();
-    for (let i = 0; i < 3; i += 1) await limiters.get('a', { label: 'x', count: 3, interval_ms: 60_000 }).acquire(0);
-    await expect(limiters.get('a', { label: 'x', count: 1, interval_ms: 60_000 }).acquire(0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    for (let i = 0; i < 3; i += 1) await acquire(limiters.get('a', { label: 'x', count: 3, interval_ms: 60_000 }), 0);
+    await expect(acquire(limiters.get('a', { label: 'x', count: 1, interval_ms: 60_000 }), 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
   });
 });

@@ -9,13 +9,22 @@ export function streamMaxWaitMs(settings: GatewaySettings): number {
 }
 
 /**
- * Where a request waits for a slot of its API's stream rate-limit resource before its
- * upstream call: `StreamLimiters` in one process, the primary's limiters for the workers of
- * one gateway (sidecar/workers/stream-slots.ts). Rejects with StreamRateLimitWaitError when
- * the slot is more than `maxWaitMs` away, and with the signal's reason when the caller leaves.
+ * Where a request takes a slot of its API's stream rate-limit resource before its limits are
+ * counted, and waits for it before its upstream call: `StreamLimiters` in one process, the
+ * primary's limiters for the workers of one gateway (sidecar/workers/stream-slots.ts). `take`
+ * rejects with StreamRateLimitWaitError when the slot is more than `maxWaitMs` away: the
+ * request is then refused before any limit counts it.
  */
 export interface StreamSlots {
-  acquire(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void>;
+  take(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number): Promise<StreamSlot>;
+}
+
+/** A slot given to a request. */
+export interface StreamSlot {
+  /** Resolves when the slot comes; a caller that leaves meanwhile gives it back and gets the signal's reason. */
+  wait(signal?: AbortSignal): Promise<void>;
+  /** Gives the slot back unused: its request was refused (a rate limit, its quota) before its upstream call. */
+  giveBack(): void;
 }
 
 /** A slot asked for by a caller that waits for it elsewhere (a worker, of the primary's limiters). */
@@ -141,15 +150,14 @@ export class StreamLimiter {
   }
 
   /**
-   * Resolves when this caller's slot comes. Rejects at once with StreamRateLimitWaitError
-   * when the slot is more than `maxWaitMs` away, and with the signal's reason when the
-   * caller leaves while waiting (its slot then goes back, as `release` says).
+   * This caller's slot. Throws StreamRateLimitWaitError when it is more than `maxWaitMs` away;
+   * a caller that leaves while waiting, or gives it back, lets it go as `release` says.
    */
-  async acquire(maxWaitMs: number, signal?: AbortSignal): Promise<void> {
-    signal?.throwIfAborted();
+  take(maxWaitMs: number): StreamSlot {
     const reservation = this.reserve(maxWaitMs);
     if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(this.label, maxWaitMs, reservation.refusedWaitMs);
-    await this.#wait.until(reservation.startMs, signal, () => this.release(reservation.startMs));
+    const release = (): void => this.release(reservation.startMs);
+    return { wait: (signal) => this.#wait.until(reservation.startMs, signal, release), giveBack: release };
   }
 }
 
@@ -185,8 +193,12 @@ export class StreamLimiters implements StreamSlots {
     return current;
   }
 
-  acquire(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void> {
-    return this.get(apiId, limit).acquire(maxWaitMs, signal);
+  take(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number): Promise<StreamSlot> {
+    try {
+      return Promise.resolve(this.get(apiId, limit).take(maxWaitMs));
+    } catch (error) {
+      return Promise.reject(error as Error);
+    }
   }
 
   /** A slot for a caller that waits for it elsewhere (a worker, as the primary gives them: sidecar/workers/stream-slots.ts). */

@@ -1,10 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
-import { StreamLimiters } from '../limits/stream-limiter.ts';
+import { StreamLimiters, type StreamSlots } from '../limits/stream-limiter.ts';
+import type { CompiledStreamLimit } from '../../crds/compiled.ts';
 import { IpcPeer, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 import { PrimaryStreamSlots } from './stream-slots.ts';
 
 const API = 'payments-api';
+
+/** A caller that takes its slot and waits for it, as the gateway does for a request its limits admit. */
+const acquire = async (slots: StreamSlots, apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void> =>
+  (await slots.take(apiId, limit, maxWaitMs)).wait(signal);
 
 /**
  * A primary's limiters and `n` workers' slots, joined by IpcPeers over an asynchronous link
@@ -42,7 +47,7 @@ describe('PrimaryStreamSlots', () => {
     const { workers: [a, b], locals } = gateway(2);
     const limit = { label: 'upstream-guard', count: 2, interval_ms: 5000 };
     const started = Date.now();
-    const settled = await Promise.all([a!, b!, a!, b!, a!].map((w) => settle(w.acquire(API, limit, 0), started)));
+    const settled = await Promise.all([a!, b!, a!, b!, a!].map((w) => settle(acquire(w, API, limit, 0), started)));
     // Each worker's requests of one turn reach the primary together, so which worker's come first is the channel's order.
     expect(settled.filter((s) => s.ok)).toHaveLength(2);
     for (const refused of settled.filter((s) => !s.ok)) {
@@ -58,7 +63,7 @@ describe('PrimaryStreamSlots', () => {
     const { workers: [a, b] } = gateway(2);
     const limit = { label: 'l', count: 1, interval_ms: 200 };
     const started = Date.now();
-    const settled = await Promise.all([a!, b!, a!].map((w) => settle(w.acquire(API, limit, 10_000), started)));
+    const settled = await Promise.all([a!, b!, a!].map((w) => settle(acquire(w, API, limit, 10_000), started)));
     expect(settled.every((s) => s.ok)).toBe(true);
     const [first, second, third] = settled.map((s) => s.ms).sort((x, y) => x - y);
     expect(first).toBeLessThan(100);
@@ -70,21 +75,21 @@ describe('PrimaryStreamSlots', () => {
   it('gives the primary back the slot of a caller that leaves, while waiting or before the primary answered', async () => {
     const { workers: [a, b], primary } = gateway(2);
     const limit = { label: 'l', count: 1, interval_ms: 300 };
-    await a!.acquire(API, limit, 0);
+    await acquire(a!, API, limit, 0);
     const waiting = new AbortController();
-    const leaving = b!.acquire(API, limit, 10_000, waiting.signal);
+    const leaving = acquire(b!, API, limit, 10_000, waiting.signal);
     setTimeout(() => waiting.abort(new Error('client went away')), 20);
     await expect(leaving).rejects.toThrow('client went away');
     await new Promise((r) => setImmediate(r)); // the notice reaches the primary
     const started = Date.now();
-    await a!.acquire(API, limit, 10_000);
+    await acquire(a!, API, limit, 10_000);
     // The slot it left (the next interval), not the one after.
     expect(Date.now() - started).toBeLessThan(450);
 
     // Left while its call was on the way: the slot it was given (free at once) goes back too.
     const fresh = { label: 'fresh', count: 1, interval_ms: 5000 };
     const early = new AbortController();
-    const gone = b!.acquire(API, fresh, 0, early.signal);
+    const gone = acquire(b!, API, fresh, 0, early.signal);
     early.abort(new Error('client left early'));
     await expect(gone).rejects.toThrow('client left early');
     await new Promise((r) => setImmediate(r));
@@ -105,10 +110,10 @@ describe('PrimaryStreamSlots', () => {
     });
     const limit = { label: 'l', count: 3, interval_ms: 5000 };
     const started = Date.now();
-    const settled = await Promise.all(Array.from({ length: 5 }, () => settle(slots.acquire(API, limit, 0), started)));
+    const settled = await Promise.all(Array.from({ length: 5 }, () => settle(acquire(slots, API, limit, 0), started)));
     expect(settled.map((s) => s.ok)).toEqual([true, true, true, false, false]);
     expect(calls).toEqual([5]);
-    await expect(slots.acquire(API, limit, 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    await expect(acquire(slots, API, limit, 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
     expect(calls).toEqual([5, 1]);
   });
 
@@ -121,8 +126,8 @@ describe('PrimaryStreamSlots', () => {
       onLocal: (error) => locals.push(error),
     });
     const limit = { label: 'l', count: 1, interval_ms: 5000 };
-    await expect(slots.acquire(API, limit, 0)).resolves.toBeUndefined();
-    await expect(slots.acquire(API, limit, 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
+    await expect(acquire(slots, API, limit, 0)).resolves.toBeUndefined();
+    await expect(acquire(slots, API, limit, 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
     expect(locals).toHaveLength(2);
     expect((locals[0] as Error).message).toBe('streamSlots: no answer within 20 ms');
   });

@@ -1,6 +1,6 @@
 import type { CompiledStreamLimit } from '../../crds/compiled.ts';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
-import { SlotWait, type SlotRelease, type SlotRequest, type SlotReservation, type StreamSlots } from '../limits/stream-limiter.ts';
+import { SlotWait, type SlotRelease, type SlotRequest, type SlotReservation, type StreamSlot, type StreamSlots } from '../limits/stream-limiter.ts';
 
 export interface PrimaryStreamSlotsOptions {
   /** Asks the primary for slots, answered in order (one IPC call with a timeout). */
@@ -32,18 +32,18 @@ export class PrimaryStreamSlots implements StreamSlots {
     this.#options = options;
   }
 
-  async acquire(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number, signal?: AbortSignal): Promise<void> {
-    signal?.throwIfAborted();
+  async take(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number): Promise<StreamSlot> {
     let reservation: SlotReservation;
     try {
       reservation = await this.#reserve({ apiId, limit, maxWaitMs });
     } catch (error) {
       this.#options.onLocal(error);
-      return this.#options.local.acquire(apiId, limit, maxWaitMs, signal);
+      return this.#options.local.take(apiId, limit, maxWaitMs);
     }
     if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(limit.label, maxWaitMs, reservation.refusedWaitMs);
     const { startMs } = reservation;
-    await this.#waitOf(apiId, limit.label).until(startMs, signal, () => this.#options.release({ apiId, limit, startMs }));
+    const release = (): void => this.#options.release({ apiId, limit, startMs });
+    return { wait: (signal) => this.#waitOf(apiId, limit.label).until(startMs, signal, release), giveBack: release };
   }
 
   #reserve(request: SlotRequest): Promise<SlotReservation> {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sessionKey } from '../../../common/redis-keys.ts';
+import { limiterKey, sessionKey } from '../../../common/redis-keys.ts';
 import { keyHash } from '../../../crds/key-hash.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
@@ -15,6 +15,7 @@ import {
   compiledConfig,
   deployApi,
   eventually,
+  newRedis,
   servesApi,
   sidecarOptions,
   startTestSidecar,
@@ -161,6 +162,32 @@ describe('stream rate limit on the upstream call', () => {
     const refused = await call(url);
     expect(refused.status).toBe(429);
     expect(refused.json()).toEqual({ error: 'Upstream rate limit exceeded' });
+  });
+
+  it('counts a request it refuses at no rate limit and in no quota', async () => {
+    const redis = newRedis();
+    const logging = await startTestSidecar(sidecarOptions(namespace), { env: { GW_ENABLE_REDIS_ROLLING_LIMITER: 'true' } });
+    try {
+      const api = compiledApi(uniqueId('api'), upstream.url, { keyless: false, api_limit: { rate: 10, per: 60 }, stream_limit: { label: 'upstream', count: 1, interval_ms: 60_000 } });
+      await deployApi(logging, namespace, api);
+      const key = await storeSession(redis, { rate: 10, per: 60, quota_max: 10, quota_renewal_rate: 3600, access_rights: { [api.api_id]: { api_id: api.api_id } } });
+      const answers = [];
+      for (let i = 0; i < 3; i += 1) answers.push(await call(`${logging.proxyUrl}/${api.api_id}/`, { headers: { authorization: key } }));
+      expect(answers.map((a) => a.status)).toEqual([200, 429, 429]);
+      expect(answers[2]!.json()).toEqual({ error: 'Upstream rate limit exceeded' });
+      // The API's log, the key's log and the key's quota hold the one request that was let through.
+      const hash = keyHash(key);
+      expect(await redis.zcard(limiterKey(`a:${api.api_id}`, 'log'))).toBe(1);
+      const [keyLog, ...moreLogs] = await redis.keys(`gw:rl:*${hash}*:log`);
+      expect(moreLogs).toEqual([]);
+      expect(await redis.zcard(keyLog!)).toBe(1);
+      const [quota, ...moreQuotas] = await redis.keys(`gw:quota:*${hash}*`);
+      expect(moreQuotas).toEqual([]);
+      expect(await redis.hget(quota!, 'r')).toBe('9');
+    } finally {
+      redis.disconnect();
+      await logging.close();
+    }
   });
 });
 
