@@ -23,6 +23,28 @@ function filterResponseHeaders(proxyRes: IncomingMessage, _req: IncomingMessage,
 }
 
 /**
+ * The upstream's answer once begun has `timeoutMs` between pieces of its body, as undici's
+ * body timeout: time the client holds the answer back (it does not read, so the piping is
+ * paused) does not count. The socket's own timeout, which counts that time too, cut the answer
+ * of a client that paused a moment longer than `upstream_timeout_ms`. A client that leaves
+ * ends the upstream's answer.
+ */
+function watchBody(proxyReq: ClientRequest, proxyRes: IncomingMessage, res: ServerResponse, timeoutMs: number): void {
+  proxyReq.setTimeout(0);
+  const timer = setTimeout(function stalled() {
+    if (res.writableNeedDrain || proxyRes.isPaused()) timer.refresh();
+    else proxyReq.destroy(new UpstreamTimeoutError('upstream body timed out'));
+  }, timeoutMs);
+  proxyRes.on('data', () => timer.refresh());
+  proxyRes.once('close', () => clearTimeout(timer));
+  // A client that leaves mid-answer ends the upstream's answer: nobody would read the rest.
+  res.once('close', () => {
+    clearTimeout(timer);
+    if (!proxyRes.complete) proxyReq.destroy();
+  });
+}
+
+/**
  * The http-proxy forwarder: selectable for ordinary requests (settings.forwarder) and
  * always the one that carries connection upgrades (WebSocket).
  */
@@ -30,11 +52,18 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 128 });
   readonly #proxy = httpProxy.createProxyServer({ agent: this.#agent, changeOrigin: true, xfwd: false });
   readonly #options: ForwarderOptions;
+  /** Each request's call to the upstream, for its answer's body timeout (`watchBody`). */
+  readonly #upstreamRequests = new WeakMap<IncomingMessage, ClientRequest>();
 
   constructor(options: ForwarderOptions) {
     this.#options = options;
-    this.#proxy.on('proxyRes', filterResponseHeaders);
-    this.#proxy.on('proxyReq', (proxyReq: ClientRequest) => {
+    this.#proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
+      filterResponseHeaders(proxyRes, req, res);
+      const proxyReq = this.#upstreamRequests.get(req);
+      if (proxyReq !== undefined) watchBody(proxyReq, proxyRes, res, this.#options.timeoutMs());
+    });
+    this.#proxy.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage) => {
+      this.#upstreamRequests.set(req, proxyReq);
       proxyReq.setTimeout(this.#options.timeoutMs(), () => proxyReq.destroy(new UpstreamTimeoutError('upstream timed out')));
     });
     // Errors are answered through each call's callback; this keeps a stray one from being unhandled.

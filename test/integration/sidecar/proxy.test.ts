@@ -261,6 +261,33 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect((small.json() as { body: string }).body).toBe('y'.repeat(3000));
   });
 
+  it('cuts an answer whose upstream stops sending mid-body for longer than upstream_timeout_ms', async () => {
+    const stalling = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': '1000' });
+      res.write(Buffer.alloc(100, 7));
+    });
+    await new Promise<void>((resolve) => stalling.listen(0, '127.0.0.1', resolve));
+    try {
+      const api = await deploy({}, `http://127.0.0.1:${(stalling.address() as AddressInfo).port}`);
+      const started = Date.now();
+      const outcome = await new Promise<string>((resolve) => {
+        const request = httpRequest(url(api, '/stall'), { agent: false }, (res) => {
+          let bytes = 0;
+          res.on('data', (chunk: Buffer) => (bytes += chunk.length));
+          res.on('end', () => resolve(`ended after ${bytes} bytes`));
+          res.on('error', () => resolve(`cut after ${bytes} bytes`));
+        });
+        request.on('error', (err) => resolve(`request failed: ${err.message}`));
+        request.end();
+      });
+      expect(outcome).toBe('cut after 100 bytes');
+      expect(Date.now() - started).toBeLessThan(5_000);
+    } finally {
+      stalling.closeAllConnections();
+      await new Promise((resolve) => stalling.close(resolve));
+    }
+  });
+
   it('streams a large answer to a client that reads slowly whole; a client leaving mid-answer ends the upstream\'s answer', async () => {
     // 64 MiB in 64 KiB writes, each after the last drained: the sidecar must hold the upstream
     // back while the client does not read (far more than the sockets' buffers hold), and pass
@@ -299,8 +326,10 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
               if (chunk.some((b) => b !== 7)) sevens = false;
             });
             res.on('end', () => resolve({ status: res.statusCode ?? 0, bytes, sevens }));
+            res.on('error', reject);
             res.resume();
-          }, 300);
+            // Longer than upstream_timeout_ms (400 ms): time the client holds the answer back is no upstream stall.
+          }, 1000);
         });
         request.on('error', reject);
         request.end();
