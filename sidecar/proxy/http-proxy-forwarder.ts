@@ -23,28 +23,6 @@ function filterResponseHeaders(proxyRes: IncomingMessage, _req: IncomingMessage,
 }
 
 /**
- * The upstream's answer once begun has `timeoutMs` between pieces of its body, as undici's
- * body timeout: time the client holds the answer back (it does not read, so the piping is
- * paused) does not count. The socket's own timeout, which counts that time too, cut the answer
- * of a client that paused a moment longer than `upstream_timeout_ms`. A client that leaves
- * ends the upstream's answer.
- */
-function watchBody(proxyReq: ClientRequest, proxyRes: IncomingMessage, res: ServerResponse, timeoutMs: number): void {
-  proxyReq.setTimeout(0);
-  const timer = setTimeout(function stalled() {
-    if (res.writableNeedDrain || proxyRes.isPaused()) timer.refresh();
-    else proxyReq.destroy(new UpstreamTimeoutError('upstream body timed out'));
-  }, timeoutMs);
-  proxyRes.on('data', () => timer.refresh());
-  proxyRes.once('close', () => clearTimeout(timer));
-  // A client that leaves mid-answer ends the upstream's answer: nobody would read the rest.
-  res.once('close', () => {
-    clearTimeout(timer);
-    if (!proxyRes.complete) proxyReq.destroy();
-  });
-}
-
-/**
  * The http-proxy forwarder: selectable for ordinary requests (settings.forwarder) and
  * always the one that carries connection upgrades (WebSocket).
  */
@@ -52,19 +30,18 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 128 });
   readonly #proxy = httpProxy.createProxyServer({ agent: this.#agent, changeOrigin: true, xfwd: false });
   readonly #options: ForwarderOptions;
-  /** Each request's call to the upstream, for its answer's body timeout (`watchBody`). */
-  readonly #upstreamRequests = new WeakMap<IncomingMessage, ClientRequest>();
 
   constructor(options: ForwarderOptions) {
     this.#options = options;
-    this.#proxy.on('proxyRes', (proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse) => {
-      filterResponseHeaders(proxyRes, req, res);
-      const proxyReq = this.#upstreamRequests.get(req);
-      if (proxyReq !== undefined) watchBody(proxyReq, proxyRes, res, this.#options.timeoutMs());
-    });
-    this.#proxy.on('proxyReq', (proxyReq: ClientRequest, req: IncomingMessage) => {
-      this.#upstreamRequests.set(req, proxyReq);
-      proxyReq.setTimeout(this.#options.timeoutMs(), () => proxyReq.destroy(new UpstreamTimeoutError('upstream timed out')));
+    this.#proxy.on('proxyRes', filterResponseHeaders);
+    this.#proxy.on('proxyReq', (proxyReq: ClientRequest, _req: IncomingMessage, res: ServerResponse) => {
+      // The upstream socket's idle time. A client that does not read holds the answer back and
+      // idles the socket too, which is no upstream stall: it is let be, and the socket's next
+      // activity starts the wait again (as undici's body timeout, which counts no paused time).
+      proxyReq.setTimeout(this.#options.timeoutMs(), () => {
+        if (!res.destroyed && res.headersSent && res.writableNeedDrain) return;
+        proxyReq.destroy(new UpstreamTimeoutError('upstream timed out'));
+      });
     });
     // Errors are answered through each call's callback; this keeps a stray one from being unhandled.
     this.#proxy.on('error', () => undefined);
