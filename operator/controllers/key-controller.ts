@@ -5,7 +5,7 @@ import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
 import { TerminalError, type Request } from '../kit/reconciler.ts';
 import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, type Watch } from '../kit/watch.ts';
-import { KeyHashIndex } from '../keys/key-hash-index.ts';
+import { KeyHashIndex, refOf } from '../keys/key-hash-index.ts';
 import { hashOfSecret, KEY_LABEL, keySecretName } from '../keys/key-secrets.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
@@ -13,8 +13,6 @@ import type { DesiredStatus, StatusFields } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
 
 type Key = GwObject<'Key'>;
-
-const refOf = (key: Key): string => `${key.metadata.namespace}/${key.metadata.name}`;
 
 /** Cleanup outside the API server: the Redis session of a deleted Key. */
 export const KEY_FINALIZER = 'gw.dev/key-session';

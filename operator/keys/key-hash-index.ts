@@ -3,7 +3,8 @@ import type { GwObject } from '../runtime/gw-object.ts';
 
 type Key = GwObject<'Key'>;
 
-const refOf = (key: Key): string => `${key.metadata.namespace}/${key.metadata.name}`;
+/** A Key's `namespace/name`. */
+export const refOf = (key: Key): string => `${key.metadata.namespace}/${key.metadata.name}`;
 const createdAt = (key: Key): number => new Date(key.metadata.creationTimestamp ?? 0).getTime();
 
 /**
