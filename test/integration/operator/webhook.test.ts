@@ -18,6 +18,19 @@ async function reviews(operator: Operator): Promise<{ injected: number; unchange
   return { injected: of('injected'), unchanged: of('unchanged') };
 }
 
+/**
+ * The API server picks a new webhook configuration up from its own cache a moment after the write,
+ * and failurePolicy Ignore admits a pod unchanged until then: wait until a dry-run create is injected.
+ */
+async function untilInjecting(core: CoreV1Api, namespace: string): Promise<void> {
+  for (let attempt = 0; attempt < 40; attempt++) {
+    const probe = await core.createNamespacedPod({ namespace, dryRun: 'All', body: pod(`probe-${attempt}`, { 'gw.dev/inject': 'true' }) });
+    if (probe.spec?.initContainers?.some((c) => c.name === 'gw-sidecar')) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error('the API server did not call the injection webhook within 10 s');
+}
+
 function expectSidecar(sidecar: V1Container | undefined): void {
   expect(sidecar).toBeDefined();
   const c = sidecar!;
@@ -60,6 +73,7 @@ describe('operator: sidecar injection webhook', () => {
       sidecarResources: '{"requests":{"cpu":"100m","memory":"96Mi"},"limits":{"memory":"384Mi"}}',
       sidecarNodeOptions: '--max-semi-space-size=8 --max-old-space-size=240',
     });
+    await untilInjecting(core, appNs);
   });
 
   afterAll(async () => {
@@ -161,7 +175,9 @@ describe('operator: sidecar injection webhook', () => {
 async function restart(previous: Operator): Promise<Operator> {
   const port = previous.options.webhookListen;
   await previous.stop();
-  return startOperator(kubeConfig(), { ...restartOptions(previous), webhookListen: port });
+  const next = await startOperator(kubeConfig(), { ...restartOptions(previous), webhookListen: port });
+  await untilInjecting(kubeConfig().makeApiClient(CoreV1Api), next.options.watchNamespaces[0]!);
+  return next;
 }
 
 function restartOptions(previous: Operator) {
