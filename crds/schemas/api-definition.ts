@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { durationPattern } from '../duration.ts';
 import {
+  idPattern,
   bounds,
   countField,
   httpMethodSchema,
@@ -24,7 +25,7 @@ const apiIdSchema = z
   .string()
   .min(1)
   .max(128)
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/)
+  .regex(new RegExp(idPattern))
   .describe(
     'Identifier of the API in policies, keys, the admin API and compiled config. Default: the first 24 hex digits of sha256("<namespace>/<name>").',
   );

@@ -76,6 +76,35 @@ export const boundedString = (max: number = bounds.text) => z.string().max(max);
 export const stringList = (maxItems: number = bounds.smallList, maxLength: number = bounds.name) =>
   z.array(z.string().min(1).max(maxLength)).max(maxItems);
 
+/**
+ * An api_id, or the name a Key's `apply_policies` gives a Policy: no path separator, no
+ * leading dot, no space or control character, so a reference is one plain word wherever it
+ * is shown or joined (`namespace/name`). Kubernetes object names fit in it.
+ */
+export const idPattern = '^[A-Za-z0-9][A-Za-z0-9._-]*$';
+
+/** Text shown to people (`kubectl get` columns, logs): no control character, which a terminal would act on. */
+export const displayText = (maxLength: number) => z.string().max(maxLength).regex(/^\P{Cc}*$/u, 'must not contain control characters');
+
+/**
+ * `access_rights` of a Key or a Policy: the APIs granted, keyed by api_id. An entry's own
+ * api_id, when set, must be its key.
+ */
+export function accessRightsMap<R extends z.ZodType<{ api_id?: string | undefined }>>(right: R) {
+  return withRules(z.record(z.string().max(128), right), [
+    {
+      rule: `self.all(k, k.matches('${idPattern}'))`,
+      message: 'each access_rights entry must be keyed by an api_id (letters, digits, ".", "_" and "-", not starting with "." or "-")',
+      holds: (v) => Object.keys(v).every((k) => new RegExp(idPattern).test(k)),
+    },
+    {
+      rule: 'self.all(k, !has(self[k].api_id) || self[k].api_id == k)',
+      message: 'each access_rights entry must be keyed by its own api_id',
+      holds: (v) => Object.entries(v).every(([k, r]) => r.api_id === undefined || r.api_id === k),
+    },
+  ]).meta({ maxProperties: bounds.accessRights });
+}
+
 /** HTTP methods of endpoint rules; `*` matches any method. */
 export const httpMethodSchema = z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS', 'TRACE', 'CONNECT', '*']);
 

@@ -1,7 +1,10 @@
 import { z } from 'zod';
 import { keyHashPattern } from '../key-hash.ts';
 import {
+  accessRightsMap,
   bounds,
+  displayText,
+  idPattern,
   keyLimitFields,
   metaDataSchema,
   perPositiveRule,
@@ -43,22 +46,17 @@ export const keySpecSchema = withRules(
       .regex(new RegExp(keyHashPattern))
       .optional()
       .describe('Hex SHA-256 of the raw key (64 lower-case hex digits). Leave out to have the operator generate a key into a Secret.'),
-    alias: z.string().max(bounds.name).optional().describe('Human-friendly name of the key, shown in logs instead of the hash.'),
+    alias: displayText(bounds.name).optional().describe('Human-friendly name of the key, shown in logs instead of the hash.'),
     allowance: keyLimitFields.rate.describe('Set to the same value as rate.'),
     rate: keyLimitFields.rate,
     per: keyLimitFields.per,
-    apply_policies: stringList(16)
+    apply_policies: z
+      .array(z.string().min(1).max(bounds.name).regex(new RegExp(idPattern), 'must be the name of a Policy'))
+      .max(16)
       .optional()
       .describe('Names of Policies in this namespace applied to the key; with several, the highest rate/per wins.'),
-    access_rights: withRules(z.record(z.string().max(128), keyAccessRightSchema), [
-      {
-        rule: 'self.all(k, !has(self[k].api_id) || self[k].api_id == k)',
-        message: 'each access_rights entry must be keyed by its own api_id',
-        holds: (v) => Object.entries(v).every(([k, r]) => r.api_id === undefined || r.api_id === k),
-      },
-    ])
+    access_rights: accessRightsMap(keyAccessRightSchema)
       .optional()
-      .meta({ maxProperties: bounds.accessRights })
       .describe('APIs the key may call, keyed by api_id, for keys without policies.'),
     enable_detailed_recording: z.boolean().optional().describe('Record request and response details for this key.'),
     expires: unixTimeField.optional().describe('Unix time (seconds) after which the key is refused; 0 never expires.'),

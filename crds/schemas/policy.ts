@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import {
+  accessRightsMap,
   bounds,
   countField,
   httpMethodSchema,
@@ -77,15 +78,8 @@ export const policySpecSchema = withRules(
     ...keyLimitFields,
     meta_data: policyMetaDataSchema.optional(),
     tags: stringList().optional().describe('Tags copied to the keys that apply the policy.'),
-    access_rights: withRules(z.record(z.string().max(128), accessRightSchema), [
-      {
-        rule: 'self.all(k, !has(self[k].api_id) || self[k].api_id == k)',
-        message: 'each access_rights entry must be keyed by its own api_id',
-        holds: (v) => Object.entries(v).every(([k, r]) => r.api_id === undefined || r.api_id === k),
-      },
-    ])
+    access_rights: accessRightsMap(accessRightSchema)
       .default({})
-      .meta({ maxProperties: bounds.accessRights })
       .describe('APIs the policy grants, keyed by their api_id.'),
   }),
   limitRules,

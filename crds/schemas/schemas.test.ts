@@ -69,6 +69,10 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['key-level endpoint per 0', policySpecSchema, { access_rights: { a: { endpoints: [{ path: '/x', methods: [{ name: 'GET', limit: { rate: 1, per: 0 } }] }] } } }, 'access_rights.a.endpoints.0.methods.0.limit.per', /greater than 0/],
     ['key_hash not hex', keySpecSchema, { key_hash: 'z'.repeat(64) }, 'key_hash', /Invalid string/],
     ['key_hash too short', keySpecSchema, { key_hash: 'abc' }, 'key_hash', /Invalid string/],
+    ['policy granting a path, not an api_id', policySpecSchema, { access_rights: { '../orders': {} } }, 'access_rights', /keyed by an api_id/],
+    ['key granting an api_id with a space', keySpecSchema, { access_rights: { 'my api': {} } }, 'access_rights', /keyed by an api_id/],
+    ['policy name with a path separator', keySpecSchema, { apply_policies: ['gold', '../other-ns/gold'] }, 'apply_policies.1', /name of a Policy/],
+    ['alias with a terminal escape', keySpecSchema, { alias: 'ops\u001b[2J' }, 'alias', /control characters/],
     ['key quota below -1', keySpecSchema, { quota_max: -2 }, 'quota_max', /Too small/],
     ['duplicate product tag', portalProductSpecSchema, { tags: [{ Name: 'a' }, { Name: 'a' }] }, 'tags.1.Name', /duplicate Name/],
   ])('refuses %s, naming the field', (_name, schema, value, path, message) => {

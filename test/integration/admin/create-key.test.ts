@@ -191,6 +191,9 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     ],
     ['a 2 MiB body', [auth, jsonType], json({ alias: 'x'.repeat(2 * 1024 * 1024) }), 413, /^Request body too large: at most 1048576 bytes$/],
     ['an oversized alias', [auth, jsonType], json({ alias: 'é'.repeat(300) }), 400, /alias: /],
+    ['an alias with a terminal escape', [auth, jsonType], json({ ...grantsPets, alias: 'ops\u001b]0;owned\u0007' }), 400, /alias: must not contain control characters/],
+    ['a policy named by a path', [auth, jsonType], json({ apply_policies: ['gold', '../kube-system/admin'] }), 400, /apply_policies\.1: must be the name of a Policy/],
+    ['an access right keyed by no api_id', [auth, jsonType], json({ access_rights: { 'pets/../x': {} } }), 400, /access_rights: .*keyed by an api_id/],
   ];
 
   it.each(refusals)('refuses %s in the dashboard shape and stores nothing', async (_label, headers, body, status, message) => {

@@ -53,6 +53,9 @@ describe('invalid resources on the real API server', () => {
     ['a key_hash that is not a SHA-256', 'Key', { key_hash: 'not-a-hash' }, ['spec.key_hash']],
     ['a key rate of the wrong type', 'Key', { rate: '5', per: 1 }, ['spec.rate', 'integer']],
     ['too many applied policies', 'Key', { apply_policies: Array.from({ length: 40 }, (_, i) => `p${i}`) }, ['spec.apply_policies', 'Too many']],
+    ['a policy granting a path', 'Policy', { access_rights: { '../orders': {} } }, ['spec.access_rights', 'keyed by an api_id']],
+    ['a policy name with a path', 'Key', { apply_policies: ['gold', '../kube-system/admin'] }, ['spec.apply_policies[1]']],
+    ['an alias with a terminal escape', 'Key', { alias: 'ops\u001b[2J' }, ['spec.alias']],
     ['duplicate product tags', 'PortalProduct', { tags: [{ Name: 'a' }, { Name: 'a' }] }, ['spec.tags[1]', 'Duplicate value']],
     ['an oversized category name', 'Category', { name: 'n'.repeat(200) }, ['spec.name', 'Too long']],
   ])('rejects %s, naming the field, and creates nothing', async (label, kind, spec, expected) => {
