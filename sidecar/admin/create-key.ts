@@ -60,10 +60,10 @@ export async function createKey(ctx: HandlerContext): Promise<Reply> {
     await deps.resources.createKey({ namespace: deps.namespace, name, spec });
   } catch (error) {
     await deps.sessions.delete(hash).catch((rollbackError: unknown) => {
-      deps.logger.error({ err: rollbackError, keyName: name }, 'create key: could not remove the session after the Key write failed');
+      ctx.log.error({ err: rollbackError, keyName: name }, 'create key: could not remove the session after the Key write failed');
     });
     throw new AdminError(adminErrors.keySaveFailed, undefined, { cause: error });
   }
-  deps.logger.info({ keyName: name, namespace: deps.namespace }, 'key created');
+  ctx.log.info({ keyName: name, namespace: deps.namespace }, 'key created');
   return { status: 200, body: { api_model: {}, data: keyRecordOf(session), key_hash: hash, key_id: rawKey } };
 }

@@ -19,7 +19,7 @@ export async function deleteApi(ctx: HandlerContext): Promise<Reply> {
     throw new AdminError(adminErrors.deleteFailed, undefined, { cause: error });
   }
   if (!deleted) throw new AdminError(adminErrors.apiNotFound);
-  deps.logger.info({ apiId }, 'API definition deleted; still served until reload');
+  ctx.log.info({ apiId }, 'API definition deleted; still served until reload');
   return { status: 200, body: { key: apiId, status: 'ok', action: 'deleted' } };
 }
 
@@ -33,7 +33,7 @@ export async function reload(ctx: HandlerContext): Promise<Reply> {
   try {
     const released = await deps.resources.releaseDeleted();
     await deps.runtime.reload();
-    deps.logger.info({ released }, 'gateway reloaded');
+    ctx.log.info({ released }, 'gateway reloaded');
   } catch (error) {
     throw new AdminError(adminErrors.reloadFailed, undefined, { cause: error });
   }

@@ -1,6 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, type Registry } from 'prom-client';
 import { refuseRestOfBody } from '../http/body-limit.ts';
+import { requestIdOf } from '../http/request-id.ts';
+import { REQUEST_ID_HEADER } from '../http/respond.ts';
 import { AdminError, adminErrors } from './errors.ts';
 import { sendError, sendJson, shapeOfPath } from './responses.ts';
 import { matchRoute, pathOf } from './router.ts';
@@ -39,35 +41,38 @@ function failureOf(route: Route, error: unknown): AdminError {
 export function createAdminHandler(deps: AdminDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const counter = requestCounter(deps.registry);
 
-  async function serve(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function serve(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
     const path = pathOf(req.url) ?? '/';
+    const idHeader = { [REQUEST_ID_HEADER]: requestId };
     const match = matchRoute(adminRoutes, req.method ?? '', path);
     if (match.kind !== 'found') {
       const error = new AdminError(match.kind === 'none' ? adminErrors.routeNotFound : adminErrors.methodNotAllowed);
       counter?.inc({ operation: 'unknown', code: error.def.code });
       refuseRestOfBody(req, res);
-      sendError(res, shapeOfPath(path), error, match.kind === 'wrong-method' ? { allow: match.allow.join(', ') } : {});
+      sendError(res, shapeOfPath(path), error, match.kind === 'wrong-method' ? { ...idHeader, allow: match.allow.join(', ') } : idHeader);
       return;
     }
     const { route, params } = match;
+    const log = deps.logger.child({ reqId: requestId });
     try {
-      const reply = await route.handle({ req, deps, params, path });
+      const reply = await route.handle({ req, deps, params, path, log });
       counter?.inc({ operation: route.operation, code: 'ok' });
-      sendJson(res, reply.status, reply.body);
+      sendJson(res, reply.status, reply.body, idHeader);
     } catch (thrown) {
       const error = failureOf(route, thrown);
       counter?.inc({ operation: route.operation, code: error.def.code });
-      const log = error.def.status >= 500 ? deps.logger.error.bind(deps.logger) : deps.logger.debug.bind(deps.logger);
-      log({ operation: route.operation, code: error.def.code, err: error.cause ?? error }, 'admin request failed');
+      const report = error.def.status >= 500 ? log.error.bind(log) : log.debug.bind(log);
+      report({ operation: route.operation, code: error.def.code, err: error.cause ?? error }, 'admin request failed');
       // A body left unread (too large, or never read after a refusal) is drained so the client reads this answer.
       refuseRestOfBody(req, res);
-      sendError(res, route.shape, error);
+      sendError(res, route.shape, error, idHeader);
     }
   }
 
   return (req, res) => {
-    serve(req, res).catch((error: unknown) => {
-      deps.logger.error({ err: error }, 'admin response could not be sent');
+    const requestId = requestIdOf(req);
+    serve(req, res, requestId).catch((error: unknown) => {
+      deps.logger.error({ err: error, reqId: requestId }, 'admin response could not be sent');
       if (!res.headersSent) res.destroy();
     });
   };

@@ -29,6 +29,6 @@ export async function addProductTag(ctx: HandlerContext): Promise<Reply> {
   const outcome = await deps.resources.addProductTag(productId, tag);
   if (outcome === null) throw new AdminError(adminErrors.productNotFound);
   if (outcome === 'full') throw new AdminError(adminErrors.productTagsFull, `${PRODUCT_MAX_TAGS} tags`);
-  if (outcome === 'added') deps.logger.info({ productId, tag }, 'portal product tagged');
+  if (outcome === 'added') ctx.log.info({ productId, tag }, 'portal product tagged');
   return { status: 200, body: { Name: tag } };
 }

@@ -45,6 +45,8 @@ export interface HandlerContext {
   params: Readonly<Record<string, string>>;
   /** The request path without the query string, as the client sent it. */
   path: string;
+  /** The request's logger: deps.logger with the request id (`reqId`) the answer carries. */
+  log: Logger;
 }
 
 export interface Reply {

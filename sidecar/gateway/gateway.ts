@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../common/logger.ts';
@@ -15,6 +14,7 @@ import { statusClass, type SidecarMetrics } from '../metrics.ts';
 import { clientGone, type Forwarder, type UpgradeForwarder } from '../proxy/forwarder.ts';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { rateHeadersFor } from './rate-headers.ts';
+import { requestIdOf } from '../http/request-id.ts';
 import { REQUEST_ID_HEADER, sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { isIgnored, type RouteMatch, type RouteTable } from './routes.ts';
 import { Sampler, TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
@@ -80,20 +80,6 @@ const websocket = /^websocket$/i;
 interface Exchange {
   requestId: string;
   signal?: AbortSignal;
-}
-
-/** A client's own request id is kept when it is one a log line can carry as it is. */
-const acceptableRequestId = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/**
- * The request's id: the client's X-Request-Id when acceptable, else a new one. It is put on
- * the request (so the upstream sees the same id); every answer carries it (`idHeaders`).
- */
-function requestIdOf(req: IncomingMessage): string {
-  const given = req.headers[REQUEST_ID_HEADER];
-  const id = typeof given === 'string' && acceptableRequestId.test(given) ? given : randomUUID();
-  req.headers[REQUEST_ID_HEADER] = id;
-  return id;
 }
 
 /** The answer's header that names the request. */

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../../common/logger.ts';
 import { createNamespace } from '../../harness/index.ts';
 import { startAdmin, type AdminServer } from './admin-client.ts';
 import { ADMIN_SECRET, clusterDeps, connected, testRedis } from './fixtures.ts';
@@ -8,10 +9,11 @@ import { ADMIN_SECRET, clusterDeps, connected, testRedis } from './fixtures.ts';
 describe('admin routing, shapes and metrics', () => {
   let redis: Redis;
   let admin: AdminServer;
+  let namespace: string;
   const registry = new Registry();
 
   beforeAll(async () => {
-    const namespace = await createNamespace('admin-routes');
+    namespace = await createNamespace('admin-routes');
     redis = await connected(testRedis());
     await redis.flushdb();
     admin = await startAdmin({ ...clusterDeps(namespace, redis).deps, registry });
@@ -46,6 +48,29 @@ describe('admin routing, shapes and metrics', () => {
     expect(res.status).toBe(405);
     expect(res.headers.allow).toBe(allow);
     expect(res.json).toEqual(body);
+  });
+
+  it('answers every request with its X-Request-Id (the client\'s when acceptable) and logs under it', async () => {
+    const lines: string[] = [];
+    const logged = await startAdmin({ ...clusterDeps(namespace, redis).deps, logger: createLogger('admin-test', 'debug', { write: (line: string) => lines.push(line) }) });
+    try {
+      const ok = await logged.call('GET', '/gw/reload', { headers: [['X-GW-Authorization', ADMIN_SECRET], ['X-Request-Id', 'trace-42']] });
+      expect(ok.status).toBe(200);
+      expect(ok.headers['x-request-id']).toBe('trace-42');
+      const refused = await logged.call('GET', '/gw/reload', { headers: [['X-GW-Authorization', 'wrong'], ['X-Request-Id', 'not one word']] });
+      expect(refused.status).toBe(403);
+      const fresh = refused.headers['x-request-id'];
+      expect(fresh).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+      const unrouted = await logged.call('GET', '/gw/nothing');
+      expect(unrouted.status).toBe(404);
+      expect(unrouted.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+      expect(unrouted.headers['x-request-id']).not.toBe(fresh);
+      const records = lines.map((line) => JSON.parse(line) as { reqId?: string; msg: string; code?: string });
+      expect(records).toContainEqual(expect.objectContaining({ reqId: 'trace-42', msg: 'gateway reloaded' }));
+      expect(records).toContainEqual(expect.objectContaining({ reqId: fresh, msg: 'admin request failed', code: 'gateway_key_invalid' }));
+    } finally {
+      await logged.close();
+    }
   });
 
   it('counts requests by operation and outcome without credentials in labels', async () => {
