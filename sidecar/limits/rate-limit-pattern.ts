@@ -4,9 +4,14 @@ const metaPrefix = '$gw_meta.';
 /** A reference inside a part's text: the prefix and a name of word characters (`org-$gw_meta.org`). */
 const embeddedReference = /\$gw_meta\.(\w+)/g;
 
-/** A metadata value as the pattern's text has it; null when absent or not a scalar. */
+/**
+ * A metadata value as the pattern's text has it; null when absent, empty or not a scalar. An
+ * empty value counts as absent: otherwise every key with that field blank would share one
+ * allowance (`|` for `$gw_meta.org|$gw_meta.team`), across tenants.
+ */
 function scalarText(metaData: Record<string, unknown>, field: string): string | null {
   const value = Object.hasOwn(metaData, field) ? metaData[field] : undefined;
+  if (value === '') return null;
   return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : null;
 }
 
@@ -14,7 +19,7 @@ function scalarText(metaData: Record<string, unknown>, field: string): string | 
  * Evaluates a `rate_limit_pattern` (docs/behaviour.md#custom-rate-limit-keys): `|`-joined parts. A part that starts
  * with `$gw_meta.` references the field named by the rest of it; elsewhere in a part's text,
  * `$gw_meta.` and the word after it reference that field. Null when the pattern does not take
- * effect: a referenced field is absent (or not a scalar), or the result is empty.
+ * effect: a referenced field is absent (or empty, or not a scalar), or the result is empty.
  */
 export function evaluatePattern(pattern: string, metaData: Record<string, unknown>): string | null {
   const parts: string[] = [];

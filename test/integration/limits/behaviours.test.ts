@@ -171,7 +171,8 @@ describe('custom rate-limit keys on Redis', () => {
   it('keys with the same pattern value share one allowance across gateways; Redis sees only hashes', async () => {
     const a = api(uniqueId('pattern'));
     const p = policy('org-limit', { rate: { rate: 3, per: 10 }, rate_limit_pattern: '$gw_meta.org' });
-    const cfg = config({ settings: rolling, apis: [a], policies: [p] });
+    const team = policy('team-limit', { rate: { rate: 3, per: 10 }, rate_limit_pattern: '$gw_meta.org|$gw_meta.team' });
+    const cfg = config({ settings: rolling, apis: [a], policies: [p, team] });
     const one = startGateway(cfg, testEnv().redisUrl);
     const two = startGateway(cfg, testEnv().redisUrl);
     const org = uniqueId('org');
@@ -181,6 +182,11 @@ describe('custom rate-limit keys on Redis', () => {
     expect(await outcomes(one, request(a, alice), 2)).toEqual(['allowed', 'allowed']);
     expect(await outcomes(two, request(a, bob), 2)).toEqual(['allowed', 'key_rate_limited']);
     expect(await outcomes(two, request(a, carol), 3)).toEqual(['allowed', 'allowed', 'allowed']);
+    // A blank field is no field: each such key counts on its own, not in one allowance (`|`) for all of them.
+    const dave = { session: session({ apply_policies: ['team-limit'], meta_data: { org: '', team: '' } }), raw: uniqueId('dave') };
+    const erin = { session: session({ apply_policies: ['team-limit'], meta_data: { org: '', team: '' } }), raw: uniqueId('erin') };
+    expect(await outcomes(one, request(a, dave), 3)).toEqual(['allowed', 'allowed', 'allowed']);
+    expect(await outcomes(two, request(a, erin), 4)).toEqual(['allowed', 'allowed', 'allowed', 'key_rate_limited']);
     const keys = await one.redis.keys('gw:rl:*');
     for (const secret of [org, alice.raw, bob.raw, carol.raw]) expect(keys.join('\n')).not.toContain(secret);
   });
