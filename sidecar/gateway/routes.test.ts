@@ -55,6 +55,15 @@ describe('RouteTable', () => {
     expect(normalisePath('/../../etc')).toBe('/etc');
     expect(table.match('/shop/cart/../x?q=1')).toMatchObject({ route: { api: { api_id: 'outer' } }, upstreamPath: '/x?q=1' });
   });
+
+  it('decodes escaped unreserved characters before matching, and keeps every other escape, in upper case', () => {
+    expect(normalisePath('/items/%73pecial')).toBe('/items/special');
+    expect(normalisePath('/%41-%7a%30%2D%5f%7E')).toBe('/A-z0-_~');
+    expect(normalisePath('/a%2fb/%2F/%20x/%25/%3f')).toBe('/a%2Fb/%2F/%20x/%25/%3F');
+    expect(normalisePath('/shop/%2e%2E/%2e/cart')).toBe('/cart');
+    expect(normalisePath('/bad%zz/%4')).toBe('/bad%zz/%4');
+    expect(table.match('/%73hop/%63art/items?q=%73')).toMatchObject({ route: { api: { api_id: 'inner' } }, relativePath: '/items', upstreamPath: '/base/items?q=%73' });
+  });
 });
 
 describe('RouteTable with many APIs', () => {

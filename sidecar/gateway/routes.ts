@@ -45,18 +45,33 @@ function buildRoute(api: CompiledApi): Route {
   };
 }
 
-const needsNormalising = /\/\.|%2e|\/\/|\\/i;
+const needsNormalising = /\/\.|%|\/\/|\\/;
+const percentEncoded = /%([0-9A-Fa-f]{2})/g;
+const unreserved = /^[A-Za-z0-9._~-]$/;
 
 /**
- * Resolve dot segments (plain or percent-encoded), backslashes and repeated slashes
- * before anything matches the path, so `/api/public/../private` (or
- * `/api/public/x\..\..\private`, which Node accepts and WHATWG URL parsers read as
- * slashes) cannot pass an ignored `/public/.*` matcher and reach `/private` on the
- * upstream. Most paths have none of these and are returned as they are.
+ * A percent-encoded unreserved character is the character itself (RFC 3986 §2.3): decoded, so
+ * `/items/%73pecial` meets the `/items/special` limit instead of passing it by. Any other
+ * escape is kept, its hex in upper case (§6.2.2.1), so `%2f` and `%2F` are one path.
+ */
+function decodeUnreserved(path: string): string {
+  return path.replace(percentEncoded, (_, hex: string) => {
+    const char = String.fromCharCode(Number.parseInt(hex, 16));
+    return unreserved.test(char) ? char : `%${hex.toUpperCase()}`;
+  });
+}
+
+/**
+ * Resolve dot segments (plain or percent-encoded), backslashes, repeated slashes and
+ * escaped unreserved characters before anything matches the path, so
+ * `/api/public/../private` (or `/api/public/x\..\..\private`, which Node accepts and
+ * WHATWG URL parsers read as slashes) cannot pass an ignored `/public/.*` matcher and reach
+ * `/private` on the upstream, nor `%70rivate` pass a `/private` limit. The upstream gets the
+ * path as resolved. Most paths have none of these and are returned as they are.
  */
 export function normalisePath(path: string): string {
   if (!needsNormalising.test(path)) return path;
-  return new URL(path.replace(/[\\/]{2,}/g, '/'), 'http://gw.invalid').pathname;
+  return new URL(decodeUnreserved(path).replace(/[\\/]{2,}/g, '/'), 'http://gw.invalid').pathname;
 }
 
 /** True when the endpoint is served without authentication (and without key-level limits). */

@@ -156,6 +156,16 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     // Dot segments are resolved before matching: no way around auth through an ignored path.
     expect((await call(url(api, '/public/../private'))).status).toBe(401);
     expect((await call(url(api, '/public/%2E%2E/private'))).status).toBe(401);
+    // An escaped unreserved character is the character itself: `%70ublic` is the ignored `/public`.
+    expect((await call(url(api, '/%70ublic'))).status).toBe(200);
+  });
+
+  it('counts an endpoint limit for a path with escaped unreserved characters, and forwards the path as resolved', async () => {
+    const api = await deploy({ endpoint_limits: [{ path: '/items/special', pattern: '^/items/special$', method: 'GET', rate: 1, per: 60 }] });
+    const first = await call(url(api, '/items/%73pecial'));
+    expect(first.status).toBe(200);
+    expect(first.json()).toMatchObject({ path: '/items/special' });
+    expect((await call(url(api, '/items/sp%65cial'))).status).toBe(429);
   });
 
   it('429 API Rate Limit Exceeded past the API-level limit', async () => {
