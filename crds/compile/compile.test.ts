@@ -221,6 +221,22 @@ describe('compile: classic ApiDefinitions', () => {
     expect(problems).toEqual([expect.objectContaining({ reason: 'DuplicateApiId', ref: expect.objectContaining({ namespace: 'a', name: 'y' }) })]);
   });
 
+  it('lets the ApiDefinition that served a duplicated api_id last keep it, whatever the names and ages', () => {
+    const serving = classic('z', { api_id: 'same' }, 'b');
+    const served = run({ apiDefinitions: [serving] }).config.apis;
+    const newcomer = { ...classic('a', { api_id: 'same' }, 'a'), metadata: { name: 'a', namespace: 'a', creationTimestamp: '2020-01-01T00:00:00Z' } };
+    const { config, problems } = run({ apiDefinitions: [newcomer, serving], lastGoodApis: served });
+    expect(onlyApi(config).source).toMatchObject({ namespace: 'b', name: 'z' });
+    expect(problems).toEqual([expect.objectContaining({ reason: 'DuplicateApiId', ref: expect.objectContaining({ namespace: 'a', name: 'a' }) })]);
+  });
+
+  it('gives a duplicated api_id to a valid ApiDefinition over an older or earlier-named one that can never be served', () => {
+    const broken = { metadata: { name: 'a', namespace: 'a', creationTimestamp: '2020-01-01T00:00:00Z' }, spec: { api_id: 'same', proxy: { listen_pth: '/x/' } } } as unknown as ApiDefinitionInput;
+    const { config, problems } = run({ apiDefinitions: [broken, classic('z', { api_id: 'same' }, 'b')] });
+    expect(onlyApi(config).source).toMatchObject({ namespace: 'b', name: 'z' });
+    expect(problems).toEqual([expect.objectContaining({ reason: 'DuplicateApiId', ref: expect.objectContaining({ namespace: 'a', name: 'a' }) })]);
+  });
+
   it('reports a spec that bypassed the CRD with the field that is wrong', () => {
     const broken = { metadata: { name: 'x', namespace: 'ns' }, spec: { proxy: { listen_path: 'nope', target_url: target }, global_rate_limit: { rate: 5 } } };
     const { config, problems } = run({ apiDefinitions: [broken as ApiDefinitionInput] });

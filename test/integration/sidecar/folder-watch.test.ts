@@ -423,6 +423,24 @@ metadata: { name: not-ours }
     expect(await status('/other/x')).toBe(200);
   });
 
+  it('keeps an api_id with the API serving it when a copy named earlier arrives, and with a valid API over a broken copy at start', async () => {
+    await writeFile(join(dir, 'serving.yaml'), keylessApi('shared', '/serving/', upstream.url).replace('name: shared }', 'name: serving }'));
+    await start();
+    expect(await status('/serving/x')).toBe(200);
+    // Named `a-copy`, first by name: a folder has no creation times, and the name must not win it the api_id.
+    await writeFile(join(dir, 'zz-copy.yaml'), keylessApi('shared', '/copy/', upstream.url).replace('name: shared }', 'name: a-copy }'));
+    await eventually(async () => (await readyz()).body.problems.length > 0, 10_000, 'duplicate reported');
+    expect((await readyz()).body.problems).toEqual([{ subject: 'ApiDefinition default/a-copy', reason: expect.stringMatching(/already used by ApiDefinition default\/serving/) }]);
+    expect([await status('/serving/x'), await status('/copy/x')]).toEqual([200, 404]);
+
+    // A broken copy (misspelt field) named first, found together with the good one at a restart.
+    await sidecar.close();
+    await writeFile(join(dir, 'zz-copy.yaml'), keylessApi('shared', '/copy/', upstream.url).replace('name: shared }', 'name: a-copy }').replace('listen_path', 'listen_pth'));
+    await start();
+    expect([await status('/serving/x'), await status('/copy/x')]).toEqual([200, 404]);
+    expect((await readyz()).body.problems.map((p) => p.subject)).toEqual(['ApiDefinition default/a-copy']);
+  });
+
   it('deletes every definition claiming the api_id, so a duplicate does not take the deleted API\'s place before the reload', async () => {
     await writeFile(join(dir, 'dup-a.yaml'), keylessApi('dup', '/dup-a/', upstream.url));
     await writeFile(join(dir, 'dup-b.yaml'), `${keylessApi('dup', '/dup-b/', upstream.url).replace('name: dup }', 'name: dup-b }')}---\n${keylessApi('other', '/other/', upstream.url)}`);
