@@ -24,16 +24,22 @@ Prefix of every object name. Kept to 45 characters so the longest suffix
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* Labels of every object (Helm's recommended set). */}}
+{{/*
+Labels of every object: Helm's recommended set, with commonLabels added (they may replace
+part-of or version, never a selector label: the Deployments' selectors would stop matching).
+*/}}
 {{- define "gw.labels" -}}
-helm.sh/chart: {{ include "gw.chart" . }}
-app.kubernetes.io/name: {{ include "gw.name" . }}
-app.kubernetes.io/instance: {{ .Release.Name }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
-app.kubernetes.io/managed-by: {{ .Release.Service }}
-app.kubernetes.io/part-of: gw
-{{- with .Values.commonLabels }}
-{{ toYaml . }}
+{{- include "gw.refuseSelectorLabels" (dict "labels" .Values.commonLabels "value" "commonLabels") }}
+{{- $own := dict "helm.sh/chart" (include "gw.chart" .) "app.kubernetes.io/name" (include "gw.name" .) "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" .Chart.AppVersion "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/part-of" "gw" }}
+{{- toYaml (merge (deepCopy (.Values.commonLabels | default dict)) $own) }}
+{{- end }}
+
+{{/* Fails when the labels of a value set a selector label; call with (dict "labels" MAP "value" NAME). */}}
+{{- define "gw.refuseSelectorLabels" -}}
+{{- range $key := list "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/component" }}
+{{- if hasKey ($.labels | default dict) $key }}
+{{- fail (printf "%s must not set %s: the chart's selectors use it (use nameOverride for the name)" $.value $key) }}
+{{- end }}
 {{- end }}
 {{- end }}
 
@@ -48,6 +54,25 @@ app.kubernetes.io/component: {{ .component }}
 {{- define "gw.componentLabels" -}}
 {{ include "gw.labels" .ctx }}
 app.kubernetes.io/component: {{ .component }}
+{{- end }}
+
+{{/*
+Labels of one component's pods: its labels with the pods' own added, each key once.
+Call with (dict "ctx" $ "component" "operator" "podLabels" MAP "value" "operator.podLabels").
+*/}}
+{{- define "gw.podLabels" -}}
+{{- include "gw.refuseSelectorLabels" (dict "labels" .podLabels "value" .value) }}
+{{- $labels := include "gw.componentLabels" (dict "ctx" .ctx "component" .component) | fromYaml }}
+{{- toYaml (merge (deepCopy (.podLabels | default dict)) $labels) }}
+{{- end }}
+
+{{/*
+The credentials a user gives in values (never generated ones, which would differ between
+two renders of one install): a pod annotation, so setting a new password or admin key on
+upgrade rolls the pods that read it. A Secret named by existingSecret is the user's to roll.
+*/}}
+{{- define "gw.credentialsChecksum" -}}
+{{- list .Values.auth .Values.redis.auth .Values.redis.external | toJson | sha256sum }}
 {{- end }}
 
 {{- define "gw.operator.fullname" -}}

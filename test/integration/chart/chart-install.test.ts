@@ -170,11 +170,11 @@ describe('helm install', () => {
     ]);
   });
 
-  it('lets the admin gateway read gw.dev, review tokens, and write only what the admin operations write, in its namespace', async () => {
+  it('lets the admin gateway read gw.dev, review tokens, and write only what the admin operations write, all in its namespace', async () => {
     await expectAccess(`${prefix}-admin`, [
-      [{ verb: 'list', resource: 'apidefinitions', group: 'gw.dev', namespace: 'cluster' }, true],
-      [{ verb: 'get', resource: 'categories', group: 'gw.dev', namespace: 'app' }, true],
-      [{ verb: 'watch', resource: 'portalproducts', group: 'gw.dev', namespace: 'app' }, true],
+      [{ verb: 'list', resource: 'apidefinitions', group: 'gw.dev', namespace: 'release' }, true],
+      [{ verb: 'get', resource: 'categories', group: 'gw.dev', namespace: 'release' }, true],
+      [{ verb: 'watch', resource: 'portalproducts', group: 'gw.dev', namespace: 'release' }, true],
       [{ verb: 'create', resource: 'tokenreviews', group: 'authentication.k8s.io', namespace: 'cluster' }, true],
       [{ verb: 'create', resource: 'subjectaccessreviews', group: 'authorization.k8s.io', namespace: 'cluster' }, true],
       [{ verb: 'create', resource: 'keys', group: 'gw.dev', namespace: 'release' }, true],
@@ -184,7 +184,9 @@ describe('helm install', () => {
       [{ verb: 'patch', resource: 'configmaps', namespace: 'release' }, true],
       [{ verb: 'delete', resource: 'configmaps', namespace: 'release' }, true],
       [{ verb: 'create', resource: 'events', group: 'events.k8s.io', namespace: 'release' }, true],
-      // Forbidden samples.
+      // Forbidden samples. Its resource store reads only the namespace it works in.
+      [{ verb: 'list', resource: 'apidefinitions', group: 'gw.dev', namespace: 'cluster' }, false],
+      [{ verb: 'get', resource: 'categories', group: 'gw.dev', namespace: 'app' }, false],
       [{ verb: 'create', resource: 'events', namespace: 'release' }, false],
       [{ verb: 'get', resource: 'secrets', namespace: 'release' }, false],
       [{ verb: 'create', resource: 'configmaps', namespace: 'release' }, false],

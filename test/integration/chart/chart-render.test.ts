@@ -8,7 +8,7 @@ import { parseOptions } from '../../../operator/options.ts';
 import { GATEWAY_POD_LABEL } from '../../../operator/webhook/injector.ts';
 import { createNamespace, kubectl } from '../../harness/index.ts';
 import { runTool } from '../../harness/run-tool.ts';
-import { CHART_DIR, containerEnv, envValue, findObject, helm, podSpecs, renderChart, setArgs, type K8sObject } from './helm.ts';
+import { CHART_DIR, containerEnv, envValue, findObject, helm, parseManifest, podSpecs, renderChart, setArgs, type K8sObject } from './helm.ts';
 
 /**
  * The chart as rendered by the pinned helm: lint, values schema, and every rendered object
@@ -83,7 +83,6 @@ describe('helm template with default values', () => {
         'ClusterRole/gw-operator',
         'ClusterRole/gw-operator-webhook',
         'ClusterRole/gw-sidecar',
-        'ClusterRoleBinding/gw-admin-read',
         'ClusterRoleBinding/gw-admin-review',
         'ClusterRoleBinding/gw-operator',
         'ClusterRoleBinding/gw-operator-webhook',
@@ -93,6 +92,7 @@ describe('helm template with default values', () => {
         'Role/gw-admin',
         'Role/gw-operator',
         'RoleBinding/gw-admin',
+        'RoleBinding/gw-admin-read',
         'RoleBinding/gw-operator',
         'RoleBinding/gw-sidecar',
         'Secret/gw-auth',
@@ -355,6 +355,13 @@ describe('values', () => {
     ['zero operator replicas', { 'operator.replicas': 0 }, "at '/operator/replicas'"],
     ['a numeric admin secret', { 'auth.adminSecret': 12345 }, "at '/auth/adminSecret': got number, want string"],
     ['a Redis password that would break the URL', { 'redis.auth.password': 'p@ss/word' }, "at '/redis/auth/password'"],
+    ['a label key with a space', { commonLabels: { 'bad label': 'x' } }, "invalid propertyName 'bad label'"],
+    ['a label value that is not a string', { 'operator.podLabels': { team: 1 } }, "at '/operator/podLabels"],
+    ['a Redis image tag with a space', { 'redis.image.tag': 'bad:tag x' }, "at '/redis/image/tag'"],
+    ['an image repository with a tag in it', { 'operator.image.repository': 'reg.io/gw-operator:1.2' }, "at '/operator/image/repository'"],
+    ['a sidecar resource the operator does not size by', { 'sidecar.resources': { limits: { memmory: '512Mi' } } }, "additional properties 'memmory' not allowed"],
+    ['a storage class that is no name', { 'redis.persistence.storageClass': 'a b' }, "at '/redis/persistence/storageClass'"],
+    ['an error ratio above 1', { 'monitoring.prometheusRule.serverErrorRatio': '1.5' }, "at '/monitoring/prometheusRule/serverErrorRatio'"],
   ];
   it.each(rejected)('rejects %s, naming the value, and renders nothing', async (_what, bad, message) => {
     const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(bad)], { allowFail: true });
@@ -419,6 +426,56 @@ describe('helm template with non-default values', () => {
     expect(noNodes.stderr).toContain('redis.external.nodes');
   });
 
+  it('refuses labels that would take a selector label, and one port for two listeners, saying which', async () => {
+    const refusals: Array<[Record<string, unknown>, string]> = [
+      [{ commonLabels: { 'app.kubernetes.io/name': 'myapp' } }, "commonLabels must not set app.kubernetes.io/name: the chart's selectors use it"],
+      [{ 'admin.podLabels': { 'app.kubernetes.io/component': 'x' } }, "admin.podLabels must not set app.kubernetes.io/component: the chart's selectors use it"],
+      [{ 'admin.port': 8082 }, 'admin.port and admin.healthPort are both 8082'],
+      [{ 'operator.webhook.port': 8082 }, 'operator.webhook.port and operator.healthPort are both 8082'],
+    ];
+    for (const [values, message] of refusals) {
+      const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(values)], { allowFail: true });
+      expect(result.code, JSON.stringify(values)).not.toBe(0);
+      expect(result.stderr).toContain(message);
+    }
+  });
+
+  it('adds common and pod labels once each, the selectors still matching; "-" asks for no storage class; an error ratio given by --set', async () => {
+    const objects = await renderChart(ns, {
+      commonLabels: { 'app.kubernetes.io/part-of': 'platform', 'example.com/team': 'edge' },
+      'operator.podLabels': { 'app.kubernetes.io/part-of': 'operator-pods', tier: 'control' },
+      'redis.persistence.storageClass': '-',
+    });
+    const operator = findObject(objects, 'Deployment', 'gw-operator');
+    // parseManifest refuses a document with a key twice, so each label is there once.
+    expect(operator.metadata.labels).toMatchObject({ 'app.kubernetes.io/part-of': 'platform', 'example.com/team': 'edge', 'app.kubernetes.io/component': 'operator' });
+    expect(operator.spec.template.metadata.labels).toMatchObject({ 'app.kubernetes.io/part-of': 'operator-pods', tier: 'control', 'example.com/team': 'edge' });
+    for (const workload of objects.filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet')) {
+      expect(workload.spec.template.metadata.labels, workload.metadata.name).toMatchObject(workload.spec.selector.matchLabels);
+    }
+    expect(findObject(objects, 'StatefulSet', 'gw-redis').spec.volumeClaimTemplates[0].spec.storageClassName).toBe('');
+    await serverValidate(objects);
+
+    const set = await helm(['template', 'gw', CHART_DIR, '--set', 'monitoring.prometheusRule.enabled=true', '--set', 'monitoring.prometheusRule.serverErrorRatio=0.1']);
+    const rule = parseManifest(set.stdout).find((o) => o.kind === 'PrometheusRule');
+    expect(JSON.stringify(rule?.spec)).toContain('> 0.1');
+  });
+
+  it('rolls the pods that read a password or admin key given anew, and not for a render with the same values', async () => {
+    const checksums = (objects: K8sObject[]): string[] =>
+      [findObject(objects, 'Deployment', 'gw-operator'), findObject(objects, 'Deployment', 'gw-admin'), findObject(objects, 'StatefulSet', 'gw-redis')].map(
+        (w) => w.spec.template.metadata.annotations['checksum/credentials'],
+      );
+    const before = checksums(await renderChart(ns, { 'redis.auth.password': 'first-password' }));
+    expect(checksums(await renderChart(ns, { 'redis.auth.password': 'first-password' }))).toEqual(before);
+    const after = checksums(await renderChart(ns, { 'redis.auth.password': 'second-password' }));
+    after.forEach((checksum, i) => expect(checksum).not.toBe(before[i]));
+    const adminKey = checksums(await renderChart(ns, { 'redis.auth.password': 'first-password', 'auth.adminSecret': 'new-admin-key' }));
+    expect(adminKey[1]).not.toBe(before[1]);
+    // Generated secrets differ between two renders without a cluster; they must not roll anything.
+    expect(checksums(await renderChart(ns))).toEqual(checksums(await renderChart(ns)));
+  });
+
   it('renders changed settings into the settings file and rolls the pods', async () => {
     const defaults = await renderChart(ns);
     const changed = await renderChart(ns, {
@@ -433,16 +490,16 @@ describe('helm template with non-default values', () => {
     expect(checksum(changed)).not.toBe(checksum(defaults));
   });
 
-  it('scopes operator and admin reads to the watched namespaces', async () => {
+  it('scopes operator reads to the watched namespaces, and admin reads to the one namespace it works in', async () => {
     const other = await createNamespace('chart-watch');
     const objects = await renderChart(ns, { watchNamespaces: [appNs, other] });
     expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'GW_WATCH_NAMESPACES').value).toBe(`${appNs},${other}`);
     expect(objects.filter((o) => o.kind === 'ClusterRoleBinding').map((o) => o.metadata.name).sort()).toEqual(['gw-admin-review', 'gw-operator-webhook']);
     const watchBindings = objects.filter((o) => o.kind === 'RoleBinding' && o.metadata.name === 'gw-operator-watch');
     expect(watchBindings.map((o) => o.metadata.namespace).sort()).toEqual([appNs, other].sort());
-    // The admin gateway also reads its own namespace.
+    // The admin gateway's resource store reads only the namespace it writes Keys to.
     const adminReads = objects.filter((o) => o.kind === 'RoleBinding' && o.metadata.name === 'gw-admin-read');
-    expect(adminReads.map((o) => o.metadata.namespace).sort()).toEqual([appNs, other, ns].sort());
+    expect(adminReads.map((o) => o.metadata.namespace)).toEqual([ns]);
     await serverValidate(objects);
   });
 
