@@ -53,16 +53,16 @@ const refused = { rate: 1, quota: true };
 
 describe('round trips per decision, read from Redis', () => {
   it.each([
-    ['standalone', 'API limit + key limit + quota', admitted, 1, 1],
-    ['sentinel', 'API limit + key limit + quota', admitted, 1, 1],
-    ['cluster', 'API limit + key limit + quota', admitted, 2, 3],
-    ['standalone', 'API limit + key limit, no quota', noQuota, 1, 1],
-    ['cluster', 'API limit + key limit, no quota', noQuota, 1, 2],
-    ['standalone', 'refused by the key limit', refused, 1, 1],
-    ['sentinel', 'refused by the key limit', refused, 1, 1],
+    ['standalone', 'API limit + key limit + quota', 1, 1, admitted],
+    ['sentinel', 'API limit + key limit + quota', 1, 1, admitted],
+    ['cluster', 'API limit + key limit + quota', 2, 3, admitted],
+    ['standalone', 'API limit + key limit, no quota', 1, 1, noQuota],
+    ['cluster', 'API limit + key limit, no quota', 1, 2, noQuota],
+    ['standalone', 'refused by the key limit', 1, 1, refused],
+    ['sentinel', 'refused by the key limit', 1, 1, refused],
     // The limit scripts, then the undo of the API limiter's admission.
-    ['cluster', 'refused by the key limit', refused, 2, 3],
-  ])('%s, %s: %i round trip(s), %i EVALSHA', async (topology, _name, key, roundTrips, evalsha) => {
+    ['cluster', 'refused by the key limit', 2, 3, refused],
+  ])('%s, %s: %i round trip(s), %i EVALSHA', async (topology, _name, roundTrips, evalsha, key) => {
     const figures = await measure(topology, key);
     const outcomes = key === refused ? { key_rate_limited: 40 } : { allowed: 40 };
     expect(figures).toEqual({ decisions: 40, evalshaPerDecision: evalsha, roundTripsPerDecision: roundTrips, outOfOrder: 0, outcomes });
