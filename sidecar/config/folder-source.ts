@@ -61,14 +61,6 @@ interface SettledKey {
 const stillSettled = (last: SettledKey, key: Omit<SettledKey, 'storedJson'>, storedJson: string | null): boolean =>
   last.spec === key.spec && last.name === key.name && last.namespace === key.namespace && last.storedJson === storedJson;
 
-/** The key hashes that more than one Key names. */
-function sharedHashes(keys: readonly FolderKey[]): Set<string> {
-  const seen = new Set<string>();
-  const shared = new Set<string>();
-  for (const { hash } of keys) (seen.has(hash) ? shared : seen).add(hash);
-  return shared;
-}
-
 /** A problem as /readyz shows it, plus the kind and reason code `gw_config_problems` counts it by. */
 interface FolderProblem extends ConfigProblem {
   kind: string;
@@ -167,6 +159,8 @@ export class FolderConfigSource implements ConfigSource {
   #keyHashes = new Set<string>();
   /** By key hash, the Keys the last load found settled (`#storeKeys`). */
   #settledKeys = new Map<string, SettledKey>();
+  /** By key hash, the Key (`namespace/name`) that held it at the last load: a copy added since does not take it. */
+  #keyHolders = new Map<string, string>();
   /** The files of the last load that the store took every session of: the same again is not loaded again. */
   #loadedFiles: readonly YamlFile[] | null = null;
   /** Loads run one at a time, in order. */
@@ -385,38 +379,31 @@ export class FolderConfigSource implements ConfigSource {
    */
   async #storeKeys(docs: FoundDoc[], problems: FolderProblem[]): Promise<void> {
     const { sessions, logger, defaultNamespace } = this.#options;
-    const keys = this.#servableKeys(docs, problems);
+    const keys = this.#heldKeys(this.#servableKeys(docs, problems), problems);
     const present = new Set(keys.map((key) => key.hash));
     const hashes = [...present];
     const found = await inBatches(hashes, (hash) => sessions.getJson(hash));
     const storedJson = new Map<string, string | null>(hashes.map((hash, i) => [hash, found[i] ?? null]));
-    const shared = sharedHashes(keys);
-    // The session a Key derives from: what an earlier Key of its hash derived in this load, else what the store holds.
-    const stored = new Map<string, Session>();
-    const existingOf = (hash: string, json: string | null): Session | null => stored.get(hash) ?? parseSession(json);
-    const writes = new Map<string, { session: Session; key: Omit<SettledKey, 'storedJson'> | null }>();
+    const writes = new Map<string, { session: Session; key: Omit<SettledKey, 'storedJson'> }>();
     const settled = new Map<string, SettledKey>();
     for (const [i, { doc, meta, hash, spec, subject }] of keys.entries()) {
       // Requests are answered between pieces of a large folder's Keys (DOCS_PER_TURN).
       if (i > 0 && i % DOCS_PER_TURN === 0) await nextTurn();
       const namespace = meta.namespace ?? defaultNamespace;
       const json = storedJson.get(hash) ?? null;
-      // Two Keys of one hash build one session between them: neither is taken as settled.
-      const key = shared.has(hash) ? null : { spec, name: meta.name, namespace };
+      const key = { spec, name: meta.name, namespace };
       const last = this.#settledKeys.get(hash);
-      if (key !== null && last !== undefined && stillSettled(last, key, json)) {
+      if (last !== undefined && stillSettled(last, key, json)) {
         settled.set(hash, last);
         continue;
       }
-      const existing = existingOf(hash, json);
+      const existing = parseSession(json);
       const outcome = sessionFromKey(spec, meta.name, namespace, existing, new Date());
       if (outcome.ok) {
         // An unchanged session is not written again: every write is reported to each gateway
         // that read the session, which then reads it again (docs/architecture.md#sessions).
         if (outcome.changed) writes.set(hash, { session: outcome.session, key });
-        else if (key !== null && json !== null) settled.set(hash, { ...key, storedJson: json });
-        // A second Key of the same hash builds on this one's session, as it did when each was written before the next was read.
-        stored.set(hash, outcome.session);
+        else if (json !== null) settled.set(hash, { ...key, storedJson: json });
         continue;
       }
       logger.warn({ file: doc.file.path, resource: meta.name, problem: outcome.message }, 'invalid Key skipped');
@@ -424,8 +411,7 @@ export class FolderConfigSource implements ConfigSource {
       problems.push({ subject, reason: `${outcome.message}; ${kept}`, kind: 'Key', code: 'InvalidSpec' });
     }
     await inBatches([...writes], async ([hash, { session, key }]) => {
-      const storedJson = await sessions.put(hash, session);
-      if (key !== null) settled.set(hash, { ...key, storedJson });
+      settled.set(hash, { ...key, storedJson: await sessions.put(hash, session) });
     });
     await this.#revokeKeysGone(present);
     this.#settledKeys = settled;
@@ -459,6 +445,42 @@ export class FolderConfigSource implements ConfigSource {
         problems.push({ subject, reason, kind: 'Key', code: 'MissingApi' });
       }
     }
+  }
+
+  /**
+   * One Key per key hash: of several naming one (a copied file), the one that held it at the
+   * last load keeps it, else the first by namespace/name; the others are reported
+   * `DuplicateKeyHash` and write nothing, as the operator does in a cluster.
+   */
+  #heldKeys(keys: FolderKey[], problems: FolderProblem[]): FolderKey[] {
+    const { defaultNamespace } = this.#options;
+    const refOf = (key: FolderKey): string => `${key.meta.namespace ?? defaultNamespace}/${key.meta.name}`;
+    const claimants = new Map<string, FolderKey[]>();
+    for (const key of keys) {
+      const same = claimants.get(key.hash);
+      if (same) same.push(key);
+      else claimants.set(key.hash, [key]);
+    }
+    const holders = new Map<string, string>();
+    const held: FolderKey[] = [];
+    for (const [hash, same] of claimants) {
+      if (same.length === 1) {
+        holders.set(hash, refOf(same[0]!));
+        held.push(same[0]!);
+        continue;
+      }
+      const last = this.#keyHolders.get(hash);
+      const holder = same.find((key) => refOf(key) === last) ?? same.reduce((first, key) => (refOf(key) < refOf(first) ? key : first));
+      holders.set(hash, refOf(holder));
+      held.push(holder);
+      for (const other of same) {
+        if (other === holder) continue;
+        const reason = `spec.key_hash is also that of Key ${refOf(holder)}, which holds its session: this Key is not in force`;
+        problems.push({ subject: other.subject, reason, kind: 'Key', code: 'DuplicateKeyHash' });
+      }
+    }
+    this.#keyHolders = holders;
+    return held;
   }
 
   /** The Keys that name themselves and their hash; the others are reported. */

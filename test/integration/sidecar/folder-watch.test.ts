@@ -407,6 +407,28 @@ metadata: { name: not-ours }
     await eventually(async () => (await status('/private/x', { authorization: rawKey })) === 403, 10_000, 'key revoked');
   });
 
+  it('keeps a key_hash with the Key holding it when a copy arrives, reports the copy, and hands the hash over when the holder goes', async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    const [api, key] = authApiAndKey(upstream.url, rawKey).split('---\n') as [string, string];
+    await writeFile(join(dir, 'api.yaml'), api);
+    await writeFile(join(dir, 'key.yaml'), key);
+    await start();
+    expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+
+    // A copy named first, meant to revoke the key: it is not in force while the holder is there.
+    await writeFile(join(dir, 'copy.yaml'), key.replace('name: by-hand', 'name: a-copy').replace('spec: { key_hash', 'spec: { is_inactive: true, key_hash'));
+    await eventually(async () => (await readyz()).body.problems.length > 0, 10_000, 'duplicate reported');
+    expect((await readyz()).body.problems).toEqual([
+      { subject: 'Key default/a-copy', reason: 'spec.key_hash is also that of Key default/by-hand, which holds its session: this Key is not in force' },
+    ]);
+    expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="DuplicateKeyHash"} 1');
+    expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+
+    await unlink(join(dir, 'key.yaml'));
+    await eventually(async () => (await status('/private/x', { authorization: rawKey })) === 403, 10_000, 'the copy in force');
+    expect((await readyz()).body.problems).toEqual([]);
+  });
+
   it('keeps an API deleted through the admin API served until GET /gw/reload, while hand edits still apply', async () => {
     await writeFile(join(dir, 'apis.yaml'), `${keylessApi('kept', '/kept/', upstream.url)}---\n${keylessApi('other', '/other/', upstream.url)}`);
     await start();
