@@ -74,9 +74,11 @@ describe('bench: the load generator', () => {
     expect(result.latencyMicros.max).toBeGreaterThanOrEqual(90_000);
     // About a third of the requests were due during the pause: the 99th percentile shows it.
     expect(result.latencyMicros.p99).toBeGreaterThanOrEqual(50_000);
-    // The generator runs in a process of its own: the server's pause is not its own, nor the machine's.
+    // The generator runs in a process of its own: the server's pause is not its own, nor the
+    // machine's. The meter runs at the servers' priority, so a busy machine may hold one of its
+    // wakes back (as the next case shows); the schedule starts again from it, so its p99 stays clear.
     expect(result.maxSendLagMicros).toBeLessThan(50_000);
-    expect(result.wakeLateMicros.max).toBeLessThan(50_000);
+    expect(result.wakeLateMicros.p99).toBeLessThan(50_000);
   });
 
   it('meters how late a thread at the servers\' priority wakes: a pause of the machine shows once, not as a run of late wakes', async () => {
