@@ -108,6 +108,14 @@ describe('helm install', () => {
     expect(stdout).toContain('kubectl get events -A --field-selector reason=RateLimitSmoothingUp');
     expect(stdout).toContain(`kubectl -n ${ns} port-forward service/${prefix}-admin 8081:8081`);
     expect(stdout).toContain(`kubectl -n ${ns} get secret ${prefix}-auth`);
+    // This release names sidecar namespaces: the binding and env Secret are made there, nothing to tell.
+    expect(stdout).not.toContain('create rolebinding');
+    expect(stdout).not.toContain('An injected gateway also needs Secret');
+    // Without sidecar namespaces, the notes say what an app namespace needs besides the binding.
+    const bare = await helm(['install', 'notes-only', CHART_DIR, '--namespace', ns, '--skip-crds', '--dry-run=server']);
+    expect(bare.stdout).toContain('kubectl -n demo create rolebinding gw-sidecar');
+    expect(bare.stdout).toContain('An injected gateway also needs Secret gw-sidecar-env (its GW_REDIS_URL)');
+    expect(bare.stdout).toContain(`helm upgrade notes-only <chart> -n ${ns} --reuse-values --set 'sidecar.namespaces={demo}'`);
   });
 
   it('lets the sidecar account read ConfigMaps and write Events in its namespace, and nothing of Secrets', async () => {
