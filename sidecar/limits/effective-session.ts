@@ -28,6 +28,9 @@ export interface KeyRateLimit {
   source: LimitSource;
 }
 
+/** The scope id of the key's own limits and quota (its session's), beside each policy's. */
+export const OWN_SCOPE = 'session';
+
 export interface KeyQuota {
   max: number;
   renewalSeconds: number;
@@ -100,7 +103,7 @@ function sessionCandidate(session: Session, apiId: string): Candidate {
       throttle_retry_limit: session.throttle_retry_limit,
       smoothing: session.smoothing,
     },
-    scopeId: 'session',
+    scopeId: OWN_SCOPE,
     scope: 'key_global',
     coverApis: granted.length > 0 ? granted : [apiId],
     source,

@@ -380,6 +380,28 @@ describe('quotas', () => {
     expect((await engine.decide(request(a, caller))).quota).toEqual({ limit: 10, remaining: 9, reset: 1500 + 3600 });
   });
 
+  it("a key's own quota_remaining of 0 in a current period lets nothing through until it renews", async () => {
+    const clock = manualClock(1_000_000);
+    const a = api('a');
+    const { engine, outcomes } = setup(config({ settings, apis: [a] }), clock);
+    const caller = { session: session({ quota_max: 3, quota_renewal_rate: 60, quota_remaining: 0, quota_renews: 1060 }), raw: 'k' };
+    expect(await outcomes(request(a, caller), 2)).toEqual(['quota_exceeded', 'quota_exceeded']);
+    clock.set(1_060_000);
+    expect((await engine.decide(request(a, caller))).quota).toEqual({ limit: 3, remaining: 2, reset: 1060 + 60 });
+  });
+
+  it("a policy's quota runs its first period from the session's making, then from the first request after it", async () => {
+    const clock = manualClock(1_000_000);
+    const a = api('a');
+    const p = policy('monthly', { quota_max: 3, quota_renewal_rate: 60 });
+    const { engine } = setup(config({ settings, apis: [a], policies: [p] }), clock);
+    const made = (secondsAgo: number) => new Date(1_000_000 - secondsAgo * 1000).toISOString();
+    const recent = { session: session({ apply_policies: ['monthly'], date_created: made(45) }), raw: 'recent' };
+    expect((await engine.decide(request(a, recent))).quota).toEqual({ limit: 3, remaining: 2, reset: 1000 - 45 + 60 });
+    const older = { session: session({ apply_policies: ['monthly'], date_created: made(90) }), raw: 'older' };
+    expect((await engine.decide(request(a, older))).quota).toEqual({ limit: 3, remaining: 2, reset: 1000 + 60 });
+  });
+
   it('a rate-limited request consumes no quota', async () => {
     const a = api('a');
     const { outcomes, clock } = setup(config({ settings, apis: [a] }));

@@ -1,6 +1,6 @@
 import type { CompiledApi, CompiledConfig } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
-import { effectiveLimits, type EffectiveLimits, type KeyQuota, type KeyRateLimit } from './effective-session.ts';
+import { effectiveLimits, OWN_SCOPE, type EffectiveLimits, type KeyQuota, type KeyRateLimit } from './effective-session.ts';
 import { compileEndpoints, firstMatch, type EndpointMatcher } from './endpoint-match.ts';
 import type { LimitScope, LimitSource, PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
 import { rateLimitIdentity } from './rate-limit-pattern.ts';
@@ -94,20 +94,29 @@ function keyPlan(limit: KeyRateLimit, identity: string): PlannedLimit {
   };
 }
 
+/**
+ * A quota's state for a store that holds none yet (docs/behaviour.md#quotas): a new Key's first
+ * period runs from its session's making. The key's own quota is seeded from the session's
+ * quota_remaining and quota_renews while that period is current, 0 remaining included (a spec
+ * may give a key none left); a policy's quota starts full, its first period ending a renewal
+ * after the session was made, or at the first request once that time has gone by.
+ */
 function quotaPlan(quota: KeyQuota, identity: string, session: Session, nowMs: number): QuotaPlan {
   const renewalMs = quota.renewalSeconds > 0 ? quota.renewalSeconds * 1000 : 0;
+  const plan = { quotaId: `${identity}:${quota.scopeId}`, source: quota.source, max: quota.max, renewalMs };
+  if (quota.scopeId !== OWN_SCOPE) {
+    // From the whole second, as a key's own quota_renews is.
+    const firstEndsMs = renewalMs > 0 ? Math.floor(Date.parse(session.date_created) / 1000) * 1000 + renewalMs : Number.NaN;
+    return { ...plan, initRemaining: quota.max, initRenewsMs: firstEndsMs > nowMs ? firstEndsMs : 0 };
+  }
   const renewsMs = session.quota_renews * 1000;
-  // The session's quota_remaining / quota_renews seed the state only while they are current.
-  const current = renewalMs === 0 || renewsMs > nowMs;
-  const seeded = current && session.quota_remaining > 0 && session.quota_remaining <= quota.max;
-  return {
-    quotaId: `${identity}:${quota.scopeId}`,
-    source: quota.source,
-    max: quota.max,
-    renewalMs,
-    initRemaining: seeded ? session.quota_remaining : quota.max,
-    initRenewsMs: renewalMs > 0 && current ? renewsMs : 0,
-  };
+  // The session's quota_remaining / quota_renews seed the state only while they are current;
+  // without a renewal time, a 0 is the field's default rather than a key given nothing.
+  const inPeriod = renewalMs > 0 && renewsMs > nowMs;
+  const current = renewalMs === 0 || inPeriod;
+  const least = inPeriod ? 0 : 1;
+  const seeded = current && session.quota_remaining >= least && session.quota_remaining <= quota.max;
+  return { ...plan, initRemaining: seeded ? session.quota_remaining : quota.max, initRenewsMs: inPeriod ? renewsMs : 0 };
 }
 
 /**

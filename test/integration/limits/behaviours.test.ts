@@ -153,6 +153,27 @@ describe('quotas on Redis', () => {
     expect(await outcomes(gateway, request(a, caller), 2)).toEqual(['allowed', 'quota_exceeded']);
   });
 
+  it("a new Key given quota_remaining 0 has nothing left in its first period", async () => {
+    const derived = sessionFromKey({ rate: 100, per: 1, quota_max: 3, quota_remaining: 0, quota_renewal_rate: 3600 }, 'k', 'default', null, new Date());
+    if (!derived.ok) throw new Error(derived.message);
+    const a = api(uniqueId('quota'));
+    const gateway = startGateway(config({ settings: rolling, apis: [a] }), testEnv().redisUrl);
+    const caller = { session: derived.session, raw: uniqueId('key') };
+    expect(await outcomes(gateway, request(a, caller), 2)).toEqual(['quota_exceeded', 'quota_exceeded']);
+    expect((await gateway.engine.decide(request(a, caller))).quota).toMatchObject({ limit: 3, remaining: 0, reset: derived.session.quota_renews });
+  });
+
+  it("a Policy's quota on a new Key runs its first period from the Key's session, as the Key's own does", async () => {
+    const made = new Date(Date.now() - 20_000);
+    const p = policy(uniqueId('quota-policy'), { quota_max: 3, quota_renewal_rate: 60 });
+    const derived = sessionFromKey({ apply_policies: [p.source.name] }, 'k', 'default', null, made);
+    if (!derived.ok) throw new Error(derived.message);
+    const a = api(uniqueId('quota'));
+    const gateway = startGateway(config({ settings: rolling, apis: [a], policies: [p] }), testEnv().redisUrl);
+    const first = await gateway.engine.decide(request(a, { session: derived.session, raw: uniqueId('key') }));
+    expect(first.quota).toEqual({ limit: 3, remaining: 2, reset: Math.floor(made.getTime() / 1000) + 60 });
+  });
+
   it('is shared by gateways and not consumed by rate-limited requests', async () => {
     const a = api(uniqueId('quota'));
     const cfg = config({ settings: rolling, apis: [a] });
