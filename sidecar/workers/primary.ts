@@ -1,4 +1,5 @@
 import cluster, { type Worker } from 'node:cluster';
+import { createServer } from 'node:http';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { createHealthHandler, type Readiness } from '../../common/health.ts';
 import { metricsText } from '../../common/metrics-text.ts';
@@ -7,7 +8,7 @@ import type { Logger } from '../../common/logger.ts';
 import { boundedServer } from '../bounded-server.ts';
 import { smoothingAllowanceGauge } from '../limits/metrics.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
-import { INSTANCE_ID_ENV, type SidecarOptions } from '../cli.ts';
+import { INSTANCE_ID_ENV, PROXY_OFF, type SidecarOptions } from '../cli.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
 import { WorkersMetricsSum } from './metrics.ts';
 import { IpcPeer, METRICS_TIMEOUT_MS, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_COUNT_ENV, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
@@ -149,6 +150,21 @@ function watchLiveness(live: () => Slot[], logger: Logger, stopping: () => boole
 }
 
 /**
+ * The workers bind the proxy port with SO_REUSEPORT, which also lets them share it with the
+ * workers of another gateway on the machine (one left running, say) that would then take part
+ * of the traffic unseen. A bind without it fails on a port anyone holds: tried once before forking.
+ */
+async function refuseTakenPort(address: string): Promise<void> {
+  const probe = createServer();
+  try {
+    await listen(probe, address, { exclusive: true });
+  } catch (error) {
+    throw new Error(`cannot listen on ${address}: ${(error as NodeJS.ErrnoException).code ?? String(error)} (another gateway's workers may hold it)`, { cause: error });
+  }
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+}
+
+/**
  * The primary of a gateway run as `count` processes (docs/architecture.md#workers). It
  * forks the workers, which share the proxy and admin listeners through node:cluster;
  * restarts one that ends, with a growing delay while it keeps ending; serves /healthz,
@@ -281,6 +297,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
 
   try {
     const healthInfo = await listen(healthServer, options.healthListen);
+    if (options.listen !== PROXY_OFF) await refuseTakenPort(options.listen);
     for (const slot of slots) fork(slot);
     // The workers warm up before they start (up to 10 s each): a stop meanwhile stops them.
     stoppable?.(close);

@@ -40,7 +40,7 @@ async function spawnGateway(dir: string, redisUrl: string | undefined, workers: 
 }
 
 /** The gateway, once its /readyz answers 200. */
-async function startGateway(dir: string, redisUrl: string | undefined, workers: string, env: NodeJS.ProcessEnv = {}): Promise<Gateway> {
+async function startGateway(dir: string, redisUrl: string | undefined, workers: string, env: NodeJS.ProcessEnv = {}): Promise<Gateway & { proxyPort: number }> {
   const gateway = await spawnGateway(dir, redisUrl, workers, env);
   const { child } = gateway;
   await eventually(async () => (await call(`${gateway.health}/readyz`).catch(() => ({ status: 0 }))).status === 200 || child.proc.exitCode !== null, 30_000, 'ready');
@@ -200,6 +200,21 @@ spec:
       expect(await childPids(gw.child.proc.pid!)).toEqual([]);
     } finally {
       if (gw.child.proc.exitCode === null) gw.child.proc.kill('SIGKILL');
+    }
+  });
+
+  it('refuses to start on a proxy port another gateway\'s workers hold, instead of sharing its traffic through SO_REUSEPORT', async () => {
+    const first = await startGateway(dir, redis.url, '2');
+    try {
+      const [admin, health] = await Promise.all([freePort(), freePort()]);
+      const args = ['--config', dir, '--listen', `127.0.0.1:${first.proxyPort}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', '2', '--redis-url', redis.url];
+      const second = spawnSidecar(args, { GW_ADMIN_SECRET: 'workers-admin-secret' });
+      expect(await second.exited).toBe(1);
+      expect(second.stderr()).toContain(`cannot listen on 127.0.0.1:${first.proxyPort}: EADDRINUSE`);
+      expect(await statuses(`${first.proxy}/open/x`, 10)).toEqual(Array(10).fill(200));
+    } finally {
+      first.child.proc.kill('SIGTERM');
+      await first.child.exited;
     }
   });
 
