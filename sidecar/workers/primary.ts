@@ -155,6 +155,7 @@ function watchLiveness(live: () => Slot[], logger: Logger, stopping: () => boole
  * of the traffic unseen. A bind without it fails on a port anyone holds: tried once before forking.
  */
 async function refuseTakenPort(address: string): Promise<void> {
+  if (address === PROXY_OFF) return;
   const probe = createServer();
   try {
     await listen(probe, address, { exclusive: true });
@@ -296,8 +297,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
   };
 
   try {
-    const healthInfo = await listen(healthServer, options.healthListen);
-    if (options.listen !== PROXY_OFF) await refuseTakenPort(options.listen);
+    const [healthInfo] = await Promise.all([listen(healthServer, options.healthListen), refuseTakenPort(options.listen)]);
     for (const slot of slots) fork(slot);
     // The workers warm up before they start (up to 10 s each): a stop meanwhile stops them.
     stoppable?.(close);
