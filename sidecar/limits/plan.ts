@@ -95,7 +95,7 @@ function keyPlan(limit: KeyRateLimit, identity: string): PlannedLimit {
 }
 
 /**
- * A quota's state for a store that holds none yet (docs/behaviour.md#quotas): a new Key's first
+ * A quota's state for a store that holds none yet (docs/behaviour.md#evaluation-order): a new Key's first
  * period runs from its session's making. The key's own quota is seeded from the session's
  * quota_remaining and quota_renews while that period is current, 0 remaining included (a spec
  * may give a key none left); a policy's quota starts full, its first period ending a renewal
