@@ -205,16 +205,18 @@ spec:
 
   it('refuses to start on a proxy port another gateway\'s workers hold, instead of sharing its traffic through SO_REUSEPORT', async () => {
     const first = await startGateway(dir, redis.url, '2');
+    let second: SidecarChild | undefined;
     try {
       const [admin, health] = await Promise.all([freePort(), freePort()]);
       const args = ['--config', dir, '--listen', `127.0.0.1:${first.proxyPort}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--workers', '2', '--redis-url', redis.url];
-      const second = spawnSidecar(args, { GW_ADMIN_SECRET: 'workers-admin-secret' });
-      expect(await second.exited).toBe(1);
+      second = spawnSidecar(args, { GW_ADMIN_SECRET: 'workers-admin-secret' });
+      const exited = await Promise.race([second.exited, new Promise((resolve) => setTimeout(() => resolve('still running'), 20_000))]);
+      expect(exited, second.stderr()).toBe(1);
       expect(second.stderr()).toContain(`cannot listen on 127.0.0.1:${first.proxyPort}: EADDRINUSE`);
       expect(await statuses(`${first.proxy}/open/x`, 10)).toEqual(Array(10).fill(200));
     } finally {
-      first.child.proc.kill('SIGTERM');
-      await first.child.exited;
+      for (const child of [first.child, second]) if (child && child.proc.exitCode === null) child.proc.kill('SIGTERM');
+      await Promise.all([first.child.exited, second?.exited]);
     }
   });
 
