@@ -26,7 +26,11 @@ function once(url: URL): Promise<{ status?: number; error?: string }> {
       res.once('end', () => resolve({ status: res.statusCode }));
       res.once('error', (err) => resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message }));
     });
-    req.once('timeout', () => req.destroy(new Error('timeout')));
+    // A timeout before the connection completed is the node's network (or an accept queue full);
+    // after it, the gateway held the answer.
+    let connected = false;
+    req.once('socket', (socket) => socket.once('connect', () => (connected = true)));
+    req.once('timeout', () => req.destroy(new Error(connected ? 'timeout' : 'connect timeout')));
     req.once('error', (err) => resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message }));
     req.end();
   });
