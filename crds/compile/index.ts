@@ -84,11 +84,14 @@ const byAge = <T extends { metadata: Meta }>(a: T, b: T): number =>
  * one whose spec is valid over one that could never be served (a broken copy must not take a
  * working API down at a restart); else the oldest.
  */
-function byClaim(servedBy: ReadonlyMap<string, string>, apiId: string): (a: ApiDefinitionInput, b: ApiDefinitionInput) => number {
-  const server = servedBy.get(apiId);
-  const rank = (resource: ApiDefinitionInput): number =>
-    (`${resource.metadata.namespace ?? defaultNamespace}/${resource.metadata.name}` === server ? 0 : 2) + (apiDefinitionSpecSchema.safeParse(resource.spec).success ? 0 : 1);
-  return (a, b) => rank(a) - rank(b) || byAge(a, b);
+function byClaim(claimants: readonly ApiDefinitionInput[], server: string | undefined): (a: ApiDefinitionInput, b: ApiDefinitionInput) => number {
+  const rank = new Map(
+    claimants.map((resource): [ApiDefinitionInput, number] => [
+      resource,
+      (`${resource.metadata.namespace ?? defaultNamespace}/${resource.metadata.name}` === server ? 0 : 2) + (apiDefinitionSpecSchema.safeParse(resource.spec).success ? 0 : 1),
+    ]),
+  );
+  return (a, b) => rank.get(a)! - rank.get(b)! || byAge(a, b);
 }
 
 /** A spec's fields its kind does not define, each a problem that refuses the resource (crds/openapi/unknown-fields.ts). */
@@ -179,7 +182,7 @@ function apiCatalogue(apiDefinitions: readonly ApiDefinitionInput[], cache: ApiC
   for (const [apiId, claimants] of byId) {
     if (claimants.length < 2) continue;
     servedBy ??= new Map((lastGoodApis ?? []).map((api): [string, string] => [api.api_id, `${api.source.namespace}/${api.source.name}`]));
-    claimants.sort(byClaim(servedBy, apiId));
+    claimants.sort(byClaim(claimants, servedBy.get(apiId)));
   }
   const compiled = new Map<string, ApiEntry>();
   const entry = (apiId: string): ApiEntry | undefined => {

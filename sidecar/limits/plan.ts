@@ -28,6 +28,8 @@ const alternative = ({ scope, source, rate }: Pick<KeyRateLimit, 'scope' | 'sour
 interface SessionEntry {
   limits: EffectiveLimits;
   identity: string;
+  /** The whole second the session was made (as a key's own quota_renews counts from), in ms; NaN when unknown. */
+  madeMs: number;
   /** The planned key-level limit for each of the session's limits, built on first use. */
   planned: Map<KeyRateLimit, PlannedLimit>;
 }
@@ -101,12 +103,11 @@ function keyPlan(limit: KeyRateLimit, identity: string): PlannedLimit {
  * may give a key none left); a policy's quota starts full, its first period ending a renewal
  * after the session was made, or at the first request once that time has gone by.
  */
-function quotaPlan(quota: KeyQuota, identity: string, session: Session, nowMs: number): QuotaPlan {
+function quotaPlan(quota: KeyQuota, entry: SessionEntry, session: Session, nowMs: number): QuotaPlan {
   const renewalMs = quota.renewalSeconds > 0 ? quota.renewalSeconds * 1000 : 0;
-  const plan = { quotaId: `${identity}:${quota.scopeId}`, source: quota.source, max: quota.max, renewalMs };
+  const plan = { quotaId: `${entry.identity}:${quota.scopeId}`, source: quota.source, max: quota.max, renewalMs };
   if (quota.scopeId !== OWN_SCOPE) {
-    // From the whole second, as a key's own quota_renews is.
-    const firstEndsMs = renewalMs > 0 ? Math.floor(Date.parse(session.date_created) / 1000) * 1000 + renewalMs : Number.NaN;
+    const firstEndsMs = renewalMs > 0 ? entry.madeMs + renewalMs : Number.NaN;
     return { ...plan, initRemaining: quota.max, initRenewsMs: firstEndsMs > nowMs ? firstEndsMs : 0 };
   }
   const renewsMs = session.quota_renews * 1000;
@@ -157,7 +158,7 @@ export class Planner {
       }
       limits.push(planned);
     }
-    const quota = entry.limits.quota ? quotaPlan(entry.limits.quota, entry.identity, request.session, nowMs) : null;
+    const quota = entry.limits.quota ? quotaPlan(entry.limits.quota, entry, request.session, nowMs) : null;
     return { limits, quota, throttle: entry.limits.throttle };
   }
 
@@ -210,7 +211,8 @@ export class Planner {
     let entry = perApi.get(apiId);
     if (!entry) {
       const limits = effectiveLimits(session, apiId, this.#config.policies);
-      entry = { limits, identity: rateLimitIdentity(limits.pattern, session.meta_data, keyHash), planned: new Map() };
+      const madeMs = Math.floor(Date.parse(session.date_created) / 1000) * 1000;
+      entry = { limits, identity: rateLimitIdentity(limits.pattern, session.meta_data, keyHash), madeMs, planned: new Map() };
       perApi.set(apiId, entry);
     }
     return entry;
