@@ -2,19 +2,22 @@ import { describe, expect, it } from 'vitest';
 import { splitHostPort } from '../common/listen.ts';
 import { helpText, parseSidecarArgs } from './cli.ts';
 
+/** What a gateway in a cluster (no --config) must be given: the Redis its sessions are in. */
+const inCluster = { GW_REDIS_URL: 'redis://127.0.0.1:6379' };
+
 describe('sidecar flags', () => {
   it('flag > env > default', () => {
-    const options = parseSidecarArgs(['--listen', '127.0.0.1:9999'], { GW_LISTEN: '0.0.0.0:1', GW_ADMIN_LISTEN: '0.0.0.0:2', GW_APIS: 'a, b' });
+    const options = parseSidecarArgs(['--listen', '127.0.0.1:9999'], { ...inCluster, GW_LISTEN: '0.0.0.0:1', GW_ADMIN_LISTEN: '0.0.0.0:2', GW_APIS: 'a, b' });
     expect(options).toMatchObject({ listen: '127.0.0.1:9999', adminListen: '0.0.0.0:2', healthListen: '0.0.0.0:8082', namespace: 'default' });
     expect(options).toMatchObject({ apis: new Set(['a', 'b']) });
-    expect(parseSidecarArgs([], { GW_APIS: '*' })).toMatchObject({ apis: '*' });
+    expect(parseSidecarArgs([], { ...inCluster, GW_APIS: '*' })).toMatchObject({ apis: '*' });
   });
 
   it('listens on loopback by default standalone (--config or GW_CONFIG_DIR), on every interface in a cluster', () => {
     const loopback = { listen: '127.0.0.1:8080', adminListen: '127.0.0.1:8081', healthListen: '127.0.0.1:8082' };
     expect(parseSidecarArgs(['--config', 'examples'], {})).toMatchObject(loopback);
     expect(parseSidecarArgs([], { GW_CONFIG_DIR: 'examples' })).toMatchObject(loopback);
-    expect(parseSidecarArgs([], {})).toMatchObject({ listen: '0.0.0.0:8080', adminListen: '0.0.0.0:8081', healthListen: '0.0.0.0:8082' });
+    expect(parseSidecarArgs([], inCluster)).toMatchObject({ listen: '0.0.0.0:8080', adminListen: '0.0.0.0:8081', healthListen: '0.0.0.0:8082' });
     expect(parseSidecarArgs(['--config', 'examples', '--admin-listen', '0.0.0.0:9081'], {})).toMatchObject({ ...loopback, adminListen: '0.0.0.0:9081' });
     expect(helpText()).toContain('Default: 127.0.0.1:8081 with --config, else 0.0.0.0:8081.');
   });
@@ -31,41 +34,51 @@ describe('sidecar flags', () => {
 
   it('reads the standalone bearer tokens as JSON, and refuses a bad list naming GW_BEARER_TOKENS', () => {
     const tokens = [{ name: 'ci', token: 'ci-token-0123456789', permissions: ['list:categories'] }];
-    expect(parseSidecarArgs([], { GW_BEARER_TOKENS: JSON.stringify(tokens) })).toMatchObject({ bearerTokens: tokens });
-    expect(parseSidecarArgs([], {})).toMatchObject({ bearerTokens: [] });
-    expect(() => parseSidecarArgs([], { GW_BEARER_TOKENS: '[{"name":"ci"}]' })).toThrow(/^GW_BEARER_TOKENS: 0\.token: /);
-    expect(() => parseSidecarArgs([], { GW_LISTEN: 'nope' })).toThrow('--listen (GW_LISTEN): must be HOST:PORT');
-    expect(parseSidecarArgs([], { GW_LISTEN: 'off' })).toMatchObject({ listen: 'off' });
+    expect(parseSidecarArgs([], { ...inCluster, GW_BEARER_TOKENS: JSON.stringify(tokens) })).toMatchObject({ bearerTokens: tokens });
+    expect(parseSidecarArgs([], inCluster)).toMatchObject({ bearerTokens: [] });
+    expect(() => parseSidecarArgs([], { ...inCluster, GW_BEARER_TOKENS: '[{"name":"ci"}]' })).toThrow(/^GW_BEARER_TOKENS: 0\.token: /);
+    expect(() => parseSidecarArgs([], { ...inCluster, GW_LISTEN: 'nope' })).toThrow('--listen (GW_LISTEN): must be HOST:PORT');
+    expect(parseSidecarArgs([], { ...inCluster, GW_LISTEN: 'off' })).toMatchObject({ listen: 'off' });
   });
 
   it('takes a TLS pair only whole, and the TLS listeners only from admin and proxy', () => {
-    expect(parseSidecarArgs(['--tls-cert', 'c.pem', '--tls-key', 'k.pem'], {})).toMatchObject({ tlsCertFile: 'c.pem', tlsKeyFile: 'k.pem' });
-    expect(() => parseSidecarArgs(['--tls-cert', 'c.pem'], {})).toThrow('--tls-cert (GW_TLS_CERT_FILE) and --tls-key (GW_TLS_KEY_FILE) go together');
-    expect(() => parseSidecarArgs([], { GW_TLS_KEY_FILE: 'k.pem' })).toThrow('go together');
-    expect(parseSidecarArgs([], { GW_TLS_LISTENERS: ' admin ' })).toMatchObject({ tlsListeners: new Set(['admin']) });
-    expect(parseSidecarArgs(['--tls-listeners', 'proxy,admin'], {})).toMatchObject({ tlsListeners: new Set(['admin', 'proxy']) });
-    expect(() => parseSidecarArgs(['--tls-listeners', 'admin,health'], {})).toThrow('--tls-listeners (GW_TLS_LISTENERS): must be a comma list of admin, proxy (got "admin,health")');
-    expect(() => parseSidecarArgs(['--tls-listeners', ','], {})).toThrow('must be a comma list');
+    expect(parseSidecarArgs(['--tls-cert', 'c.pem', '--tls-key', 'k.pem'], inCluster)).toMatchObject({ tlsCertFile: 'c.pem', tlsKeyFile: 'k.pem' });
+    expect(() => parseSidecarArgs(['--tls-cert', 'c.pem'], inCluster)).toThrow('--tls-cert (GW_TLS_CERT_FILE) and --tls-key (GW_TLS_KEY_FILE) go together');
+    expect(() => parseSidecarArgs([], { ...inCluster, GW_TLS_KEY_FILE: 'k.pem' })).toThrow('go together');
+    expect(parseSidecarArgs([], { ...inCluster, GW_TLS_LISTENERS: ' admin ' })).toMatchObject({ tlsListeners: new Set(['admin']) });
+    expect(parseSidecarArgs(['--tls-listeners', 'proxy,admin'], inCluster)).toMatchObject({ tlsListeners: new Set(['admin', 'proxy']) });
+    expect(() => parseSidecarArgs(['--tls-listeners', 'admin,health'], inCluster)).toThrow('--tls-listeners (GW_TLS_LISTENERS): must be a comma list of admin, proxy (got "admin,health")');
+    expect(() => parseSidecarArgs(['--tls-listeners', ','], inCluster)).toThrow('must be a comma list');
   });
 
   it('takes --workers as a number or auto (the default), and refuses more than one where they cannot serve', () => {
-    expect(parseSidecarArgs([], {})).toMatchObject({ workers: 'auto' });
+    expect(parseSidecarArgs([], inCluster)).toMatchObject({ workers: 'auto' });
+    // Standalone, where Redis is optional: the workers need it all the same.
+    const folder = ['--config', 'examples'];
     const redis = ['--redis-url', 'redis://127.0.0.1:6379'];
-    expect(parseSidecarArgs(['--workers', '4', ...redis], {})).toMatchObject({ workers: 4 });
-    expect(parseSidecarArgs(redis, { GW_WORKERS: '2' })).toMatchObject({ workers: 2 });
-    expect(parseSidecarArgs(['--workers', '1'], {})).toMatchObject({ workers: 1 });
-    expect(() => parseSidecarArgs(['--workers', 'many'], {})).toThrow(/^--workers \(GW_WORKERS\): /);
-    expect(() => parseSidecarArgs(['--workers', '0'], {})).toThrow(/^--workers \(GW_WORKERS\): /);
-    expect(() => parseSidecarArgs(['--workers', '2'], {})).toThrow('--workers (GW_WORKERS) 2 needs --redis-url (GW_REDIS_URL)');
-    expect(() => parseSidecarArgs(['--workers', '2', '--listen', 'off', ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs the proxy listener');
-    expect(() => parseSidecarArgs(['--workers', '2', '--listen', '127.0.0.1:0', ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs a fixed proxy port');
+    expect(parseSidecarArgs(['--workers', '4', ...folder, ...redis], {})).toMatchObject({ workers: 4 });
+    expect(parseSidecarArgs([...folder, ...redis], { GW_WORKERS: '2' })).toMatchObject({ workers: 2 });
+    expect(parseSidecarArgs(['--workers', '1', ...folder], {})).toMatchObject({ workers: 1 });
+    expect(() => parseSidecarArgs(['--workers', 'many', ...folder], {})).toThrow(/^--workers \(GW_WORKERS\): /);
+    expect(() => parseSidecarArgs(['--workers', '0', ...folder], {})).toThrow(/^--workers \(GW_WORKERS\): /);
+    expect(() => parseSidecarArgs(['--workers', '2', ...folder], {})).toThrow('--workers (GW_WORKERS) 2 needs --redis-url (GW_REDIS_URL)');
+    expect(() => parseSidecarArgs(['--workers', '2', '--listen', 'off', ...folder, ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs the proxy listener');
+    expect(() => parseSidecarArgs(['--workers', '2', '--listen', '127.0.0.1:0', ...folder, ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs a fixed proxy port');
+  });
+
+  it('refuses a gateway in a cluster without Redis, where its Keys and shared limits are, saying where an injected sidecar gets it', () => {
+    expect(() => parseSidecarArgs([], {})).toThrow(/^a gateway in a cluster \(no --config\) needs --redis-url \(GW_REDIS_URL\): .*sidecar\.namespaces$/);
+    expect(() => parseSidecarArgs(['--listen', 'off'], { GW_APIS: '*' })).toThrow('needs --redis-url (GW_REDIS_URL)');
+    expect(parseSidecarArgs(['--redis-url', 'redis://gw-redis:6379'], {})).toMatchObject({ redisUrl: 'redis://gw-redis:6379' });
+    // Standalone, an in-memory store is the embedded default.
+    expect(parseSidecarArgs(['--config', 'examples'], {})).not.toHaveProperty('redisUrl', expect.anything());
   });
 
   it('takes the session cache size as a whole number of sessions, 10,000 by default', () => {
-    expect(parseSidecarArgs([], {})).toMatchObject({ sessionCacheSize: 10_000 });
-    expect(parseSidecarArgs(['--session-cache-size', '50000'], {})).toMatchObject({ sessionCacheSize: 50_000 });
-    expect(parseSidecarArgs([], { GW_SESSION_CACHE_SIZE: '200' })).toMatchObject({ sessionCacheSize: 200 });
-    for (const bad of ['0', '2.5', 'many', '1000001']) expect(() => parseSidecarArgs(['--session-cache-size', bad], {})).toThrow(/^--session-cache-size \(GW_SESSION_CACHE_SIZE\): /);
+    expect(parseSidecarArgs([], inCluster)).toMatchObject({ sessionCacheSize: 10_000 });
+    expect(parseSidecarArgs(['--session-cache-size', '50000'], inCluster)).toMatchObject({ sessionCacheSize: 50_000 });
+    expect(parseSidecarArgs([], { ...inCluster, GW_SESSION_CACHE_SIZE: '200' })).toMatchObject({ sessionCacheSize: 200 });
+    for (const bad of ['0', '2.5', 'many', '1000001']) expect(() => parseSidecarArgs(['--session-cache-size', bad], inCluster)).toThrow(/^--session-cache-size \(GW_SESSION_CACHE_SIZE\): /);
   });
 
   it('--help asks for help; unknown flags throw', () => {

@@ -73,7 +73,7 @@ const table = {
     help: 'Listeners that serve TLS when a certificate is given: admin, proxy, or both. Default: admin,proxy.',
     schema: tlsListenersOption.optional(),
   },
-  redisUrl: { flag: 'redis-url', value: 'URL', env: 'GW_REDIS_URL', help: 'Redis for counters and sessions; without it, an in-memory store (one process).', schema: redisUrlOption.optional() },
+  redisUrl: { flag: 'redis-url', value: 'URL', env: 'GW_REDIS_URL', help: 'Redis for counters and sessions: required in a cluster; with --config, without it an in-memory store (one process).', schema: redisUrlOption.optional() },
   workers: {
     flag: 'workers',
     value: 'N|auto',
@@ -138,6 +138,14 @@ export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): Sideca
   }
   if (values.configDir !== undefined && !isFolder(values.configDir)) {
     throw new OptionsError(`--config (GW_CONFIG_DIR): ${values.configDir} is not a folder (the folder of resource YAML files a standalone gateway serves)`);
+  }
+  if (values.configDir === undefined && values.redisUrl === undefined) {
+    // In a cluster the Keys' sessions are only in Redis (the operator writes them there), so
+    // an in-memory store would refuse every key and count each pod's limits on its own.
+    throw new OptionsError(
+      'a gateway in a cluster (no --config) needs --redis-url (GW_REDIS_URL): the operator writes the Keys\' sessions to Redis, and every gateway counts its limits there. ' +
+        "An injected sidecar takes it from the chart's env Secret, which the chart makes in the namespaces of sidecar.namespaces",
+    );
   }
   if (values.configDir !== undefined && values.apis !== '*') {
     throw new OptionsError('--apis (GW_APIS) selects the compiled ConfigMaps of a cluster; a standalone gateway serves every API of its --config folder: keep only those APIs there');
