@@ -78,6 +78,22 @@ describe('effectiveLimits: scopes', () => {
     expect(effectiveLimits(session({ apply_policies: ['g'] }), 'a', table([p])).rate).toBeNull();
   });
 
+  it('an API only the key\'s own access_rights grant keeps the key\'s own limits, quota and pattern beside its policies', () => {
+    const p = policy('g', { rate: { rate: 100, per: 1 }, quota_max: 1000, quota_renewal_rate: 60, rate_limit_pattern: '$gw_meta.org', access_rights: { b: right('b') } });
+    const fields = { alias: 'k1', rate: 2, per: 60, quota_max: 5, quota_renewal_rate: 3600, apply_policies: ['g'], meta_data: { rate_limit_pattern: '$gw_meta.team' } };
+    const own = effectiveLimits(session({ ...fields, access_rights: { a: { api_id: 'a' } } }), 'a', table([p]));
+    expect(own.rate).toMatchObject({ rate: { rate: 2, per: 60 }, scopeId: 'session', scope: 'key_global' });
+    expect(own.quota).toMatchObject({ max: 5, renewalSeconds: 3600, scopeId: 'session' });
+    expect(own.pattern).toBe('$gw_meta.team');
+    const perApi = effectiveLimits(session({ ...fields, access_rights: { a: { api_id: 'a', limit: { rate: 3, per: 1 } } } }), 'a', table([p]));
+    expect(perApi.rate).toMatchObject({ rate: { rate: 3, per: 1 }, scopeId: 'session#a', scope: 'key_per_api' });
+    // On the API the policy grants, the policy's limits apply, not the key's own.
+    const granted = effectiveLimits(session({ ...fields, access_rights: { a: { api_id: 'a' } } }), 'b', table([p]));
+    expect(granted.rate).toMatchObject({ rate: { rate: 100, per: 1 }, scopeId: 'default/g' });
+    expect(granted.quota).toMatchObject({ max: 1000, scopeId: 'default/g' });
+    expect(granted.pattern).toBe('$gw_meta.org');
+  });
+
   it('key-level per-endpoint limits come from the policies granting the API', () => {
     const p = policy('g', {
       rate: { rate: 10, per: 1 },

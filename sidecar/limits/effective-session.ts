@@ -195,9 +195,13 @@ export function effectiveLimits(
     .map((id) => policies[id])
     .filter((policy): policy is CompiledPolicy => policy !== undefined);
   const granting = applied.filter((policy) => grants(policy, apiId));
-  const candidates = applied.length > 0 ? granting.map((p) => policyCandidate(p, apiId)) : [sessionCandidate(session, apiId)];
+  // Where no applied Policy grants the API, the key may call it by its own access_rights alone
+  // (sidecar/auth/authenticator.ts), and its own limits and quota apply there, as on a key
+  // without policies: the grant that lets a request in is the one that limits it.
+  const byOwnGrant = granting.length === 0;
+  const candidates = byOwnGrant ? [sessionCandidate(session, apiId)] : granting.map((p) => policyCandidate(p, apiId));
   const winner = bestRate(candidates);
-  const pattern = applied.find((policy) => policy.rate_limit_pattern)?.rate_limit_pattern ?? sessionPattern(session);
+  const pattern = (byOwnGrant ? undefined : applied.find((policy) => policy.rate_limit_pattern)?.rate_limit_pattern) ?? sessionPattern(session);
   return {
     endpointGroups: granting.map((policy) => endpointGroup(policy, apiId)).filter((group) => group.length > 0),
     rate: winner?.limit.rate
@@ -214,7 +218,7 @@ export function effectiveLimits(
       const { limit, scope, source } = candidate;
       return limit.rate ? [{ rate: limit.rate, scope, source: { resource: source, rule: null }, chosen: candidate === winner }] : [];
     }),
-    quota: candidates.length > 0 ? bestQuota(candidates) : null,
+    quota: bestQuota(candidates),
     throttle: throttleOf(winner),
     pattern,
   };

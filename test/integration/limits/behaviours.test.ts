@@ -174,6 +174,18 @@ describe('quotas on Redis', () => {
     expect(first.quota).toEqual({ limit: 3, remaining: 2, reset: Math.floor(made.getTime() / 1000) + 60 });
   });
 
+  it("holds a key to its own rate and quota on an API its own access_rights grant, where its Policies grant others", async () => {
+    const mine = api(uniqueId('own-grant'));
+    const theirs = api(uniqueId('policy-grant'));
+    const p = policy(uniqueId('other-apis'), { rate: { rate: 100, per: 60 }, access_rights: { [theirs.api_id]: { api_id: theirs.api_id, api_name: theirs.name, limit: null, endpoints: [] } } });
+    const gateway = startGateway(config({ settings: rolling, apis: [mine, theirs], policies: [p] }), testEnv().redisUrl);
+    const own = { session: session({ rate: 2, per: 60, apply_policies: [p.source.name], access_rights: { [mine.api_id]: { api_id: mine.api_id } } }), raw: uniqueId('key') };
+    expect(await outcomes(gateway, request(mine, own), 3)).toEqual(['allowed', 'allowed', 'key_rate_limited']);
+    expect(await outcomes(gateway, request(theirs, own), 3)).toEqual(['allowed', 'allowed', 'allowed']);
+    const quota = { session: session({ quota_max: 1, quota_renewal_rate: 3600, apply_policies: [p.source.name], access_rights: { [mine.api_id]: { api_id: mine.api_id } } }), raw: uniqueId('key') };
+    expect(await outcomes(gateway, request(mine, quota), 2)).toEqual(['allowed', 'quota_exceeded']);
+  });
+
   it('is shared by gateways and not consumed by rate-limited requests', async () => {
     const a = api(uniqueId('quota'));
     const cfg = config({ settings: rolling, apis: [a] });
