@@ -50,4 +50,12 @@ describe('categories and products', () => {
     expect(findProduct(items, 'nope', productOf)).toBeUndefined();
     expect(productOf(items[1])?.tags).toEqual([{ Name: 'a' }]);
   });
+
+  it('finds a product by its spec.id before an id-less product of that name, whatever their order', () => {
+    const named = { metadata: { name: 'silver' }, spec: {} };
+    const identified = { metadata: { name: 'zz-other' }, spec: { id: 'silver' } };
+    expect(findProduct([named, identified], 'silver', productOf)).toBe(identified);
+    expect(findProduct([identified, named], 'silver', productOf)).toBe(identified);
+    expect(findProduct([named], 'silver', productOf)).toBe(named);
+  });
 });

@@ -63,7 +63,8 @@ export function categoryEntryOf(object: unknown, fallbackNamespace: string): Cat
 export interface ProductView {
   namespace: string | undefined;
   name: string;
-  id: string;
+  /** `spec.id`, when the product gives one. */
+  id: string | null;
   tags: { Name: string }[];
 }
 
@@ -71,12 +72,13 @@ export function productOf(object: unknown): ProductView | null {
   const parsed = productView.safeParse(object);
   if (!parsed.success) return null;
   const { metadata, spec } = parsed.data;
-  return { namespace: metadata.namespace, name: metadata.name, id: spec.id ?? metadata.name, tags: spec.tags };
+  return { namespace: metadata.namespace, name: metadata.name, id: spec.id ?? null, tags: spec.tags };
 }
 
 /**
- * The product a path's product_id names: spec.id first, then metadata.name, so a product
- * whose id is another's name is still reachable by its id. Ties go to the first in list order.
+ * The product a path's product_id names: the one whose spec.id it is, else the one of that
+ * metadata.name, so a product whose id is another's name is still reachable by its id. Ties go
+ * to the first in list order.
  */
 export function findProduct<T>(items: readonly T[], productId: string, view: (item: T) => ProductView | null): T | undefined {
   const viewed = items.map((item) => ({ item, product: view(item) }));
