@@ -54,6 +54,12 @@ export async function createKey(ctx: HandlerContext): Promise<Reply> {
   try {
     await deps.sessions.put(hash, session);
   } catch (error) {
+    // A write that timed out may still run once Redis answers again (a stall, a paused server),
+    // leaving a session of a key nobody was given. A delete sent after it on the same
+    // connection runs after it; it is not waited for, since it waits on the same stall.
+    deps.sessions.delete(hash).catch((rollbackError: unknown) => {
+      ctx.log.warn({ err: rollbackError, keyName: name }, 'create key: could not remove a session whose write failed');
+    });
     throw new AdminError(adminErrors.keySaveFailed, undefined, { cause: error });
   }
   try {

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RedisSessionStore } from '../../../common/session-store.ts';
 import { sessionKey } from '../../../common/redis-keys.ts';
 import { createNamespace, startRedis } from '../../harness/index.ts';
 import { json, jsonType, startAdmin, type AdminServer } from './admin-client.ts';
-import { ADMIN_SECRET, clusterDeps, connected, keysIn, testRedis } from './fixtures.ts';
+import { ADMIN_SECRET, ADMIN_TEST_DB, clusterDeps, connected, keysIn, testRedis } from './fixtures.ts';
 
 const auth: [string, string] = ['Admin-Auth', ADMIN_SECRET];
 
@@ -229,6 +229,30 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     } finally {
       await server.close();
       ownClient.disconnect();
+      await own.stop();
+    }
+  });
+
+  it('leaves no session behind when its write timed out and Redis runs it later', async () => {
+    const own = await startRedis();
+    const ownClient = new Redis(own.url, { db: ADMIN_TEST_DB, commandTimeout: 200, maxRetriesPerRequest: 1 });
+    const pauser = testRedis(own.url);
+    const ns = await createNamespace('admin-keys-stall');
+    const server = await startAdmin(clusterDeps(ns, ownClient, { sessions: new RedisSessionStore(ownClient) }).deps);
+    try {
+      await Promise.all([connected(ownClient), connected(pauser)]);
+      // Redis holds every command for 1.5 s: the session's write times out, then runs.
+      await pauser.call('CLIENT', 'PAUSE', '1500', 'ALL');
+      const res = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ ...grantsPets, alias: 'stalled' }) });
+      expect(res.status).toBe(500);
+      expect(res.json).toEqual({ Status: 'Error', Message: 'Failed to create key, save of the new session failed', Meta: null });
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      expect(await pauser.keys('*')).toEqual([]);
+      expect(await keysIn(ns)).toHaveLength(0);
+    } finally {
+      await server.close();
+      ownClient.disconnect();
+      pauser.disconnect();
       await own.stop();
     }
   });
