@@ -34,6 +34,17 @@ describe('sessionFromKey', () => {
     expect(outcome.session.access_rights.api1).toMatchObject({ api_id: 'api1', limit: { rate: 5, per: 1 } });
   });
 
+  it('keeps the session to what is enforced: allowance is rate, and a first period has no more left than quota_max', () => {
+    const both = sessionFromKey({ rate: 5, per: 10, allowance: 1 }, 'k', 'ns', null, t0);
+    expect(both.ok && both.session).toMatchObject({ rate: 5, allowance: 5 });
+    const alone = sessionFromKey({ allowance: 7 }, 'k', 'ns', null, t0);
+    expect(alone.ok && alone.session).toMatchObject({ rate: 0, allowance: 0 });
+    const over = sessionFromKey({ quota_max: 3, quota_remaining: 50, quota_renewal_rate: 3600 }, 'k', 'ns', null, t0);
+    expect(over.ok && over.session.quota_remaining).toBe(3);
+    const unlimited = sessionFromKey({ quota_max: -1, quota_remaining: 50 }, 'k', 'ns', null, t0);
+    expect(unlimited.ok && unlimited.session.quota_remaining).toBe(50);
+  });
+
   it("starts a renewing quota's first period at creation, so its quota_remaining counts", () => {
     const fresh = sessionFromKey({ rate: 10, per: 60, quota_max: 10, quota_remaining: 2, quota_renewal_rate: 3600 }, 'k', 'ns', null, t0);
     expect(fresh.ok && fresh.session).toMatchObject({ quota_remaining: 2, quota_renews: t0.getTime() / 1000 + 3600 });

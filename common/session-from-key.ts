@@ -18,7 +18,7 @@ function accessRights(spec: KeySpec): NonNullable<SessionInput['access_rights']>
 
 /**
  * The session a Key resource stands for (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations): its spec fields, `allowance`
- * defaulting to `rate`, the Key's namespace (how apply_policies resolve), and, when a
+ * set to `rate`, the Key's namespace (how apply_policies resolve), and, when a
  * session already exists, its run-time fields (and the fields no spec sets) kept. `last_updated` moves only when the
  * content changes, and `changed` says whether there is anything to write, so an unchanged Key
  * rewrites nothing.
@@ -55,7 +55,8 @@ function specFields(s: KeySpec, namespace: string): SessionInput {
     alias: s.alias,
     rate: s.rate,
     per: s.per,
-    allowance: s.allowance ?? s.rate,
+    // SPEC §2.4: the gateway sets `allowance` and `rate` to the same value, whatever the Key gave.
+    allowance: s.rate,
     apply_policies: s.apply_policies,
     access_rights: accessRights(s),
     enable_detailed_recording: s.enable_detailed_recording,
@@ -83,7 +84,9 @@ function specFields(s: KeySpec, namespace: string): SessionInput {
 function initialRuntime(s: KeySpec, keyName: string, now: Date): RuntimeFields {
   const renewal = s.quota_renewal_rate ?? 0;
   const quotaRenews = s.quota_renews ?? (renewal > 0 ? Math.floor(now.getTime() / 1000) + renewal : undefined);
-  return { quota_remaining: s.quota_remaining ?? s.quota_max, quota_renews: quotaRenews, date_created: now.toISOString(), key_id: keyName };
+  // A period never has more left than the quota's max (the limit engine counts no more).
+  const remaining = s.quota_remaining !== undefined && s.quota_max !== undefined && s.quota_max > 0 ? Math.min(s.quota_remaining, s.quota_max) : (s.quota_remaining ?? s.quota_max);
+  return { quota_remaining: remaining, quota_renews: quotaRenews, date_created: now.toISOString(), key_id: keyName };
 }
 
 function withoutFields(session: Session, names: readonly string[]): Partial<Session> {

@@ -128,6 +128,17 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     expect(key?.spec).toEqual({ ...request, key_hash: hash });
   });
 
+  it('answers and stores what the gateway enforces: allowance is rate, quota_remaining at most quota_max', async () => {
+    const res = await admin.call('POST', '/admin/org/keys', {
+      headers: [auth, jsonType],
+      body: json({ ...grantsPets, rate: 5, per: 10, allowance: 1, quota_max: 3, quota_remaining: 50, quota_renewal_rate: 3600 }),
+    });
+    expect(res.status).toBe(200);
+    const body = res.json as { key_hash: string; data: Record<string, unknown> };
+    expect(body.data).toMatchObject({ rate: 5, allowance: 5, quota_max: 3, quota_remaining: 3 });
+    expect(JSON.parse((await redis.get(sessionKey(body.key_hash)))!)).toMatchObject({ rate: 5, allowance: 5, quota_remaining: 3 });
+  });
+
   it('answers every field of data with the key record\'s type: no null where the record has an object, number, boolean or string', async () => {
     for (const request of [{ apply_policies: ['gold'] }, { ...grantsPets, rate: 5, per: 1, smoothing: { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 5 } }]) {
       const res = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json(request) });
