@@ -245,6 +245,19 @@ function listenAll(options: SidecarOptions, worker: WorkerRole | undefined, serv
   ]);
 }
 
+/**
+ * An empty secret authenticates nobody (sidecar/admin/secret.ts), so the operations behind it
+ * refuse every call: said once at start, where a new user looks first.
+ */
+function warnUnsetSecrets(options: SidecarOptions, logger: Logger, servesAdmin: boolean): void {
+  if (!servesAdmin) return;
+  const unset = [
+    ...(options.adminSecret ? [] : ['GW_ADMIN_SECRET (Admin-Auth, X-GW-Authorization: create key, delete API, reload, key limits, gateways): 403']),
+    ...(options.portalSecret ? [] : ['GW_PORTAL_SECRET (the portal Authorization header: attach tag): 401']),
+  ];
+  if (unset.length > 0) logger.warn({ unset }, 'the admin operations whose secret is not set refuse every call');
+}
+
 /** The warm-up before readiness (sidecar/warm-up.ts); one that fails leaves the gateway serving cold, as it would without. */
 async function warmRequestPath(requests: number, local: LocalSettings, logger: Logger, signal: AbortSignal): Promise<void> {
   try {
@@ -348,6 +361,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     const adminUrl = adminInfo ? urlOf(adminInfo, schemeOf('admin')) : PROXY_OFF;
     const healthUrl = healthInfo ? urlOf(healthInfo) : PROXY_OFF;
     logger.info({ proxy: proxyUrl, admin: adminUrl, health: healthUrl }, 'gw-sidecar listening');
+    warnUnsetSecrets(options, logger, adminInfo !== undefined);
     return { proxyUrl, adminUrl, healthUrl, runtime, metrics, readiness, resources: parts.resources, close };
   } catch (err) {
     // Whatever did start (listeners, Redis, timers) is stopped so a failed start leaves nothing running.

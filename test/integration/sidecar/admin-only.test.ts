@@ -4,6 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { gatewayHeartbeatKey } from '../../../common/redis-keys.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { createNamespace } from '../../harness/index.ts';
+import { collectingLogger } from '../../support/collecting-logger.ts';
 import { compiledApi, deployApi, eventually, newRedis, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
 
 /**
@@ -48,5 +49,19 @@ describe('a gateway with its proxy listener off', () => {
     for (let i = 0; i < 11; i += 1) statuses.push((await fetch(`${proxying.proxyUrl}${api.listen_path}x`)).status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(10);
     expect(statuses.at(-1)).toBe(429);
+  });
+
+  it('says at start which admin operations refuse every call because their secret is not set', async () => {
+    const namespace = await createNamespace('admin-secrets');
+    const lines: string[] = [];
+    const unset = await startTestSidecar({ ...sidecarOptions(namespace), listen: 'off', adminSecret: '', portalSecret: undefined }, { logger: collectingLogger(lines) });
+    started.push(unset);
+    const warning = lines.map((line) => JSON.parse(line) as { msg: string; unset?: string[] }).find((r) => r.msg === 'the admin operations whose secret is not set refuse every call');
+    expect(warning?.unset).toEqual([expect.stringMatching(/^GW_ADMIN_SECRET .*: 403$/), expect.stringMatching(/^GW_PORTAL_SECRET .*: 401$/)]);
+    const res = await fetch(`${unset.adminUrl}/admin/org/keys`, { method: 'POST', headers: { 'Admin-Auth': '', 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(403);
+    const set: string[] = [];
+    started.push(await startTestSidecar({ ...sidecarOptions(namespace), listen: 'off' }, { logger: collectingLogger(set) }));
+    expect(set.some((line) => line.includes('whose secret is not set'))).toBe(false);
   });
 });
