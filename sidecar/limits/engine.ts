@@ -152,9 +152,33 @@ class Engine implements LimitEngine {
     const deadline = started + this.#config.settings.throttle_max_wait_ms;
     for (let retry = 0; retry < throttle.retries && isRateLimited(evaluated.decision); retry++) {
       if (this.#now() + throttle.intervalMs > deadline || !(await this.#wait(throttle.intervalMs, signal))) break;
-      evaluated = await this.#evaluate(plan, asEvaluated);
+      // A retry the limits would refuse again is not made: the sliding log and the sentinel log
+      // every refusal, so the gateway's own retries would keep the caller's window full
+      // (docs/behaviour.md#throttling).
+      if (await this.#wouldAdmit(plan)) evaluated = await this.#evaluate(plan, asEvaluated);
     }
     return this.#counted(evaluated);
+  }
+
+  /**
+   * Whether every rate limit of `plan` has room for a request now, read without counting
+   * anything. A store that cannot be read leaves the answer to the evaluation itself, which
+   * meets the same fault and answers as the failure mode says.
+   */
+  async #wouldAdmit(plan: RequestPlan): Promise<boolean> {
+    const nowMs = this.#now();
+    const ops: StoreOp[] = [];
+    for (const limit of plan.limits) {
+      const step = this.#step(limit);
+      if (step.algorithm !== 'drl') ops.push(opOf(step));
+      else if (this.#buckets.peek(limit.limiterId, step.share, limit.perMs, nowMs).remaining === 0) return false;
+    }
+    if (ops.length === 0) return true;
+    try {
+      return (await this.#store.peek(ops)).every((held) => held.remaining > 0);
+    } catch {
+      return true;
+    }
   }
 
   async explain(request: LimitRequest): Promise<LimitExplanation> {

@@ -126,6 +126,23 @@ describe('smoothing on Redis', () => {
   });
 });
 
+describe('throttling on Redis', () => {
+  it.each([
+    ['the sliding log', rolling],
+    ['the sentinel', { enable_sentinel_rate_limiter: true }],
+  ])("admits a throttled burst under %s once the window has room: the gateway's own retries are not logged", async (_name, settings) => {
+    const a = api(uniqueId('throttle'));
+    const gateway = startGateway(config({ settings: { ...settings, throttle_max_wait_ms: 10_000 }, apis: [a] }), testEnv().redisUrl);
+    const caller = { session: session({ rate: 2, per: 2, throttle_interval: 1, throttle_retry_limit: 3 }), raw: uniqueId('key') };
+    const started = Date.now();
+    const burst = await Promise.all([0, 1, 2, 3].map(async () => ({ outcome: (await gateway.engine.decide(request(a, caller))).outcome, after: Date.now() - started })));
+    expect(burst.map((b) => b.outcome)).toEqual(['allowed', 'allowed', 'allowed', 'allowed']);
+    // Two at once; the other two once the first two left the 2 s window, not before.
+    expect(burst.filter((b) => b.after < 500)).toHaveLength(2);
+    expect(burst.filter((b) => b.after >= 1_900 && b.after < 3_500)).toHaveLength(2);
+  });
+});
+
 describe('quotas on Redis', () => {
   it.each([
     ['renews after quota_renewal_rate', 1, 'allowed'],
