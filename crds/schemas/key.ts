@@ -57,7 +57,7 @@ export const keySpecSchema = withRules(
       .describe('Names of Policies in this namespace applied to the key; with several, the highest rate/per wins.'),
     access_rights: accessRightsMap(keyAccessRightSchema)
       .optional()
-      .describe('APIs the key may call, keyed by api_id, for keys without policies.'),
+      .describe('APIs the key may call, keyed by api_id, besides those its policies grant; on these alone its own limits apply.'),
     enable_detailed_recording: z.boolean().optional().describe('Record request and response details for this key.'),
     expires: unixTimeField.optional().describe('Unix time (seconds) after which the key is refused; 0 never expires.'),
     hmac_enabled: z.boolean().optional().describe('Whether requests with this key are HMAC-signed.'),
@@ -76,7 +76,7 @@ export const keySpecSchema = withRules(
     throttle_retry_limit: keyLimitFields.throttle_retry_limit,
   }),
   limitRules,
-).describe('An access key. Its own limits apply when it has no policies; apply_policies take precedence.');
+).describe('An access key. Its own limits apply where no applied policy grants the API; elsewhere its policies take precedence.');
 
 export const keyStatusSchema = z
   .object({

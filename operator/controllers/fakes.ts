@@ -8,7 +8,7 @@ import type { ConfigMapWriter } from '../config/config-map-writer.ts';
 import type { FinalizerWriter } from '../kit/controllerutil.ts';
 import type { Request } from '../kit/reconciler.ts';
 import type { Source, WatchEvent } from '../kit/watch.ts';
-import { hashOfSecret, keySecret, keySecretName, type KeySecretStore } from '../keys/key-secrets.ts';
+import { hashOfSecret, keySecret, keySecretName, ownedBy, SecretNameTakenError, type KeySecretStore } from '../keys/key-secrets.ts';
 import type { EventRecorder, EventType } from '../runtime/event-recorder.ts';
 import type { GwObject, GwStatus } from '../runtime/gw-object.ts';
 import { OperatorMetrics } from '../runtime/metrics.ts';
@@ -130,17 +130,22 @@ export class MemoryKeySecrets implements KeySecretStore {
     this.#secrets = secrets;
   }
 
-  async create(key: GwObject<'Key'>): Promise<string> {
-    const existing = hashOfSecret(this.#secrets.get(key.metadata.namespace, keySecretName(key.metadata.name)));
-    if (existing) return existing;
+  async create(key: GwObject<'Key'>): Promise<string | undefined> {
+    const existing = this.#secrets.get(key.metadata.namespace, keySecretName(key.metadata.name));
+    if (existing) {
+      if (!ownedBy(existing, key)) throw new SecretNameTakenError(`Secret ${keySecretName(key.metadata.name)} exists and is not this Key's`);
+      return hashOfSecret(existing);
+    }
     this.#generated += 1;
     const { secret, hash } = keySecret(key, `raw-${this.#generated}`);
     this.#secrets.put(secret);
     return hash;
   }
 
-  async delete(namespace: string, name: string): Promise<void> {
-    this.#secrets.remove(namespace, name);
+  async delete(key: GwObject<'Key'>): Promise<void> {
+    const name = keySecretName(key.metadata.name);
+    const existing = this.#secrets.get(key.metadata.namespace, name);
+    if (existing && ownedBy(existing, key)) this.#secrets.remove(key.metadata.namespace, name);
   }
 }
 

@@ -36,6 +36,21 @@ describe('KeyController', () => {
     expect(caches.keys.get('ns', 'alice')).toBeUndefined();
   });
 
+  it('says why a deleted Key waits while its session cannot be removed, and keeps its finalizer', async () => {
+    const { ctx, caches, sessions, events } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key());
+    await controller.reconcile(request, signal);
+    const live = caches.keys.get('ns', 'alice')!;
+    caches.keys.put({ ...live, metadata: { ...live.metadata, deletionTimestamp: new Date() } });
+    sessions.delete = () => Promise.reject(new Error('Connection is closed.'));
+    await expect(controller.reconcile(request, signal)).rejects.toThrow('Connection is closed.');
+    const waiting = caches.keys.get('ns', 'alice')!;
+    expect(waiting.metadata.finalizers).toEqual([KEY_FINALIZER]);
+    expect(waiting.status?.conditions).toMatchObject([{ status: 'False', reason: 'SessionStoreUnavailable', message: expect.stringContaining('deleted once its session is removed') }]);
+    expect(events.events.map((e) => e.reason)).toEqual(['SessionCreated', 'SessionStoreUnavailable']);
+  });
+
   it('says which applied policies are missing, and drops the old session when the identity changes', async () => {
     const { ctx, caches, sessions } = fakeContext();
     const controller = new KeyController(ctx);
@@ -107,11 +122,42 @@ describe('KeyController', () => {
     expect(caches.keys.get('ns', 'newer')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
   });
 
-  it('fails terminally when the key Secret holds no key', async () => {
-    const { ctx, caches } = fakeContext();
+  it('says the Key is not Ready, and fails terminally, when its Secret holds no key', async () => {
+    const { ctx, caches, events } = fakeContext();
     caches.keys.put(key());
-    caches.secrets.put({ metadata: { namespace: 'ns', name: 'gw-key-alice' }, data: {} });
+    caches.secrets.put({ metadata: { namespace: 'ns', name: 'gw-key-alice', labels: { 'gw.dev/key': 'alice' } }, data: {} });
     await expect(new KeyController(ctx).reconcile(request, signal)).rejects.toBeInstanceOf(TerminalError);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'False', reason: 'SecretHoldsNoKey', message: expect.stringContaining('Secret gw-key-alice holds no key') }]);
+    expect(events.events.map((e) => e.reason)).toEqual(['SecretHoldsNoKey']);
+  });
+
+  it("neither takes over nor deletes a Secret of the Key's name that is not the Key's, and says so", async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key());
+    const foreign = { metadata: { namespace: 'ns', name: 'gw-key-alice' }, data: { key: Buffer.from('theirs').toString('base64'), password: 'aHVudGVyMg==' } };
+    caches.secrets.put(foreign);
+    expect(await controller.reconcile(request, signal)).toEqual({ requeueAfterMs: 30_000 });
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'False', reason: 'SecretNameTaken' }]);
+    expect(await sessions.get(keyHash('theirs'))).toBeNull();
+    const live = caches.keys.get('ns', 'alice')!;
+    caches.keys.put({ ...live, metadata: { ...live.metadata, deletionTimestamp: new Date() } });
+    await controller.reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')).toBeUndefined();
+    expect(caches.secrets.get('ns', 'gw-key-alice')).toEqual(foreign);
+  });
+
+  it('deletes the generated Secret of a Key given a key_hash, and drops secretName from its status', async () => {
+    const { ctx, caches } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key());
+    await controller.reconcile(request, signal);
+    const generated = caches.keys.get('ns', 'alice')!;
+    expect(generated.status?.secretName).toBe('gw-key-alice');
+    caches.keys.put({ ...generated, spec: keySpecSchema.parse({ key_hash: keyHash('own') }) });
+    await controller.reconcile(request, signal);
+    expect(caches.secrets.get('ns', 'gw-key-alice')).toBeUndefined();
+    expect(caches.keys.get('ns', 'alice')!.status).toMatchObject({ key_hash: keyHash('own'), secretName: undefined });
   });
 
   it('watches its keys, their Secrets, and the keys naming a policy whose spec changed', () => {

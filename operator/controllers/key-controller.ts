@@ -3,10 +3,10 @@ import { apiIdOf } from '../config/compile-api.ts';
 import type { KeyStatus } from '../../crds/schemas/key.ts';
 import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
-import { TerminalError, type Request } from '../kit/reconciler.ts';
+import { TerminalError, type Request, type Result } from '../kit/reconciler.ts';
 import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, type Watch } from '../kit/watch.ts';
 import { KeyHashIndex, refOf } from '../keys/key-hash-index.ts';
-import { hashOfSecret, KEY_LABEL, keySecretName } from '../keys/key-secrets.ts';
+import { hashOfSecret, KEY_DATA, KEY_LABEL, keySecretName, SecretNameTakenError } from '../keys/key-secrets.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import type { DesiredStatus, StatusFields } from '../runtime/status.ts';
@@ -21,6 +21,15 @@ interface KeyIdentity {
   hash: string;
   secretName: string | undefined;
 }
+
+/** A kubectl-made Key whose raw key cannot be had: its Secret's name is taken, or its Secret holds none. */
+interface Unidentified {
+  reason: 'SecretNameTaken' | 'SecretHoldsNoKey';
+  message: string;
+}
+
+/** How often a Key whose Secret name another Secret holds is looked at again. */
+const SECRET_NAME_RETRY_MS = 30_000;
 
 /**
  * Key → its Redis session under the key's hash (the key's identity). A kubectl-made Key
@@ -69,7 +78,7 @@ export class KeyController implements KindController {
     ];
   }
 
-  async reconcile({ namespace, name }: Request, signal: AbortSignal): Promise<void> {
+  async reconcile({ namespace, name }: Request, signal: AbortSignal): Promise<Result | void> {
     let key = this.#ctx.caches.keys.get(namespace, name);
     if (!key) return;
     if (key.metadata.deletionTimestamp) {
@@ -78,6 +87,14 @@ export class KeyController implements KindController {
     }
     key = await addFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     const identity = await this.#identity(key);
+    if ('reason' in identity) {
+      const fields = { key_hash: key.status?.key_hash, secretName: key.status?.secretName, policies: this.#existingPolicies(key).found };
+      await this.#setStatus(key, { ready: false, reason: identity.reason, message: identity.message, fields });
+      // A name taken by a Secret of someone else's is freed without a change the operator
+      // watches (it watches only its own Secrets): look again until it is.
+      if (identity.reason === 'SecretNameTaken') return { requeueAfterMs: SECRET_NAME_RETRY_MS };
+      throw new TerminalError(identity.message);
+    }
     const fields = { key_hash: identity.hash, secretName: identity.secretName, policies: this.#existingPolicies(key).found };
     const holder = key.spec.key_hash === undefined ? undefined : this.#hashes.holder(key.spec.key_hash, key);
     if (holder !== undefined && refOf(holder) !== refOf(key)) {
@@ -132,19 +149,33 @@ export class KeyController implements KindController {
     return { found: found.map((p) => `${ns}/${p}`), missing: names.filter((p) => !found.includes(p)) };
   }
 
-  /** The key's hash: spec.key_hash (admin-made), else the generated key's, its Secret created on first sight. */
-  async #identity(key: Key): Promise<KeyIdentity> {
+  /**
+   * The key's hash: spec.key_hash (admin-made; a Secret generated before it is deleted, its
+   * key no longer works), else the generated key's, its Secret created on first sight; or why
+   * there is none.
+   */
+  async #identity(key: Key): Promise<KeyIdentity | Unidentified> {
     const specHash = key.spec.key_hash;
+    const secretName = keySecretName(key.metadata.name);
+    // The cache holds only the operator's Secrets; one of this Key's is labelled with its name.
+    const cached = this.#ctx.caches.secrets.get(key.metadata.namespace, secretName);
+    const secret = cached?.metadata?.labels?.[KEY_LABEL] === key.metadata.name ? cached : undefined;
     let identity: KeyIdentity;
-    if (specHash) identity = { hash: specHash, secretName: undefined };
-    else {
-      const secretName = keySecretName(key.metadata.name);
-      const secret = this.#ctx.caches.secrets.get(key.metadata.namespace, secretName);
+    if (specHash) {
+      if (secret) await this.#ctx.keySecrets.delete(key);
+      identity = { hash: specHash, secretName: undefined };
+    } else {
       // Not in the cache: almost always a new Key, so create at once; a Secret the cache has
       // not seen yet makes the create conflict, and then it is read (KeySecretStore.create).
-      const hash = secret ? hashOfSecret(secret) : await this.#ctx.keySecrets.create(key);
+      let hash: string | undefined;
+      try {
+        hash = secret ? hashOfSecret(secret) : await this.#ctx.keySecrets.create(key);
+      } catch (error) {
+        if (error instanceof SecretNameTakenError) return { reason: 'SecretNameTaken', message: error.message };
+        throw error;
+      }
       // Retrying cannot fill the Secret: a change to it enqueues the Key again.
-      if (!hash) throw new TerminalError(`Secret ${secretName} holds no key`);
+      if (!hash) return { reason: 'SecretHoldsNoKey', message: `Secret ${secretName} holds no key in its "${KEY_DATA}" entry: put one there, or delete the Secret for a new one to be generated` };
       identity = { hash, secretName };
     }
     const previous = key.status?.key_hash;
@@ -172,8 +203,15 @@ export class KeyController implements KindController {
         (h): h is string => typeof h === 'string' && h !== '',
       ),
     );
-    for (const hash of hashes) if (!this.#namedByOthers(hash, key)) await this.#ctx.sessions.delete(hash);
-    await this.#ctx.keySecrets.delete(key.metadata.namespace, secretName);
+    try {
+      for (const hash of hashes) if (!this.#namedByOthers(hash, key)) await this.#ctx.sessions.delete(hash);
+    } catch (error) {
+      // The finalizer holds the Key until its session is gone: say so where kubectl shows it.
+      const message = `the Key is deleted once its session is removed from Redis, which failed: ${errorMessage(error)}`;
+      await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message, fields: { key_hash: key.status?.key_hash, secretName: key.status?.secretName, policies: key.status?.policies ?? [] } });
+      throw error;
+    }
+    await this.#ctx.keySecrets.delete(key);
     signal.throwIfAborted();
     await removeFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     this.#ctx.log.info({ key: `${key.metadata.namespace}/${key.metadata.name}` }, 'key session removed');

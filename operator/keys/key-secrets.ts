@@ -57,12 +57,28 @@ export function keySecret(key: GwObject<'Key'>, raw: string): { secret: V1Secret
   return { secret, hash: keyHash(raw) };
 }
 
-/** Secrets of kubectl-made Keys: created once, deleted with the Key. */
+/**
+ * The Secret a Key's raw key goes in exists and is not that Key's: made by someone else (no
+ * owner reference to the Key), it is neither taken over nor, later, deleted with the Key.
+ */
+export class SecretNameTakenError extends Error {
+  override readonly name = 'SecretNameTakenError';
+}
+
+/** Whether `key` is the controller of `secret`: the operator made it for that Key (keySecret). */
+export const ownedBy = (secret: V1Secret, key: GwObject<'Key'>): boolean =>
+  (secret.metadata?.ownerReferences ?? []).some((ref) => ref.controller === true && ref.kind === 'Key' && ref.uid === key.metadata.uid);
+
+/** Secrets of kubectl-made Keys: created once, deleted with the Key; a Secret the Key does not own is left alone. */
 export interface KeySecretStore {
-  /** Creates the Secret with a fresh raw key; if one appeared meanwhile, that one wins. Returns the key's hash. */
-  create(key: GwObject<'Key'>): Promise<string>;
-  /** Deletes it; one already gone counts as deleted. */
-  delete(namespace: string, name: string): Promise<void>;
+  /**
+   * Creates the Secret with a fresh raw key; if the Key's own appeared meanwhile, that one
+   * wins. Returns the key's hash (undefined: the Key's Secret holds none); throws
+   * SecretNameTakenError when a Secret of that name is not the Key's.
+   */
+  create(key: GwObject<'Key'>): Promise<string | undefined>;
+  /** Deletes the Key's Secret if the Key owns it; one already gone counts as deleted. */
+  delete(key: GwObject<'Key'>): Promise<void>;
 }
 
 export class KubeKeySecrets implements KeySecretStore {
@@ -83,25 +99,32 @@ export class KubeKeySecrets implements KeySecretStore {
     }
   }
 
-  async create(key: GwObject<'Key'>): Promise<string> {
+  async create(key: GwObject<'Key'>): Promise<string | undefined> {
     const { secret, hash } = keySecret(key, generateRawKey());
     try {
       this.#ownWrites.record('Secret', await this.#api.createNamespacedSecret({ namespace: key.metadata.namespace, body: secret }));
       return hash;
     } catch (error) {
       if (!isConflict(error)) throw error;
-      const existing = await this.#read(key.metadata.namespace, keySecretName(key.metadata.name));
-      const existingHash = hashOfSecret(existing);
-      if (!existingHash) throw new Error(`Secret ${keySecretName(key.metadata.name)} exists without a "${KEY_DATA}" entry`, { cause: error });
-      return existingHash;
+      const name = keySecretName(key.metadata.name);
+      const existing = await this.#read(key.metadata.namespace, name);
+      // Gone again since the conflict: the next reconcile creates it.
+      if (existing === undefined) throw new Error(`Secret ${name} was deleted while it was being created`, { cause: error });
+      if (!ownedBy(existing, key)) throw new SecretNameTakenError(`Secret ${name} exists and is not this Key's (it has no owner reference to it): delete or rename it, and the Key gets its own`);
+      return hashOfSecret(existing);
     }
   }
 
-  async delete(namespace: string, name: string): Promise<void> {
+  async delete(key: GwObject<'Key'>): Promise<void> {
+    const { namespace } = key.metadata;
+    const name = keySecretName(key.metadata.name);
+    const existing = await this.#read(namespace, name);
+    if (existing === undefined || !ownedBy(existing, key)) return;
     try {
-      await this.#api.deleteNamespacedSecret({ name, namespace });
+      // Only the Secret just read: one made anew under that name meanwhile is not this Key's.
+      await this.#api.deleteNamespacedSecret({ name, namespace, body: { preconditions: { uid: existing.metadata?.uid } } });
     } catch (error) {
-      if (!isNotFound(error)) throw error;
+      if (!isNotFound(error) && !isConflict(error)) throw error;
     }
   }
 }

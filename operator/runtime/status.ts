@@ -67,8 +67,13 @@ export class KubeStatusWriter implements StatusWriter {
     this.#ownWrites = ownWrites;
   }
 
-  /** Merge-patches the status subresource; fields set to null in `status` are removed. */
+  /**
+   * Merge-patches the status subresource. The patch is the whole status (nextStatus), so a
+   * field it leaves undefined is sent as null, which removes it: a merge patch without it
+   * would keep the value it had (a Key's secretName after it was given a key_hash).
+   */
   async write<K extends KindName>(kind: K, obj: GwObject<K>, status: StatusPatch<GwStatus<K>>): Promise<void> {
+    const whole = Object.fromEntries(Object.entries(status).map(([field, value]) => [field, value ?? null]));
     const written: GwObject<K> = await this.#api.patchNamespacedCustomObjectStatus(
       {
         group,
@@ -76,7 +81,7 @@ export class KubeStatusWriter implements StatusWriter {
         plural: kinds[kind].plural,
         namespace: obj.metadata.namespace,
         name: obj.metadata.name,
-        body: { status },
+        body: { status: whole },
       },
       setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
     );

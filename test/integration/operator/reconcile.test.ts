@@ -278,6 +278,35 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect((await configOf('reborn'))?.apis[0]?.api_limit).toEqual({ rate: 9, per: 60 });
   });
 
+  it("leaves a Secret of a Key's name that the Key does not own as it is and says so; a Key given a key_hash drops its generated Secret", async () => {
+    const data = { key: Buffer.from('not-the-operators-key').toString('base64'), password: Buffer.from('hunter2').toString('base64') };
+    await c.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gw-key-squatted' }, data } });
+    await c.create('Key', ns, { metadata: { name: 'squatted' }, spec: { alias: 'squatted', rate: 3, per: 10 } });
+    const refused = await waitReady('Key', 'squatted', 'False');
+    expect(ready(refused)).toMatchObject({ reason: 'SecretNameTaken', message: expect.stringContaining('Secret gw-key-squatted exists and is not this Key') });
+    expect(await redis.exists(sessionKey(sha256('not-the-operators-key')))).toBe(0);
+    const warnings = await c.core.listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=squatted,reason=SecretNameTaken' });
+    expect(warnings.items).toHaveLength(1);
+    // Deleting the Key leaves the Secret, every entry of it.
+    await c.remove('Key', ns, 'squatted');
+    await waitFor('key gone', async () => (await c.get('Key', ns, 'squatted')) === undefined);
+    expect((await c.core.readNamespacedSecret({ namespace: ns, name: 'gw-key-squatted' })).data).toEqual(data);
+
+    // A Key given a key_hash after its key was generated: the generated key's Secret goes, and status no longer names it.
+    await c.create('Key', ns, { metadata: { name: 'switched' }, spec: { alias: 'switched', rate: 3, per: 10 } });
+    const generated = await waitReady('Key', 'switched');
+    expect(generated.status?.secretName).toBe('gw-key-switched');
+    const own = sha256(`switched-raw-${ns}`);
+    await c.replaceSpec('Key', ns, 'switched', { alias: 'switched', rate: 3, per: 10, key_hash: own });
+    const switched = await waitFor('status without the Secret', async () => {
+      const k = await c.get('Key', ns, 'switched');
+      return k?.status?.key_hash === own && k.status.secretName === undefined ? k : undefined;
+    });
+    expect(ready(switched)?.status).toBe('True');
+    await waitFor('generated Secret gone', async () => !(await c.core.listNamespacedSecret({ namespace: ns })).items.some((x) => x.metadata?.name === 'gw-key-switched'));
+    expect(await redis.exists(sessionKey(generated.status?.key_hash as string))).toBe(0);
+  });
+
   it('creates and removes Key Secrets and Redis sessions; admin-made keys keep their run-time fields', async () => {
     await c.create('Key', ns, { metadata: { name: 'made-by-kubectl' }, spec: { alias: 'k', rate: 3, per: 10 } });
     const key = await waitReady('Key', 'made-by-kubectl');
