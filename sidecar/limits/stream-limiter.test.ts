@@ -73,6 +73,38 @@ describe('StreamLimiter', () => {
     expect(Date.now() - started).toBeLessThan(450);
   });
 
+  it('a caller that leaves moves every caller behind it up one place, and frees the last slot for the next newcomer', async () => {
+    const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 300 });
+    await acquire(limiter, 0);
+    const started = Date.now();
+    const timed = (signal?: AbortSignal) => acquire(limiter, 10_000, signal).then(() => Date.now() - started, (error: unknown) => error);
+    const leaving = new AbortController();
+    const [left, second, third] = [timed(leaving.signal), timed(), timed()];
+    setTimeout(() => leaving.abort(new Error('client went away')), 50);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const newcomer = timed();
+    expect(await left).toMatchObject({ message: 'client went away' });
+    // The second and third move up to the slots at 300 and 600 ms; the newcomer gets the one at 900, not 1200.
+    const [secondMs, thirdMs, newcomerMs] = (await Promise.all([second, third, newcomer])) as number[];
+    expect(secondMs).toBeGreaterThanOrEqual(290);
+    expect(secondMs).toBeLessThan(550);
+    expect(thirdMs).toBeGreaterThanOrEqual(590);
+    expect(thirdMs).toBeLessThan(850);
+    expect(newcomerMs).toBeGreaterThanOrEqual(890);
+    expect(newcomerMs).toBeLessThan(1150);
+  });
+
+  it('a slot given back by a request a limit refused goes at once to the first caller waiting for a later one', async () => {
+    const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 60_000 });
+    const refused = limiter.take(0);
+    const started = Date.now();
+    const waiting = acquire(limiter, 120_000);
+    refused.giveBack();
+    await waiting;
+    expect(Date.now() - started).toBeLessThan(200);
+    expect(() => limiter.take(0)).toThrow(StreamRateLimitWaitError);
+  });
+
   it('a slot given back unused (its request refused by a limit) goes to the next caller at once', async () => {
     const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 60_000 });
     limiter.take(0).giveBack();

@@ -6,7 +6,7 @@
  */
 import type { Readiness } from '../../common/health.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
-import type { SlotRelease, SlotRequest, SlotReservation } from '../limits/stream-limiter.ts';
+import type { SlotMove, SlotRelease, SlotRequest, SlotReservation } from '../limits/stream-limiter.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
 /** The environment variable the primary gives each worker its index in. */
@@ -78,8 +78,10 @@ export interface Notices {
   started: undefined;
   /** Drain and exit. */
   stop: undefined;
-  /** A worker's caller left before the stream rate-limit slot the primary gave it. */
+  /** A worker's caller left before the stream rate-limit slot the primary gave it, or its request was refused. */
   streamRelease: SlotRelease;
+  /** The primary brought a worker's caller's slot forward: a caller ahead of it gave one back. */
+  streamMoved: SlotMove;
 }
 
 type Methods = Record<string, { params: unknown; result: unknown }>;

@@ -217,7 +217,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
       {
         others: (call) => onOthers(slot.index, call),
         retainedApis: () => retainedByOthers(slot.index),
-        streamSlots: (requests) => requests.map((request) => streams.reserve(request)),
+        streamSlots: (requests) => requests.map((request) => streams.reserve(request, (move) => peer.notify('streamMoved', move))),
       },
       {
         allowance: ({ labels, value }) => metrics.allowance.set(labels, value),

@@ -21,17 +21,24 @@ function gateway(n: number, timeoutMs = 1000): { workers: PrimaryStreamSlots[]; 
   const workers = Array.from({ length: n }, () => {
     const fromWorker: IpcPeer<PrimaryMethods, WorkerMethods> = new IpcPeer<PrimaryMethods, WorkerMethods>(
       (message) => setImmediate(() => toWorker.receive(message)),
-      { others: () => undefined, retainedApis: () => [], streamSlots: (requests) => requests.map((request) => primary.reserve(request)) },
+      {
+        others: () => undefined,
+        retainedApis: () => [],
+        streamSlots: (requests) => requests.map((request) => primary.reserve(request, (move) => fromWorker.notify('streamMoved', move))),
+      },
       { streamRelease: (slot) => primary.release(slot) },
     );
     const unanswered = { alive: () => undefined, readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [], metrics: () => ({ metrics: [], series: [] }) };
-    const toWorker = new IpcPeer<WorkerMethods, PrimaryMethods>((message) => setImmediate(() => fromWorker.receive(message)), unanswered);
-    return new PrimaryStreamSlots({
+    const toWorker = new IpcPeer<WorkerMethods, PrimaryMethods>((message) => setImmediate(() => fromWorker.receive(message)), unanswered, {
+      streamMoved: (move) => slots.moved(move),
+    });
+    const slots: PrimaryStreamSlots = new PrimaryStreamSlots({
       reserve: (requests) => toWorker.call('streamSlots', requests, timeoutMs),
       release: (slot) => toWorker.notify('streamRelease', slot),
       local: new StreamLimiters(),
       onLocal: (error) => locals.push(error),
     });
+    return slots;
   });
   return { workers, primary, locals };
 }
@@ -94,6 +101,25 @@ describe('PrimaryStreamSlots', () => {
     await expect(gone).rejects.toThrow('client left early');
     await new Promise((r) => setImmediate(r));
     expect(primary.reserve({ apiId: API, limit: fresh, maxWaitMs: 0 })).toMatchObject({ startMs: expect.any(Number) });
+  });
+
+  it("moves the callers of every worker behind one that leaves up one place", async () => {
+    const { workers: [a, b] } = gateway(2);
+    const limit = { label: 'l', count: 1, interval_ms: 300 };
+    await acquire(a!, API, limit, 0);
+    const started = Date.now();
+    const leaving = new AbortController();
+    const left = acquire(b!, API, limit, 10_000, leaving.signal);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const behind = [acquire(a!, API, limit, 10_000), acquire(b!, API, limit, 10_000)].map((p) => p.then(() => Date.now() - started));
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    leaving.abort(new Error('client went away'));
+    await expect(left).rejects.toThrow('client went away');
+    const [first, second] = (await Promise.all(behind)).sort((x, y) => x - y);
+    expect(first).toBeGreaterThanOrEqual(290);
+    expect(first).toBeLessThan(550);
+    expect(second).toBeGreaterThanOrEqual(590);
+    expect(second).toBeLessThan(850);
   });
 
   it('asks for the slots of one event-loop turn\'s requests in one call, each answered in its order', async () => {

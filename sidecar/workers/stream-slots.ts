@@ -1,6 +1,6 @@
 import type { CompiledStreamLimit } from '../../crds/compiled.ts';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
-import { SlotWait, type SlotRelease, type SlotRequest, type SlotReservation, type StreamSlot, type StreamSlots } from '../limits/stream-limiter.ts';
+import { SlotTime, SlotWait, type SlotMove, type SlotRelease, type SlotRequest, type SlotReservation, type StreamSlot, type StreamSlots } from '../limits/stream-limiter.ts';
 
 export interface PrimaryStreamSlotsOptions {
   /** Asks the primary for slots, answered in order (one IPC call with a timeout). */
@@ -26,6 +26,8 @@ export class PrimaryStreamSlots implements StreamSlots {
   readonly #options: PrimaryStreamSlotsOptions;
   /** One wait per API and label, so that the callers of one slot go on in arrival order here too. */
   readonly #waits = new Map<string, SlotWait>();
+  /** The slots this worker's callers wait for, by the primary's id: the primary may bring them forward. */
+  readonly #times = new Map<number, SlotTime>();
   #queue: { request: SlotRequest; resolve: (reservation: SlotReservation) => void; reject: (error: unknown) => void }[] = [];
 
   constructor(options: PrimaryStreamSlotsOptions) {
@@ -41,9 +43,26 @@ export class PrimaryStreamSlots implements StreamSlots {
       return this.#options.local.take(apiId, limit, maxWaitMs);
     }
     if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(limit.label, maxWaitMs, reservation.refusedWaitMs);
-    const { startMs } = reservation;
-    const release = (): void => this.#options.release({ apiId, limit, startMs });
-    return { wait: (signal) => this.#waitOf(apiId, limit.label).until(startMs, signal, release), giveBack: release };
+    const { id } = reservation;
+    const time = new SlotTime(reservation.startMs);
+    this.#times.set(id, time);
+    const release = (): void => {
+      this.#times.delete(id);
+      this.#options.release({ apiId, limit, id, startMs: time.startMs });
+    };
+    const wait = async (signal?: AbortSignal): Promise<void> => {
+      try {
+        await this.#waitOf(apiId, limit.label).until(time, signal, release);
+      } finally {
+        this.#times.delete(id);
+      }
+    };
+    return { wait, giveBack: release };
+  }
+
+  /** The primary brought a waiting caller's slot forward: a caller ahead of it, of any worker, gave one back. */
+  moved({ id, startMs }: SlotMove): void {
+    this.#times.get(id)?.moveTo(startMs);
   }
 
   #reserve(request: SlotRequest): Promise<SlotReservation> {

@@ -30,6 +30,17 @@ export function linkToPrimary(index: number, siblings: readonly string[], logger
   let running: RunningSidecar | undefined;
   let stop: (() => void) | undefined;
   let localWarnedAt = Number.NEGATIVE_INFINITY;
+  const streams = new PrimaryStreamSlots({
+    reserve: (requests) => primary.call('streamSlots', requests, STREAM_SLOT_TIMEOUT_MS),
+    release: (slot) => primary.notify('streamRelease', slot),
+    local: new StreamLimiters(),
+    onLocal: (error) => {
+      // Once per interval while the primary stays silent, not once per request.
+      if (Date.now() - localWarnedAt < LOCAL_SLOTS_WARN_EVERY_MS) return;
+      localWarnedAt = Date.now();
+      logger.warn({ err: error }, 'the primary gave no stream rate-limit slot in time: this worker decides alone meanwhile');
+    },
+  });
   const primary = new IpcPeer<WorkerMethods, PrimaryMethods>(
     (message) => process.send?.(message),
     {
@@ -52,7 +63,7 @@ export function linkToPrimary(index: number, siblings: readonly string[], logger
       },
       metrics: () => (running === undefined ? { metrics: [], series: [] } : workerMetrics(running.metrics.registry)),
     },
-    { stop: () => stop?.() },
+    { stop: () => stop?.(), streamMoved: (move) => streams.moved(move) },
   );
   process.on('message', (message) => primary.receive(message));
   primary.notify('listening', undefined);
@@ -70,17 +81,7 @@ export function linkToPrimary(index: number, siblings: readonly string[], logger
       retainedApis: () => primary.call('retainedApis', undefined, RETAINED_TIMEOUT_MS),
       allowance: (event) => primary.notify('allowance', { labels: { kind: event.source.kind, namespace: event.source.namespace, name: event.source.name }, value: event.newAllowance }),
     },
-    streams: new PrimaryStreamSlots({
-      reserve: (requests) => primary.call('streamSlots', requests, STREAM_SLOT_TIMEOUT_MS),
-      release: (slot) => primary.notify('streamRelease', slot),
-      local: new StreamLimiters(),
-      onLocal: (error) => {
-        // Once per interval while the primary stays silent, not once per request.
-        if (Date.now() - localWarnedAt < LOCAL_SLOTS_WARN_EVERY_MS) return;
-        localWarnedAt = Date.now();
-        logger.warn({ err: error }, 'the primary gave no stream rate-limit slot in time: this worker decides alone meanwhile');
-      },
-    }),
+    streams,
   };
   return {
     role,

@@ -48,6 +48,27 @@ describe('stream rate-limit resource: callers wait their turn', () => {
     expect(ms[5]!).toBeGreaterThanOrEqual(2000);
   }, 20_000);
 
+  it('a client that leaves while it waits moves the clients behind it up one place', async () => {
+    const api = compiledApi(uniqueId('stream'), upstream.url, { stream_limit: { label: 'upstream', count: 1, interval_ms: 1000 } });
+    sidecar = await startTestSidecar(sidecarOptions('default'), { source: new HandSource(compiledConfig([api], {})) });
+    const url = `${sidecar.proxyUrl}/${api.api_id}/`;
+    expect((await call(url)).status).toBe(200);
+    const started = Date.now();
+    const leaving = new AbortController();
+    const left = fetch(url, { signal: leaving.signal }).then((res) => res.status, (error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const behind = [call(url), call(url)].map((p) => p.then((res) => ({ status: res.status, ms: Date.now() - started })));
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    leaving.abort(new Error('client went away'));
+    expect(await left).toMatchObject({ message: 'client went away' });
+    const answers = (await Promise.all(behind)).sort((x, y) => x.ms - y.ms);
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    // The slots at 1 s and 2 s, which the leaving client and the first behind it held; not 2 s and 3 s.
+    expect(answers[0]!.ms).toBeLessThan(1_800);
+    expect(answers[1]!.ms).toBeGreaterThanOrEqual(1_000);
+    expect(answers[1]!.ms).toBeLessThan(2_800);
+  }, 20_000);
+
   it.each([
     ['stream_rate_limit_max_wait_ms', { stream_rate_limit_max_wait_ms: 1500 }],
     ['upstream_timeout_ms, the default bound', { upstream_timeout_ms: 1500 }],
