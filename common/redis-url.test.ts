@@ -1,6 +1,6 @@
 import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { RedisUrlError, createRedisClient, parseRedisUrl } from './redis-url.ts';
+import { RedisUrlError, createRedisClient, parseRedisUrl, reconnectBackoff } from './redis-url.ts';
 
 describe('parseRedisUrl', () => {
   it.each([
@@ -55,5 +55,13 @@ describe('createRedisClient', () => {
     expect(cluster.options).toMatchObject({ lazyConnect: true, enableAutoPipelining: true });
     expect(cluster.options.redisOptions).toMatchObject({ password: 'pw', commandTimeout: 250, tls: {} });
     client.disconnect();
+  });
+});
+
+describe('reconnectBackoff', () => {
+  it('tries again within 1 s, whatever the attempt, so a gateway counts again within a second of Redis being back', () => {
+    const waits = Array.from({ length: 50 }, (_, i) => reconnectBackoff(i + 1));
+    expect(waits.slice(0, 4)).toEqual([200, 400, 800, 1000]);
+    expect(Math.max(...waits)).toBe(1000);
   });
 });

@@ -103,7 +103,7 @@ describe('Redis faults with redis_failure_mode: closed', () => {
 
       await redis.stop();
       await eventually(async () => JSON.stringify((await call(`${patient.healthUrl}/readyz`)).json()).includes('redis_failure_mode open'), 10_000, 'Redis reported');
-      // Once the client tries to reconnect every 3 s (common/redis-url.ts reconnectBackoff), a read
+      // Once the client tries to reconnect every second (common/redis-url.ts reconnectBackoff), a read
       // sent would wait in its queue until the next try fails, up to the 5 s timeout.
       await new Promise((resolve) => setTimeout(resolve, 7_000));
       const started = Date.now();
