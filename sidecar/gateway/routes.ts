@@ -141,7 +141,11 @@ export class RouteTable {
     this.shadowed = shadowedApis(routes.values());
   }
 
-  match(url: string): RouteMatch | null {
+  match(target: string): RouteMatch | null {
+    // A request-target has no fragment (RFC 9112 §3.2): one sent is not part of the path that
+    // endpoint limits match, nor of what the upstream gets.
+    const fragmentAt = target.indexOf('#');
+    const url = fragmentAt === -1 ? target : target.slice(0, fragmentAt);
     const queryAt = url.indexOf('?');
     const path = normalisePath(queryAt === -1 ? url : url.slice(0, queryAt));
     const query = queryAt === -1 ? '' : url.slice(queryAt);

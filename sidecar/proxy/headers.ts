@@ -53,6 +53,13 @@ function firstValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
+/** Whether the client asked to close its connection after this answer (`Connection: close`, or HTTP/1.0 without keep-alive). */
+export function wantsClose(req: IncomingMessage): boolean {
+  const tokens = connectionTokens(req.headers.connection);
+  if (req.httpVersion === '1.0') return !(tokens?.has('keep-alive') ?? req.headers.connection === 'keep-alive');
+  return tokens?.has('close') ?? false;
+}
+
 /** Headers for the upstream request: no hop-by-hop, no Host (the forwarder sets the upstream's), X-Forwarded-* set. */
 export function upstreamRequestHeaders(req: IncomingMessage): Record<string, string | string[]> {
   const named = connectionTokens(req.headers.connection);

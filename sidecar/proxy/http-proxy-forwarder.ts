@@ -1,25 +1,59 @@
 import './suppress-http-proxy-deprecations.ts';
 import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import httpProxy from 'http-proxy';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
 import { refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder } from './forwarder.ts';
-import { forwardedHeaders, removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders } from './headers.ts';
+import { removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders, wantsClose } from './headers.ts';
 
 class UpstreamTimeoutError extends Error {
   readonly code = 'upstream_timeout';
 }
 
+/** Requests whose client asked to close its connection after the answer (`Connection: close`). */
+const closing = new WeakSet<IncomingMessage>();
+/** Methods whose request http-proxy gives `Content-Length: 0` when it has none (its deleteLength pass). */
+const lengthForced = new Set(['DELETE', 'OPTIONS']);
+
 /**
  * The gateway's headers (the request id, X-RateLimit-*) are on the response before proxying;
  * the upstream's of the same names then lose, and all of its X-RateLimit-* when ours are shown.
+ * The client's connection is the client's hop: its own `Connection` is answered (RFC 9112
+ * §9.6), never the upstream's (whose tokens name the upstream hop's headers, dropped here). An
+ * upstream that stops before its whole body cuts the client's answer short, as it is.
  */
-function filterResponseHeaders(proxyRes: IncomingMessage, _req: IncomingMessage, res: ServerResponse): void {
+function filterResponseHeaders(proxyRes: IncomingMessage, req: IncomingMessage, res: ServerResponse): void {
   removeHopByHopResponseHeaders(proxyRes.headers);
   for (const name of res.getHeaderNames()) delete proxyRes.headers[name];
   if (res.hasHeader('x-ratelimit-limit')) removeRateLimitHeaders(proxyRes.headers);
+  proxyRes.headers.connection = closing.has(req) ? 'close' : 'keep-alive';
+  proxyRes.once('close', () => {
+    if (!proxyRes.complete) res.destroy();
+  });
+}
+
+/**
+ * The request's body as the upstream request carries it, its framing set in `headers`. Node's
+ * client frames a body by itself only on the methods it expects one on: a GET's chunked body
+ * would reach the upstream unframed, to be read there as a request of its own that no check
+ * ever saw (RFC 9112 §11.2). So a chunked body goes on chunked, said in the headers; a DELETE's
+ * or an OPTIONS' (rare), to which http-proxy would give a length of 0, is read whole (within
+ * the body limit) and sent with its length.
+ */
+async function framedBody(req: IncomingMessage, maxBytes: number, headers: Record<string, string | string[]>): Promise<Readable | undefined> {
+  if (!hasRequestBody(req)) return undefined;
+  const limited = limitedBody(req, maxBytes);
+  if (req.headers['content-length'] !== undefined) return limited;
+  if (!lengthForced.has(req.method ?? '')) {
+    headers['transfer-encoding'] = 'chunked';
+    return limited;
+  }
+  const whole = await buffer(limited);
+  headers['content-length'] = String(whole.length);
+  return Readable.from([whole]);
 }
 
 /**
@@ -47,15 +81,23 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     this.#proxy.on('error', () => undefined);
   }
 
-  forward(request: ForwardRequest): Promise<ForwardResult> {
+  async forward(request: ForwardRequest): Promise<ForwardResult> {
     const { req, res } = request;
     const maxBytes = this.#options.maxBodyBytes();
     const refused = refusedAsTooLarge(request, maxBytes);
-    if (refused !== null) return Promise.resolve(refused);
-    const body = hasRequestBody(req) ? limitedBody(req, maxBytes) : undefined;
-    req.headers = upstreamRequestHeaders(req) as IncomingMessage['headers'];
-    req.url = request.path;
+    if (refused !== null) return refused;
     for (const headers of [request.rateHeaders, request.answerHeaders]) for (const [name, value] of Object.entries(headers ?? {})) res.setHeader(name, value);
+    if (wantsClose(req)) closing.add(req);
+    const headers = upstreamRequestHeaders(req);
+    let body: Readable | undefined;
+    try {
+      body = await framedBody(req, maxBytes, headers);
+    } catch (err) {
+      const error = this.#fail(req, res, err);
+      return { status: error === null ? CLIENT_CLOSED_REQUEST : res.statusCode, upstreamSeconds: null, error };
+    }
+    req.headers = headers as IncomingMessage['headers'];
+    req.url = request.path;
     const started = performance.now();
     return new Promise((resolve) => {
       let upstreamSeconds: number | null = null;
@@ -93,8 +135,10 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
   }
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, origin: string, path: string): void {
-    // Connection and Upgrade must reach the upstream here: they are the upgrade itself.
-    Object.assign(req.headers, forwardedHeaders(req));
+    // Connection and Upgrade must reach the upstream here: they are the upgrade itself. Every
+    // other hop-by-hop header stays on the client's hop, as on any request.
+    const protocol = req.headers.upgrade;
+    req.headers = { ...upstreamRequestHeaders(req), connection: 'Upgrade', ...(protocol === undefined ? {} : { upgrade: protocol }) } as IncomingMessage['headers'];
     req.url = path;
     this.#proxy.ws(req, socket, head, { target: origin }, () => socket.destroy());
   }

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { Pool, errors as undiciErrors } from 'undici';
 import type { Dispatcher } from 'undici';
@@ -24,6 +25,16 @@ function upstreamFailure(err: unknown): typeof gatewayErrors.upstreamTimeout {
  * found alive under load, so V8 promoted it and ran full collections several times a
  * second (README.md#benchmarks, Tail).
  */
+/**
+ * An upstream's interim answer, passed on where the client's hop has one: 102 Processing and
+ * 103 Early Hints (its Link headers). A 100 Continue is the client's hop's own business (Node
+ * answers the client's Expect itself), and others have no meaning across a proxy: dropped.
+ */
+function forwardInterim(res: ServerResponse, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
+  if (statusCode === 102) res.writeProcessing();
+  else if (statusCode === 103 && headers.link !== undefined) res.writeEarlyHints({ link: headers.link });
+}
+
 class UpstreamExchange implements Dispatcher.DispatchHandler {
   readonly #request: ForwardRequest;
   readonly #settle: (result: ForwardResult) => void;
@@ -53,6 +64,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
     const { res, rateHeaders, answerHeaders } = this.#request;
+    // An interim answer, the final one still to come (RFC 9110 §15.2).
+    if (statusCode < 200) return forwardInterim(res, statusCode, headers);
     this.#upstreamSeconds = (performance.now() - this.#started) / 1000;
     res.writeHead(statusCode, clientResponseHeaders(headers, rateHeaders, answerHeaders));
   }
