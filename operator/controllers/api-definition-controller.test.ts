@@ -1,5 +1,5 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { RETAIN_ANNOTATION, RETAINED_FOR_UID_ANNOTATION } from '../../common/compiled-config-map.ts';
 import { ApiDefinitionController } from './api-definition-controller.ts';
 import { enqueuedBy, fakeContext, MemoryConfigMapWriter, MemorySource } from './fakes.ts';
@@ -107,6 +107,30 @@ describe('ApiDefinitionController', () => {
     expect(result?.requeueAfterMs).toBeGreaterThan(14_000);
     expect(result?.requeueAfterMs).toBeLessThanOrEqual(15_000);
     expect(caches.configMaps.get('ns', 'gw-api-orders')?.metadata?.annotations?.[RETAIN_ANNOTATION]).toBe('true');
+  });
+
+  it('gives each admin DELETE its own grace, not what is left of an earlier one of an ApiDefinition of the same name', async () => {
+    const { caches, controller } = await retainedAfterCompile('uid-orders');
+    // The first delete: its mark seen while the ApiDefinition was still cached, then the ApiDefinition gone.
+    expect((await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal))?.requeueAfterMs).toBeGreaterThan(14_000);
+    caches.apis.remove('ns', 'orders');
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    caches.configMaps.remove('ns', 'gw-api-orders'); // released by the reload
+    // Later (past the first grace), the API applied again and deleted again by the admin DELETE.
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 60_000 });
+    try {
+      const again = { ...api('orders'), metadata: { ...api('orders').metadata, uid: 'uid-orders-2' } };
+      caches.apis.put(again);
+      await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+      const written = caches.configMaps.get('ns', 'gw-api-orders')!;
+      const annotations = { ...written.metadata?.annotations, [RETAIN_ANNOTATION]: 'true', [RETAINED_FOR_UID_ANNOTATION]: 'uid-orders-2' };
+      caches.configMaps.put({ ...written, metadata: { ...written.metadata, ownerReferences: [], annotations } });
+      const result = await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+      expect(result?.requeueAfterMs).toBeGreaterThan(14_000);
+      expect(caches.configMaps.get('ns', 'gw-api-orders')?.metadata?.annotations?.[RETAIN_ANNOTATION]).toBe('true');
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('takes a retained ConfigMap back at once for an ApiDefinition created again since the delete that retained it', async () => {

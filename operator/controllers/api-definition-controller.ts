@@ -33,8 +33,12 @@ export class ApiDefinitionController implements KindController {
   readonly watches: Watch[];
   readonly #ctx: ControllerContext;
   readonly #compiler: ApiCompiler;
-  /** When each retained ConfigMap was first seen retained while its ApiDefinition still existed. */
-  readonly #retainedSince = new Map<string, number>();
+  /**
+   * When each retained ConfigMap was first seen retained while its ApiDefinition still existed,
+   * and the uid of the ApiDefinition whose delete retained it: a grace belongs to one delete,
+   * never to a later one of an ApiDefinition of the same name.
+   */
+  readonly #retainedSince = new Map<string, { since: number; retainedFor: string | undefined }>();
 
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
@@ -124,8 +128,9 @@ export class ApiDefinitionController implements KindController {
       this.#retainedSince.delete(key);
       return 0;
     }
-    const since = this.#retainedSince.get(key) ?? Date.now();
-    this.#retainedSince.set(key, since);
+    const seen = this.#retainedSince.get(key);
+    const since = seen !== undefined && seen.retainedFor === retainedFor ? seen.since : Date.now();
+    this.#retainedSince.set(key, { since, retainedFor });
     const left = since + RETAIN_GRACE_MS - Date.now();
     if (left > 0) return left;
     this.#retainedSince.delete(key);
@@ -141,9 +146,10 @@ export class ApiDefinitionController implements KindController {
    */
   async #cleanUp(namespace: string, name: string): Promise<Result | void> {
     const cm = this.#ctx.caches.configMaps.get(namespace, configMapName(name));
+    // The ApiDefinition is gone: a grace it had is over, whatever its ConfigMap is now.
+    this.#retainedSince.delete(flatKey(namespace, name));
     if (!cm || cm.metadata?.labels?.[MANAGED_BY_LABEL] !== MANAGED_BY) return;
     if (cm.metadata.annotations?.[RETAIN_ANNOTATION] === 'true') return;
-    this.#retainedSince.delete(flatKey(namespace, name));
     const outcome = await this.#ctx.configMaps.delete(namespace, configMapName(name), cm.metadata.resourceVersion);
     if (outcome === 'changed') return { requeueAfterMs: STALE_CACHE_RETRY_MS };
     this.#ctx.metrics.configMapWrites.inc({ action: 'deleted' });
