@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { apiVersion, group, kinds, version } from '../../crds/kinds.ts';
 import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
@@ -10,7 +11,7 @@ interface Listed extends KubernetesObject {
 }
 
 /** Optimistic-concurrency retries of a tag write that raced another writer. */
-const maxConflictRetries = 5;
+const maxConflictRetries = 10;
 
 const isConflict = (error: unknown): boolean => error instanceof ApiException && error.code === 409;
 
@@ -24,6 +25,8 @@ export class KubernetesResourceStore implements ResourceStore {
   readonly namespaces: readonly string[];
   readonly #custom: CustomObjectsApi;
   readonly #core: CoreV1Api;
+  /** Each product's tag write under way in this gateway, the next one's to wait for. */
+  readonly #tagWrites = new Map<string, Promise<void>>();
 
   constructor(kc: KubeConfig, namespaces: readonly string[]) {
     this.namespaces = namespaces;
@@ -65,8 +68,25 @@ export class KubernetesResourceStore implements ResourceStore {
     });
   }
 
-  async addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
+  /**
+   * One product's tags are written one request at a time in this gateway, so its own concurrent
+   * requests never conflict; another gateway's write still can, and a conflict is read again
+   * and retried, after a random pause that grows with each try so that writers spread out.
+   */
+  addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
+    const previous = this.#tagWrites.get(productId) ?? Promise.resolve();
+    const written = previous.then(() => this.#addProductTag(productId, tag));
+    const settled = written.then(() => undefined, () => undefined);
+    this.#tagWrites.set(productId, settled);
+    void settled.then(() => {
+      if (this.#tagWrites.get(productId) === settled) this.#tagWrites.delete(productId);
+    });
+    return written;
+  }
+
+  async #addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
     for (let attempt = 0; ; attempt++) {
+      if (attempt > 0) await sleep(Math.random() * 25 * attempt);
       const product = findProduct(await this.#list(kinds.PortalProduct.plural), productId, productOf);
       if (!product) return null;
       const view = productOf(product)!;

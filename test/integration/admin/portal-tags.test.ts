@@ -109,14 +109,19 @@ describe('POST /portal-api/products/{product_id}/tags on the API server', () => 
     }
   });
 
-  it('keeps every tag of concurrent requests (conflicts are retried)', async () => {
-    const names = ['c1', 'c2', 'c3', 'c4'];
-    const results = await Promise.all(
-      names.map((Name) => admin.call('POST', '/portal-api/products/prod-1/tags', { headers: [auth, jsonType], body: json({ Name }) })),
-    );
-    expect(results.map((r) => r.status)).toEqual([200, 200, 200, 200]);
-    const tags = ((await productState()).tags as { Name: string }[]).map((t) => t.Name);
-    expect(tags.filter((t) => names.includes(t)).sort()).toEqual(names);
+  it('keeps every tag of concurrent requests to two gateways (one at a time in each, conflicts between them retried)', async () => {
+    const other = await startAdmin(clusterDeps(namespace, redis).deps);
+    try {
+      const names = Array.from({ length: 24 }, (_, i) => `c${i}`);
+      const results = await Promise.all(
+        names.map((Name, i) => (i % 2 === 0 ? admin : other).call('POST', '/portal-api/products/prod-1/tags', { headers: [auth, jsonType], body: json({ Name }) })),
+      );
+      expect(results.map((r) => r.status)).toEqual(names.map(() => 200));
+      const tags = ((await productState()).tags as { Name: string }[]).map((t) => t.Name);
+      expect(tags.filter((t) => names.includes(t)).sort()).toEqual([...names].sort());
+    } finally {
+      await other.close();
+    }
   });
 
   const refusals: Refusal[] = [
