@@ -250,10 +250,13 @@ describe('faults on the real node, under steady load', () => {
     const served = await waitFor('the new API served after the new leader reconciled it', 120_000, async () => (await statusesOf('/after-failover/x', 2)) === '200 200');
     const recoverySeconds = (Date.now() - deleted) / 1000;
     rows.push({ fault: 'leader operator pod deleted', sent: 0, right: 0, wrong: 0, lost: 0, lostReasons: '', recoverySeconds });
-    // The lease changes hands within its duration; one reconcile and the gateways' config
+    // The lease changes hands within its duration after the last renewal the other replica saw,
+    // at that replica's next try (the operator tries every fifth of the duration: operator.ts),
+    // one try of this test's polling later at most; one reconcile and the gateways' config
     // refresh then fit in 15 s on this node.
-    expect(leaseTaken).toBeLessThanOrEqual(leaseSeconds);
-    expect(leaseTaken + served).toBeLessThanOrEqual(leaseSeconds + 15);
+    const retrySeconds = leaseSeconds / 5;
+    expect(leaseTaken).toBeLessThanOrEqual(leaseSeconds + retrySeconds + 1);
+    expect(leaseTaken + served).toBeLessThanOrEqual(leaseSeconds + retrySeconds + 15);
   }, 300_000);
 
   it('API server restarted: sidecars keep serving their last config, and the operator resumes', async () => {
