@@ -11,6 +11,8 @@ export interface AccessCheck {
   resource: 'apidefinitions' | 'categories';
   /** Undefined: across all namespaces. */
   namespace?: string;
+  /** The one resource read, which RBAC may grant by name (a Role's resourceNames); undefined: any. */
+  name?: string;
 }
 
 export interface BearerPrincipal {

@@ -13,8 +13,8 @@ async function retrieve<T>(load: () => Promise<T>): Promise<T> {
 }
 
 /**
- * GET /api/apis/oas/{apiId}/categories (docs/behaviour.md#admin-operations): needs `get` on apidefinitions in the
- * API's namespace. An unknown id is only reported as such to a caller who could read it
+ * GET /api/apis/oas/{apiId}/categories (docs/behaviour.md#admin-operations): needs `get` on the API's
+ * ApiDefinition (in its namespace, or by its name). An unknown id is only reported as such to a caller who could read it
  * (checked at the store's scope), so ids cannot be probed without permission.
  */
 export async function apiCategories(ctx: HandlerContext): Promise<Reply> {
@@ -26,7 +26,9 @@ export async function apiCategories(ctx: HandlerContext): Promise<Reply> {
     await requireAccess(principal, scopeChecks(deps.resources.namespaces, 'get', 'apidefinitions'), path);
     throw new AdminError(adminErrors.apiNotFound);
   }
-  await requireAccess(principal, [{ verb: 'get', resource: 'apidefinitions', namespace: api.namespace }], path);
+  // By name: a Role granting `get` on this ApiDefinition alone (resourceNames) lets its reader in,
+  // as `kubectl get` would; a grant on the namespace covers every name.
+  await requireAccess(principal, [{ verb: 'get', resource: 'apidefinitions', namespace: api.namespace, name: api.name }], path);
   return { status: 200, body: { categories: [...api.categories] } };
 }
 

@@ -52,7 +52,7 @@ export class KubernetesBearerAuthenticator implements BearerAuthenticator {
 
   /** One SubjectAccessReview per distinct check for as long as the token's review is kept; a failed one is asked again. */
   #can(reviewed: Reviewed, check: AccessCheck): Promise<boolean> {
-    const key = `${check.verb} ${check.resource} ${check.namespace ?? '*'}`;
+    const key = `${check.verb} ${check.resource} ${check.namespace ?? '*'} ${check.name ?? '*'}`;
     const kept = reviewed.decisions.get(key);
     if (kept !== undefined) return kept;
     const decision = this.#subjectAccessReview(reviewed.user, check);
@@ -74,7 +74,7 @@ export class KubernetesBearerAuthenticator implements BearerAuthenticator {
             uid: user.uid,
             groups: user.groups,
             extra: user.extra,
-            resourceAttributes: { group: GW_GROUP, resource: check.resource, verb: check.verb, namespace: check.namespace },
+            resourceAttributes: { group: GW_GROUP, resource: check.resource, verb: check.verb, namespace: check.namespace, name: check.name },
           },
         },
       })

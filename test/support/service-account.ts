@@ -4,6 +4,8 @@ import { kubectl } from '../harness/index.ts';
 export interface RoleRule {
   apiGroups: string[];
   resources: string[];
+  /** Only these objects (RBAC's resourceNames); every one when left out. */
+  resourceNames?: string[];
   verbs: string[];
 }
 

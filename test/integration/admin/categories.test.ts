@@ -28,13 +28,16 @@ describe('category reads with TokenReview and SubjectAccessReview', () => {
   let namespace: string;
   let redis: Redis;
   let admin: AdminServer;
-  const tokens: Record<'reader' | 'lister' | 'nobody', string> = { reader: '', lister: '', nobody: '' };
+  const tokens: Record<'reader' | 'petsReader' | 'toysReader' | 'lister' | 'nobody', string> = { reader: '', petsReader: '', toysReader: '', lister: '', nobody: '' };
   const bearer = (who: keyof typeof tokens): [string, string] => ['Authorization', `Bearer ${tokens[who]}`];
 
   beforeAll(async () => {
     namespace = await createNamespace('admin-cats');
     await kubectl(['apply', '-f', '-'], { input: resources(namespace) });
     tokens.reader = await serviceAccountToken(namespace, 'reader', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions'], verbs: ['get'] }]);
+    // Granted `get` on one ApiDefinition by name (a Role's resourceNames), as kubectl honours it.
+    tokens.petsReader = await serviceAccountToken(namespace, 'pets-reader', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions'], resourceNames: ['pets'], verbs: ['get'] }]);
+    tokens.toysReader = await serviceAccountToken(namespace, 'toys-reader', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions'], resourceNames: ['toys'], verbs: ['get'] }]);
     tokens.lister = await serviceAccountToken(namespace, 'lister', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions', 'categories'], verbs: ['list'] }]);
     tokens.nobody = await serviceAccountToken(namespace, 'nobody', []);
     redis = await connected(testRedis());
@@ -50,6 +53,16 @@ describe('category reads with TokenReview and SubjectAccessReview', () => {
     const res = await admin.call('GET', '/api/apis/oas/pets-oas/categories', { headers: [bearer('reader')] });
     expect(res.status).toBe(200);
     expect(res.json).toEqual({ categories: ['animals', 'public'] });
+  });
+
+  it("returns an OAS API's categories to a token granted get on that ApiDefinition by name, and refuses one granted another", async () => {
+    const granted = await admin.call('GET', '/api/apis/oas/pets-oas/categories', { headers: [bearer('petsReader')] });
+    expect(granted.status).toBe(200);
+    expect(granted.json).toEqual({ categories: ['animals', 'public'] });
+    const other = await admin.call('GET', '/api/apis/oas/pets-oas/categories', { headers: [bearer('toysReader')] });
+    expect(other.status).toBe(403);
+    // An unknown id answers a name-scoped reader as any reader without the namespace's get: no probing.
+    expect((await admin.call('GET', '/api/apis/oas/unknown/categories', { headers: [bearer('petsReader')] })).status).toBe(403);
   });
 
   it('lists every category with its API count to a token with list on apidefinitions and categories', async () => {
