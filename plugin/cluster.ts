@@ -99,7 +99,8 @@ export class Cluster {
     const found = await this.#theAdmin('gateway (Deployment)', (namespace) =>
       namespace ? apps.listNamespacedDeployment({ namespace, labelSelector: ADMIN_SELECTOR }) : apps.listDeploymentForAllNamespaces({ labelSelector: ADMIN_SELECTOR }),
     );
-    if (!found) throw new PluginError('no gw admin gateway found (a Deployment labelled app.kubernetes.io/component=admin); give --admin-url and GW_ADMIN_SECRET');
+    // Only the admin secret is read from it: --admin-url alone does not say the secret.
+    if (!found) throw new PluginError('no gw admin gateway found (a Deployment labelled app.kubernetes.io/component=admin) to read the admin secret from; give it with GW_ADMIN_SECRET');
     return found;
   }
 

@@ -134,6 +134,9 @@ describe('kubectl gw', () => {
       const res = await kubectlGw(args, { GW_ADMIN_SECRET: ADMIN_SECRET });
       expect([args.join(' '), res.code, res.stdout, res.stderr]).toEqual([args.join(' '), 1, '', stderr]);
     }
+    // No secret given and no admin gateway to read it from: the line says what is missing, though --admin-url was given.
+    const noSecret = await kubectlGw(['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', sidecar.adminUrl, '--admin-namespace', 'default']);
+    expect([noSecret.code, noSecret.stderr]).toEqual([1, 'error: no gw admin gateway found (a Deployment labelled app.kubernetes.io/component=admin) to read the admin secret from; give it with GW_ADMIN_SECRET\n']);
     // An API server that cannot be reached: one line saying why, no stack trace.
     const dir = await mkdtemp(join(tmpdir(), 'gw-plugin-kc-'));
     const unreachable = join(dir, 'kubeconfig');
