@@ -85,7 +85,8 @@ describe('bench: the load generator', () => {
     const target = await serve(() => 200);
     server = target.server;
     const url = `${target.url}/meter`;
-    const running = openLoop({ url, rate: 500, durationMs: 400, connections: 2 });
+    // Long enough that a loaded machine's slow search of /proc still finds the generator running.
+    const running = openLoop({ url, rate: 500, durationMs: 1_500, connections: 2 });
     // Stopping the generator's process is what a host that does not run a virtual CPU does to everything on it.
     const pid = await generatorPid(url);
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -93,14 +94,14 @@ describe('bench: the load generator', () => {
     await new Promise((resolve) => setTimeout(resolve, 150));
     process.kill(pid, 'SIGCONT');
     const result = await running;
-    expect(result).toMatchObject({ answered: 200, errors: 0 });
+    expect(result).toMatchObject({ answered: 750, errors: 0 });
     expect(result.wakeLateMicros.max).toBeGreaterThanOrEqual(140_000);
     // One wake-up was late by the pause; the schedule starts again from it, so the 99th percentile stays clear of it.
     expect(result.wakeLateMicros.p99).toBeLessThan(50_000);
     expect(result.wakeLateMicros.p50).toBeLessThanOrEqual(result.wakeLateMicros.p99);
     // About one wake per ms the meter was not stopped.
-    expect(result.wakes).toBeGreaterThanOrEqual(100);
-    expect(result.wakes).toBeLessThanOrEqual(450);
+    expect(result.wakes).toBeGreaterThanOrEqual(400);
+    expect(result.wakes).toBeLessThanOrEqual(1_550);
     // The meter keeps the priority the generator was started at (the servers'), whatever the generator raised its own to.
     expect(result.meterNice).toBe(getPriority());
   });
