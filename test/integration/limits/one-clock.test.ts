@@ -56,10 +56,16 @@ describe('one clock: gateways 5 s apart share one window', () => {
       expect(score).toBeGreaterThanOrEqual(from);
       expect(score).toBeLessThanOrEqual(to);
     }
-    // Both gateways report the same reset: the oldest entry + per, on Redis's clock.
-    const [resetBehind, resetAhead] = await Promise.all([behind.engine.decide(req), ahead.engine.decide(req)]);
-    expect(resetBehind.rate?.reset).toBe(Math.ceil((Math.min(...scores) + 2000) / 1000));
-    expect(resetAhead.rate?.reset).toBe(resetBehind.rate?.reset);
+    // Both gateways report a refused request's reset on Redis's clock: when it would be admitted
+    // again, once all but rate − 1 entries have left the window, that is `per` after the entry at
+    // place n − rate, n counting the request's own (docs/behaviour.md#response-headers). The
+    // first of the two meets 9 entries, the second 10.
+    const sorted = [...scores].sort((x, y) => x - y);
+    const readmitted = (place: number): number => Math.ceil((sorted[place]! + 2000) / 1000);
+    const resetBehind = await behind.engine.decide(req);
+    const resetAhead = await ahead.engine.decide(req);
+    expect(resetBehind.rate?.reset).toBe(readmitted(9 - 6));
+    expect(resetAhead.rate?.reset).toBe(readmitted(10 - 6));
 
     // Knocking from either side keeps it closed (both logged); a quiet window reopens it for both.
     await sleep(1000);
