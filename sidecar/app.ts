@@ -327,7 +327,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     return { ready: reasons.length === 0, reasons, problems };
   };
   const tlsOf = (listener: TlsListener): ReloadingTlsFiles | undefined => (options.tlsListeners ?? TLS_LISTENERS_ALL).has(listener) ? tls : undefined;
-  const proxyServer = boundedServer(gateway.handle, overrides, tlsOf('proxy'));
+  const proxyServer = boundedServer(gateway.handle, overrides, tlsOf('proxy'), { handlerContinues: true });
   proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));
   const healthServer = boundedServer(createHealthHandler(metricsOf(metrics.registry), { readiness }), overrides);
   const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'));

@@ -1,8 +1,10 @@
-import { createServer, type IncomingMessage, type RequestListener, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from 'node:http';
 import { createServer as createTlsServer } from 'node:https';
 import type { ReloadingTlsFiles } from '../common/tls-files.ts';
 import type { Duplex } from 'node:stream';
+import { continueBody } from './http/body-limit.ts';
 import { gatewayErrors } from './http/errors.ts';
+import { refusedTarget } from './http/request-target.ts';
 import { answerClientError, sendError, sendErrorOnSocket } from './http/respond.ts';
 
 /**
@@ -22,12 +24,23 @@ export interface BoundOverrides {
   headersTimeoutMs?: number;
 }
 
+export interface ListenerOptions {
+  /**
+   * The handler tells a client waiting for 100 Continue to send its body, once it has decided
+   * to read it (the proxy listener, after admission: body-limit.ts `continueBody`). Otherwise
+   * the listener tells it as soon as the request passes the bounds, as Node would.
+   */
+  handlerContinues?: boolean;
+}
+
 /**
- * An HTTP server for one of the sidecar's listeners (HTTPS when given `tls`), with the bounds above. Each refusal is
- * answered in the gateway's JSON shape with its code (431, 408, 400) before the connection
- * is closed, and the process goes on serving everyone else.
+ * An HTTP server for one of the sidecar's listeners (HTTPS when given `tls`), with the bounds
+ * above. Each refusal is answered in the gateway's JSON shape with its code (431, 408, 400) before
+ * the connection is closed, and the process goes on serving everyone else. So are the requests
+ * Node would otherwise answer itself with an empty body: no Host or two (400), an expectation
+ * other than 100-continue (417), CONNECT (501).
  */
-export function boundedServer(handler: RequestListener, overrides: BoundOverrides = {}, tls?: ReloadingTlsFiles): Server {
+export function boundedServer(handler: RequestListener, overrides: BoundOverrides = {}, tls?: ReloadingTlsFiles, listener: ListenerOptions = {}): Server {
   const headersTimeout = overrides.headersTimeoutMs ?? LISTENER_BOUNDS.headersTimeoutMs;
   const options = {
     maxHeaderSize: LISTENER_BOUNDS.maxHeaderBytes,
@@ -35,14 +48,18 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
     // Node checks its timeouts at this interval; its 30 s default would let a slow client
     // keep its connection far past the headers timeout.
     connectionsCheckingInterval: Math.min(1000, headersTimeout),
+    // Checked below (`refusedTarget`), to answer in the JSON shape and to count two Hosts too.
+    requireHostHeader: false,
   };
   const bounded: RequestListener = (req, res) => {
-    if (tooManyHeaders(req)) {
+    const refusal = tooManyHeaders(req) ? gatewayErrors.tooManyHeaders : refusedTarget(req);
+    if (refusal !== null) {
       req.resume();
       res.shouldKeepAlive = false;
-      sendError(res, gatewayErrors.tooManyHeaders);
+      sendError(res, refusal);
       return;
     }
+    if (listener.handlerContinues !== true) continueBody(req, res);
     handler(req, res);
   };
   // An https.Server is an http.Server on TLS: everything below applies to both.
@@ -55,15 +72,28 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
   // Every field is kept, so the count above sees them all (Node would silently drop past 2000).
   server.maxHeadersCount = 0;
   server.on('clientError', answerClientError);
+  // With a listener here, Node leaves the 100 Continue to `bounded` (and its handler).
+  server.on('checkContinue', bounded);
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    req.resume();
+    res.shouldKeepAlive = false;
+    sendError(res, gatewayErrors.expectationFailed);
+  });
+  // Without a listener Node would drop the connection unanswered.
+  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+    socket.on('error', () => socket.destroy());
+    sendErrorOnSocket(socket, gatewayErrors.connectNotServed);
+  });
   return server;
 }
 
 const tooManyHeaders = (req: IncomingMessage): boolean => req.rawHeaders.length / 2 > LISTENER_BOUNDS.maxHeaderCount;
 
-/** The same bound for connection upgrades, which never reach the request handler. */
+/** The same bounds for connection upgrades, which never reach the request handler. */
 export function boundedUpgrade(handler: (req: IncomingMessage, socket: Duplex, head: Buffer) => void) {
   return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
-    if (tooManyHeaders(req)) sendErrorOnSocket(socket, gatewayErrors.tooManyHeaders);
+    const refusal = tooManyHeaders(req) ? gatewayErrors.tooManyHeaders : refusedTarget(req);
+    if (refusal !== null) sendErrorOnSocket(socket, refusal);
     else handler(req, socket, head);
   };
 }

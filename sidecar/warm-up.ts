@@ -124,7 +124,7 @@ export async function warmUp(options: WarmUpOptions): Promise<WarmUpResult> {
       metrics,
       logger,
     });
-    gatewayServer = boundedServer(gateway.handle);
+    gatewayServer = boundedServer(gateway.handle, {}, undefined, { handlerContinues: true });
     const pool = (client = new Pool(urlOf(await listen(gatewayServer, '127.0.0.1:0')), { connections: WARM_UP_CONNECTIONS }));
     let sent = 0;
     const more = (): boolean => sent < options.requests && Date.now() < deadline && !options.signal?.aborted;

@@ -19,11 +19,42 @@ export function declaredLengthExceeds(req: IncomingMessage, maxBytes: number): b
   return length !== undefined && Number(length) > maxBytes;
 }
 
+/** Node's test for a 100-continue expectation, which it applies to HTTP/1.1 requests only. */
+const continueExpectation = /(?:^|\W)100-continue(?:$|\W)/i;
+
+/** Requests whose client has been told to send its body (100 Continue). */
+const continued = new WeakSet<IncomingMessage>();
+
+const expectsContinue = (req: IncomingMessage): boolean => {
+  const expectation = req.headers.expect;
+  return expectation !== undefined && req.httpVersion === '1.1' && continueExpectation.test(expectation);
+};
+
+/**
+ * A client that waits for 100 Continue before sending its body is told to send it now; any
+ * other request, or one told already, is left alone. The listeners leave this to the code that
+ * reads the body, so that a request refused on its headers (auth, limits, a declared length
+ * over the bound) is answered without its body ever being sent (RFC 9110 §10.1.1).
+ */
+export function continueBody(req: IncomingMessage, res: ServerResponse): void {
+  if (continued.has(req) || !expectsContinue(req)) return;
+  continued.add(req);
+  res.writeContinue();
+}
+
+/**
+ * The client still waits to be asked for its body, so none of it will come. Node closes such
+ * a connection after the answer (the client may send the body anyway, which would otherwise
+ * be read as a request of its own).
+ */
+export const bodyWithheld = (req: IncomingMessage): boolean => expectsContinue(req) && !continued.has(req);
+
 /**
  * The request body as a stream that fails once more than `maxBytes` have passed, so a
- * chunked (or lying) body is cut off while streaming instead of being buffered.
+ * chunked (or lying) body is cut off while streaming instead of being buffered. A client
+ * waiting for 100 Continue is told to send it.
  */
-export function limitedBody(req: IncomingMessage, maxBytes: number): Transform {
+export function limitedBody(req: IncomingMessage, res: ServerResponse, maxBytes: number): Transform {
   let seen = 0;
   const counter = new Transform({
     transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
@@ -34,6 +65,7 @@ export function limitedBody(req: IncomingMessage, maxBytes: number): Transform {
   });
   req.on('error', (err) => counter.destroy(err));
   req.pipe(counter);
+  continueBody(req, res);
   return counter;
 }
 
@@ -53,12 +85,13 @@ type End = ServerResponse['end'];
  * reset destroys the answer before the client has read it; Node closes the connection as
  * soon as an exchange the client marked as its last (`Connection: close`) ends. So the
  * answer is written at once, but `res.end()` takes effect once the body is in. On a
- * keep-alive connection the next request then finds the connection clean.
+ * keep-alive connection the next request then finds the connection clean. A body that was
+ * never asked for (100 Continue) is not waited for: its client waits for this answer.
  */
 export function refuseRestOfBody(req: IncomingMessage, res: ServerResponse, maxBytes = MAX_DISCARDED_BODY_BYTES): void {
   req.unpipe();
   if (req.complete) return;
-  if (declaredLengthExceeds(req, maxBytes)) {
+  if (declaredLengthExceeds(req, maxBytes) || bodyWithheld(req)) {
     res.shouldKeepAlive = false;
     req.resume();
     return;

@@ -36,4 +36,8 @@ export const gatewayErrors = {
   headersTooLarge: define('headers_too_large', 431, 'Request header fields too large'),
   tooManyHeaders: define('too_many_headers', 431, 'Too many request header fields'),
   requestTimeout: define('request_timeout', 408, 'Request not received in time'),
+  badHost: define('bad_host', 400, 'An HTTP/1.1 request needs exactly one Host header'),
+  badTarget: define('bad_target', 400, 'The request-target names no host, or names a user'),
+  expectationFailed: define('expectation_failed', 417, 'The only expectation served is 100-continue'),
+  connectNotServed: define('connect_not_served', 501, 'CONNECT is not served: this gateway is not a forward proxy'),
 } as const satisfies Record<string, GatewayError>;

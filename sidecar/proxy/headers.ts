@@ -17,7 +17,7 @@ const hopByHop = new Set([
   'trailer',
   'transfer-encoding',
   'upgrade',
-  // Node answers `Expect: 100-continue` itself before the handler runs.
+  // The gateway answers `Expect: 100-continue` itself, once the request is admitted (body-limit.ts).
   'expect',
 ]);
 

@@ -43,9 +43,9 @@ function filterResponseHeaders(proxyRes: IncomingMessage, req: IncomingMessage, 
  * or an OPTIONS' (rare), to which http-proxy would give a length of 0, is read whole (within
  * the body limit) and sent with its length.
  */
-async function framedBody(req: IncomingMessage, maxBytes: number, headers: Record<string, string | string[]>): Promise<Readable | undefined> {
+async function framedBody(req: IncomingMessage, res: ServerResponse, maxBytes: number, headers: Record<string, string | string[]>): Promise<Readable | undefined> {
   if (!hasRequestBody(req)) return undefined;
-  const limited = limitedBody(req, maxBytes);
+  const limited = limitedBody(req, res, maxBytes);
   if (req.headers['content-length'] !== undefined) return limited;
   if (!lengthForced.has(req.method ?? '')) {
     headers['transfer-encoding'] = 'chunked';
@@ -91,7 +91,7 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     const headers = upstreamRequestHeaders(req);
     let body: Readable | undefined;
     try {
-      body = await framedBody(req, maxBytes, headers);
+      body = await framedBody(req, res, maxBytes, headers);
     } catch (err) {
       const error = this.#fail(req, res, err);
       return { status: error === null ? CLIENT_CLOSED_REQUEST : res.statusCode, upstreamSeconds: null, error };

@@ -27,8 +27,9 @@ function upstreamFailure(err: unknown): typeof gatewayErrors.upstreamTimeout {
  */
 /**
  * An upstream's interim answer, passed on where the client's hop has one: 102 Processing and
- * 103 Early Hints (its Link headers). A 100 Continue is the client's hop's own business (Node
- * answers the client's Expect itself), and others have no meaning across a proxy: dropped.
+ * 103 Early Hints (its Link headers). A 100 Continue is the client's hop's own business (the
+ * gateway answers the client's Expect itself, once the request is admitted: body-limit.ts),
+ * and others have no meaning across a proxy: dropped.
  */
 function forwardInterim(res: ServerResponse, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
   if (statusCode === 102) res.writeProcessing();
@@ -137,7 +138,7 @@ export class UndiciForwarder implements Forwarder {
   }
 
   forward(request: ForwardRequest): Promise<ForwardResult> {
-    const { req } = request;
+    const { req, res } = request;
     const maxBytes = this.#options.maxBodyBytes();
     const refused = refusedAsTooLarge(request, maxBytes);
     if (refused !== null) return Promise.resolve(refused);
@@ -146,7 +147,7 @@ export class UndiciForwarder implements Forwarder {
       path: request.path,
       method: req.method as Dispatcher.HttpMethod,
       headers: upstreamRequestHeaders(req),
-      body: hasRequestBody(req) ? (limitedBody(req, maxBytes) as Readable) : null,
+      body: hasRequestBody(req) ? (limitedBody(req, res, maxBytes) as Readable) : null,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     };

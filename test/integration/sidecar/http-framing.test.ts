@@ -72,11 +72,46 @@ function raw(base: string, bytes: string, waitMs = 1_500): Promise<{ text: strin
   });
 }
 
+/**
+ * A request whose client waits for 100 Continue before its body: `head` is sent, and `body`
+ * only once a 100 Continue has come. What came back before the connection closed or
+ * `waitMs` passed, and whether the body was sent.
+ */
+function withExpectation(base: string, head: string, body: string, waitMs = 1_500): Promise<{ text: string; closed: boolean; bodySent: boolean }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => socket.write(head));
+    let text = '';
+    let bodySent = false;
+    const done = (closed: boolean): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ text, closed, bodySent });
+    };
+    const timer = setTimeout(() => done(false), waitMs);
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      if (!bodySent && text.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
+        bodySent = true;
+        socket.write(body);
+      }
+    });
+    socket.on('close', () => done(true));
+    socket.on('error', reject);
+  });
+}
+
 describe.each(['undici', 'http-proxy'])('HTTP framing through the %s forwarder', (forwarder) => {
   let sidecar: RunningSidecar;
   const apiId = uniqueId('framing');
   const api = () =>
-    compiledApi(apiId, upstreamUrl, { endpoint_limits: [{ path: '/limited', pattern: '^/limited$', method: 'GET', rate: 1, per: 60 }] });
+    compiledApi(apiId, upstreamUrl, {
+      endpoint_limits: [
+        { path: '/limited', pattern: '^/limited$', method: 'GET', rate: 1, per: 60 },
+        { path: '/upload', pattern: '^/upload$', method: 'POST', rate: 1, per: 60 },
+        { path: '/absolute', pattern: '^/absolute$', method: 'GET', rate: 1, per: 60 },
+      ],
+    });
 
   beforeAll(async () => {
     sidecar = await startTestSidecar(sidecarOptions('default'), { source: new HandSource(compiledConfig([api()])), env: { GW_FORWARDER: forwarder } });
@@ -143,5 +178,40 @@ describe.each(['undici', 'http-proxy'])('HTTP framing through the %s forwarder',
     expect(headers).toMatchObject({ upgrade: 'websocket', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' });
     expect(headers.connection?.toLowerCase()).toBe('upgrade');
     for (const hop of ['x-hop', 'proxy-authorization', 'keep-alive', 'te']) expect(headers).not.toHaveProperty(hop);
+  });
+
+  it('asks for a body (100 Continue) only once the request is admitted, and answers a refused one without it', async () => {
+    seen.length = 0;
+    const head = `POST /${apiId}/upload HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nExpect: 100-continue\r\n\r\n`;
+    const admitted = await withExpectation(sidecar.proxyUrl, head, 'data');
+    expect(admitted.bodySent).toBe(true);
+    expect(admitted.text).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+    expect(seen.map((s) => [s.url, s.body, s.headers.expect])).toEqual([['/upload', 'data', undefined]]);
+    // The endpoint limit (1 per minute) refuses the next one on its headers: no 100, and the
+    // connection closes, since the client may send the body it was never asked for.
+    const refused = await withExpectation(sidecar.proxyUrl, head, 'data');
+    expect(refused.bodySent).toBe(false);
+    expect(refused.text).toMatch(/^HTTP\/1\.1 429 /);
+    expect(refused.text.toLowerCase()).toContain('x-gw-error-code: api_rate_limited');
+    expect(refused.closed).toBe(true);
+    // A declared length over the body bound is refused on its headers as well.
+    const tooLarge = await withExpectation(sidecar.proxyUrl, `POST /${apiId}/big HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\nExpect: 100-continue\r\n\r\n`, 'data');
+    expect(tooLarge.bodySent).toBe(false);
+    expect(tooLarge.text).toMatch(/^HTTP\/1\.1 413 /);
+    expect(tooLarge.closed).toBe(true);
+    expect(seen).toHaveLength(1);
+  });
+
+  it('serves a request-target in absolute-form as its path, its authority standing for the Host, under the same limits', async () => {
+    seen.length = 0;
+    const first = await raw(sidecar.proxyUrl, `GET http://api.example.test/${apiId}/absolute?q=1 HTTP/1.1\r\nHost: elsewhere\r\nConnection: close\r\n\r\n`);
+    expect(first.text).toMatch(/^HTTP\/1\.1 200 /);
+    expect(seen.map((s) => [s.url, s.headers['x-forwarded-host']])).toEqual([['/absolute?q=1', 'api.example.test']]);
+    const second = await raw(sidecar.proxyUrl, `GET /${apiId}/absolute HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    expect(second.text).toMatch(/^HTTP\/1\.1 429 /);
+    const withUser = await raw(sidecar.proxyUrl, `GET http://user@api.example.test/${apiId}/plain HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
+    expect(withUser.text).toMatch(/^HTTP\/1\.1 400 /);
+    expect(withUser.text).toContain('x-gw-error-code: bad_target');
+    expect(seen).toHaveLength(1);
   });
 });

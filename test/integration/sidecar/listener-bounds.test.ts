@@ -45,6 +45,26 @@ describe('every listener bounds what one client may hold', () => {
     ['health', sidecar.healthUrl, '/healthz'],
   ];
 
+  it('answers what Node would answer with an empty body in the JSON error shape: no Host or two, another expectation, CONNECT', async () => {
+    for (const [name, url, path] of listeners()) {
+      const cases: Array<[string, RegExp, string]> = [
+        [`GET ${path} HTTP/1.1\r\nConnection: close\r\n\r\n`, /^HTTP\/1\.1 400 /, 'bad_host'],
+        [`GET ${path} HTTP/1.1\r\nHost: a\r\nHost: b\r\nConnection: close\r\n\r\n`, /^HTTP\/1\.1 400 /, 'bad_host'],
+        [`GET ${path} HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nConnection: close\r\n\r\n`, /^HTTP\/1\.1 417 /, 'expectation_failed'],
+        [`CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n\r\n`, /^HTTP\/1\.1 501 /, 'connect_not_served'],
+      ];
+      for (const [request, status, code] of cases) {
+        const { answer } = await exchange(url, request);
+        expect(answer, `${name}: ${request}`).toMatch(status);
+        expect(answer, `${name}: ${request}`).toContain(`x-gw-error-code: ${code}`);
+        expect(answer, `${name}: ${request}`).toMatch(/\r\n\r\n\{"error":"[^"]+"\}$/);
+      }
+      // HTTP/1.0 needs no Host.
+      const old = await exchange(url, `GET ${path} HTTP/1.0\r\n\r\n`);
+      expect(old.answer, name).not.toContain('bad_host');
+    }
+  });
+
   it('refuses more header fields than the bound with 431 in the JSON error shape, and takes the bound itself', async () => {
     for (const [name, url, path] of listeners()) {
       const host = 'Host: x\r\nConnection: close\r\n';
