@@ -19,7 +19,7 @@ export const portalProductSpecSchema = z
       .max(128)
       .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/)
       .optional()
-      .describe('Product id used by POST /portal-api/products/{product_id}/tags; default: metadata.name.'),
+      .describe('Product id used by POST /portal-api/products/{product_id}/tags; default: metadata.name. Of several products with one id, the oldest is tagged and the others are DuplicateProductId.'),
     name: z.string().max(bounds.name).optional().describe('Display name of the product.'),
     tags: listMap(tagSchema, 'Name', PRODUCT_MAX_TAGS)
       .default([])

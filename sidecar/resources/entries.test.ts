@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
+import { productNamed } from '../../crds/product-id.ts';
+import { apiEntryOf, categoryEntryOf, productOf } from './entries.ts';
 
 describe('apiEntryOf', () => {
   it('reads a category listed twice as one category of the API', () => {
@@ -44,18 +45,35 @@ describe('categories and products', () => {
       { metadata: { name: 'p2' }, spec: { id: 'other' } },
       { metadata: { name: 'x' }, spec: { id: 'p2', tags: [{ Name: 'a' }] } },
     ];
-    expect(findProduct(items, 'p2', productOf)).toBe(items[1]);
-    expect(findProduct(items, 'other', productOf)).toBe(items[0]);
-    expect(findProduct(items, 'x', productOf)).toBe(items[1]);
-    expect(findProduct(items, 'nope', productOf)).toBeUndefined();
+    expect(productNamed(items, 'p2', productOf)).toBe(items[1]);
+    expect(productNamed(items, 'other', productOf)).toBe(items[0]);
+    expect(productNamed(items, 'x', productOf)).toBe(items[1]);
+    expect(productNamed(items, 'nope', productOf)).toBeUndefined();
     expect(productOf(items[1])?.tags).toEqual([{ Name: 'a' }]);
   });
 
   it('finds a product by its spec.id before an id-less product of that name, whatever their order', () => {
     const named = { metadata: { name: 'silver' }, spec: {} };
     const identified = { metadata: { name: 'zz-other' }, spec: { id: 'silver' } };
-    expect(findProduct([named, identified], 'silver', productOf)).toBe(identified);
-    expect(findProduct([identified, named], 'silver', productOf)).toBe(identified);
-    expect(findProduct([named], 'silver', productOf)).toBe(named);
+    expect(productNamed([named, identified], 'silver', productOf)).toBe(identified);
+    expect(productNamed([identified, named], 'silver', productOf)).toBe(identified);
+    expect(productNamed([named], 'silver', productOf)).toBe(named);
+  });
+
+  it('gives a tie to the oldest product, then the first by namespace and name, whatever order the list came in', () => {
+    const aged = [
+      { metadata: { name: 'a', namespace: 'shop', creationTimestamp: '2026-11-02T10:00:00Z' }, spec: { id: 'gold' } },
+      { metadata: { name: 'b', namespace: 'shop', creationTimestamp: '2026-11-01T10:00:00Z' }, spec: { id: 'gold' } },
+    ];
+    expect(productNamed(aged, 'gold', productOf)).toBe(aged[1]);
+    const products = [
+      { metadata: { name: 'b', namespace: 'shop' }, spec: { id: 'gold' } },
+      { metadata: { name: 'a', namespace: 'shop' }, spec: { id: 'gold' } },
+      { metadata: { name: 'z', namespace: 'billing' }, spec: { id: 'gold' } },
+    ];
+    expect(productNamed(products, 'gold', productOf)).toBe(products[2]);
+    expect(productNamed(products.slice(0, 2), 'gold', productOf)).toBe(products[1]);
+    const namedTwice = [{ metadata: { name: 'gold', namespace: 'b' }, spec: {} }, { metadata: { name: 'gold', namespace: 'a' }, spec: {} }];
+    expect(productNamed(namedTwice, 'gold', productOf)).toBe(namedTwice[1]);
   });
 });

@@ -4,6 +4,7 @@ import { apiDefinitionSpecSchema } from '../../crds/schemas/api-definition.ts';
 import { categorySpecSchema } from '../../crds/schemas/category.ts';
 import { objectMetaSchema } from '../../crds/schemas/common.ts';
 import { portalProductSpecSchema } from '../../crds/schemas/portal-product.ts';
+import { createdMsOf, type ProductAddress } from '../../crds/product-id.ts';
 import type { ApiEntry, CategoryEntry } from './types.ts';
 
 /**
@@ -32,7 +33,7 @@ const categoryView = z.object({
 });
 
 const productView = z.object({
-  metadata: objectMetaSchema,
+  metadata: objectMetaSchema.extend({ creationTimestamp: z.string().optional().catch(undefined) }),
   spec: z
     .object({ id: portalProductSpecSchema.shape.id.catch(undefined), tags: portalProductSpecSchema.shape.tags.catch([]) })
     .catch({ id: undefined, tags: [] }),
@@ -60,11 +61,7 @@ export function categoryEntryOf(object: unknown, fallbackNamespace: string): Cat
   return { namespace: metadata.namespace ?? fallbackNamespace, name: spec.name ?? metadata.name };
 }
 
-export interface ProductView {
-  namespace: string | undefined;
-  name: string;
-  /** `spec.id`, when the product gives one. */
-  id: string | null;
+export interface ProductView extends ProductAddress {
   tags: { Name: string }[];
 }
 
@@ -72,17 +69,6 @@ export function productOf(object: unknown): ProductView | null {
   const parsed = productView.safeParse(object);
   if (!parsed.success) return null;
   const { metadata, spec } = parsed.data;
-  return { namespace: metadata.namespace, name: metadata.name, id: spec.id ?? null, tags: spec.tags };
+  return { namespace: metadata.namespace, name: metadata.name, id: spec.id ?? null, createdMs: createdMsOf(metadata.creationTimestamp), tags: spec.tags };
 }
 
-/**
- * The product a path's product_id names: the one whose spec.id it is, else the one of that
- * metadata.name, so a product whose id is another's name is still reachable by its id. Ties go
- * to the first in list order.
- */
-export function findProduct<T>(items: readonly T[], productId: string, view: (item: T) => ProductView | null): T | undefined {
-  const viewed = items.map((item) => ({ item, product: view(item) }));
-  return (
-    viewed.find((v) => v.product?.id === productId)?.item ?? viewed.find((v) => v.product?.name === productId)?.item
-  );
-}

@@ -2,7 +2,8 @@ import { join } from 'node:path';
 import { isSeq, parse, Scalar, stringify } from 'yaml';
 import { apiVersion, kinds } from '../../crds/kinds.ts';
 import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
-import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
+import { productNamed } from '../../crds/product-id.ts';
+import { apiEntryOf, categoryEntryOf, productOf } from './entries.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
 import { createFile, documentsOf, editableFile, readFolder, saveFile, type FoundDoc, type YamlFile } from './yaml-folder.ts';
 
@@ -95,7 +96,7 @@ export class FolderResourceStore implements ResourceStore {
 
   addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
     return this.#exclusive(async () => {
-      const found = findProduct(await this.#documents(kinds.PortalProduct.kind), productId, (d) => productOf(d.object));
+      const found = productNamed(await this.#documents(kinds.PortalProduct.kind), productId, (d) => productOf(d.object));
       if (!found) return null;
       const { tags: present } = productOf(found.object)!;
       if (present.some((t) => t.Name === tag)) return 'exists';

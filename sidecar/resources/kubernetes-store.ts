@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { apiVersion, group, kinds, version } from '../../crds/kinds.ts';
 import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
-import { apiEntryOf, categoryEntryOf, findProduct, productOf } from './entries.ts';
+import { productNamed } from '../../crds/product-id.ts';
+import { apiEntryOf, categoryEntryOf, productOf } from './entries.ts';
 import { isNotFound, releaseRetained, retain, unretain } from './retained-config-maps.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
 
@@ -87,7 +88,7 @@ export class KubernetesResourceStore implements ResourceStore {
   async #addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) await sleep(Math.random() * 25 * attempt);
-      const product = findProduct(await this.#list(kinds.PortalProduct.plural), productId, productOf);
+      const product = productNamed(await this.#list(kinds.PortalProduct.plural), productId, productOf);
       if (!product) return null;
       const view = productOf(product)!;
       if (view.tags.some((t) => t.Name === tag)) return 'exists';

@@ -46,7 +46,7 @@ describe('POST /portal-api/products/{product_id}/tags on the API server', () => 
   let admin: AdminServer;
 
   const productState = async (): Promise<{ tags: unknown; resourceVersion: string }> => {
-    const [item] = await listCustom(namespace, kinds.PortalProduct.plural);
+    const item = (await listCustom(namespace, kinds.PortalProduct.plural)).find((listed) => listed.metadata.name === 'starter-plan');
     return { tags: item!.spec.tags, resourceVersion: item!.metadata.resourceVersion };
   };
 
@@ -155,6 +155,24 @@ describe('POST /portal-api/products/{product_id}/tags on the API server', () => 
     expect(res.status).toBe(status);
     expect(res.json).toEqual({ errors: [expect.stringMatching(message)] });
     expect(await productState()).toEqual(before);
+  });
+
+  it('tags the oldest of two products sharing an id, though the newer comes first by name', async () => {
+    const twin = (name: string): string => `apiVersion: gw.dev/v1alpha1
+kind: PortalProduct
+metadata: { name: ${name}, namespace: ${namespace} }
+spec: { id: twin-id }
+`;
+    await kubectl(['apply', '-f', '-'], { input: twin('zz-older') });
+    // Creation times are in seconds.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await kubectl(['apply', '-f', '-'], { input: twin('aa-newer') });
+    const res = await admin.call('POST', '/portal-api/products/twin-id/tags', { headers: [auth, jsonType], body: json({ Name: 'to-the-older' }) });
+    expect(res.status).toBe(200);
+    const items = await listCustom(namespace, kinds.PortalProduct.plural);
+    const tagsOf = (name: string) => items.find((item) => item.metadata.name === name)?.spec.tags;
+    expect(tagsOf('zz-older')).toEqual([{ Name: 'to-the-older' }]);
+    expect(tagsOf('aa-newer')).toEqual([]);
   });
 
   it('answers 500 in the portal shape when the API server cannot be reached', async () => {

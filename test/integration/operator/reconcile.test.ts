@@ -368,6 +368,23 @@ describe('operator: examples, configs, references, drift, keys', () => {
     await waitFor('session removed with the last Key', async () => (await redis.exists(sessionKey(hash))) === 0);
   });
 
+  it('reports DuplicateProductId on a newer PortalProduct whose id the older one holds, until the older goes', async () => {
+    const productId = `${ns}-gold`;
+    await c.create('PortalProduct', ns, { metadata: { name: 'zz-older-product' }, spec: { id: productId } });
+    await waitReady('PortalProduct', 'zz-older-product');
+    // Created a second later (creation times are in seconds): newer, though first by name.
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await c.create('PortalProduct', ns, { metadata: { name: 'aa-newer-product' }, spec: { id: productId } });
+    const newer = await waitReady('PortalProduct', 'aa-newer-product', 'False');
+    expect(ready(newer)?.reason).toBe('DuplicateProductId');
+    expect(ready(newer)?.message).toBe(`product_id "${productId}" reaches PortalProduct ${ns}/zz-older-product, which tags posted to it are added to`);
+    expect(ready(await c.get('PortalProduct', ns, 'zz-older-product'))?.status).toBe('True');
+    const events = await kubectl(['get', 'events', '-n', ns, '--field-selector', 'involvedObject.name=aa-newer-product', '-o', 'json']);
+    expect((JSON.parse(events.stdout) as { items: Array<{ type: string; reason: string }> }).items.map((e) => `${e.type}/${e.reason}`)).toContain('Warning/DuplicateProductId');
+    await c.remove('PortalProduct', ns, 'zz-older-product');
+    expect(ready(await waitReady('PortalProduct', 'aa-newer-product'))?.reason).toBe('Valid');
+  });
+
   it('serves health and metrics with reconcile counts', async () => {
     const base = `http://127.0.0.1:${operator.healthPort()}`;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
