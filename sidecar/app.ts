@@ -249,8 +249,7 @@ function listenAll(options: SidecarOptions, worker: WorkerRole | undefined, serv
  * An empty secret authenticates nobody (sidecar/admin/secret.ts), so the operations behind it
  * refuse every call: said once at start, where a new user looks first.
  */
-function warnUnsetSecrets(options: SidecarOptions, logger: Logger, servesAdmin: boolean): void {
-  if (!servesAdmin) return;
+function warnUnsetSecrets(options: SidecarOptions, logger: Logger): void {
   const unset = [
     ...(options.adminSecret ? [] : ['GW_ADMIN_SECRET (Admin-Auth, X-GW-Authorization: create key, delete API, reload, key limits, gateways): 403']),
     ...(options.portalSecret ? [] : ['GW_PORTAL_SECRET (the portal Authorization header: attach tag): 401']),
@@ -331,6 +330,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));
   const healthServer = boundedServer(createHealthHandler(metricsOf(metrics.registry), { readiness }), overrides);
   const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'));
+  adminServer.once('listening', () => warnUnsetSecrets(options, logger));
   tls?.watch(TLS_POLL_MS);
   const drainMs = overrides.drainMs ?? 10_000;
   let warm: Promise<void> = Promise.resolve();
@@ -361,7 +361,6 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     const adminUrl = adminInfo ? urlOf(adminInfo, schemeOf('admin')) : PROXY_OFF;
     const healthUrl = healthInfo ? urlOf(healthInfo) : PROXY_OFF;
     logger.info({ proxy: proxyUrl, admin: adminUrl, health: healthUrl }, 'gw-sidecar listening');
-    warnUnsetSecrets(options, logger, adminInfo !== undefined);
     return { proxyUrl, adminUrl, healthUrl, runtime, metrics, readiness, resources: parts.resources, close };
   } catch (err) {
     // Whatever did start (listeners, Redis, timers) is stopped so a failed start leaves nothing running.
