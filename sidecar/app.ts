@@ -36,6 +36,7 @@ import { createRedis } from './redis.ts';
 import { ReloadingTlsFiles } from '../common/tls-files.ts';
 import { FolderResourceStore } from './resources/folder-store.ts';
 import { KubernetesResourceStore } from './resources/kubernetes-store.ts';
+import type { NewKey } from './resources/types.ts';
 import { warmUp } from './warm-up.ts';
 
 /** What a caller (main, the demo, tests) may supply instead of the defaults. */
@@ -138,8 +139,12 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
     registry: metrics.registry,
   });
   const inCluster = options.configDir === undefined && kubeConfig !== undefined;
+  const lateCreateFailed = (err: unknown, key: NewKey): void =>
+    logger.error({ err, keyName: key.name, namespace: key.namespace }, 'create key: could not delete a Key whose create landed after its deadline');
   const resources =
-    inCluster && kubeConfig ? new KubernetesResourceStore(kubeConfig, [options.namespace]) : new FolderResourceStore(options.configDir ?? '.', options.namespace, overrides.worker && ((apiId) => overrides.worker!.others.retain(apiId)));
+    inCluster && kubeConfig
+      ? new KubernetesResourceStore(kubeConfig, [options.namespace], { lateCreateFailed })
+      : new FolderResourceStore(options.configDir ?? '.', options.namespace, overrides.worker && ((apiId) => overrides.worker!.others.retain(apiId)));
   return { logger, metrics, redis, sessions, kubeConfig, events, engine, resources };
 }
 

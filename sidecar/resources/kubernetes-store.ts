@@ -11,6 +11,18 @@ interface Listed extends KubernetesObject {
   spec?: Record<string, unknown>;
 }
 
+/**
+ * How long a Key's create may take before create-key gives up on it (README.md#admin-operations).
+ * An API server that stalls holds the request, not the caller: past this the caller is
+ * answered, and a create that lands later is deleted again.
+ */
+export const KEY_CREATE_DEADLINE_MS = 10_000;
+
+/** A Key's create that the API server had not answered by its deadline; the Key is deleted if it lands later. */
+export class KeyCreateDeadlineError extends Error {
+  override readonly name = 'KeyCreateDeadlineError';
+}
+
 /** Optimistic-concurrency retries of a tag write that raced another writer. */
 const maxConflictRetries = 10;
 
@@ -19,7 +31,7 @@ const isConflict = (error: unknown): boolean => error instanceof ApiException &&
 /**
  * The cluster's store: gw.dev custom resources in the given namespaces (or all of them)
  * through the API server. The sidecar's account needs get/list on apidefinitions,
- * categories and portalproducts, update on portalproducts, create on keys, delete on
+ * categories and portalproducts, update on portalproducts, create and delete on keys, delete on
  * apidefinitions, and get/list/patch/delete on configmaps.
  */
 export class KubernetesResourceStore implements ResourceStore {
@@ -29,8 +41,14 @@ export class KubernetesResourceStore implements ResourceStore {
   /** Each product's tag write under way in this gateway, the next one's to wait for. */
   readonly #tagWrites = new Map<string, Promise<void>>();
 
-  constructor(kc: KubeConfig, namespaces: readonly string[]) {
+  readonly #keyCreateDeadlineMs: number;
+  /** Logs what a late create's deletion met; the caller was answered long before. */
+  readonly #lateCreateFailed: (error: unknown, key: NewKey) => void;
+
+  constructor(kc: KubeConfig, namespaces: readonly string[], options: { keyCreateDeadlineMs?: number; lateCreateFailed?: (error: unknown, key: NewKey) => void } = {}) {
     this.namespaces = namespaces;
+    this.#keyCreateDeadlineMs = options.keyCreateDeadlineMs ?? KEY_CREATE_DEADLINE_MS;
+    this.#lateCreateFailed = options.lateCreateFailed ?? (() => undefined);
     this.#custom = kc.makeApiClient(CustomObjectsApi);
     this.#core = kc.makeApiClient(CoreV1Api);
   }
@@ -54,8 +72,14 @@ export class KubernetesResourceStore implements ResourceStore {
     return items.map((item) => categoryEntryOf(item, '')).filter((entry): entry is CategoryEntry => entry !== null);
   }
 
+  /**
+   * Creates the Key, or throws KeyCreateDeadlineError once the API server has not answered it
+   * within the deadline. A create held that long may still land: the Key would then make a
+   * session of a raw key whose only answer is gone. So when it lands it is deleted again (the
+   * operator removes the session with it); a create that fails in the end leaves nothing.
+   */
   async createKey(key: NewKey): Promise<void> {
-    await this.#custom.createNamespacedCustomObject({
+    const created = this.#custom.createNamespacedCustomObject({
       group,
       version,
       namespace: key.namespace,
@@ -67,7 +91,28 @@ export class KubernetesResourceStore implements ResourceStore {
         spec: key.spec,
       },
     });
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), this.#keyCreateDeadlineMs)));
+    try {
+      if ((await Promise.race([created, deadline])) !== 'late') return;
+    } finally {
+      clearTimeout(timer);
+    }
+    created.then(
+      () => this.#deleteKey(key).catch((error: unknown) => this.#lateCreateFailed(error, key)),
+      () => undefined,
+    );
+    throw new KeyCreateDeadlineError(`the API server did not answer the Key's create within ${this.#keyCreateDeadlineMs} ms`);
   }
+
+  async #deleteKey({ namespace, name }: NewKey): Promise<void> {
+    try {
+      await this.#custom.deleteNamespacedCustomObject({ group, version, namespace, plural: kinds.Key.plural, name });
+    } catch (error) {
+      if (!isNotFound(error)) throw error;
+    }
+  }
+
 
   /**
    * One product's tags are written one request at a time in this gateway, so its own concurrent

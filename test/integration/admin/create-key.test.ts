@@ -4,9 +4,12 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { RedisSessionStore } from '../../../common/session-store.ts';
 import { sessionKey } from '../../../common/redis-keys.ts';
-import { createNamespace, startRedis } from '../../harness/index.ts';
+import { Watch } from '@kubernetes/client-node';
+import { group, kinds, version } from '../../../crds/kinds.ts';
+import { KubernetesResourceStore } from '../../../sidecar/resources/kubernetes-store.ts';
+import { createNamespace, kubeConfig, startRedis } from '../../harness/index.ts';
 import { json, jsonType, startAdmin, type AdminServer } from './admin-client.ts';
-import { ADMIN_SECRET, ADMIN_TEST_DB, clusterDeps, connected, keysIn, testRedis } from './fixtures.ts';
+import { ADMIN_SECRET, ADMIN_TEST_DB, clusterDeps, connected, keysIn, stallingKubeConfig, testRedis } from './fixtures.ts';
 
 const auth: [string, string] = ['Admin-Auth', ADMIN_SECRET];
 
@@ -46,6 +49,11 @@ function typeErrors(value: unknown, type: FieldType, at: string): string[] {
   if ('array' in type) return Array.isArray(value) ? value.flatMap((item, i) => typeErrors(item, type.array, `${at}.${i}`)) : [`${at}: ${JSON.stringify(value)} is no array`];
   if (!isObject) return [`${at}: ${JSON.stringify(value)} is no object`];
   return Object.entries(type.object).flatMap(([field, fieldType]) => typeErrors((value as Record<string, unknown>)[field], fieldType, `${at}.${field}`));
+}
+
+/** Polls `done` until it holds, at most `timeoutMs`. */
+async function waitForEvents(done: () => boolean, timeoutMs: number): Promise<void> {
+  for (const until = Date.now() + timeoutMs; !done() && Date.now() < until; ) await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
 const grantsPets = { access_rights: { pets: { api_name: 'Pets' } } };
@@ -265,6 +273,33 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
       ownClient.disconnect();
       pauser.disconnect();
       await own.stop();
+    }
+  });
+
+  it('answers 500 when the API server does not write the Key in time, and deletes the Key that lands later with its session', async () => {
+    const stalled = await stallingKubeConfig(3_000);
+    const ns = await createNamespace('admin-keys-late');
+    const resources = new KubernetesResourceStore(stalled.kc, [ns], { keyCreateDeadlineMs: 500 });
+    const server = await startAdmin(clusterDeps(ns, redis, { resources }).deps);
+    // Watched on the API server directly: the Key may exist for only a moment.
+    const events: string[] = [];
+    const watching = await new Watch(kubeConfig()).watch(`/apis/${group}/${version}/namespaces/${ns}/${kinds.Key.plural}`, {}, (type) => events.push(type), () => undefined);
+    try {
+      const started = Date.now();
+      const res = await server.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ ...grantsPets, alias: 'late' }) });
+      expect(res.status).toBe(500);
+      expect(res.json).toEqual({ Status: 'Error', Message: 'Failed to create key, save of the new session failed', Meta: null });
+      expect(Date.now() - started).toBeLessThan(2_500);
+      expect(await redis.dbsize()).toBe(0);
+      // The create lands about 3 s in, and is deleted again at once.
+      await waitForEvents(() => events.length >= 2, 10_000);
+      expect(events).toEqual(['ADDED', 'DELETED']);
+      expect(await keysIn(ns)).toHaveLength(0);
+      expect(await redis.dbsize()).toBe(0);
+    } finally {
+      watching.abort();
+      await server.close();
+      await stalled.close();
     }
   });
 

@@ -1,4 +1,5 @@
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { createLogger } from '../../../common/logger.ts';
 import { RedisSessionStore, type SessionStore } from '../../../common/session-store.ts';
@@ -38,6 +39,48 @@ export function unreachableKubeConfig(): KubeConfig {
     currentContext: 'gone',
   });
   return kc;
+}
+
+/**
+ * The harness's API server behind a relay that holds each new connection's bytes for
+ * `stallMs` before passing them on: every request on a fresh connection then lands that much
+ * later, as on an API server that stalls. What a stalled request asks for still happens.
+ */
+export async function stallingKubeConfig(stallMs: number): Promise<{ kc: KubeConfig; close(): Promise<void> }> {
+  const base = kubeConfig();
+  const target = new URL(base.getCurrentCluster()!.server);
+  const sockets = new Set<Socket>();
+  const relay = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pause();
+    setTimeout(() => client.pipe(upstream), stallMs);
+    upstream.pipe(client);
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+  const server = `https://127.0.0.1:${(relay.address() as AddressInfo).port}`;
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: base.clusters.map((cluster) => ({ ...cluster, server })),
+    users: base.users,
+    contexts: base.contexts,
+    currentContext: base.currentContext,
+  });
+  return {
+    kc,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => relay.close(resolve));
+    },
+  };
 }
 
 export interface DepsOverrides {

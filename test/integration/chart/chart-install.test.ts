@@ -186,6 +186,8 @@ describe('helm install', () => {
       [{ verb: 'create', resource: 'tokenreviews', group: 'authentication.k8s.io', namespace: 'cluster' }, true],
       [{ verb: 'create', resource: 'subjectaccessreviews', group: 'authorization.k8s.io', namespace: 'cluster' }, true],
       [{ verb: 'create', resource: 'keys', group: 'gw.dev', namespace: 'release' }, true],
+      // A Key whose create outlived create-key's deadline is deleted when it lands.
+      [{ verb: 'delete', resource: 'keys', group: 'gw.dev', namespace: 'release' }, true],
       [{ verb: 'patch', resource: 'portalproducts', group: 'gw.dev', namespace: 'release' }, true],
       [{ verb: 'delete', resource: 'apidefinitions', group: 'gw.dev', namespace: 'release' }, true],
       [{ verb: 'watch', resource: 'configmaps', namespace: 'release' }, true],
@@ -202,7 +204,7 @@ describe('helm install', () => {
       [{ verb: 'delete', resource: 'apidefinitions', group: 'gw.dev', namespace: 'app' }, false],
       [{ verb: 'delete', resource: 'configmaps', namespace: 'app' }, false],
       [{ verb: 'update', resource: 'keys', group: 'gw.dev', namespace: 'release' }, false],
-      [{ verb: 'delete', resource: 'keys', group: 'gw.dev', namespace: 'release' }, false],
+      [{ verb: 'delete', resource: 'keys', group: 'gw.dev', namespace: 'app' }, false],
       [{ verb: 'create', resource: 'apidefinitions', group: 'gw.dev', namespace: 'release' }, false],
       [{ verb: 'patch', resource: 'apidefinitions', group: 'gw.dev', subresource: 'status', namespace: 'release' }, false],
       [{ verb: 'create', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', namespace: 'cluster' }, false],
