@@ -1,17 +1,18 @@
 import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 
 export interface LatencyProxy {
-  /** The Redis URL through the proxy (same credentials and path as the target's). */
+  /** The target's URL through the proxy (same scheme, credentials and path). */
   url: string;
-  /** How late each byte sent to Redis from now on arrives. */
+  /** How late each byte sent to the target from now on arrives. */
   delayMs: number;
-  /** While true, a new connection is closed at once, as by a Redis that is down. */
+  /** While true, a new connection is closed at once, as by a server that is down. */
   refusing: boolean;
   close(): Promise<void>;
 }
 
 /**
- * A loopback TCP proxy to `url`'s Redis that hands on every byte sent to Redis `delayMs` late,
+ * A loopback TCP proxy to `url`'s server (Redis, the API server: TLS passes through as it is)
+ * that hands on every byte sent to it `delayMs` late,
  * in order: a link with that much latency, so each round trip a client waits for costs at
  * least `delayMs`. Answers come back at once. It starts with no delay.
  */

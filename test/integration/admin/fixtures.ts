@@ -1,5 +1,4 @@
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import { createServer, connect, type AddressInfo, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { createLogger } from '../../../common/logger.ts';
 import { RedisSessionStore, type SessionStore } from '../../../common/session-store.ts';
@@ -12,6 +11,7 @@ import { KubernetesResourceStore } from '../../../sidecar/resources/kubernetes-s
 import type { ResourceStore } from '../../../sidecar/resources/types.ts';
 import type { BearerAuthenticator } from '../../../sidecar/admin/bearer.ts';
 import { kubeConfig, testEnv } from '../../harness/index.ts';
+import { latencyProxy } from '../../support/latency-proxy.ts';
 
 export const ADMIN_SECRET = 'admin-secret-for-tests-0123456789';
 export const PORTAL_SECRET = 'portal-secret-for-tests-0123456789';
@@ -42,31 +42,15 @@ export function unreachableKubeConfig(): KubeConfig {
 }
 
 /**
- * The harness's API server behind a relay that holds each new connection's bytes for
- * `stallMs` before passing them on: every request on a fresh connection then lands that much
- * later, as on an API server that stalls. What a stalled request asks for still happens.
+ * The harness's API server behind a link on which every byte the client sends arrives
+ * `delayMs` late (test/support/latency-proxy.ts), as on an API server that stalls: a request
+ * lands a few round trips of that later, and still does what it asks.
  */
-export async function stallingKubeConfig(stallMs: number): Promise<{ kc: KubeConfig; close(): Promise<void> }> {
+export async function stallingKubeConfig(delayMs: number): Promise<{ kc: KubeConfig; close(): Promise<void> }> {
   const base = kubeConfig();
-  const target = new URL(base.getCurrentCluster()!.server);
-  const sockets = new Set<Socket>();
-  const relay = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-      socket.on('close', () => {
-        sockets.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pause();
-    setTimeout(() => client.pipe(upstream), stallMs);
-    upstream.pipe(client);
-  });
-  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-  const server = `https://127.0.0.1:${(relay.address() as AddressInfo).port}`;
+  const proxy = await latencyProxy(base.getCurrentCluster()!.server);
+  proxy.delayMs = delayMs;
+  const server = proxy.url.replace(/\/$/, '');
   const kc = new KubeConfig();
   kc.loadFromOptions({
     clusters: base.clusters.map((cluster) => ({ ...cluster, server })),
@@ -74,13 +58,7 @@ export async function stallingKubeConfig(stallMs: number): Promise<{ kc: KubeCon
     contexts: base.contexts,
     currentContext: base.currentContext,
   });
-  return {
-    kc,
-    close: async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise((resolve) => relay.close(resolve));
-    },
-  };
+  return { kc, close: () => proxy.close() };
 }
 
 export interface DepsOverrides {
