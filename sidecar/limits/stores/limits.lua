@@ -83,11 +83,16 @@ end
 -- then gone, and with it the expiry).
 local visited = {}
 local oldest = {}
+-- Each trimmed sliding log's number of entries once counted, kept as this call adds to it: at
+-- the call's one time nothing leaves the window, so a later request meeting the log adds its
+-- entry without counting the log again.
+local counts = {}
 -- The sentinel logs this call has given their expiry (the sentinel trims in the background).
 local lasting = {}
 local function forget(log)
   visited[log] = nil
   oldest[log] = nil
+  counts[log] = nil
   lasting[log] = nil
 end
 
@@ -177,9 +182,10 @@ local function sliding(log, smooth_key, rate, per, threshold, step, trigger, del
     redis.call('ZREMRANGEBYSCORE', log, '-inf', int(now - per))
     -- A window of another length (a config change between two requests) may trim more.
     oldest[log] = nil
+    counts[log] = nil
   end
-  local count = redis.call('ZCARD', log)
-  redis.call('ZADD', log, now_s, m)
+  local count = counts[log] or redis.call('ZCARD', log)
+  counts[log] = count + redis.call('ZADD', log, now_s, m)
   -- A later ZADD keeps the key's expiry, which is `per` after this call's time either way.
   if first_visit then
     redis.call('PEXPIRE', log, int(per))
@@ -201,6 +207,7 @@ end
 -- it, and an expiry set before this entry could end the log with the entry still in the window.
 local function sentinel_log(log, per, m)
   redis.call('ZADD', log, now_s, m)
+  counts[log] = nil
   if lasting[log] ~= per then
     redis.call('PEXPIRE', log, int(per))
     lasting[log] = per

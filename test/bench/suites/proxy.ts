@@ -42,7 +42,7 @@ export const limitedInRedis = (target: Target): boolean => target.cpu?.redis !==
  * The Redis floor's server: what the auth-token row's limit costs at the least, with none of
  * the gateway's logic. Each event-loop turn's requests wait for one script call, as the
  * sidecar's store sends them (docs/architecture.md#performance), and the script does the
- * sliding log's per-request commands (ZCARD, ZADD) on one log, trimmed and given its expiry
+ * sliding log's per-request command (ZADD) on one log, trimmed, counted and given its expiry
  * once per call, as limits.lua does for a log a call meets again. A failed call answers 503,
  * which the bench counts as an error.
  */
@@ -51,7 +51,7 @@ import { Redis } from 'ioredis';
 const redis = new Redis('${redisUrl}');
 redis.defineCommand('slidingLog', {
   numberOfKeys: 1,
-  lua: "local now = tonumber(ARGV[1]) redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 1000) redis.call('PEXPIRE', KEYS[1], 1000) local counts = {} for i = 2, #ARGV do counts[i - 1] = redis.call('ZCARD', KEYS[1]) redis.call('ZADD', KEYS[1], now, ARGV[i]) end return counts",
+  lua: "local now = tonumber(ARGV[1]) redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 1000) redis.call('PEXPIRE', KEYS[1], 1000) local count = redis.call('ZCARD', KEYS[1]) local counts = {} for i = 2, #ARGV do counts[i - 1] = count count = count + redis.call('ZADD', KEYS[1], now, ARGV[i]) end return counts",
 });
 let waiting = [];
 let sequence = 0;
