@@ -74,7 +74,7 @@ const knownKinds: ReadonlySet<string> = new Set(kindNames);
  * gw does not serve. Other YAML in the folder (another tool's, whose kinds may share a name
  * with gw's) is left alone.
  */
-function reportStrayDocuments(files: readonly YamlFile[], problems: FolderProblem[]): void {
+function reportStrayDocuments(files: readonly YamlFile[], problems: FolderProblem[], logger: Logger): void {
   for (const file of files) {
     file.objects.forEach((object, index) => {
       const { apiVersion: version, kind } = object ?? {};
@@ -83,6 +83,7 @@ function reportStrayDocuments(files: readonly YamlFile[], problems: FolderProble
       const reason = version === apiVersion
         ? `document ${index + 1}: ${apiVersion} has no kind ${String(kind)} (it has ${kindNames.join(', ')}); skipped`
         : `document ${index + 1}: ${version} is not served (gw reads ${apiVersion}); skipped`;
+      logger.warn({ file: file.path, problem: reason }, 'config problem');
       problems.push({ subject: `file ${basename(file.path)}`, reason, kind: 'File', code: 'UnknownKind' });
     });
   }
@@ -232,7 +233,7 @@ export class FolderConfigSource implements ConfigSource {
 
     const problems: FolderProblem[] = [];
     const usable = this.#usableFiles(files, problems);
-    reportStrayDocuments(usable, problems);
+    reportStrayDocuments(usable, problems, logger);
     const apiDefinitions = this.#resources<ApiDefinitionInput>(documentsOf(usable, 'ApiDefinition'), 'ApiDefinition', problems);
     const policies = this.#resources<PolicyInput>(documentsOf(usable, 'Policy'), 'Policy', problems);
     // The steps of a load each take a few milliseconds at 5,000 APIs: a turn of the event
@@ -406,8 +407,8 @@ export class FolderConfigSource implements ConfigSource {
         else if (json !== null) settled.set(hash, { ...key, storedJson: json });
         continue;
       }
-      logger.warn({ file: doc.file.path, resource: meta.name, problem: outcome.message }, 'invalid Key skipped');
       const kept = existing === null ? 'skipped' : LAST_GOOD_KEPT;
+      logger.warn({ file: doc.file.path, resource: meta.name, problem: outcome.message }, existing === null ? 'invalid Key skipped' : 'invalid Key: its last good session stays in effect');
       problems.push({ subject, reason: `${outcome.message}; ${kept}`, kind: 'Key', code: 'InvalidSpec' });
     }
     await inBatches([...writes], async ([hash, { session, key }]) => {
@@ -436,12 +437,14 @@ export class FolderConfigSource implements ConfigSource {
       const missingPolicies = applied.filter((name): name is string => typeof name === 'string' && !(`${namespace}/${name}` in config.policies));
       if (missingPolicies.length > 0) {
         const reason = `spec.apply_policies: no Policy ${missingPolicies.map((name) => `"${name}"`).join(', ')} in namespace ${namespace}; what it would grant is refused`;
+        this.#options.logger.warn({ file: doc.file.path, subject, problem: reason }, 'config problem');
         problems.push({ subject, reason, kind: 'Key', code: 'MissingPolicy' });
       }
       const granted = typeof spec?.access_rights === 'object' && spec.access_rights !== null ? Object.keys(spec.access_rights) : [];
       const missingApis = granted.filter((apiId) => !apiIds.has(apiId)).sort();
       if (missingApis.length > 0) {
         const reason = `spec.access_rights: no ApiDefinition has api_id ${missingApis.map((id) => `"${id}"`).join(', ')}`;
+        this.#options.logger.warn({ file: doc.file.path, subject, problem: reason }, 'config problem');
         problems.push({ subject, reason, kind: 'Key', code: 'MissingApi' });
       }
     }
@@ -476,6 +479,7 @@ export class FolderConfigSource implements ConfigSource {
       for (const other of same) {
         if (other === holder) continue;
         const reason = `spec.key_hash is also that of Key ${refOf(holder)}, which holds its session: this Key is not in force`;
+        this.#options.logger.warn({ file: other.doc.file.path, subject: other.subject, problem: reason }, 'config problem');
         problems.push({ subject: other.subject, reason, kind: 'Key', code: 'DuplicateKeyHash' });
       }
     }

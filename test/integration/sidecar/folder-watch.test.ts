@@ -42,6 +42,13 @@ metadata: { name: by-hand }
 spec: { key_hash: ${keyHash(rawKey)}, access_rights: { private: { api_id: private } } }
 `;
 
+/** The `config problem` warnings logged about `subject` (or a file), each problem's text. */
+const problemsLogged = (logs: readonly string[], about: string): string[] =>
+  logs
+    .map((line) => JSON.parse(line) as { level: number; msg: string; subject?: string; file?: string; problem?: unknown })
+    .filter((record) => record.msg === 'config problem' && record.level === 40 && (record.subject === about || record.file?.endsWith(about) === true))
+    .map((record) => String(record.problem));
+
 interface Readyz {
   status: string;
   problems: { subject: string; reason: string }[];
@@ -217,7 +224,21 @@ spec: { key_hash: ${keyHash(`${rawKey}-orphan`)}, apply_policies: [nope] }
       { subject: 'Key default/orphan', reason: 'spec.apply_policies: no Policy "nope" in namespace default; what it would grant is refused' },
     ]);
     expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="MissingPolicy"} 1');
+    expect(problemsLogged(logs, 'Key default/orphan')).toEqual(['spec.apply_policies: no Policy "nope" in namespace default; what it would grant is refused']);
     expect(await status('/private/x', { authorization: `${rawKey}-orphan` })).toBe(403);
+    expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+  });
+
+  it('keeps a Key that an edit made invalid on its last good session, and says so in the log too', async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    await writeFile(join(dir, 'key.yaml'), authApiAndKey(upstream.url, rawKey));
+    await start();
+    expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+    await writeFile(join(dir, 'key.yaml'), authApiAndKey(upstream.url, rawKey).replace('spec: { key_hash', 'spec: { quota_max: "lots", key_hash'));
+    await eventually(async () => (await readyz()).body.problems.some((p) => p.subject === 'Key default/by-hand'), 10_000, 'invalid Key reported');
+    expect((await readyz()).body.problems.find((p) => p.subject === 'Key default/by-hand')?.reason).toMatch(/; its last good version stays in effect$/);
+    const warnings = logs.map((line) => JSON.parse(line) as { msg: string; resource?: string }).filter((record) => record.resource === 'by-hand').map((record) => record.msg);
+    expect(warnings).toEqual(['invalid Key: its last good session stays in effect']);
     expect(await status('/private/x', { authorization: rawKey })).toBe(200);
   });
 
@@ -232,6 +253,7 @@ spec: { key_hash: ${keyHash(`${rawKey}-early`)}, access_rights: { private: {}, l
     await start();
     expect((await readyz()).body.problems).toEqual([{ subject: 'Key default/early', reason: 'spec.access_rights: no ApiDefinition has api_id "later"' }]);
     expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="MissingApi"} 1');
+    expect(problemsLogged(logs, 'Key default/early')).toEqual(['spec.access_rights: no ApiDefinition has api_id "later"']);
     expect(await status('/private/x', { authorization: `${rawKey}-early` })).toBe(200);
 
     await writeFile(join(dir, 'later.yaml'), `apiVersion: gw.dev/v1alpha1
@@ -360,6 +382,7 @@ metadata: { name: not-ours }
       ['file typos.yaml', expect.stringContaining('document 2: gw.dev/v1 is not served')],
     ]);
     expect(await metrics()).toMatch(/^gw_config_problems\{kind="File",reason="UnknownKind"\} 2$/m);
+    expect(problemsLogged(logs, 'typos.yaml')).toEqual([expect.stringContaining('has no kind ApiDefintion'), expect.stringContaining('gw.dev/v1 is not served')]);
   });
 
   it('puts the Keys back into a Redis that restarted empty, with no reload and no edit', async () => {
@@ -422,6 +445,7 @@ metadata: { name: not-ours }
       { subject: 'Key default/a-copy', reason: 'spec.key_hash is also that of Key default/by-hand, which holds its session: this Key is not in force' },
     ]);
     expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="DuplicateKeyHash"} 1');
+    expect(problemsLogged(logs, 'Key default/a-copy')).toContain('spec.key_hash is also that of Key default/by-hand, which holds its session: this Key is not in force');
     expect(await status('/private/x', { authorization: rawKey })).toBe(200);
 
     await unlink(join(dir, 'key.yaml'));
