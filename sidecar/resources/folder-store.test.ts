@@ -161,6 +161,17 @@ spec:
     });
   });
 
+  it('tagging keeps a byte order mark, CRLF line ends, and no blank line before a comment that ends the document', async () => {
+    const crlf = '\uFEFF# products\r\napiVersion: gw.dev/v1alpha1\r\nkind: PortalProduct\r\nmetadata:\r\n  name: crlf\r\nspec:\r\n  id: prod-c\r\n  tags:\r\n    - Name: one\r\n# last words\r\n---\r\napiVersion: gw.dev/v1alpha1\r\nkind: Category\r\nmetadata:\r\n  name: cat\r\n';
+    await writeFile(join(dir, 'crlf.yaml'), crlf);
+    await store.addProductTag('prod-c', 'two');
+    expect(await readFile(join(dir, 'crlf.yaml'), 'utf8')).toBe(crlf.replace('    - Name: one\r\n', '    - Name: one\r\n    - Name: two\r\n'));
+    const spaced = `${product}\n# after a blank line\n`;
+    await writeFile(join(dir, 'product.yml'), spaced);
+    await store.addProductTag('prod-1', 'new');
+    expect(await readFile(join(dir, 'product.yml'), 'utf8')).toBe(spaced.replace('# keep me\n', '# keep me\n    - Name: new\n'));
+  });
+
   it('serialises concurrent tag writes so none is lost', async () => {
     await Promise.all(['a', 'b', 'c', 'd'].map((tag) => store.addProductTag('prod-1', tag)));
     const tags = (parse(await readFile(join(dir, 'product.yml'), 'utf8')).spec.tags as { Name: string }[]).map((t) => t.Name);

@@ -228,6 +228,25 @@ export function styleOf(source: string): ToStringOptions {
   };
 }
 
+/** Whether a comment's first line (`#…`) follows a blank line in `source`. */
+const blankLineBefore = (source: string, commentLine: string): boolean => source.includes(`\n\n${commentLine}`) || source.includes(`\n\r\n${commentLine}`);
+
+/**
+ * What serialising a document changes besides its edit, put back as its source had it: a byte
+ * order mark, CRLF line ends, and the blank line the serialiser always puts before a comment
+ * that ends the document.
+ */
+function asSourceHadIt(text: string, source: string, trailingComment: string | null | undefined): string {
+  let out = text;
+  if (trailingComment) {
+    const commentLine = `#${trailingComment.split('\n')[0]}`;
+    const at = out.lastIndexOf(`\n\n${commentLine}`);
+    if (at >= 0 && !blankLineBefore(source, commentLine)) out = out.slice(0, at) + out.slice(at + 1);
+  }
+  if (source.includes('\r\n')) out = out.replace(/\r?\n/g, '\r\n');
+  return source.startsWith('\uFEFF') ? `\uFEFF${out}` : out;
+}
+
 /**
  * Writes a file back as `docs` (its documents, some perhaps left out). Documents not in
  * `edited` are written from the file's own text; edited ones are serialised in their
@@ -246,7 +265,7 @@ export async function saveFile(editable: EditableFile, docs: readonly Document.P
   const { texts, tail } = documentTexts(editable);
   const written = docs.map((doc) => {
     const source = texts[editable.docs.indexOf(doc)] ?? '';
-    return edited.has(doc) ? doc.toString(styleOf(source)) : source;
+    return edited.has(doc) ? asSourceHadIt(doc.toString(styleOf(source)), source, doc.comment) : source;
   });
   await writeAtomically(file.path, written.join('') + tail, 'replace');
 }
