@@ -197,6 +197,17 @@ spec:
     expect((await store.listApis()).map((a) => a.apiId)).toEqual(['toys']);
   });
 
+  it('fails, rather than answering not found, a delete or tag of what no document has while a file does not parse', async () => {
+    await writeFile(join(dir, 'broken.yaml'), 'apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: {name: hidden}\nspec: [\n');
+    await expect(store.deleteApi('hidden')).rejects.toThrow('api_id "hidden" is in no document that parses, and broken.yaml does not parse: it may be there');
+    await expect(store.addProductTag('hidden-product', 'x')).rejects.toThrow('product_id "hidden-product" is in no document that parses, and broken.yaml does not parse');
+    // What the documents that parse hold is still found.
+    expect(await store.addProductTag('prod-1', 'x')).toBe('added');
+    await rm(join(dir, 'broken.yaml'));
+    expect(await store.deleteApi('hidden')).toBe(false);
+    expect(await store.addProductTag('hidden-product', 'x')).toBeNull();
+  });
+
   it('never rewrites a file holding a document that does not parse', async () => {
     await writeFile(join(dir, 'broken.yaml'), `${product.replace('starter', 'b2').replace('prod-1', 'prod-2')}---\nkey: [unclosed\n`);
     await expect(store.addProductTag('prod-2', 'x')).rejects.toThrow(/does not parse/);

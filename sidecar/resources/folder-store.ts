@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { isSeq, parse, Scalar, stringify } from 'yaml';
 import { apiVersion, kinds } from '../../crds/kinds.ts';
 import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
@@ -67,6 +67,16 @@ export class FolderResourceStore implements ResourceStore {
     return documentsOf(files, kind);
   }
 
+  /**
+   * What was looked for is in none of the documents read; if a file of the folder does not
+   * parse, it may be there (the gateway may be serving it from that file's last good
+   * version), so the operation fails saying so rather than answering that it does not exist.
+   */
+  #throwIfUnparsed(what: string): void {
+    const unparsed = [...this.#files.values()].filter((file) => file.errors.length > 0).map((file) => basename(file.path));
+    if (unparsed.length > 0) throw new Error(`${what} is in no document that parses, and ${unparsed.join(', ')} does not parse: it may be there`);
+  }
+
   async listApis(): Promise<ApiEntry[]> {
     const docs = await this.#documents(kinds.ApiDefinition.kind);
     return docs.map((d) => apiEntryOf(d.object, this.#defaultNamespace)).filter((e): e is ApiEntry => e !== null);
@@ -97,7 +107,10 @@ export class FolderResourceStore implements ResourceStore {
   addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
     return this.#exclusive(async () => {
       const found = productNamed(await this.#documents(kinds.PortalProduct.kind), productId, (d) => productOf(d.object));
-      if (!found) return null;
+      if (!found) {
+        this.#throwIfUnparsed(`product_id "${productId}"`);
+        return null;
+      }
       const { tags: present } = productOf(found.object)!;
       if (present.some((t) => t.Name === tag)) return 'exists';
       if (present.length >= PRODUCT_MAX_TAGS) return 'full';
@@ -120,7 +133,10 @@ export class FolderResourceStore implements ResourceStore {
       // Every document claiming the api_id goes: a duplicate left behind would be served under it
       // at the next folder load, before any reload, in place of the API deleted.
       const found = (await this.#documents(kinds.ApiDefinition.kind)).filter((d) => apiEntryOf(d.object, this.#defaultNamespace)?.apiId === apiId);
-      if (found.length === 0) return false;
+      if (found.length === 0) {
+        this.#throwIfUnparsed(`api_id "${apiId}"`);
+        return false;
+      }
       await this.#retainElsewhere?.(apiId);
       // Retained before the file changes: a folder load that reads the file in between
       // serves the API on, instead of dropping it until the next load (docs/behaviour.md#api-states).
