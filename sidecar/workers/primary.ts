@@ -135,6 +135,8 @@ function watchLiveness(live: () => Slot[], logger: Logger, stopping: () => boole
           slot.missedPings += 1;
           if (slot.missedPings < LIVENESS_MISSES) return;
           logger.error({ worker: slot.index, pid: worker.process.pid }, `worker ${slot.index} answered none of ${LIVENESS_MISSES} liveness asks; killing it`);
+          // Until its exit replaces it, the asks it cannot answer start a new count, not another kill.
+          slot.missedPings = 0;
           worker.process.kill('SIGKILL');
         },
       )

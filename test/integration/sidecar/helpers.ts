@@ -146,18 +146,22 @@ export function call(url: string, options: CallOptions = {}): Promise<CallResult
 export interface SidecarChild {
   proc: ChildProcess;
   stderr: () => string;
+  /** Its log lines (warnings and errors: GW_LOG_LEVEL is warn unless `env` says otherwise). */
+  stdout: () => string;
   exited: Promise<number | null>;
 }
 
 /**
- * The gw-sidecar binary as a child process, warnings and errors on its stderr; without the
+ * The gw-sidecar binary as a child process, start-up refusals on its stderr; without the
  * warm-up unless `env` asks for it (as `sidecarOptions`: it only competes with the tests for the CPU).
  */
 export function spawnSidecar(args: string[], env: NodeJS.ProcessEnv = {}): SidecarChild {
   const root = new URL('../../../', import.meta.url).pathname;
-  const proc = spawn(process.execPath, ['sidecar/main.ts', ...args], { cwd: root, env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'warn', GW_WARM_UP_REQUESTS: '0', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const proc = spawn(process.execPath, ['sidecar/main.ts', ...args], { cwd: root, env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'warn', GW_WARM_UP_REQUESTS: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
+  let stdout = '';
   proc.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
+  proc.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
-  return { proc, stderr: () => stderr, exited };
+  return { proc, stderr: () => stderr, stdout: () => stdout, exited };
 }

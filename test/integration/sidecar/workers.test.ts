@@ -321,6 +321,8 @@ spec:
       expect((await childPids(primary)).includes(other!)).toBe(true);
       expect(await statuses(`${gw.proxy}/kept/x`, 20)).toEqual(Array(20).fill(200));
       expect((await call(`${gw.health}/metrics`)).text).toMatch(/^gw_worker_exits_total\{code="SIGKILL"\} 1$/m);
+      // Said once: the asks made while the killed worker was on its way out are no second verdict.
+      expect(gw.child.stdout().split('liveness asks; killing it').length - 1).toBe(1);
     } finally {
       gw.child.proc.kill('SIGTERM');
       expect(await gw.child.exited).toBe(0);
