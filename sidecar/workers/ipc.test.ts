@@ -53,4 +53,20 @@ describe('IpcPeer', () => {
     await new Promise((r) => setImmediate(r));
     expect(notices).toEqual(['started']);
   });
+
+  it("hands a call's late answer to its `late` handler, once, and nothing else's", async () => {
+    // The answering side holds its answers until let go, as a primary stopped a while would.
+    const held: Array<() => void> = [];
+    const caller: IpcPeer<Methods, Methods> = new IpcPeer<Methods, Methods>((message) => held.push(() => answering.receive(message)), { double: (n) => n, fail: () => undefined });
+    const answering: IpcPeer<Methods, Methods> = new IpcPeer<Methods, Methods>((message) => setImmediate(() => caller.receive(message)), { double: (n) => n * 2, fail: () => undefined });
+    const late: number[] = [];
+    await expect(caller.call('double', 21, 20, (result) => late.push(result))).rejects.toThrow('double: no answer within 20 ms');
+    await expect(caller.call('double', 5, 20)).rejects.toThrow('no answer within 20 ms');
+    for (const deliver of held.splice(0)) deliver();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(late).toEqual([42]);
+    // A late answer comes once: the same reply again is ignored.
+    caller.receive({ gw: 'reply', id: 0, result: 42 });
+    expect(late).toEqual([42]);
+  });
 });

@@ -95,6 +95,9 @@ type Message =
 
 const isMessage = (value: unknown): value is Message => typeof value === 'object' && value !== null && typeof (value as { gw?: unknown }).gw === 'string';
 
+/** The most timed-out calls an IpcPeer still waits on for a late answer. */
+const MAX_LATE_CALLS = 1_000;
+
 /** What a call failed with on the other side, or its timeout. */
 export class IpcCallError extends Error {
   readonly code = 'ipc_call_failed';
@@ -110,6 +113,8 @@ export class IpcPeer<Local extends Methods, Remote extends Methods> {
   readonly #handlers: Handlers<Local>;
   readonly #notices: NoticeHandlers;
   readonly #pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void; timer: NodeJS.Timeout }>();
+  /** Calls that timed out whose answer, should it still come, is handed to a handler (oldest first, bounded). */
+  readonly #late = new Map<number, (result: unknown) => void>();
   #nextId = 0;
 
   constructor(send: (message: Message) => void, handlers: Handlers<Local>, notices: NoticeHandlers = {}) {
@@ -118,11 +123,16 @@ export class IpcPeer<Local extends Methods, Remote extends Methods> {
     this.#notices = notices;
   }
 
-  call<K extends keyof Remote & string>(method: K, params: Remote[K]['params'], timeoutMs: number): Promise<Remote[K]['result']> {
+  /**
+   * Calls `method` on the other end. `late` gets the result of a call answered after its
+   * timeout, for what the other end did on a call nobody waits for any more (slots it gave).
+   */
+  call<K extends keyof Remote & string>(method: K, params: Remote[K]['params'], timeoutMs: number, late?: (result: Remote[K]['result']) => void): Promise<Remote[K]['result']> {
     const id = this.#nextId++;
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.#pending.delete(id);
+        if (late !== undefined) this.#awaitLate(id, late as (result: unknown) => void);
         reject(new IpcCallError(`${method}: no answer within ${timeoutMs} ms`));
       }, timeoutMs);
       this.#pending.set(id, { resolve: resolve as (value: unknown) => void, reject, timer });
@@ -145,6 +155,13 @@ export class IpcPeer<Local extends Methods, Remote extends Methods> {
   /** The channel closed: every call still waiting fails now instead of at its timeout. */
   close(reason: string): void {
     for (const id of [...this.#pending.keys()]) this.#settle(id, { error: reason });
+    this.#late.clear();
+  }
+
+  #awaitLate(id: number, late: (result: unknown) => void): void {
+    this.#late.set(id, late);
+    // An end that never answers leaves no more than this many waiting.
+    if (this.#late.size > MAX_LATE_CALLS) this.#late.delete(this.#late.keys().next().value!);
   }
 
   /** Feed every message of the channel here; messages that are not gw's are ignored. */
@@ -173,7 +190,12 @@ export class IpcPeer<Local extends Methods, Remote extends Methods> {
 
   #settle(id: number, reply: { result?: unknown; error?: string }): void {
     const pending = this.#pending.get(id);
-    if (pending === undefined) return;
+    if (pending === undefined) {
+      const late = this.#late.get(id);
+      this.#late.delete(id);
+      if (late !== undefined && reply.error === undefined) late(reply.result);
+      return;
+    }
     this.#pending.delete(id);
     clearTimeout(pending.timer);
     if (reply.error !== undefined) pending.reject(new IpcCallError(reply.error));

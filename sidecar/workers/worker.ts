@@ -31,7 +31,15 @@ export function linkToPrimary(index: number, siblings: readonly string[], logger
   let stop: (() => void) | undefined;
   let localWarnedAt = Number.NEGATIVE_INFINITY;
   const streams = new PrimaryStreamSlots({
-    reserve: (requests) => primary.call('streamSlots', requests, STREAM_SLOT_TIMEOUT_MS),
+    // Slots the primary gives after this worker stopped waiting (its own limiter decided those
+    // requests) would go to nobody, and keep other callers from them: they are given back.
+    reserve: (requests) =>
+      primary.call('streamSlots', requests, STREAM_SLOT_TIMEOUT_MS, (reservations) =>
+        reservations.forEach((reservation, i) => {
+          const { apiId, limit } = requests[i]!;
+          if ('id' in reservation) primary.notify('streamRelease', { apiId, limit, id: reservation.id, startMs: reservation.startMs });
+        }),
+      ),
     release: (slot) => primary.notify('streamRelease', slot),
     local: new StreamLimiters(),
     onLocal: (error) => {

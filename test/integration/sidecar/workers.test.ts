@@ -93,7 +93,8 @@ spec:
   access_rights: { auth: { api_id: auth, api_name: auth } }
 `;
     const guarded = apiYaml('guarded', "rate_limit_resources: [{ label: guard, local: { count: 10, interval: '1h' } }],").replace('strip_listen_path: true', 'strip_listen_path: true, rate_limit: guard');
-    const yaml = [apiYaml('open', ''), apiYaml('kept', ''), apiYaml('limited', 'global_rate_limit: { rate: 20, per: 3600 },'), apiYaml('auth', ''), guarded, smoothedKey]
+    const stalled = apiYaml('stalled', "rate_limit_resources: [{ label: guard, local: { count: 4, interval: '1h' } }],").replace('strip_listen_path: true', 'strip_listen_path: true, rate_limit: guard');
+    const yaml = [apiYaml('open', ''), apiYaml('kept', ''), apiYaml('limited', 'global_rate_limit: { rate: 20, per: 3600 },'), apiYaml('auth', ''), guarded, stalled, smoothedKey]
       .join('---\n')
       .replace('{ api_id: auth, name: auth, use_keyless: true,', '{ api_id: auth, name: auth, use_keyless: false,');
     await writeFile(join(dir, 'apis.yaml'), yaml.replaceAll('{{upstream}}', upstream.url));
@@ -245,6 +246,25 @@ spec:
       expect(await statuses(`${gw.proxy}/guarded/x`, 30)).toEqual(Array(30).fill(429));
       expect(await statuses(`${gw.proxy}/kept/x`, 4)).toEqual(Array(4).fill(200));
     } finally {
+      gw.child.proc.kill('SIGTERM');
+      expect(await gw.child.exited).toBe(0);
+    }
+  });
+
+  it('gives back the stream slots a stalled primary gave after the workers stopped waiting and decided alone', async () => {
+    const gw = await startGateway(dir, redis.url, '2', { GW_STREAM_RATE_LIMIT_MAX_WAIT_MS: '0' });
+    const primary = gw.child.proc.pid!;
+    try {
+      // The primary stops: each worker waits 1 s for it, then its own limiter (4 an hour) decides.
+      process.kill(primary, 'SIGSTOP');
+      expect(await statuses(`${gw.proxy}/stalled/x`, 4)).toEqual(Array(4).fill(200));
+      // Back, it answers the calls nobody waits for: the 4 slots of the hour it gives go back.
+      process.kill(primary, 'SIGCONT');
+      await eventually(async () => (await call(`${gw.health}/readyz`)).status === 200, 10_000, 'the primary answering');
+      await eventually(async () => (await call(`${gw.proxy}/stalled/x`)).status === 200, 5_000, 'a slot given back');
+      expect((await statuses(`${gw.proxy}/stalled/x`, 6)).filter((status) => status === 200)).toHaveLength(3);
+    } finally {
+      process.kill(primary, 'SIGCONT');
       gw.child.proc.kill('SIGTERM');
       expect(await gw.child.exited).toBe(0);
     }
