@@ -21,7 +21,13 @@ export interface SidecarMetrics {
 
 /** `processMetrics: false` leaves out Node's process metrics, whose observers live as long as the process (the warm-up's gateway has no use for them). */
 export function createSidecarMetrics(registry = new Registry(), { processMetrics = true } = {}): SidecarMetrics {
-  if (processMetrics) collectDefaultMetrics({ register: registry, prefix: 'gw_sidecar_' });
+  if (processMetrics) {
+    collectDefaultMetrics({ register: registry, prefix: 'gw_sidecar_' });
+    // A limit each worker has alike, not an amount: the primary's sum shows it as one worker's
+    // (prom-client leaves it to the default, a sum).
+    const maxFds = registry.getSingleMetric('gw_sidecar_process_max_fds');
+    if (maxFds) (maxFds as Gauge & { aggregator: string }).aggregator = 'max';
+  }
   const registers = [registry];
   return {
     registry,

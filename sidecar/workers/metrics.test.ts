@@ -64,4 +64,15 @@ describe("the primary's sum of its workers' metrics", () => {
     // The ended workers' gauge (0) is gone with them: only the live worker's (1) is left.
     expect(summed).toMatch(/^gw_session_changes_tracked 1$/m);
   });
+
+  it("shows the workers' file descriptor limit as one worker's, not their sum; their open descriptors summed", async () => {
+    const workers = [new Registry(), new Registry()];
+    for (const registry of workers) createSidecarMetrics(registry);
+    const summed = await summedText(await Promise.all(workers.map(async (w) => overTheChannel(await workerMetrics(w)))));
+    const valueOf = (text: string, name: string): number => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(text)?.[1]);
+    const one = valueOf(await workers[0]!.metrics(), 'gw_sidecar_process_max_fds');
+    expect(one).toBeGreaterThan(0);
+    expect(valueOf(summed, 'gw_sidecar_process_max_fds')).toBe(one);
+    expect(valueOf(summed, 'gw_sidecar_process_open_fds')).toBeGreaterThanOrEqual(valueOf(await workers[0]!.metrics(), 'gw_sidecar_process_open_fds'));
+  });
 });
