@@ -67,6 +67,12 @@ interface FolderProblem extends ConfigProblem {
   code: string;
 }
 
+/** A problem found in `file`: logged, as every problem is (README.md), and listed for /readyz and the gauge. */
+function addProblem(problems: FolderProblem[], logger: Logger, file: string, problem: FolderProblem): void {
+  logger.warn({ file, subject: problem.subject, problem: problem.reason }, 'config problem');
+  problems.push(problem);
+}
+
 const knownKinds: ReadonlySet<string> = new Set(kindNames);
 
 /**
@@ -83,8 +89,7 @@ function reportStrayDocuments(files: readonly YamlFile[], problems: FolderProble
       const reason = version === apiVersion
         ? `document ${index + 1}: ${apiVersion} has no kind ${String(kind)} (it has ${kindNames.join(', ')}); skipped`
         : `document ${index + 1}: ${version} is not served (gw reads ${apiVersion}); skipped`;
-      logger.warn({ file: file.path, problem: reason }, 'config problem');
-      problems.push({ subject: `file ${basename(file.path)}`, reason, kind: 'File', code: 'UnknownKind' });
+      addProblem(problems, logger, file.path, { subject: `file ${basename(file.path)}`, reason, kind: 'File', code: 'UnknownKind' });
     });
   }
 }
@@ -437,15 +442,13 @@ export class FolderConfigSource implements ConfigSource {
       const missingPolicies = applied.filter((name): name is string => typeof name === 'string' && !(`${namespace}/${name}` in config.policies));
       if (missingPolicies.length > 0) {
         const reason = `spec.apply_policies: no Policy ${missingPolicies.map((name) => `"${name}"`).join(', ')} in namespace ${namespace}; what it would grant is refused`;
-        this.#options.logger.warn({ file: doc.file.path, subject, problem: reason }, 'config problem');
-        problems.push({ subject, reason, kind: 'Key', code: 'MissingPolicy' });
+        addProblem(problems, this.#options.logger, doc.file.path, { subject, reason, kind: 'Key', code: 'MissingPolicy' });
       }
       const granted = typeof spec?.access_rights === 'object' && spec.access_rights !== null ? Object.keys(spec.access_rights) : [];
       const missingApis = granted.filter((apiId) => !apiIds.has(apiId)).sort();
       if (missingApis.length > 0) {
         const reason = `spec.access_rights: no ApiDefinition has api_id ${missingApis.map((id) => `"${id}"`).join(', ')}`;
-        this.#options.logger.warn({ file: doc.file.path, subject, problem: reason }, 'config problem');
-        problems.push({ subject, reason, kind: 'Key', code: 'MissingApi' });
+        addProblem(problems, this.#options.logger, doc.file.path, { subject, reason, kind: 'Key', code: 'MissingApi' });
       }
     }
   }
@@ -479,8 +482,7 @@ export class FolderConfigSource implements ConfigSource {
       for (const other of same) {
         if (other === holder) continue;
         const reason = `spec.key_hash is also that of Key ${refOf(holder)}, which holds its session: this Key is not in force`;
-        this.#options.logger.warn({ file: other.doc.file.path, subject: other.subject, problem: reason }, 'config problem');
-        problems.push({ subject: other.subject, reason, kind: 'Key', code: 'DuplicateKeyHash' });
+        addProblem(problems, this.#options.logger, other.doc.file.path, { subject: other.subject, reason, kind: 'Key', code: 'DuplicateKeyHash' });
       }
     }
     this.#keyHolders = holders;

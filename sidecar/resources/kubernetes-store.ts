@@ -113,7 +113,6 @@ export class KubernetesResourceStore implements ResourceStore {
     }
   }
 
-
   /**
    * One product's tags are written one request at a time in this gateway, so its own concurrent
    * requests never conflict; another gateway's write still can, and a conflict is read again
