@@ -12,7 +12,7 @@ import { KubeConfigMapWriter } from './config/config-map-writer.ts';
 import { keepOnlyDataDigest } from './config/config-map.ts';
 import { ApiDefinitionController } from './controllers/api-definition-controller.ts';
 import { CategoryController } from './controllers/category-controller.ts';
-import type { Caches, ControllerContext } from './controllers/context.ts';
+import { indexCaches, type Caches, type ControllerContext } from './controllers/context.ts';
 import { KeyController } from './controllers/key-controller.ts';
 import { PolicyController } from './controllers/policy-controller.ts';
 import { PortalProductController } from './controllers/portal-product-controller.ts';
@@ -88,6 +88,7 @@ export class Operator {
     const ctx: ControllerContext = {
       log: this.#log,
       caches: this.#informers,
+      indexes: indexCaches(this.#informers),
       status: new KubeStatusWriter(kc, ownWrites),
       events: this.#events,
       finalizers: new KubeFinalizerWriter(kc, ownWrites),

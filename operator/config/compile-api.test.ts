@@ -3,12 +3,12 @@ import { compiledConfigSchema } from '../../crds/compiled.ts';
 import { defaultGatewaySettings } from '../../crds/settings.ts';
 import { apiDefinition as api, policy } from '../controllers/fixtures.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
-import { ApiCompiler, apiIdOf, grantedApiIds, policiesOfConfigMap, policyProblem, type ApiOutcome } from './compile-api.ts';
+import { ApiCompiler, apiIdOf, listedInputs, grantedApiIds, policiesOfConfigMap, policyProblem, type ApiOutcome } from './compile-api.ts';
 
 describe('ApiCompiler', () => {
   it('compiles one API with every policy granting it, into a valid compiled config', () => {
     const a = api('a', { api_id: 'a' });
-    const outcome = new ApiCompiler(defaultGatewaySettings).compile(a, [a, api('b', { api_id: 'b' })], [policy('p', ['a', 'b']), policy('q', ['b'])]);
+    const outcome = new ApiCompiler(defaultGatewaySettings).compile(a, listedInputs([a, api('b', { api_id: 'b' })], [policy('p', ['a', 'b']), policy('q', ['b'])]));
     expect(outcome.ok).toBe(true);
     if (!outcome.ok) return;
     expect(outcome.policyIds).toEqual(['ns/p']);
@@ -25,19 +25,19 @@ describe('ApiCompiler', () => {
     const a = api('a', { api_id: 'a' });
     const b = api('b', { api_id: 'b' });
     const compiledNow = (outcome: ApiOutcome): boolean => outcome.ok && outcome.json !== undefined;
-    const first = compiler.compile(a, [a, b], [policy('p', ['a', 'b'])]);
+    const first = compiler.compile(a, listedInputs([a, b], [policy('p', ['a', 'b'])]));
     expect(compiledNow(first)).toBe(true);
-    const reused = compiler.compile(a, [a, b], [policy('p', ['a', 'b'])]);
+    const reused = compiler.compile(a, listedInputs([a, b], [policy('p', ['a', 'b'])]));
     expect(compiledNow(reused)).toBe(false);
     expect(reused).toEqual({ ...first, json: undefined });
-    expect(compiledNow(compiler.compile(a, [a, b], [policy('p', ['a', 'b']), policy('other', ['b'])]))).toBe(false);
+    expect(compiledNow(compiler.compile(a, listedInputs([a, b], [policy('p', ['a', 'b']), policy('other', ['b'])])))).toBe(false);
     // The JSON a reused outcome stands for, compiled again on the same inputs.
-    expect(compiler.configJson(a, [a, b], [policy('p', ['a', 'b'])])).toBe(first.ok ? first.json : 'not compiled');
-    expect(compiledNow(compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)]))).toBe(true);
-    expect(compiledNow(compiler.compile(a, [a, b], [policy('p', ['a', 'b'], 2)]))).toBe(false);
-    expect(compiledNow(compiler.compile(a, [a, api('b', { api_id: 'b', name: 'Renamed' }, 2)], [policy('p', ['a', 'b'], 2)]))).toBe(true);
+    expect(compiler.configJson(a, listedInputs([a, b], [policy('p', ['a', 'b'])]))).toBe(first.ok ? first.json : 'not compiled');
+    expect(compiledNow(compiler.compile(a, listedInputs([a, b], [policy('p', ['a', 'b'], 2)])))).toBe(true);
+    expect(compiledNow(compiler.compile(a, listedInputs([a, b], [policy('p', ['a', 'b'], 2)])))).toBe(false);
+    expect(compiledNow(compiler.compile(a, listedInputs([a, api('b', { api_id: 'b', name: 'Renamed' }, 2)], [policy('p', ['a', 'b'], 2)])))).toBe(true);
     compiler.forget('ns', 'a');
-    expect(compiledNow(compiler.compile(a, [a, api('b', { api_id: 'b', name: 'Renamed' }, 2)], [policy('p', ['a', 'b'], 2)]))).toBe(true);
+    expect(compiledNow(compiler.compile(a, listedInputs([a, api('b', { api_id: 'b', name: 'Renamed' }, 2)], [policy('p', ['a', 'b'], 2)])))).toBe(true);
   });
 
   it('compiles what a new compiler would, as the APIs a policy grants change', () => {
@@ -45,11 +45,11 @@ describe('ApiCompiler', () => {
     const a = api('a', { api_id: 'a' });
     const grants = [policy('p', ['a', 'b'])];
     const jsonOf = (outcome: ApiOutcome): string | undefined => (outcome.ok ? outcome.json : undefined);
-    compiler.compile(a, [a, api('b', { api_id: 'b' })], grants);
+    compiler.compile(a, listedInputs([a, api('b', { api_id: 'b' })], grants));
     // b is an object of its own again (as an informer hands an updated one), its name changed.
     const renamed = [a, api('b', { api_id: 'b', name: 'Renamed' }, 2)];
-    const json = jsonOf(compiler.compile(a, renamed, grants));
-    expect(json).toBe(jsonOf(new ApiCompiler(defaultGatewaySettings).compile(a, renamed, grants)));
+    const json = jsonOf(compiler.compile(a, listedInputs(renamed, grants)));
+    expect(json).toBe(jsonOf(new ApiCompiler(defaultGatewaySettings).compile(a, listedInputs(renamed, grants))));
     expect(json).toContain('Renamed');
   });
 
@@ -61,25 +61,25 @@ describe('ApiCompiler', () => {
       p.spec.access_rights.a!.endpoints = [{ path, methods: [{ name: 'GET', limit: { rate: 2, per: 60 } }] }];
       return p;
     };
-    const good = compiler.compile(a, [a], [limited('/limited', 1)]);
+    const good = compiler.compile(a, listedInputs([a], [limited('/limited', 1)]));
     if (!good.ok || good.json === undefined) throw new Error('the good policy did not compile');
     const written = policiesOfConfigMap(good.json);
     // A typo in the endpoint's path: without its limit the policy would let keys through at the API's.
-    const typo = compiler.compile(a, [a], [limited('/limited([', 2)], written);
+    const typo = compiler.compile(a, listedInputs([a], [limited('/limited([', 2)]), written);
     expect(typo).toMatchObject({ ok: true, policyIds: ['ns/p'], hash: good.hash, refusedPolicies: ['ns/p'] });
-    expect(compiler.compile(a, [a], [limited('/limited([', 2)], written)).toMatchObject({ json: good.json });
+    expect(compiler.compile(a, listedInputs([a], [limited('/limited([', 2)]), written)).toMatchObject({ json: good.json });
     // Never compiled: the policy is not in force until it is fixed.
-    const fresh = new ApiCompiler(defaultGatewaySettings).compile(a, [a], [limited('/limited([', 1)]);
+    const fresh = new ApiCompiler(defaultGatewaySettings).compile(a, listedInputs([a], [limited('/limited([', 1)]));
     expect(fresh).toMatchObject({ ok: true, policyIds: [], refusedPolicies: ['ns/p'] });
   });
 
   it('reports the API’s own problems with the compile step’s reason', () => {
     const bad = api('bad', { api_id: 'bad', use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET', rate: 1, per: 1 }] } });
-    const outcome = new ApiCompiler(defaultGatewaySettings).compile(bad, [bad], []);
+    const outcome = new ApiCompiler(defaultGatewaySettings).compile(bad, listedInputs([bad], []));
     expect(outcome).toMatchObject({ ok: false, apiId: 'bad', reason: 'InvalidRegex' });
     const first = api('dup-1', { api_id: 'same' });
     const second = api('dup-2', { api_id: 'same' });
-    expect(new ApiCompiler(defaultGatewaySettings).compile(second, [first, second], [])).toMatchObject({ ok: false, reason: 'DuplicateApiId' });
+    expect(new ApiCompiler(defaultGatewaySettings).compile(second, listedInputs([first, second], []))).toMatchObject({ ok: false, reason: 'DuplicateApiId' });
   });
 });
 

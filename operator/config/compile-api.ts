@@ -71,6 +71,29 @@ interface CompileContext {
   cache: ApiCompileCache;
 }
 
+/**
+ * What compiling one API reads. Every ApiDefinition and Policy, for a compile; the APIs of an
+ * api_id and the Policies granting one, for telling whether a compile is needed, which is what
+ * nearly every reconcile asks (the operator answers those from its cache indexes, so a resync
+ * of 1,000 APIs does not scan them 1,000 times).
+ */
+export interface CompileInputs {
+  allApis(): Api[];
+  allPolicies(): Policy[];
+  apisWithId(apiId: string): Api[];
+  policiesGranting(apiId: string): Policy[];
+}
+
+/** Compile inputs from lists, each lookup a scan of them. */
+export function listedInputs(apis: Api[], policies: Policy[]): CompileInputs {
+  return {
+    allApis: () => apis,
+    allPolicies: () => policies,
+    apisWithId: (apiId) => apis.filter((api) => apiIdOf(api) === apiId),
+    policiesGranting: (apiId) => policies.filter((policy) => grantedApiIds(policy).includes(apiId)),
+  };
+}
+
 /** The policies of the API's ConfigMap as written last, by id: what a policy the compile step now refuses keeps (docs/behaviour.md#bad-edits). */
 export type LastWrittenPolicies = Readonly<Record<string, CompiledPolicy>>;
 
@@ -99,8 +122,8 @@ function refusedPolicyIds(problems: readonly CompileProblem[]): string[] {
  * A granting policy the compile step refused keeps the version in `lastWritten`, if any;
  * `refusedPolicies` names them, since the outcome then depends on the ConfigMap as stored.
  */
-function compileOne(api: Api, apiId: string, allApis: Api[], allPolicies: Policy[], { settings, cache, lastWritten }: CompileContext & { lastWritten: LastWrittenPolicies }): ApiOutcome {
-  const result = compileForApi(apiId, { apiDefinitions: allApis.map(asApi), policies: allPolicies.map(asPolicy), settings, cache });
+function compileOne(api: Api, apiId: string, inputs: CompileInputs, { settings, cache, lastWritten }: CompileContext & { lastWritten: LastWrittenPolicies }): ApiOutcome {
+  const result = compileForApi(apiId, { apiDefinitions: inputs.allApis().map(asApi), policies: inputs.allPolicies().map(asPolicy), settings, cache });
   const problem = summarize(result.problems.filter(isOf(api, 'ApiDefinition')));
   if (problem) return { ok: false, apiId, ...problem };
   const compiledApi = result.config.apis.find((compiled) => compiled.api_id === apiId);
@@ -133,10 +156,10 @@ const version = (obj: GwObject): string => `${obj.metadata.uid ?? obj.metadata.n
  * and the APIs those policies grant (their names and ignored endpoints appear in the
  * compiled policies) — each as uid@generation, so status writes do not count.
  */
-function fingerprint(api: Api, apiId: string, byId: Map<string, Api[]>, allPolicies: Policy[]): string {
-  const granting = allPolicies.filter((policy) => grantedApiIds(policy).includes(apiId));
+function fingerprint(api: Api, apiId: string, inputs: CompileInputs): string {
+  const granting = inputs.policiesGranting(apiId);
   const touched = new Set([apiId, ...granting.flatMap(grantedApiIds)]);
-  const apis = [...touched].flatMap((id) => (byId.get(id) ?? []).map(version));
+  const apis = [...touched].flatMap((id) => inputs.apisWithId(id).map(version));
   return [version(api), ...granting.map(version).sort(), ...apis.sort()].join('|');
 }
 
@@ -159,18 +182,13 @@ export class ApiCompiler {
     this.#context = { settings, cache: new ApiCompileCache() };
   }
 
-  compile(api: Api, allApis: Api[], allPolicies: Policy[], lastWritten: LastWrittenPolicies = {}): ApiOutcome {
-    const byId = new Map<string, Api[]>();
-    for (const other of allApis) {
-      const id = apiIdOf(other);
-      byId.set(id, [...(byId.get(id) ?? []), other]);
-    }
+  compile(api: Api, inputs: CompileInputs, lastWritten: LastWrittenPolicies = {}): ApiOutcome {
     const apiId = apiIdOf(api);
     const key = flatKey(api.metadata.namespace, api.metadata.name);
-    const print = fingerprint(api, apiId, byId, allPolicies);
+    const print = fingerprint(api, apiId, inputs);
     const memo = this.#memo.get(key);
     if (memo?.fingerprint === print) return memo.outcome;
-    const outcome = compileOne(api, apiId, allApis, allPolicies, { ...this.#context, lastWritten });
+    const outcome = compileOne(api, apiId, inputs, { ...this.#context, lastWritten });
     if (outcome.ok && outcome.refusedPolicies) {
       this.#memo.delete(key);
       return outcome;
@@ -183,9 +201,9 @@ export class ApiCompiler {
   }
 
   /** The compiled config's JSON, compiled again: what a reused outcome (no `json`) stands for, the inputs being the same. */
-  configJson(api: Api, allApis: Api[], allPolicies: Policy[]): string {
+  configJson(api: Api, inputs: CompileInputs): string {
     // A reused outcome never kept a refused policy's last version, so none is read here.
-    const outcome = compileOne(api, apiIdOf(api), allApis, allPolicies, { ...this.#context, lastWritten: {} });
+    const outcome = compileOne(api, apiIdOf(api), inputs, { ...this.#context, lastWritten: {} });
     if (!outcome.ok || outcome.json === undefined) throw new Error(`compiling ${api.metadata.namespace}/${api.metadata.name} again failed: ${outcome.ok ? 'no JSON' : outcome.message}`);
     return outcome.json;
   }

@@ -3,7 +3,7 @@ import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATI
 import { flatKey } from '../../common/flat-key.ts';
 import type { CompiledRate } from '../../crds/compiled.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
-import { ApiCompiler, apiIdOf, grantedApiIds, policiesOfConfigMap } from '../config/compile-api.ts';
+import { ApiCompiler, grantedApiIds, policiesOfConfigMap, type CompileInputs } from '../config/compile-api.ts';
 import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
@@ -33,6 +33,7 @@ export class ApiDefinitionController implements KindController {
   readonly watches: Watch[];
   readonly #ctx: ControllerContext;
   readonly #compiler: ApiCompiler;
+  readonly #inputs: CompileInputs;
   /**
    * When each retained ConfigMap was first seen retained while its ApiDefinition still existed,
    * and the uid of the ApiDefinition whose delete retained it: a grace belongs to one delete,
@@ -43,6 +44,12 @@ export class ApiDefinitionController implements KindController {
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
     this.#compiler = new ApiCompiler(ctx.settings);
+    this.#inputs = {
+      allApis: () => ctx.caches.apis.list(),
+      allPolicies: () => ctx.caches.policies.list(),
+      apisWithId: (apiId) => ctx.indexes.apisById.get(apiId),
+      policiesGranting: (apiId) => ctx.indexes.policiesByGrantedApi.get(apiId),
+    };
     const { apis, policies, configMaps } = ctx.caches;
     const granting = (policy: GwObject<'Policy'> | undefined): string[] => (policy ? grantedApiIds(policy) : []);
     this.watches = [
@@ -55,7 +62,7 @@ export class ApiDefinitionController implements KindController {
       watches(policies, (event) => {
         if (!specChanged(event)) return [];
         const ids = new Set([...granting(event.verb === 'delete' ? undefined : event.object), ...granting(event.old)]);
-        return apis.list().filter((api) => ids.has(apiIdOf(api))).map(requestFor);
+        return [...ids].flatMap((id) => ctx.indexes.apisById.get(id)).map(requestFor);
       }),
     ];
   }
@@ -66,12 +73,11 @@ export class ApiDefinitionController implements KindController {
       this.#compiler.forget(namespace, name);
       return this.#cleanUp(namespace, name);
     }
-    const [allApis, allPolicies] = [this.#ctx.caches.apis.list(), this.#ctx.caches.policies.list()];
-    let outcome = this.#compiler.compile(api, allApis, allPolicies);
+    let outcome = this.#compiler.compile(api, this.#inputs);
     if (outcome.ok && outcome.refusedPolicies) {
       // A granting policy the compile step refuses keeps the version its ConfigMap holds (docs/behaviour.md#bad-edits).
       const written = policiesOfConfigMap(await this.#ctx.configMaps.storedConfig(namespace, configMapName(name)));
-      outcome = this.#compiler.compile(api, allApis, allPolicies, written);
+      outcome = this.#compiler.compile(api, this.#inputs, written);
     }
     if (!outcome.ok) {
       await this.#setStatus(api, { ready: false, reason: outcome.reason, message: outcome.message, fields: { api_id: outcome.apiId } });
@@ -85,7 +91,7 @@ export class ApiDefinitionController implements KindController {
     }
     signal.throwIfAborted();
     const desired = desiredConfigMap(api, outcome.apiId, outcome.hash);
-    const json = (): string => outcome.json ?? this.#compiler.configJson(api, allApis, allPolicies);
+    const json = (): string => outcome.json ?? this.#compiler.configJson(api, this.#inputs);
     const result = await this.#writeConfigMap(api, desired, json, outcome.policyIds.length);
     await this.#setStatus(api, {
       ready: true,

@@ -28,7 +28,7 @@ export class CategoryController implements KindController {
     const category = this.#ctx.caches.categories.get(namespace, name);
     if (!category || category.metadata.deletionTimestamp) return;
     const label = categoryName(category.spec, name);
-    const count = this.#ctx.caches.apis.list(namespace).filter((api) => (api.spec.categories ?? []).includes(label)).length;
+    const count = this.#ctx.indexes.apisByCategory.get(label, namespace).length;
     await setStatus(this.#ctx, 'Category', category, { ready: true, reason: 'Counted', message: `${count} API(s) in category ${label}`, fields: { apis: count } });
   }
 }

@@ -3,6 +3,8 @@ import type { Logger } from '../../common/logger.ts';
 import type { SessionStore } from '../../common/session-store.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import type { ConfigMapWriter } from '../config/config-map-writer.ts';
+import { apiIdOf, grantedApiIds } from '../config/compile-api.ts';
+import { CacheIndex } from '../kit/cache-index.ts';
 import type { FinalizerWriter } from '../kit/controllerutil.ts';
 import type { Source } from '../kit/watch.ts';
 import type { KeySecretStore } from '../keys/key-secrets.ts';
@@ -23,12 +25,47 @@ export interface Caches {
 }
 
 /**
+ * The lookups by a field that would otherwise scan a whole kind (operator/kit/cache-index.ts),
+ * shared by the controllers that read them, as a manager's field indexes are.
+ */
+export interface Indexes {
+  /** ApiDefinitions by api_id. */
+  apisById: CacheIndex<GwObject<'ApiDefinition'>>;
+  /** ApiDefinitions by each category they list (a Category counts those of its namespace). */
+  apisByCategory: CacheIndex<GwObject<'ApiDefinition'>>;
+  /** Policies by each api_id they grant. */
+  policiesByGrantedApi: CacheIndex<GwObject<'Policy'>>;
+  /** Keys by each Policy they apply (a name in the Key's own namespace). */
+  keysByPolicy: CacheIndex<GwObject<'Key'>>;
+  /** Keys by each api_id their own access_rights grant. */
+  keysByGrantedApi: CacheIndex<GwObject<'Key'>>;
+  /** Keys by spec.key_hash (admin-made keys). */
+  keysByHash: CacheIndex<GwObject<'Key'>>;
+  /** PortalProducts by each product_id they answer to: spec.id and metadata.name (crds/product-id.ts). */
+  productsByProductId: CacheIndex<GwObject<'PortalProduct'>>;
+}
+
+/** Builds the indexes over `caches`: before any controller subscribes to them (CacheIndex says why). */
+export function indexCaches(caches: Caches): Indexes {
+  return {
+    apisById: new CacheIndex(caches.apis, (api) => [apiIdOf(api)]),
+    apisByCategory: new CacheIndex(caches.apis, (api) => api.spec.categories ?? []),
+    policiesByGrantedApi: new CacheIndex(caches.policies, grantedApiIds),
+    keysByPolicy: new CacheIndex(caches.keys, (key) => key.spec.apply_policies ?? []),
+    keysByGrantedApi: new CacheIndex(caches.keys, (key) => Object.keys(key.spec.access_rights ?? {})),
+    keysByHash: new CacheIndex(caches.keys, (key) => (key.spec.key_hash === undefined ? [] : [key.spec.key_hash])),
+    productsByProductId: new CacheIndex(caches.products, (product) => (product.spec.id === undefined ? [product.metadata.name] : [product.spec.id, product.metadata.name])),
+  };
+}
+
+/**
  * What a controller is given: caches to read, and every writer it may use, as
  * interfaces (the operator passes the Kubernetes and Redis ones, unit tests in-memory ones).
  */
 export interface ControllerContext {
   log: Logger;
   caches: Caches;
+  indexes: Indexes;
   status: StatusWriter;
   events: EventRecorder;
   finalizers: FinalizerWriter;

@@ -13,7 +13,7 @@ import type { EventRecorder, EventType } from '../runtime/event-recorder.ts';
 import type { GwObject, GwStatus } from '../runtime/gw-object.ts';
 import { OperatorMetrics } from '../runtime/metrics.ts';
 import type { StatusPatch, StatusWriter } from '../runtime/status.ts';
-import type { Caches, ControllerContext } from './context.ts';
+import { indexCaches, type Caches, type ControllerContext } from './context.ts';
 
 /**
  * In-memory stand-ins for what a controller reads and writes, for the unit tests beside
@@ -183,6 +183,7 @@ export function fakeContext() {
   const ctx: ControllerContext = {
     log: pino({ level: 'silent' }),
     caches,
+    indexes: indexCaches(caches),
     status,
     events,
     sessions,

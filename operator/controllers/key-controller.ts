@@ -5,7 +5,6 @@ import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
 import { TerminalError, type Request, type Result } from '../kit/reconciler.ts';
 import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, type Watch } from '../kit/watch.ts';
-import { KeyHashIndex, refOf } from '../keys/key-hash-index.ts';
 import { hashOfSecret, KEY_DATA, KEY_LABEL, keySecretName, SecretNameTakenError } from '../keys/key-secrets.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
@@ -13,6 +12,10 @@ import type { DesiredStatus, StatusFields } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
 
 type Key = GwObject<'Key'>;
+
+/** A Key's `namespace/name`. */
+const refOf = (key: Key): string => `${key.metadata.namespace}/${key.metadata.name}`;
+const createdAt = (key: Key): number => new Date(key.metadata.creationTimestamp ?? 0).getTime();
 
 /** Cleanup outside the API server: the Redis session of a deleted Key. */
 export const KEY_FINALIZER = 'gw.dev/key-session';
@@ -45,19 +48,18 @@ export class KeyController implements KindController {
   readonly kind = 'Key';
   readonly watches: Watch[];
   readonly #ctx: ControllerContext;
-  readonly #hashes: KeyHashIndex;
 
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
     const { apis, keys, policies, secrets } = ctx.caches;
-    this.#hashes = new KeyHashIndex(keys);
+    const { keysByPolicy, keysByGrantedApi } = ctx.indexes;
     this.watches = [
       forObjects(keys),
       // A Key coming, going or changing its key_hash may change which of the Keys naming that hash holds it.
       watches(keys, (event) => {
         if (statusOnlyUpdate(event)) return [];
         const hashes = new Set([event.object.spec.key_hash, event.old?.spec.key_hash].filter((hash) => hash !== undefined));
-        return [...hashes].flatMap((hash) => this.#hashes.othersNaming(hash, event.object)).map(requestFor);
+        return [...hashes].flatMap((hash) => this.#othersNaming(hash, event.object)).map(requestFor);
       }),
       owns(secrets, (secret) => {
         const keyName = secret.metadata?.labels?.[KEY_LABEL];
@@ -67,13 +69,13 @@ export class KeyController implements KindController {
       watches(policies, (event) => {
         if (!specChanged(event)) return [];
         const { namespace, name } = event.object.metadata;
-        return keys.list(namespace).filter((key) => (key.spec.apply_policies ?? []).includes(name)).map(requestFor);
+        return keysByPolicy.get(name, namespace).map(requestFor);
       }),
       // An API appearing, going or changing its api_id decides whether the keys granted it are Ready.
       watches(apis, (event) => {
         if (!specChanged(event)) return [];
         const ids = new Set([event.object, event.old].flatMap((api) => (api ? [apiIdOf(api)] : [])));
-        return keys.list().filter((key) => Object.keys(key.spec.access_rights ?? {}).some((id) => ids.has(id))).map(requestFor);
+        return [...ids].flatMap((id) => keysByGrantedApi.get(id)).map(requestFor);
       }),
     ];
   }
@@ -96,7 +98,7 @@ export class KeyController implements KindController {
       throw new TerminalError(identity.message);
     }
     const fields = { key_hash: identity.hash, secretName: identity.secretName, policies: this.#existingPolicies(key).found };
-    const holder = key.spec.key_hash === undefined ? undefined : this.#hashes.holder(key.spec.key_hash, key);
+    const holder = key.spec.key_hash === undefined ? undefined : this.#holder(key.spec.key_hash, key);
     if (holder !== undefined && refOf(holder) !== refOf(key)) {
       const message = `spec.key_hash is also that of Key ${refOf(holder)}, which is older and holds its session: this Key is not in force`;
       await this.#setStatus(key, { ready: false, reason: 'DuplicateKeyHash', message, fields });
@@ -138,8 +140,7 @@ export class KeyController implements KindController {
   #missingApis(key: Key): string[] {
     const named = Object.keys(key.spec.access_rights ?? {});
     if (named.length === 0) return [];
-    const known = new Set(this.#ctx.caches.apis.list().map(apiIdOf));
-    return named.filter((id) => !known.has(id)).sort();
+    return named.filter((id) => !this.#ctx.indexes.apisById.has(id)).sort();
   }
 
   #existingPolicies(key: Key): { found: string[]; missing: string[] } {
@@ -219,7 +220,23 @@ export class KeyController implements KindController {
 
   /** Another Key, not being deleted, names `hash`: its session is that Key's to keep (or to take over). */
   #namedByOthers(hash: string, key: Key): boolean {
-    return this.#hashes.othersNaming(hash, key).some((other) => !other.metadata.deletionTimestamp);
+    return this.#othersNaming(hash, key).some((other) => !other.metadata.deletionTimestamp);
+  }
+
+  /** The Keys other than `key` naming `hash` in their spec. */
+  #othersNaming(hash: string, key: Key): Key[] {
+    const own = refOf(key);
+    return this.#ctx.indexes.keysByHash.get(hash).filter((other) => refOf(other) !== own);
+  }
+
+  /**
+   * The Key whose session `hash` is: the oldest naming it that is not being deleted (then the
+   * first by namespace/name), or undefined when every one is going. Two Keys naming one hash
+   * would each write the one session in turn, every resync.
+   */
+  #holder(hash: string, asking: Key): Key | undefined {
+    const live = [asking, ...this.#othersNaming(hash, asking)].filter((key) => !key.metadata.deletionTimestamp);
+    return live.sort((a, b) => createdAt(a) - createdAt(b) || refOf(a).localeCompare(refOf(b)))[0];
   }
 
   async #setStatus(key: Key, desired: DesiredStatus<KeyStatus>): Promise<void> {

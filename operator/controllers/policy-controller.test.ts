@@ -24,6 +24,19 @@ describe('PolicyController', () => {
     expect(events.events).toEqual([]);
   });
 
+  it('names the first 20 keys in order and counts them all, keys of other namespaces and policies aside', async () => {
+    const { ctx, caches } = fakeContext();
+    caches.policies.put(policy([]));
+    const names = Array.from({ length: 25 }, (_, i) => `k${String(i).padStart(2, '0')}`);
+    // Added out of order: the status names the first by name, not by arrival.
+    for (const name of [...names].reverse()) caches.keys.put(key(name, ['gold']));
+    caches.keys.put({ ...key('a-elsewhere', ['gold']), metadata: { ...key('a-elsewhere', []).metadata, namespace: 'other' } });
+    caches.keys.put(key('a-silver', ['silver']));
+    await new PolicyController(ctx).reconcile({ namespace: 'ns', name: 'gold' });
+    const message = `grants 0 API(s); used by 25 key(s): ${names.slice(0, 20).join(', ')}, …`;
+    expect(caches.policies.get('ns', 'gold')?.status).toMatchObject({ keys: 25, conditions: [{ reason: 'Valid', message }] });
+  });
+
   it('turns not Ready with a Warning event when a granted API does not exist', async () => {
     const { ctx, caches, events } = fakeContext();
     caches.policies.put(policy(['gone']));

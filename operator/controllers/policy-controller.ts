@@ -14,6 +14,9 @@ import type { ControllerContext } from './context.ts';
  * using it (their count, and their names in the message).
  * The APIs' ConfigMaps are rewritten by the ApiDefinition controller, which watches policies.
  */
+/** How many Keys a Policy's status names (their count is given whole). */
+const KEYS_NAMED = 20;
+
 export class PolicyController implements KindController {
   readonly kind = 'Policy';
   readonly watches: Watch[];
@@ -22,13 +25,13 @@ export class PolicyController implements KindController {
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
     const { apis, keys, policies } = ctx.caches;
+    const { policiesByGrantedApi } = ctx.indexes;
     this.watches = [
       forObjects(policies),
       // An API appearing, changing or going changes whether the policies granting it are Ready.
       watches(apis, (event) => {
         if (!specChanged(event)) return [];
-        const apiId = apiIdOf(event.object);
-        return policies.list().filter((policy) => grantedApiIds(policy).includes(apiId)).map(requestFor);
+        return policiesByGrantedApi.get(apiIdOf(event.object)).map(requestFor);
       }),
       // A key's apply_policies changes the key count of the policies it names.
       watches(keys, (event) =>
@@ -41,15 +44,10 @@ export class PolicyController implements KindController {
     const policy = this.#ctx.caches.policies.get(namespace, name);
     if (!policy || policy.metadata.deletionTimestamp) return;
     const granted = grantedApiIds(policy);
-    const apis = this.#ctx.caches.apis.list();
-    const known = new Set(apis.map(apiIdOf));
-    const keys = this.#ctx.caches.keys
-      .list(namespace)
-      .filter((k) => (k.spec.apply_policies ?? []).includes(name))
-      .map((k) => k.metadata.name)
-      .sort();
-    const fields = { apis: granted.filter((apiId) => known.has(apiId)), keys: keys.length };
-    const problem = policyProblem(policy, apis);
+    const { apisById, keysByPolicy } = this.#ctx.indexes;
+    const keys = keysByPolicy.namesIn(name, namespace);
+    const fields = { apis: granted.filter((apiId) => apisById.has(apiId)), keys: keys.size };
+    const problem = policyProblem(policy, granted.flatMap((apiId) => apisById.get(apiId)));
     const desired: DesiredStatus<PolicyStatus> = problem
       ? { ready: false, ...problem, fields }
       : { ready: true, reason: 'Valid', message: `grants ${granted.length} API(s); used by ${describeKeys(keys)}`, fields };
@@ -57,8 +55,15 @@ export class PolicyController implements KindController {
   }
 }
 
-function describeKeys(keys: string[]): string {
-  if (keys.length === 0) return 'no keys';
-  const shown = keys.slice(0, 20).join(', ');
-  return `${keys.length} key(s): ${shown}${keys.length > 20 ? ', …' : ''}`;
+/** How many Keys, and the first names in code-unit order: a partial selection, as a Policy may have 100,000 Keys. */
+function describeKeys(keys: ReadonlySet<string>): string {
+  if (keys.size === 0) return 'no keys';
+  const first: string[] = [];
+  for (const name of keys) {
+    if (first.length === KEYS_NAMED && name >= first[KEYS_NAMED - 1]!) continue;
+    const at = first.findIndex((other) => name < other);
+    first.splice(at === -1 ? first.length : at, 0, name);
+    if (first.length > KEYS_NAMED) first.pop();
+  }
+  return `${keys.size} key(s): ${first.join(', ')}${keys.size > KEYS_NAMED ? ', …' : ''}`;
 }

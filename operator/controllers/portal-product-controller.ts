@@ -31,6 +31,7 @@ export class PortalProductController implements KindController {
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
     const { products } = ctx.caches;
+    const { productsByProductId } = ctx.indexes;
     // A product that comes, goes or changes its id changes which product every id it had or
     // has (as an id or a name) reaches: the other products answering to those are looked at again.
     const sharing = (event: WatchEvent<Product>): Request[] => {
@@ -38,9 +39,9 @@ export class PortalProductController implements KindController {
       const ids = new Set<string>();
       for (const product of [event.object, event.old]) if (product) ids.add(productIdOf(product)).add(product.metadata.name);
       const changed = event.object.metadata;
-      return products
-        .list()
-        .filter((p) => (p.metadata.namespace !== changed.namespace || p.metadata.name !== changed.name) && (ids.has(productIdOf(p)) || ids.has(p.metadata.name)))
+      return [...ids]
+        .flatMap((id) => productsByProductId.get(id))
+        .filter((p) => p.metadata.namespace !== changed.namespace || p.metadata.name !== changed.name)
         .map(requestFor);
     };
     this.watches = [forObjects(products), watches(products, sharing)];
@@ -51,7 +52,7 @@ export class PortalProductController implements KindController {
     if (!product || product.metadata.deletionTimestamp) return;
     const tags = product.spec.tags.length;
     const productId = productIdOf(product);
-    const reached = productNamed(this.#ctx.caches.products.list(), productId, addressOf);
+    const reached = productNamed(this.#ctx.indexes.productsByProductId.get(productId), productId, addressOf);
     const { namespace: at = '', name: other } = reached?.metadata ?? product.metadata;
     if (at !== namespace || other !== name) {
       const message = `product_id "${productId}" reaches PortalProduct ${at}/${other}, which tags posted to it are added to`;
