@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { bounds, countField, listMap, readyColumns, statusBaseFields } from './common.ts';
+import { bounds, countField, idPattern, listMap, readyColumns, statusBaseFields } from './common.ts';
 import { resourceSchema } from './resource.ts';
 
 /** PortalProduct (docs/behaviour.md#admin-operations): a developer-portal product and its tags. */
@@ -17,7 +17,7 @@ export const portalProductSpecSchema = z
       .string()
       .min(1)
       .max(128)
-      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/)
+      .regex(new RegExp(idPattern))
       .optional()
       .describe('Product id used by POST /portal-api/products/{product_id}/tags; default: metadata.name. Of several products with one id, the oldest is tagged and the others are DuplicateProductId.'),
     name: z.string().max(bounds.name).optional().describe('Display name of the product.'),

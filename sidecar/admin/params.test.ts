@@ -3,14 +3,15 @@ import { AdminError } from './errors.ts';
 import { pathId } from './params.ts';
 
 describe('pathId', () => {
-  it.each(['api1', 'my-api.v2', 'A_b-9', '0abc', 'x'.repeat(253), 'a%2Db'])('accepts %s', (raw) => {
+  // Any id a resource may have (crds/schemas/common.ts idPattern), dots in a row too.
+  it.each(['api1', 'my-api.v2', 'A_b-9', '0abc', 'x'.repeat(253), 'a%2Db', 'v1..2', 'a...'])('accepts %s', (raw) => {
     expect(pathId(raw, 'apiID')).toBe(decodeURIComponent(raw));
   });
 
   it.each([
     ['empty', ''],
     ['parent reference', '..'],
-    ['dots inside', 'a..b'],
+    ['encoded parent reference', '%2E%2E'],
     ['encoded slash', 'a%2Fb'],
     ['encoded traversal', '%2E%2E%2Fetc'],
     ['encoded NUL', 'a%00'],

@@ -1,11 +1,14 @@
+import { idPattern } from '../../crds/schemas/common.ts';
 import { AdminError, adminErrors } from './errors.ts';
 
 /**
- * Identifiers in paths (api ids, product ids) name resources and, in folder mode, are
- * compared with file contents: a bounded ASCII charset that cannot express a path
- * separator, a parent reference or a control character. Kubernetes names fit in it.
+ * Identifiers in paths (api ids, product ids) name resources: the resources' own id pattern
+ * (crds/schemas/common.ts), so every id a resource may have can be reached, and none that
+ * holds a path separator, a leading dot or a control character. A product is also reached by
+ * its Kubernetes name, hence up to 253 characters.
  */
-const ID_PATTERN = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,252})$/;
+const ID_PATTERN = new RegExp(idPattern);
+const MAX_ID_LENGTH = 253;
 
 export function pathId(raw: string, name: string): string {
   let decoded: string;
@@ -14,11 +17,8 @@ export function pathId(raw: string, name: string): string {
   } catch {
     throw new AdminError(adminErrors.paramInvalid, `${name} is not valid percent-encoding`);
   }
-  if (!ID_PATTERN.test(decoded) || decoded.includes('..')) {
-    throw new AdminError(
-      adminErrors.paramInvalid,
-      `${name} must be 1-253 characters of A-Z a-z 0-9 . _ - starting with a letter or digit, without ".."`,
-    );
+  if (decoded.length > MAX_ID_LENGTH || !ID_PATTERN.test(decoded)) {
+    throw new AdminError(adminErrors.paramInvalid, `${name} must be 1-${MAX_ID_LENGTH} characters of A-Z a-z 0-9 . _ - starting with a letter or digit`);
   }
   return decoded;
 }
