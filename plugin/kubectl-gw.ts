@@ -65,7 +65,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<strin
     case 'events':
       return events(cluster, allNamespaces, format);
     default:
-      throw new PluginError(`unknown command "${command}" for "kubectl gw"\n\n${usage}`);
+      throw new PluginError(`unknown command "${command}" for "kubectl gw": see kubectl gw --help`);
   }
 }
 

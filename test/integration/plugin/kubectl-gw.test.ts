@@ -129,6 +129,7 @@ describe('kubectl gw', () => {
       [['limits', 'mobile', '-n', ns, '--api', 'orders', '-o', 'xml'], 'error: unable to match a printer suitable for the output format "xml", allowed formats are: json,wide,yaml\n'],
       [['limits', 'mobile', '-n', ns, '--api', 'nope', '--admin-url', sidecar.adminUrl], 'error: the admin gateway answered 404: API not found: no API nope is loaded on this gateway\n'],
       [['limits', 'mobile', '-n', ns, '--api', 'orders', '--context', 'nowhere'], 'error: context "nowhere" does not exist\n'],
+      [['limts', 'mobile', '-n', ns], 'error: unknown command "limts" for "kubectl gw": see kubectl gw --help\n'],
     ];
     for (const [args, stderr] of cases) {
       const res = await kubectlGw(args, { GW_ADMIN_SECRET: ADMIN_SECRET });
