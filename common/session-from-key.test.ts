@@ -87,6 +87,8 @@ describe('sessionFromKey', () => {
     expect(outcome).toEqual({ ok: false, message: expect.stringMatching(/^spec\.rate: /) as unknown as string });
     const pair = sessionFromKey({ rate: 5 }, 'k', 'ns', null, t0);
     expect(pair.ok).toBe(false);
+    // A rule between two fields is the spec's own: named as `spec`, not `spec.`.
+    expect(sessionFromKey({ rate: 7 }, 'k', 'ns', null, t0)).toEqual({ ok: false, message: 'spec: rate and per must be set together (or both left out)' });
     expect(sessionFromKey({ rate: 5, per: 1, is_inactve: true }, 'k', 'ns', null, t0)).toEqual({ ok: false, message: expect.stringMatching(/^spec\.is_inactve: Key has no such field/) as unknown as string });
   });
 });

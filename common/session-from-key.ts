@@ -25,7 +25,7 @@ function accessRights(spec: KeySpec): NonNullable<SessionInput['access_rights']>
  */
 export function sessionFromKey(spec: unknown, keyName: string, namespace: string, existing: Session | null, now: Date): SessionOutcome {
   const parsed = keySpecSchema.safeParse(spec ?? {});
-  if (!parsed.success) return { ok: false, message: firstIssue('spec.', parsed.error) };
+  if (!parsed.success) return { ok: false, message: firstIssue('spec', parsed.error) };
   // A misspelt field (`is_inactve`) would be dropped by the parse and the key served as if it were not there.
   const unknown = unknownFields(keySpecSchema, spec ?? {});
   if (unknown.length > 0) return { ok: false, message: `spec.${unknown[0]}: Key has no such field (misspelt?); kubectl apply refuses it too` };
@@ -38,16 +38,21 @@ export function sessionFromKey(spec: unknown, keyName: string, namespace: string
   const kept = existing ? withoutFields(existing, Object.keys(fromSpec)) : {};
   const merged = { ...kept, ...stripUndefined(fromSpec), ...stripUndefined(runtime) };
   const candidate = sessionSchema.safeParse({ ...merged, last_updated: existing?.last_updated ?? now.toISOString() });
-  if (!candidate.success) return { ok: false, message: firstIssue('', candidate.error) };
+  if (!candidate.success) return { ok: false, message: firstIssue(null, candidate.error) };
   const session = candidate.data;
   const changed = existing === null || !sameData(session, existing);
   if (existing && changed) session.last_updated = now.toISOString();
   return { ok: true, session, changed };
 }
 
-function firstIssue(prefix: string, error: { issues: Array<{ path: PropertyKey[]; message: string }> }): string {
+/**
+ * The first issue, at its field's path under `root` (the spec's, or none for the session's own
+ * fields); an issue of the whole spec, such as a rule between two of its fields, at `root` itself.
+ */
+function firstIssue(root: 'spec' | null, error: { issues: Array<{ path: PropertyKey[]; message: string }> }): string {
   const issue = error.issues[0];
-  return `${prefix}${issue?.path.map(String).join('.') ?? ''}: ${issue?.message ?? 'invalid'}`;
+  const path = [...(root === null ? [] : [root]), ...(issue?.path.map(String) ?? [])];
+  return `${path.length > 0 ? path.join('.') : 'session'}: ${issue?.message ?? 'invalid'}`;
 }
 
 function specFields(s: KeySpec, namespace: string): SessionInput {
