@@ -38,6 +38,8 @@ export const listenOption = z
   .regex(/^(\[[^\]\s]+\]|[^:\s]*):\d{1,5}$/, 'must be HOST:PORT')
   .refine((listen) => !(Number(listen.slice(listen.lastIndexOf(':') + 1)) > 65535), 'the port must be from 0 to 65535');
 export const positiveIntOption = z.coerce.number().int().min(1);
+/** GW_LOG_LEVEL: one of pino's levels, checked at start like any option (an unknown one made pino throw a stack trace). */
+export const logLevelOption = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info');
 /** The message of a bad URL never repeats the URL: it may hold a password. */
 export const redisUrlOption = z.string().superRefine((url, ctx) => {
   try {

@@ -33,7 +33,7 @@ function errorWithoutCommandArgs(err: Error): ReturnType<typeof stdSerializers.e
  * Paths that could carry a credential are redacted, so a raw key never reaches a log line
  * even when a request or header object is logged whole; errors always go under `err`.
  */
-export function createLogger(component: string, level = process.env.GW_LOG_LEVEL ?? 'info', destination?: DestinationStream): Logger {
+export function createLogger(component: string, level = 'info', destination?: DestinationStream): Logger {
   const options = {
     name: component,
     level,

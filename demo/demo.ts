@@ -5,10 +5,9 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { createLogger } from '../common/logger.ts';
 import { startSidecar, type RunningSidecar } from '../sidecar/app.ts';
+import { parseSidecarArgs, type SidecarOptions } from '../sidecar/cli.ts';
 import { splitHostPort } from '../common/listen.ts';
 import { startEchoUpstream, type EchoUpstream } from './upstream.ts';
-import { WARM_UP_DEFAULT_REQUESTS } from '../sidecar/warm-up-bounds.ts';
-import { SESSION_CACHE_DEFAULT_SIZE } from '../sidecar/auth/session-cache.ts';
 
 /**
  * `npm start`: the gateway standalone on a copy of examples/ (folder mode, in-memory
@@ -16,7 +15,9 @@ import { SESSION_CACHE_DEFAULT_SIZE } from '../sidecar/auth/session-cache.ts';
  * show it working. `--once` (or GW_DEMO_ONCE=1) runs those requests itself, prints the
  * results and exits 0 when each behaved as printed, 1 otherwise. The listeners follow
  * the sidecar's GW_LISTEN / GW_ADMIN_LISTEN / GW_HEALTH_LISTEN and the upstream port
- * GW_DEMO_UPSTREAM_PORT, so the demo can run beside a gateway already on the defaults.
+ * GW_DEMO_UPSTREAM_PORT, so the demo can run beside a gateway already on the defaults; the
+ * sidecar's other variables (its secrets, bearer tokens, log level) are read as gw-sidecar
+ * reads them.
  */
 
 /** The upstream port examples/ names; the copy is rewritten when the demo uses another. */
@@ -153,34 +154,32 @@ interface Demo {
   close(): Promise<void>;
 }
 
-async function start(addresses: DemoAddresses, adminSecret: string, dir: string): Promise<Demo> {
-  const upstream = await startEchoUpstream(addresses.upstreamPort);
+/** The demo's secrets: the ones the environment gives, else made up for this run (and printed). */
+interface DemoSecrets {
+  admin: string;
+  portal: string;
+}
+
+/**
+ * The gateway's options as gw-sidecar reads them from the environment, on the demo's folder
+ * and addresses: one process, and the in-memory store whatever GW_REDIS_URL says.
+ */
+function demoOptions(addresses: DemoAddresses, dir: string, secrets: DemoSecrets, env: NodeJS.ProcessEnv): SidecarOptions {
+  const { GW_REDIS_URL: _redisUrl, GW_WORKERS: _workers, ...rest } = env;
+  const flags = ['--config', dir, '--listen', addresses.listen, '--admin-listen', addresses.adminListen, '--health-listen', addresses.healthListen, '--workers', '1'];
+  const options = parseSidecarArgs(flags, { GW_INSTANCE_ID: 'gw-demo', GW_LOG_LEVEL: 'warn', ...rest, GW_ADMIN_SECRET: secrets.admin, GW_PORTAL_SECRET: secrets.portal });
+  if (options === 'help') throw new Error('unexpected --help');
+  return options;
+}
+
+async function start(options: SidecarOptions, upstreamPort: number): Promise<Demo> {
+  const upstream = await startEchoUpstream(upstreamPort);
   try {
-    const sidecar = await startSidecar(
-      {
-        configDir: dir,
-        listen: addresses.listen,
-        adminListen: addresses.adminListen,
-        healthListen: addresses.healthListen,
-        redisUrl: undefined,
-        workers: 1,
-        warmUpRequests: WARM_UP_DEFAULT_REQUESTS,
-        sessionCacheSize: SESSION_CACHE_DEFAULT_SIZE,
-        settingsFile: undefined,
-        apis: '*',
-        namespace: 'default',
-        instanceId: 'gw-demo',
-        adminSecret,
-        portalSecret: randomBytes(12).toString('hex'),
-        bearerTokens: [],
-        kubeconfig: undefined,
-      },
-      {
-        env: { ...process.env, GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' },
-        logger: createLogger('gw-demo', process.env.GW_LOG_LEVEL ?? 'warn'),
-        drainMs: 2000,
-      },
-    );
+    const sidecar = await startSidecar(options, {
+      env: { ...process.env, GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' },
+      logger: createLogger('gw-demo', options.logLevel),
+      drainMs: 2000,
+    });
     const close = async (): Promise<void> => {
       await sidecar.close();
       await upstream.close();
@@ -195,7 +194,10 @@ async function start(addresses: DemoAddresses, adminSecret: string, dir: string)
 async function main(): Promise<void> {
   const { values } = parseArgs({ options: { once: { type: 'boolean' } } });
   const once = values.once === true || process.env.GW_DEMO_ONCE === '1';
-  const adminSecret = process.env.GW_ADMIN_SECRET || `demo-${randomBytes(9).toString('hex')}`;
+  const secrets = {
+    admin: process.env.GW_ADMIN_SECRET || `demo-${randomBytes(9).toString('hex')}`,
+    portal: process.env.GW_PORTAL_SECRET || `demo-portal-${randomBytes(9).toString('hex')}`,
+  };
   let addresses: DemoAddresses;
   try {
     addresses = demoAddresses(process.env);
@@ -204,9 +206,17 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const dir = await examplesCopy(addresses.upstreamPort);
+  let options: SidecarOptions;
+  try {
+    options = demoOptions(addresses, dir, secrets, process.env);
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    process.stderr.write(`gw demo: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
   let demo: Demo;
   try {
-    demo = await start(addresses, adminSecret, dir);
+    demo = await start(options, addresses.upstreamPort);
   } catch (err) {
     await rm(dir, { recursive: true, force: true });
     throw err;
@@ -220,10 +230,10 @@ async function main(): Promise<void> {
     await rm(dir, { recursive: true, force: true });
     process.exit(code);
   };
-  const demoSteps = steps(sidecar.proxyUrl, sidecar.adminUrl, adminSecret);
+  const demoSteps = steps(sidecar.proxyUrl, sidecar.adminUrl, secrets.admin);
   process.stdout.write(
     `gw demo: gateway ${sidecar.proxyUrl} (admin ${sidecar.adminUrl}, health ${sidecar.healthUrl}), upstream ${upstream.url}\n` +
-      `config: a copy of examples/ in ${dir}; in-memory store; admin secret: ${adminSecret}\n\n`,
+      `config: a copy of examples/ in ${dir}; in-memory store; admin secret: ${secrets.admin}; portal secret: ${secrets.portal}\n\n`,
   );
   for (const step of demoSteps) process.stdout.write(`# ${step.title}\n${step.curl}\n\n`);
   if (once) return stop((await selfCheck(demoSteps)) ? 0 : 1);

@@ -9,7 +9,6 @@ import { helpText, parseOptions } from './options.ts';
 
 /** `gw-operator`: flags/env → options (invalid ones stop the process with a message naming them), then run until SIGTERM/SIGINT. */
 async function main(): Promise<number | 'running'> {
-  const log = createLogger('gw-operator');
   let options;
   let settings;
   try {
@@ -26,6 +25,7 @@ async function main(): Promise<number | 'running'> {
     }
     throw error;
   }
+  const log = createLogger('gw-operator', options.logLevel);
   const operator = new Operator(options, { kc: loadKubeConfig(options.kubeconfig), log, settings });
   stopOnSignals(log, 'shutting down', () => operator.stop());
   process.on('unhandledRejection', (reason) => log.error({ err: reason }, 'unhandled rejection'));

@@ -36,6 +36,8 @@ describe('operator options', () => {
     expect(() => parseOptions(['--no-such-flag'], base)).toThrow(OptionsError);
     expect(() => parseOptions([], { GW_REDIS_URL: 'redis://r:6379' })).toThrow(/--webhook-service|GW_WEBHOOK_URL/);
     expect(() => parseOptions([], { ...base, GW_WEBHOOK_URL: 'http://127.0.0.1:1/mutate' })).toThrow(/GW_WEBHOOK_URL/);
+    expect(() => parseOptions([], { ...base, GW_LOG_LEVEL: 'verbose' })).toThrow(/^GW_LOG_LEVEL: /);
+    expect(parseOptions([], { ...base, GW_LOG_LEVEL: 'warn' })).toMatchObject({ logLevel: 'warn' });
   });
 
   it('reads the sidecar resources as JSON, the numbers Helm writes included, and refuses what is not resources', () => {

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, parseCli, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
+import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, parseCli, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
 import { DEFAULT_SIDECAR_RESOURCES, sidecarResourcesSchema } from './webhook/sidecar-resources.ts';
 
 /** The operator's options: one table drives parsing, validation, their type and `--help` (common/cli.ts). */
@@ -60,11 +60,12 @@ const table = {
     schema: z.coerce.number().int().min(1).max(1_000_000).optional(),
   },
   sidecarRedisUrl: { flag: 'sidecar-redis-url', env: 'GW_SIDECAR_REDIS_URL', help: 'GW_REDIS_URL given to injected sidecars (default: --redis-url)', schema: redisUrlOption.optional() },
-  sidecarEnvSecret: { flag: 'sidecar-env-secret', env: 'GW_SIDECAR_ENV_SECRET', help: 'Secret whose keys become env of injected sidecars (admin secrets, Redis password)', schema: z.string().optional() },
+  sidecarEnvSecret: { flag: 'sidecar-env-secret', env: 'GW_SIDECAR_ENV_SECRET', help: "Secret whose keys become env of injected sidecars (the chart's holds GW_REDIS_URL)", schema: z.string().optional() },
   leaderElection: { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)', schema: booleanOption.default(true) },
   leaseDurationSeconds: { flag: 'lease-duration-seconds', env: 'GW_LEASE_DURATION_SECONDS', help: 'leader Lease duration (default 15)', schema: positiveIntOption.default(15) },
   resyncSeconds: { flag: 'resync-seconds', env: 'GW_RESYNC_SECONDS', help: 'period of the full re-reconcile that corrects drift (default 30)', schema: z.coerce.number().positive().default(30) },
   concurrency: { flag: 'concurrency', env: 'GW_RECONCILE_CONCURRENCY', help: 'reconciles running at once per kind (default 32)', schema: positiveIntOption.default(32) },
+  logLevel: { env: 'GW_LOG_LEVEL', help: 'log level: fatal, error, warn, info, debug, trace or silent (default info)', schema: logLevelOption },
 } satisfies CliTable;
 
 /** For callers that build options without flags (tests); `parseOptions` adds the checks between options. */

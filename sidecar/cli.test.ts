@@ -32,6 +32,12 @@ describe('sidecar flags', () => {
     expect(() => parseSidecarArgs([], { GW_CONFIG_DIR: 'README.md' })).toThrow(/^--config \(GW_CONFIG_DIR\): README.md is not a folder/);
   });
 
+  it('takes GW_LOG_LEVEL as one of the log levels, info by default, and refuses another naming it', () => {
+    expect(parseSidecarArgs([], inCluster)).toMatchObject({ logLevel: 'info' });
+    expect(parseSidecarArgs([], { ...inCluster, GW_LOG_LEVEL: 'debug' })).toMatchObject({ logLevel: 'debug' });
+    expect(() => parseSidecarArgs([], { ...inCluster, GW_LOG_LEVEL: 'verbose' })).toThrow(/^GW_LOG_LEVEL: .*"fatal"\|"error"\|"warn"\|"info"\|"debug"\|"trace"\|"silent"/);
+  });
+
   it('reads the standalone bearer tokens as JSON, and refuses a bad list naming GW_BEARER_TOKENS', () => {
     const tokens = [{ name: 'ci', token: 'ci-token-0123456789', permissions: ['list:categories'] }];
     expect(parseSidecarArgs([], { ...inCluster, GW_BEARER_TOKENS: JSON.stringify(tokens) })).toMatchObject({ bearerTokens: tokens });

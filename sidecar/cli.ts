@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { cliHelpRows, jsonOption, listenOption, OptionsError, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
+import { cliHelpRows, jsonOption, listenOption, logLevelOption, OptionsError, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
 import { envVarOf } from '../common/settings-loader.ts';
 import { defaultGatewaySettings, gatewaySettingsSchema } from '../crds/settings.ts';
 import { staticTokensSchema } from './admin/bearer.ts';
@@ -113,6 +113,7 @@ const table = {
     schema: jsonOption(staticTokensSchema, '[{"name":"ci","token":"…","permissions":["list:categories"]}]').default([]),
   },
   kubeconfig: { env: 'KUBECONFIG', help: 'Kubeconfig file outside a cluster (in a pod, the service account is used).', schema: z.string().optional() },
+  logLevel: { env: 'GW_LOG_LEVEL', help: 'Log level: fatal, error, warn, info, debug, trace or silent. Default: info.', schema: logLevelOption },
 } satisfies CliTable;
 
 /** Everything the sidecar process is told at start: the table's values, every listener resolved to an address. */
@@ -120,7 +121,7 @@ export type SidecarOptions = Omit<CliValues<typeof table>, Listener> & Record<Li
 
 export function helpText(): string {
   const lines = ['Usage: gw-sidecar [flags]', '', 'Flags and environment variables (a flag wins over its variable):', ...cliHelpRows(table)];
-  lines.push('  --help'.padEnd(33) + 'Show this text.', `  ${''.padEnd(30)} ${'GW_LOG_LEVEL'.padEnd(30)} pino log level. Default: info.`);
+  lines.push('  --help'.padEnd(33) + 'Show this text.');
   lines.push('', 'Gateway settings (settings file keys; each also GW_<OPTION>, which wins over the file):');
   for (const [option, schema] of Object.entries(gatewaySettingsSchema.shape)) {
     const fallback = JSON.stringify(defaultGatewaySettings[option as keyof typeof defaultGatewaySettings]);

@@ -78,7 +78,7 @@ async function main(): Promise<void> {
     process.stdout.write(`${helpText()}\n`);
     return;
   }
-  const logger = createLogger('gw-sidecar');
+  const logger = createLogger('gw-sidecar', options.logLevel);
   // A promise nobody awaited must not end the gateway in front of production traffic.
   process.on('unhandledRejection', (reason) => logger.error({ err: reason }, 'unhandled rejection'));
   if (cluster.isWorker) {

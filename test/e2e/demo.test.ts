@@ -129,17 +129,37 @@ describe('npm start (the standalone demo)', () => {
 
   it('runs until Ctrl-C (SIGINT), then exits 0 and frees its ports', async () => {
     const ports = await freePorts();
-    const demo = runDemo(ports, []);
+    // The sidecar's own variables for the portal secret and the category readers' tokens.
+    const tokens = [{ name: 'reader', token: 'demo-reader-token-0123', permissions: ['list:apidefinitions', 'list:categories'] }];
+    const demo = runDemo(ports, [], { GW_PORTAL_SECRET: 'chosen-portal-secret', GW_BEARER_TOKENS: JSON.stringify(tokens) });
     await waitFor('the demo to be up', async () => demo.output().includes('Press Ctrl-C to stop.') || (demo.child.exitCode !== null && 'exited'), 60_000, 100);
     expect(demo.child.exitCode, demo.output()).toBeNull();
     const res = await fetch(`http://127.0.0.1:${ports.proxy}/keyless/get`);
     expect(res.status).toBe(200);
     expect(((await res.json()) as { path: string }).path).toBe('/get');
+    expect(demo.output()).toContain('; portal secret: chosen-portal-secret\n');
+    const tag = await fetch(`http://127.0.0.1:${ports.admin}/portal-api/products/starter/tags`, {
+      method: 'POST',
+      headers: { authorization: 'chosen-portal-secret', 'content-type': 'application/json' },
+      body: JSON.stringify({ Name: 'from-the-test' }),
+    });
+    expect(tag.status, await tag.clone().text()).toBe(200);
+    const categories = await fetch(`http://127.0.0.1:${ports.admin}/api/apis/categories`, { headers: { authorization: 'Bearer demo-reader-token-0123' } });
+    expect(categories.status, await categories.clone().text()).toBe(200);
 
     demo.child.kill('SIGINT');
     expect(await withTimeout(demo, 15_000), demo.output()).toBe(0);
     await expectAllClosed(ports);
   }, 120_000);
+
+  it('refuses a variable of the sidecar it cannot take, naming it, with exit 2, and starts nothing', async () => {
+    const ports = await freePorts();
+    const demo = runDemo(ports, ['--once'], { GW_LOG_LEVEL: 'verbose' });
+    expect(await withTimeout(demo, 30_000), demo.output()).toBe(2);
+    expect(demo.output()).toMatch(/^gw demo: GW_LOG_LEVEL: /m);
+    expect(demo.output()).not.toContain('config: a copy of examples/');
+    await expectAllClosed(ports);
+  }, 60_000);
 
   it('refuses a malformed address with a clear error, exit 2, and starts nothing', async () => {
     for (const [name, value] of [

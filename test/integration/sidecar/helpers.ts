@@ -64,6 +64,7 @@ export function sidecarOptions(namespace: string, redisUrl: string | undefined =
     portalSecret: 'test-portal-secret',
     bearerTokens: [],
     kubeconfig: testEnv().kubeconfig,
+    logLevel: 'info',
   };
 }
 
