@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FolderResourceStore } from './folder-store.ts';
+import { productOf } from './entries.ts';
 
 const multiDoc = `# shop APIs
 apiVersion: gw.dev/v1alpha1
@@ -170,6 +171,34 @@ spec:
     await writeFile(join(dir, 'product.yml'), spaced);
     await store.addProductTag('prod-1', 'new');
     expect(await readFile(join(dir, 'product.yml'), 'utf8')).toBe(spaced.replace('# keep me\n', '# keep me\n    - Name: new\n'));
+  });
+
+  it('tagging adds one line and leaves every other byte: aligned comments, blank lines, a quoted id', async () => {
+    const aligned = `apiVersion: gw.dev/v1alpha1
+kind: PortalProduct
+metadata:
+  name: aligned
+spec:
+  id: 'prod-a'    # aligned comment
+  name:   Aligned      # and another
+
+  tags:
+    - Name: a     # first
+    - {Name: b}   # a flow item last
+
+---
+apiVersion: gw.dev/v1alpha1
+kind: Category
+metadata: {name: cat}
+`;
+    await writeFile(join(dir, 'aligned.yaml'), aligned);
+    expect(await store.addProductTag('prod-a', 'c')).toBe('added');
+    // A tag YAML 1.1 reads as a boolean is quoted, in the last item's flow style.
+    expect(await store.addProductTag('prod-a', 'yes')).toBe('added');
+    const items = '    - {Name: b}   # a flow item last\n    - {Name: c}\n    - {Name: "yes"}\n';
+    expect(await readFile(join(dir, 'aligned.yaml'), 'utf8')).toBe(aligned.replace('    - {Name: b}   # a flow item last\n', items));
+    const [written] = parseAllDocuments(await readFile(join(dir, 'aligned.yaml'), 'utf8'));
+    expect(productOf(written?.toJS())?.tags.map((t) => t.Name)).toEqual(['a', 'b', 'c', 'yes']);
   });
 
   it('serialises concurrent tag writes so none is lost', async () => {

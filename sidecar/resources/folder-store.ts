@@ -5,7 +5,7 @@ import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { productNamed } from '../../crds/product-id.ts';
 import { apiEntryOf, categoryEntryOf, productOf } from './entries.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
-import { createFile, documentsOf, editableFile, readFolder, saveFile, type FoundDoc, type YamlFile } from './yaml-folder.ts';
+import { createFile, documentsOf, editableFile, readFolder, saveFile, saveFileText, textWithItemAppended, type FoundDoc, type YamlFile } from './yaml-folder.ts';
 
 /**
  * Files gw writes are read by YAML 1.2 (gw) and by YAML 1.1 (`kubectl apply`, where `yes`, `on`
@@ -121,6 +121,11 @@ export class FolderResourceStore implements ResourceStore {
       // A tag a YAML 1.1 reader (kubectl's) would read as something else (`yes`, `off`) is quoted;
       // any other keeps the document's style.
       if (!plainInYaml11(tag)) (node.get('Name', true) as Scalar).type = Scalar.QUOTE_DOUBLE;
+      const spliced = isSeq(tags) ? textWithItemAppended(editable, tags, node) : null;
+      if (spliced !== null) {
+        await saveFileText(editable, spliced);
+        return 'added';
+      }
       if (isSeq(tags)) tags.add(node);
       else doc.setIn(['spec', 'tags'], doc.createNode([node]));
       await saveFile(editable, editable.docs, new Set([doc]));

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { link, open, readdir, rename, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { Composer, type Document, parseAllDocuments, Parser, type ToStringOptions, type YAMLError } from 'yaml';
+import { Composer, Document, isCollection, isMap, isNode, parseAllDocuments, Parser, type Node, type ToStringOptions, type YAMLError, type YAMLSeq } from 'yaml';
 import { isRecord } from '../../crds/is-record.ts';
 import { apiVersion } from '../../crds/kinds.ts';
 
@@ -247,17 +247,62 @@ function asSourceHadIt(text: string, source: string, trailingComment: string | n
   return source.startsWith('\uFEFF') ? `\uFEFF${out}` : out;
 }
 
+/** Where a sequence item's own text ends: a block map's range runs on over its trailing comment and line end. */
+function contentEnd(node: Node): number | null {
+  if (isMap(node) && !node.flow) {
+    const last = node.items.at(-1)?.value;
+    return isNode(last) ? contentEnd(last) : null;
+  }
+  return node.range?.[1] ?? null;
+}
+
+/**
+ * The file's text with `item` appended to the sequence `seq` of one of its documents, and every
+ * other byte as it was: serialising the document would also respace its trailing comments and
+ * drop blank lines. In a block sequence the item gets a line of its own after the last one,
+ * behind the same dash and indentation; in a flow sequence it follows the last after a comma;
+ * either way in the last item's style (block or flow). Null where the last item gives no
+ * layout to follow (there is none, or it spreads over several lines): the caller then
+ * serialises the document.
+ */
+export function textWithItemAppended({ file }: EditableFile, seq: YAMLSeq, item: Node): string | null {
+  const { text } = file;
+  const last = seq.items.at(-1);
+  const end = isNode(last) ? contentEnd(last) : null;
+  if (!isNode(last) || !last.range || !seq.range || end === null || text.slice(last.range[0], end).includes('\n')) return null;
+  const copy = item.clone();
+  if (isCollection(copy)) copy.flow = seq.flow === true || (isCollection(last) && last.flow === true);
+  const line = new Document(copy).toString(styleOf(text.slice(seq.range[0], seq.range[2]))).trimEnd();
+  if (line.includes('\n')) return null;
+  if (seq.flow) return `${text.slice(0, end)}, ${line}${text.slice(end)}`;
+  const lineStart = text.lastIndexOf('\n', last.range[0] - 1) + 1;
+  const prefix = text.slice(lineStart, last.range[0]);
+  if (!/^[ \t]*-[ \t]+$/.test(prefix)) return null;
+  const eol = text.includes('\r\n') ? '\r\n' : '\n';
+  const lineEnd = text.indexOf('\n', end);
+  if (lineEnd === -1) return `${text}${eol}${prefix}${line}`;
+  return `${text.slice(0, lineEnd + 1)}${prefix}${line}${eol}${text.slice(lineEnd + 1)}`;
+}
+
+/** A file holding a document that did not parse is never rewritten: serialising it could lose what the user meant. */
+function refuseUnparsed({ file }: EditableFile): void {
+  if (file.errors.length > 0) throw new Error(`${file.path} holds a YAML document that does not parse; not rewriting it`);
+}
+
+/** Writes a file back as `text` (textWithItemAppended's). */
+export async function saveFileText(editable: EditableFile, text: string): Promise<void> {
+  refuseUnparsed(editable);
+  await writeAtomically(editable.file.path, text, 'replace');
+}
+
 /**
  * Writes a file back as `docs` (its documents, some perhaps left out). Documents not in
  * `edited` are written from the file's own text; edited ones are serialised in their
- * source's style. A file holding a document that did not parse is never rewritten:
- * serialising it could lose what the user meant.
+ * source's style.
  */
 export async function saveFile(editable: EditableFile, docs: readonly Document.Parsed[], edited: ReadonlySet<Document.Parsed> = new Set()): Promise<void> {
   const { file } = editable;
-  if (file.errors.length > 0) {
-    throw new Error(`${file.path} holds a YAML document that does not parse; not rewriting it`);
-  }
+  refuseUnparsed(editable);
   if (docs.length === 0) {
     await unlink(file.path);
     return;
