@@ -132,7 +132,9 @@ export class Operator {
 
   #readiness(): Readiness {
     const reasons = [
-      ...(this.#started ? [] : ['caches not synced']),
+      // The first lists are tried before start() returns, but one that failed (an API server not
+      // reachable yet) is retried in the background: until it succeeds the caches miss objects.
+      ...(this.#started && Object.values(this.#informers).every((informers) => informers.synced()) ? [] : ['caches not synced']),
       ...(this.#webhook && !this.#webhook.serving() ? ['webhook not serving'] : []),
     ];
     return { ready: reasons.length === 0, reasons, problems: [] };

@@ -21,6 +21,8 @@ const repeatedValues = new StringPool();
 export class InformerSet<T extends KubernetesObject> implements Source<T> {
   readonly #informers: Array<Informer<T> & ObjectCache<T>> = [];
   readonly #running: RestartingInformer<T>[] = [];
+  /** The informers whose list has not succeeded yet: until none is left, the cache may lack objects the API server has. */
+  readonly #unlisted = new Set<RestartingInformer<T>>();
   readonly #log: Logger;
   readonly #handlers: Array<(event: WatchEvent<T>) => void> = [];
   /**
@@ -74,7 +76,15 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
       const informer = makeInformer<T>(kc, type.path(namespace), listFn as never, labelSelector);
       this.#wire(informer);
       this.#informers.push(informer);
-      this.#running.push(new RestartingInformer(informer, { log: this.#log, what: type.kind, baseMs: RESTART_BASE_MS, maxMs: RESTART_MAX_MS }));
+      const running: RestartingInformer<T> = new RestartingInformer(informer, {
+        log: this.#log,
+        what: type.kind,
+        baseMs: RESTART_BASE_MS,
+        maxMs: RESTART_MAX_MS,
+        onListed: () => this.#unlisted.delete(running),
+      });
+      this.#running.push(running);
+      this.#unlisted.add(running);
     }
   }
 
@@ -82,7 +92,12 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
     this.#handlers.push(handler);
   }
 
-  /** Resolves once every informer has listed (its cache is filled). */
+  /** Whether every informer has listed once: the cache then holds what the API server held, and keeps up through its watches. */
+  synced(): boolean {
+    return this.#unlisted.size === 0;
+  }
+
+  /** Resolves once every informer has tried its first list; a failed one is retried in the background (see synced()). */
   async start(): Promise<void> {
     await Promise.all(this.#running.map((informer) => informer.start()));
   }
