@@ -70,7 +70,7 @@ interface FolderProblem extends ConfigProblem {
 /** A problem found in `file`: logged, as every problem is (README.md), and listed for /readyz and the gauge. */
 function addProblem(problems: FolderProblem[], logger: Logger, file: string, problem: FolderProblem): void {
   logger.warn({ file, subject: problem.subject, problem: problem.reason }, 'config problem');
-  problems.push(problem);
+  problems.push({ ...problem, file: basename(file) });
 }
 
 const knownKinds: ReadonlySet<string> = new Set(kindNames);
@@ -239,8 +239,10 @@ export class FolderConfigSource implements ConfigSource {
     const problems: FolderProblem[] = [];
     const usable = this.#usableFiles(files, problems);
     reportStrayDocuments(usable, problems, logger);
-    const apiDefinitions = this.#resources<ApiDefinitionInput>(documentsOf(usable, 'ApiDefinition'), 'ApiDefinition', problems);
-    const policies = this.#resources<PolicyInput>(documentsOf(usable, 'Policy'), 'Policy', problems);
+    // The file each resource is in, by `Kind namespace/name`: the compile step's problems name the resource only.
+    const fileOf = new Map<string, string>();
+    const apiDefinitions = this.#resources<ApiDefinitionInput>(documentsOf(usable, 'ApiDefinition'), 'ApiDefinition', problems, fileOf);
+    const policies = this.#resources<PolicyInput>(documentsOf(usable, 'Policy'), 'Policy', problems, fileOf);
     // The steps of a load each take a few milliseconds at 5,000 APIs: a turn of the event
     // loop between them keeps requests answered (docs/architecture.md#performance).
     await nextTurn();
@@ -250,9 +252,10 @@ export class FolderConfigSource implements ConfigSource {
     for (const problem of compiled.problems) {
       const subject = refName(problem.ref);
       const kept = keptAtLastGood.has(subject);
-      logger.warn({ problem, lastGoodKept: kept }, 'config problem');
+      const file = fileOf.get(subject);
+      logger.warn({ problem, file, lastGoodKept: kept }, 'config problem');
       const reason = `${problem.field}: ${problem.message}${kept ? `; ${LAST_GOOD_KEPT}` : ''}`;
-      problems.push({ subject, reason, kind: problem.ref.kind, code: problem.reason });
+      problems.push({ subject, reason, kind: problem.ref.kind, code: problem.reason, ...(file === undefined ? {} : { file }) });
     }
     const keyDocs = documentsOf(usable, 'Key');
     const sessionsStored = await this.#loadKeys(keyDocs, problems);
@@ -298,21 +301,23 @@ export class FolderConfigSource implements ConfigSource {
       const outcome = lastGood ? LAST_GOOD_KEPT : 'none of it is in effect';
       const unreadable = error instanceof UnreadableFileError;
       this.#options.logger.error({ file: file.path, error: error.message }, `config file ${unreadable ? 'cannot be used' : 'does not parse'}; ${outcome}`);
-      problems.push({ subject: `file ${basename(file.path)}`, reason: `${error.message}; ${outcome}`, kind: 'File', code: unreadable ? 'Unreadable' : 'YamlError' });
+      problems.push({ subject: `file ${basename(file.path)}`, reason: `${error.message}; ${outcome}`, kind: 'File', code: unreadable ? 'Unreadable' : 'YamlError', file: basename(file.path) });
     }
     return usable;
   }
 
-  #resources<T>(docs: FoundDoc[], kind: string, problems: FolderProblem[]): T[] {
+  #resources<T>(docs: FoundDoc[], kind: string, problems: FolderProblem[], fileOf: Map<string, string>): T[] {
     const out: T[] = [];
     for (const doc of docs) {
       const metadata = metaOf(doc);
       if (metadata === null) {
         this.#options.logger.warn({ file: doc.file.path, kind }, 'resource without metadata.name skipped');
-        problems.push({ subject: `${kind} in ${basename(doc.file.path)}`, reason: 'no metadata.name; skipped', kind, code: 'MissingName' });
+        problems.push({ subject: `${kind} in ${basename(doc.file.path)}`, reason: 'no metadata.name; skipped', kind, code: 'MissingName', file: basename(doc.file.path) });
         continue;
       }
-      out.push({ metadata: { ...metadata, namespace: metadata.namespace ?? this.#options.defaultNamespace }, spec: doc.object.spec ?? {} } as T);
+      const namespace = metadata.namespace ?? this.#options.defaultNamespace;
+      fileOf.set(refName({ kind, namespace, name: metadata.name }), basename(doc.file.path));
+      out.push({ metadata: { ...metadata, namespace }, spec: doc.object.spec ?? {} } as T);
     }
     return out;
   }
@@ -414,7 +419,7 @@ export class FolderConfigSource implements ConfigSource {
       }
       const kept = existing === null ? 'skipped' : LAST_GOOD_KEPT;
       logger.warn({ file: doc.file.path, resource: meta.name, problem: outcome.message }, existing === null ? 'invalid Key skipped' : 'invalid Key: its last good session stays in effect');
-      problems.push({ subject, reason: `${outcome.message}; ${kept}`, kind: 'Key', code: 'InvalidSpec' });
+      problems.push({ subject, reason: `${outcome.message}; ${kept}`, kind: 'Key', code: 'InvalidSpec', file: basename(doc.file.path) });
     }
     await inBatches([...writes], async ([hash, { session, key }]) => {
       settled.set(hash, { ...key, storedJson: await sessions.put(hash, session) });
@@ -505,10 +510,11 @@ export class FolderConfigSource implements ConfigSource {
   #unservableKey(doc: FoundDoc, meta: Meta | null, subject: string): FolderProblem {
     const missing = meta === null ? 'metadata.name' : 'spec.key_hash';
     this.#options.logger.warn({ file: doc.file.path, resource: meta?.name }, `Key without ${missing} skipped: a standalone gateway cannot generate raw keys`);
-    if (meta === null) return { subject, reason: 'no metadata.name; skipped', kind: 'Key', code: 'MissingName' };
+    const file = basename(doc.file.path);
+    if (meta === null) return { subject, reason: 'no metadata.name; skipped', kind: 'Key', code: 'MissingName', file };
     const reason =
       'no spec.key_hash; skipped: a standalone gateway cannot generate raw keys (create keys with the admin API, or set key_hash to the SHA-256 of a key you choose)';
-    return { subject, reason, kind: 'Key', code: 'MissingKeyHash' };
+    return { subject, reason, kind: 'Key', code: 'MissingKeyHash', file };
   }
 
   async #revokeKeysGone(present: Set<string>): Promise<void> {
@@ -530,7 +536,7 @@ export class FolderConfigSource implements ConfigSource {
   }
 
   problems(): ConfigProblem[] {
-    return this.#problems.map(({ subject, reason }) => ({ subject, reason }));
+    return this.#problems.map(({ subject, reason, file }) => (file === undefined ? { subject, reason } : { subject, reason, file }));
   }
 
   async stop(): Promise<void> {

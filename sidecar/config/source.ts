@@ -19,6 +19,8 @@ export interface ConfigProblem {
   /** What was refused: `api <api_id>` (a compiled ConfigMap) or `<Kind> <namespace>/<name>` (a resource). */
   subject: string;
   reason: string;
+  /** Standalone: the file of the config folder it was found in, where the subject is in one. */
+  file?: string;
 }
 
 /**

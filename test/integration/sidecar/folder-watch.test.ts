@@ -51,7 +51,7 @@ const problemsLogged = (logs: readonly string[], about: string): string[] =>
 
 interface Readyz {
   status: string;
-  problems: { subject: string; reason: string }[];
+  problems: { subject: string; reason: string; file?: string }[];
 }
 
 describe('a standalone gateway watching its config folder', () => {
@@ -134,7 +134,7 @@ describe('a standalone gateway watching its config folder', () => {
     await eventually(async () => (await readyz()).body.problems.length > 0, 10_000, 'YAML error reported');
     let ready = await readyz();
     expect(ready.status).toBe(200);
-    expect(ready.body.problems).toEqual([{ subject: 'file api.yaml', reason: expect.stringMatching(/; its last good version stays in effect$/) }]);
+    expect(ready.body.problems).toEqual([{ subject: 'file api.yaml', reason: expect.stringMatching(/; its last good version stays in effect$/), file: 'api.yaml' }]);
     expect(await metrics()).toContain('gw_config_problems{kind="File",reason="YamlError"} 1');
     expect(await status('/steady/x')).toBe(200);
     expect(await status('/elsewhere/x')).toBe(404);
@@ -146,7 +146,8 @@ describe('a standalone gateway watching its config folder', () => {
     ready = await readyz();
     expect(ready.status).toBe(200);
     expect(ready.body.problems).toEqual([
-      { subject: 'ApiDefinition default/steady', reason: expect.stringMatching(/^spec\.global_rate_limit.*; its last good version stays in effect$/) },
+      // The compile step names the resource; the report adds the file it is in.
+      { subject: 'ApiDefinition default/steady', reason: expect.stringMatching(/^spec\.global_rate_limit.*; its last good version stays in effect$/), file: 'api.yaml' },
     ]);
     expect(await metrics()).toMatch(/gw_config_reload_errors_total\{api_id="steady"\} [1-9]/);
     expect(await status('/steady/x')).toBe(200);
@@ -156,7 +157,7 @@ describe('a standalone gateway watching its config folder', () => {
     await writeFile(join(dir, 'api.yaml'), keylessApi('steady', '/misspelt/', upstream.url).replace('global_rate_limit', 'global_rate_limt'));
     await eventually(async () => (await readyz()).body.problems.some((p) => p.reason.startsWith('spec.global_rate_limt')), 10_000, 'unknown field reported');
     expect((await readyz()).body.problems).toEqual([
-      { subject: 'ApiDefinition default/steady', reason: expect.stringMatching(/^spec\.global_rate_limt: ApiDefinition has no field .*; its last good version stays in effect$/) },
+      { subject: 'ApiDefinition default/steady', reason: expect.stringMatching(/^spec\.global_rate_limt: ApiDefinition has no field .*; its last good version stays in effect$/), file: 'api.yaml' },
     ]);
     expect(await metrics()).toContain('gw_config_problems{kind="ApiDefinition",reason="UnknownField"} 1');
     expect(await status('/misspelt/x')).toBe(404);
@@ -207,6 +208,7 @@ spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [limited] }
     // A typo in the Policy's endpoint path: its last good version, endpoint limit included, stays in force.
     await writeFile(join(dir, 'policy.yaml'), policyYaml('/limited(['));
     await eventually(async () => (await readyz()).body.problems.some((p) => p.subject === 'Policy default/limited'), 10_000, 'Policy refusal reported');
+    expect((await readyz()).body.problems.find((p) => p.subject === 'Policy default/limited')?.file).toBe('policy.yaml');
     expect((await readyz()).body.problems.find((p) => p.subject === 'Policy default/limited')?.reason).toMatch(/InvalidRegex|not a valid regular expression.*; its last good version stays in effect$/);
     expect([await status('/granted/limited', withKey), await status('/granted/limited', withKey), await status('/granted/limited', withKey)]).toEqual([200, 200, 429]);
   });
@@ -221,7 +223,7 @@ spec: { key_hash: ${keyHash(`${rawKey}-orphan`)}, apply_policies: [nope] }
 `);
     await start();
     expect((await readyz()).body.problems).toEqual([
-      { subject: 'Key default/orphan', reason: 'spec.apply_policies: no Policy "nope" in namespace default; what it would grant is refused' },
+      { subject: 'Key default/orphan', reason: 'spec.apply_policies: no Policy "nope" in namespace default; what it would grant is refused', file: 'key.yaml' },
     ]);
     expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="MissingPolicy"} 1');
     expect(problemsLogged(logs, 'Key default/orphan')).toEqual(['spec.apply_policies: no Policy "nope" in namespace default; what it would grant is refused']);
@@ -251,7 +253,7 @@ spec: { key_hash: ${keyHash(`${rawKey}-early`)}, access_rights: { private: {}, l
 `;
     await writeFile(join(dir, 'key.yaml'), `${authApiAndKey(upstream.url, rawKey)}---\n${early}`);
     await start();
-    expect((await readyz()).body.problems).toEqual([{ subject: 'Key default/early', reason: 'spec.access_rights: no ApiDefinition has api_id "later"' }]);
+    expect((await readyz()).body.problems).toEqual([{ subject: 'Key default/early', reason: 'spec.access_rights: no ApiDefinition has api_id "later"', file: 'key.yaml' }]);
     expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="MissingApi"} 1');
     expect(problemsLogged(logs, 'Key default/early')).toEqual(['spec.access_rights: no ApiDefinition has api_id "later"']);
     expect(await status('/private/x', { authorization: `${rawKey}-early` })).toBe(200);
@@ -442,7 +444,7 @@ metadata: { name: not-ours }
     await writeFile(join(dir, 'copy.yaml'), key.replace('name: by-hand', 'name: a-copy').replace('spec: { key_hash', 'spec: { is_inactive: true, key_hash'));
     await eventually(async () => (await readyz()).body.problems.length > 0, 10_000, 'duplicate reported');
     expect((await readyz()).body.problems).toEqual([
-      { subject: 'Key default/a-copy', reason: 'spec.key_hash is also that of Key default/by-hand, which holds its session: this Key is not in force' },
+      { subject: 'Key default/a-copy', reason: 'spec.key_hash is also that of Key default/by-hand, which holds its session: this Key is not in force', file: 'copy.yaml' },
     ]);
     expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="DuplicateKeyHash"} 1');
     expect(problemsLogged(logs, 'Key default/a-copy')).toContain('spec.key_hash is also that of Key default/by-hand, which holds its session: this Key is not in force');
@@ -476,7 +478,7 @@ metadata: { name: not-ours }
     // Named `a-copy`, first by name: a folder has no creation times, and the name must not win it the api_id.
     await writeFile(join(dir, 'zz-copy.yaml'), keylessApi('shared', '/copy/', upstream.url).replace('name: shared }', 'name: a-copy }'));
     await eventually(async () => (await readyz()).body.problems.length > 0, 10_000, 'duplicate reported');
-    expect((await readyz()).body.problems).toEqual([{ subject: 'ApiDefinition default/a-copy', reason: expect.stringMatching(/already used by ApiDefinition default\/serving/) }]);
+    expect((await readyz()).body.problems).toEqual([{ subject: 'ApiDefinition default/a-copy', reason: expect.stringMatching(/already used by ApiDefinition default\/serving/), file: 'zz-copy.yaml' }]);
     expect([await status('/serving/x'), await status('/copy/x')]).toEqual([200, 404]);
 
     // A broken copy (misspelt field) named first, found together with the good one at a restart.
