@@ -17,12 +17,14 @@ const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
 export const limitsCommand = 'gwLimits';
 const trimDelayMs = 50;
 /**
- * Added to a call's deadline (#call): the offset to Redis's clock is read from the last reply,
- * which may have come from another node (a Cluster's, a new Sentinel master) whose clock
- * differs a little. A call that runs after its requests were answered is still counted if it
- * runs within this of its deadline; stalls longer than that are what the deadline is for.
+ * Added to a call's deadline (#call) where the last reply may have come from another server
+ * than the next call's (a Cluster's nodes, a Sentinel set's masters), whose clocks differ a
+ * little. One server has one clock, and the deadline's only error is how late the last reply's
+ * time reached this process: at most that reply's round trip, which is the slack there. A call
+ * that runs after its requests were answered is still counted if it runs within the slack of
+ * its deadline; stalls longer than that are what the deadline is for.
  */
-const DEADLINE_SLACK_MS = 1_000;
+const OTHER_CLOCKS_SLACK_MS = 1_000;
 
 /** limits.lua's reply as sent: its numbers packed, then the error messages they refer to. */
 type PackedReply = [Buffer, ...Buffer[]];
@@ -255,9 +257,14 @@ export class RedisLimitStore implements LimitStore {
    * which only brings a deadline sooner); null before the first reply.
    */
   #redisClockOffsetMs: number | null = null;
+  /** The last reply's round trip, in ms: how far that offset may lag behind Redis's clock. */
+  #lastRoundTripMs = 0;
+  /** Whether every call reaches one server, so one clock (not a Cluster, not behind Sentinel). */
+  readonly #oneServer: boolean;
 
   constructor(redis: Redis | Cluster, options: RedisLimitStoreOptions) {
     this.#redis = redis;
+    this.#oneServer = !redis.isCluster && !((redis as Redis).options.sentinels?.length ?? 0);
     this.#connection = new ConnectionWatch(redis);
     this.#instanceId = options.instanceId;
     this.#clock = options.clock;
@@ -337,11 +344,15 @@ export class RedisLimitStore implements LimitStore {
     if (lost !== undefined) throw new StoreDisconnectedError(lost);
     const timeoutMs = this.#settings.redis_timeout_ms;
     const offset = this.#redisClockOffsetMs;
-    const deadlineMs = expires && offset !== null && this.#clock === undefined ? Math.floor(Date.now() + offset + timeoutMs + DEADLINE_SLACK_MS) : 0;
+    const sentMs = Date.now();
+    const slackMs = this.#oneServer ? this.#lastRoundTripMs + 1 : OTHER_CLOCKS_SLACK_MS;
+    const deadlineMs = expires && offset !== null && this.#clock === undefined ? Math.floor(sentMs + offset + timeoutMs + slackMs) : 0;
     const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits', this.#clock?.() ?? '', deadlineMs);
     const reply = this.#redis.isCluster ? this.#client[limitsCommandBuffer](...keys, ...args) : this.#client[limitsCommandBuffer](keys.length, ...keys, ...args);
     const { nowMs, ran } = splitReply(await withTimeout(reply, timeoutMs), calls.length);
-    this.#redisClockOffsetMs = nowMs - Date.now();
+    const receivedMs = Date.now();
+    this.#redisClockOffsetMs = nowMs - receivedMs;
+    this.#lastRoundTripMs = receivedMs - sentMs;
     return ran;
   }
 

@@ -117,7 +117,7 @@ describe('Redis stopped in the middle of a test', () => {
       await waitUntil(() => client.status === 'ready');
       expect((await store.run(ops, false)).map((r) => r.allowed)).toEqual([true, true]);
       // Redis holds every command for 2.5 s, with the connection up, as a stalled server does:
-      // longer than the timeout and the deadline's slack for other nodes' clocks (1 s).
+      // longer than the timeout and any slack the deadline has (1 s for other servers' clocks).
       await admin.call('CLIENT', 'PAUSE', '2500', 'ALL');
       const during = await Promise.allSettled([store.run(ops, false), store.run(ops, false), store.run(ops, false)]);
       expect(during.map((d) => d.status)).toEqual(['rejected', 'rejected', 'rejected']);
@@ -126,6 +126,30 @@ describe('Redis stopped in the middle of a test', () => {
       expect(await admin.hget(quotaKey(quotaId), 'r')).toBe('9');
       // Once Redis answers in time again, calls count as before.
       expect((await store.run(ops, false)).map((r) => r.remaining)).toEqual([3, 8]);
+    } finally {
+      admin.disconnect();
+      client.disconnect();
+    }
+  });
+
+  it('on one server, a stall just past the timeout counts nothing either: its deadline has no slack for other clocks', async () => {
+    const client = new IORedis(redis.url, sidecarRedisOptions(200));
+    client.on('error', () => undefined);
+    const store = new RedisLimitStore(client, { instanceId: uniqueId('short-stall'), reporter: { failed: () => undefined, succeeded: () => undefined } });
+    const quotaId = uniqueId('short-stall-quota');
+    const ops = [{ kind: 'quota', quotaId, max: 10, renewalMs: 3_600_000, initRemaining: 10, initRenewsMs: 0 }] as const;
+    store.configure({ ...defaultGatewaySettings, redis_timeout_ms: 100 });
+    const admin = new IORedis(redis.url);
+    try {
+      await waitUntil(() => client.status === 'ready');
+      expect((await store.run(ops, false)).map((r) => r.remaining)).toEqual([9]);
+      // 600 ms: well past the 100 ms timeout, well within the second a Cluster's clocks are given.
+      await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
+      const during = await Promise.allSettled([store.run(ops, false), store.run(ops, false)]);
+      expect(during.map((d) => d.status)).toEqual(['rejected', 'rejected']);
+      await sleep(800);
+      expect(await admin.hget(quotaKey(quotaId), 'r')).toBe('9');
+      expect((await store.run(ops, false)).map((r) => r.remaining)).toEqual([8]);
     } finally {
       admin.disconnect();
       client.disconnect();
