@@ -36,8 +36,8 @@ export const gatewaySettingsSchema = z
     redis_failure_mode: z
       .enum(['open', 'closed'])
       .default('open')
-      .describe('When Redis cannot be reached: `open` lets requests through, `closed` refuses them with 503.'),
-    redis_timeout_ms: z.number().int().min(1).max(60_000).default(250).describe('Per-command Redis timeout.'),
+      .describe('When Redis cannot be reached: `open` lets requests through, `closed` refuses with 503 those whose admission needs Redis (a session, a limit or quota counted there; a DRL limit is counted in the gateway).'),
+    redis_timeout_ms: z.number().int().min(1).max(60_000).default(250).describe('Per-command Redis timeout: a request waits for at most two in a row (its session read again, then its limits).'),
     forwarder: z
       .enum(['undici', 'http-proxy'])
       .default('undici')
