@@ -323,7 +323,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     if (!runtime.loaded) reasons.push('config not loaded');
     if (!warmedUp) reasons.push('warming up');
     // A hung Redis keeps its connection up: its calls time out, which the store reports.
-    const redisState = redis && redis.status !== 'ready' ? redis.status : engine.storeFailing ? 'not answering in time' : null;
+    const redisState = redis && redis.status !== 'ready' ? redis.status : engine.storeFailing ? 'calls failing (timing out, or answered with errors)' : null;
     if (redisState !== null) {
       if (runtime.state().settings.redis_failure_mode === 'closed') reasons.push(`redis ${redisState}`);
       else problems.push({ subject: 'Redis', reason: `${redisState}; requests admitted (redis_failure_mode open)` });
