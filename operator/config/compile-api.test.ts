@@ -3,7 +3,18 @@ import { compiledConfigSchema } from '../../crds/compiled.ts';
 import { defaultGatewaySettings } from '../../crds/settings.ts';
 import { apiDefinition as api, policy } from '../controllers/fixtures.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
-import { ApiCompiler, apiIdOf, listedInputs, grantedApiIds, policiesOfConfigMap, policyProblem, type ApiOutcome } from './compile-api.ts';
+import type { GwObject } from '../runtime/gw-object.ts';
+import { ApiCompiler, apiIdOf, grantedApiIds, policiesOfConfigMap, policyProblem, type ApiOutcome, type CompileInputs } from './compile-api.ts';
+
+/** Compile inputs from lists, each lookup a scan of them. */
+function listedInputs(apis: GwObject<'ApiDefinition'>[], policies: GwObject<'Policy'>[]): CompileInputs {
+  return {
+    allApis: () => apis,
+    allPolicies: () => policies,
+    apisWithId: (apiId) => apis.filter((api) => apiIdOf(api) === apiId),
+    policiesGranting: (apiId) => policies.filter((policy) => grantedApiIds(policy).includes(apiId)),
+  };
+}
 
 describe('ApiCompiler', () => {
   it('compiles one API with every policy granting it, into a valid compiled config', () => {

@@ -84,16 +84,6 @@ export interface CompileInputs {
   policiesGranting(apiId: string): Policy[];
 }
 
-/** Compile inputs from lists, each lookup a scan of them. */
-export function listedInputs(apis: Api[], policies: Policy[]): CompileInputs {
-  return {
-    allApis: () => apis,
-    allPolicies: () => policies,
-    apisWithId: (apiId) => apis.filter((api) => apiIdOf(api) === apiId),
-    policiesGranting: (apiId) => policies.filter((policy) => grantedApiIds(policy).includes(apiId)),
-  };
-}
-
 /** The policies of the API's ConfigMap as written last, by id: what a policy the compile step now refuses keeps (docs/behaviour.md#bad-edits). */
 export type LastWrittenPolicies = Readonly<Record<string, CompiledPolicy>>;
 
@@ -213,10 +203,10 @@ export class ApiCompiler {
   }
 }
 
-/** What is wrong with one Policy (invalid spec, missing APIs, limits on ignored endpoints), compiling only the APIs it grants. */
-export function policyProblem(policy: Policy, allApis: Api[]): Problem | undefined {
+/** What is wrong with one Policy (invalid spec, missing APIs, limits on ignored endpoints), compiling only the APIs it grants (`apis` may hold others). */
+export function policyProblem(policy: Policy, apis: Api[]): Problem | undefined {
   const granted = new Set(grantedApiIds(policy));
-  const relevant = allApis.filter((api) => granted.has(apiIdOf(api)));
+  const relevant = apis.filter((api) => granted.has(apiIdOf(api)));
   const result = compile({ apiDefinitions: relevant.map(asApi), policies: [asPolicy(policy)] });
   const problems = result.problems.filter(isOf(policy, 'Policy'));
   const problem = summarize(problems);

@@ -7,6 +7,9 @@ import { forObjects, requestFor, specChanged, watches, type Watch } from '../kit
 import type { DesiredStatus } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
 
+/** How many Keys a Policy's status names (their count is given whole). */
+const KEYS_NAMED = 20;
+
 /**
  * Policy status: Ready, or why not (an API it grants does not exist — deleting an API is
  * never blocked by the policies granting it, they turn not Ready instead — or the policy
@@ -14,9 +17,6 @@ import type { ControllerContext } from './context.ts';
  * using it (their count, and their names in the message).
  * The APIs' ConfigMaps are rewritten by the ApiDefinition controller, which watches policies.
  */
-/** How many Keys a Policy's status names (their count is given whole). */
-const KEYS_NAMED = 20;
-
 export class PolicyController implements KindController {
   readonly kind = 'Policy';
   readonly watches: Watch[];

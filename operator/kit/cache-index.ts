@@ -1,6 +1,8 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Source } from './watch.ts';
 
+const noNames: ReadonlySet<string> = new Set();
+
 /**
  * A secondary index of a cache, as a client-go Indexer or a controller-runtime field index
  * gives: the objects whose `valuesOf` includes a value, found without a scan of the whole
@@ -42,13 +44,13 @@ export class CacheIndex<T extends KubernetesObject> {
       }
     };
     if (namespace === undefined) for (const [ns, names] of byNamespace) take(ns, names);
-    else take(namespace, byNamespace.get(namespace) ?? new Set());
+    else take(namespace, byNamespace.get(namespace) ?? noNames);
     return found;
   }
 
   /** The names of the objects of `namespace` under `value`: where a controller needs no more, this reads no object. */
   namesIn(value: string, namespace: string): ReadonlySet<string> {
-    return this.#byValue.get(value)?.get(namespace) ?? new Set();
+    return this.#byValue.get(value)?.get(namespace) ?? noNames;
   }
 
   /** Whether any object is under `value`. */
