@@ -35,9 +35,20 @@ describe('matchRoute', () => {
     expect(all.kind === 'found' && all.route.operation).toBe('all_categories');
   });
 
-  it('reports the allowed methods of a known path', () => {
+  it('reports the allowed methods of a known path, HEAD beside GET', () => {
     expect(matchRoute(adminRoutes, 'GET', '/gw/apis/x')).toEqual({ kind: 'wrong-method', allow: ['DELETE'] });
     expect(matchRoute(adminRoutes, 'PUT', '/admin/org/keys')).toEqual({ kind: 'wrong-method', allow: ['POST'] });
+    expect(matchRoute(adminRoutes, 'POST', '/gw/reload')).toEqual({ kind: 'wrong-method', allow: ['GET', 'HEAD'] });
+  });
+
+  it.each(['/gw/reload', '/api/apis/categories', '/gw/keys/abc/limits'])('answers HEAD %s with its GET route', (path) => {
+    const get = matchRoute(adminRoutes, 'GET', path);
+    expect(get.kind).toBe('found');
+    expect(matchRoute(adminRoutes, 'HEAD', path)).toEqual(get);
+  });
+
+  it('answers HEAD with no route that only takes other methods', () => {
+    expect(matchRoute(adminRoutes, 'HEAD', '/gw/apis/x')).toEqual({ kind: 'wrong-method', allow: ['DELETE'] });
   });
 
   it.each(['/gw/apis/../x', '/gw/apis', '/admin/org/keys/extra', '/', '/gw/reload/x'])('%s matches nothing', (path) => {

@@ -29,14 +29,19 @@ function matchSegments(route: Route, segments: readonly string[]): Record<string
 
 export const splitPath = (path: string): string[] => path.slice(1).split('/');
 
+/**
+ * A HEAD request is answered as the GET of its path, without the body (Node's response drops
+ * it): RFC 9110 §9.3.2, and every general-purpose server supports both (§9.1).
+ */
 export function matchRoute(routes: readonly Route[], method: string, path: string): RouteMatch {
   const segments = splitPath(path);
   const allow: string[] = [];
   for (const route of routes) {
     const params = matchSegments(route, segments);
     if (!params) continue;
-    if (route.method === method) return { kind: 'found', route, params };
+    if (route.method === method || (method === 'HEAD' && route.method === 'GET')) return { kind: 'found', route, params };
     allow.push(route.method);
+    if (route.method === 'GET') allow.push('HEAD');
   }
   return allow.length > 0 ? { kind: 'wrong-method', allow } : { kind: 'none' };
 }
