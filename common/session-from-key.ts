@@ -1,4 +1,5 @@
 import { sameData } from './same-data.ts';
+import { activeSmoothing } from '../crds/compile/limits.ts';
 import { sessionSchema, type Session, type SessionInput } from '../crds/session.ts';
 import { unknownFields } from '../crds/openapi/unknown-fields.ts';
 import { keySpecSchema, type KeySpec } from '../crds/schemas/key.ts';
@@ -10,9 +11,13 @@ type RuntimeFields = Pick<SessionInput, (typeof RUNTIME_FIELDS)[number]>;
 /** `changed`: the session differs from the existing one (or there is none), so it is to be written. */
 export type SessionOutcome = { ok: true; session: Session; changed: boolean } | { ok: false; message: string };
 
+/** A session keeps only smoothing that acts: switched off, it is null, as when absent. */
 function accessRights(spec: KeySpec): NonNullable<SessionInput['access_rights']> {
   return Object.fromEntries(
-    Object.entries(spec.access_rights ?? {}).map(([apiId, right]) => [apiId, { ...right, api_id: apiId, limit: right.limit ?? null }]),
+    Object.entries(spec.access_rights ?? {}).map(([apiId, right]) => [
+      apiId,
+      { ...right, api_id: apiId, limit: right.limit ? { ...right.limit, smoothing: activeSmoothing(right.limit.smoothing) } : null },
+    ]),
   );
 }
 
@@ -72,7 +77,7 @@ function specFields(s: KeySpec, namespace: string): SessionInput {
     org_id: s.org_id,
     quota_max: s.quota_max,
     quota_renewal_rate: s.quota_renewal_rate,
-    smoothing: s.smoothing ?? null,
+    smoothing: activeSmoothing(s.smoothing),
     tags: s.tags,
     throttle_interval: s.throttle_interval,
     throttle_retry_limit: s.throttle_retry_limit,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { smoothingSchema } from './schemas/common.ts';
+import { compiledSmoothingSchema } from './compiled.ts';
 
 /**
  * The session of a key (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations response `data`): what the operator and the
@@ -7,7 +7,6 @@ import { smoothingSchema } from './schemas/common.ts';
  * loads to authenticate a request. It never holds the raw key.
  */
 
-// One smoothing schema for sessions and resources (its descriptions feed `kubectl explain`).
 export { smoothingSchema, type Smoothing } from './schemas/common.ts';
 
 export const sessionAccessRightSchema = z.object({
@@ -22,7 +21,7 @@ export const sessionAccessRightSchema = z.object({
       quota_renewal_rate: z.number().int().default(0),
       throttle_interval: z.number().int().default(0),
       throttle_retry_limit: z.number().int().default(0),
-      smoothing: smoothingSchema.nullable().default(null),
+      smoothing: compiledSmoothingSchema.nullable().default(null),
     })
     .nullable()
     .default(null),
@@ -64,7 +63,7 @@ export const sessionSchema = z.object({
   quota_renewal_rate: z.number().int().default(0),
   quota_renews: z.number().int().default(0),
   session_lifetime: z.number().int().default(0),
-  smoothing: smoothingSchema.nullable().default(null),
+  smoothing: compiledSmoothingSchema.nullable().default(null),
   tags: z.array(z.string()).default([]),
   throttle_interval: z.number().int().default(0),
   throttle_retry_limit: z.number().int().default(0),

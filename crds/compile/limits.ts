@@ -10,10 +10,23 @@ export function rateOf(rate: number | undefined, per: number | undefined): Compi
   return rate && per && rate > 0 && per > 0 ? { rate, per } : null;
 }
 
+/**
+ * Smoothing that acts, with every number it needs; null when it is off or absent. The
+ * schema's rules require the numbers of enabled smoothing, so null is never a user's
+ * enabled smoothing dropped.
+ */
+export function activeSmoothing(smoothing: Smoothing | null | undefined): CompiledSmoothing | null {
+  if (!smoothing?.enabled) return null;
+  const { threshold, step, trigger, delay } = smoothing;
+  if (threshold === undefined || step === undefined || trigger === undefined || delay === undefined) return null;
+  return { enabled: true, threshold, step, trigger, delay };
+}
+
 /** Disabled or absent smoothing is dropped, so the engine only sees smoothing that acts. */
 export function smoothingOf(smoothing: Smoothing | undefined, rate: CompiledRate | null): CompiledSmoothing | null {
-  if (!smoothing?.enabled || rate === null) return null;
-  return { ...smoothing, threshold: Math.min(smoothing.threshold, rate.rate) };
+  const active = activeSmoothing(smoothing);
+  if (active === null || rate === null) return null;
+  return { ...active, threshold: Math.min(active.threshold, rate.rate) };
 }
 
 interface KeyLimitFields {

@@ -63,12 +63,20 @@ describe('generated CRDs', () => {
     expect(celRules(global)).toEqual([
       'has(self.rate) == has(self.per)',
       '!has(self.rate) || self.rate == 0 || (has(self.per) && self.per > 0)',
-      '!has(self.smoothing) || !has(self.rate) || self.rate == 0 || self.smoothing.threshold <= self.rate',
+      '!has(self.smoothing) || !has(self.smoothing.enabled) || !self.smoothing.enabled || !has(self.smoothing.threshold) || !has(self.rate) || self.rate == 0 || self.smoothing.threshold <= self.rate',
     ]);
+    const smoothingNode = allNodes('Policy').find(([p]) => p === 'spec.smoothing')![1];
+    expect(celRules(smoothingNode)).toEqual([
+      '!has(self.enabled) || !self.enabled || (has(self.threshold) && self.threshold >= 1)',
+      '!has(self.enabled) || !self.enabled || (has(self.step) && self.step >= 1)',
+      '!has(self.enabled) || !self.enabled || (has(self.trigger) && self.trigger > 0.0)',
+      '!has(self.enabled) || !self.enabled || (has(self.delay) && self.delay >= 0)',
+    ]);
+    expect(smoothingNode.required).toBeUndefined();
     const policy = (rootSchema('Policy').properties as Record<string, JsonSchema>).spec!;
     expect(celRules(policy)).toHaveLength(3);
     const trigger = allNodes('Policy').find(([p]) => p === 'spec.smoothing.trigger')![1];
-    expect(trigger).toMatchObject({ type: 'number', minimum: 0, exclusiveMinimum: true });
+    expect(trigger).toMatchObject({ type: 'number', minimum: 0 });
   });
 
   it('marks free-form objects, enums, defaults and list maps', () => {

@@ -111,28 +111,58 @@ export const httpMethodSchema = z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE',
 /** Free-form metadata: kept as written (x-kubernetes-preserve-unknown-fields). */
 export const metaDataSchema = z.record(z.string().max(bounds.name), z.unknown());
 
-export const smoothingSchema = z
-  .object({
-    enabled: z.boolean().default(false).describe('Turns smoothing on. Smoothing only acts with the sliding-log limiter (enable_redis_rolling_limiter).'),
-    threshold: z
-      .number()
-      .int()
-      .min(1)
-      .describe('Initial current allowance and its lower bound, in requests per window; at most `rate`.'),
-    step: z.number().int().min(1).describe('How much the current allowance moves per RateLimitSmoothingUp/Down event.'),
-    trigger: z
-      .number()
-      .gt(0)
-      .describe('Fraction of `step` at which an event fires (typically 0.1 to 1.0); must be greater than 0.'),
-    delay: z.number().int().min(0).describe('Hold-off in seconds after an event before another may be emitted.'),
-  })
-  .describe('Rate limit smoothing: a current allowance that moves between `threshold` and `rate`.');
+interface SmoothingShape {
+  enabled: boolean;
+  threshold?: number | undefined;
+  step?: number | undefined;
+  trigger?: number | undefined;
+  delay?: number | undefined;
+}
+
+/**
+ * A number smoothing needs only while it is on: `enabled: false` turns smoothing off (SPEC
+ * §2.2) whatever the numbers are, or without them, so the create-key answer's own switched-off
+ * `smoothing` (zeros) can be sent back as it is.
+ */
+const whenEnabled = (field: 'threshold' | 'step' | 'trigger' | 'delay', cel: string, message: string, holds: (value: number) => boolean): CrossFieldRule<SmoothingShape> => ({
+  rule: `!has(self.enabled) || !self.enabled || (has(self.${field}) && ${cel})`,
+  message,
+  field: `.${field}`,
+  holds: (v) => !v.enabled || (v[field] !== undefined && holds(v[field])),
+});
+
+export const smoothingSchema = withRules(
+  z
+    .object({
+      enabled: z.boolean().default(false).describe('Turns smoothing on. Smoothing only acts with the sliding-log limiter (enable_redis_rolling_limiter).'),
+      threshold: z
+        .number()
+        .int()
+        .min(0)
+        .describe('Initial current allowance and its lower bound, in requests per window; at least 1 and at most `rate` when enabled.')
+        .optional(),
+      step: z.number().int().min(0).describe('How much the current allowance moves per RateLimitSmoothingUp/Down event; at least 1 when enabled.').optional(),
+      trigger: z
+        .number()
+        .min(0)
+        .describe('Fraction of `step` at which an event fires (typically 0.1 to 1.0); greater than 0 when enabled.')
+        .optional(),
+      delay: z.number().int().min(0).describe('Hold-off in seconds after an event before another may be emitted; required when enabled.').optional(),
+    })
+    .describe('Rate limit smoothing: a current allowance that moves between `threshold` and `rate`. With `enabled: false` the numbers may be left out.'),
+  [
+    whenEnabled('threshold', 'self.threshold >= 1', 'threshold must be set, at least 1, when smoothing is enabled', (n) => n >= 1),
+    whenEnabled('step', 'self.step >= 1', 'step must be set, at least 1, when smoothing is enabled', (n) => n >= 1),
+    whenEnabled('trigger', 'self.trigger > 0.0', 'trigger must be set, greater than 0, when smoothing is enabled', (n) => n > 0),
+    whenEnabled('delay', 'self.delay >= 0', 'delay must be set when smoothing is enabled', (n) => n >= 0),
+  ],
+);
 export type Smoothing = z.infer<typeof smoothingSchema>;
 
 interface RateShape {
   rate?: number | undefined;
   per?: number | undefined;
-  smoothing?: { threshold: number } | null | undefined;
+  smoothing?: { enabled: boolean; threshold?: number | undefined } | null | undefined;
 }
 
 /** Rules for an object whose `rate` and `per` are optional and belong together. */
@@ -152,10 +182,10 @@ export const perPositiveRule: CrossFieldRule<RateShape> = {
 };
 
 export const thresholdRule: CrossFieldRule<Omit<RateShape, 'per'>> = {
-  rule: '!has(self.smoothing) || !has(self.rate) || self.rate == 0 || self.smoothing.threshold <= self.rate',
+  rule: '!has(self.smoothing) || !has(self.smoothing.enabled) || !self.smoothing.enabled || !has(self.smoothing.threshold) || !has(self.rate) || self.rate == 0 || self.smoothing.threshold <= self.rate',
   message: 'smoothing.threshold must not exceed rate',
   field: '.smoothing.threshold',
-  holds: (v) => !v.smoothing || !v.rate || v.smoothing.threshold <= v.rate,
+  holds: (v) => !v.smoothing?.enabled || v.smoothing.threshold === undefined || !v.rate || v.smoothing.threshold <= v.rate,
 };
 
 /** The limit fields a policy, a key and a per-API access right share (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations); all optional. */

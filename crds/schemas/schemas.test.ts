@@ -62,7 +62,10 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['duplicate stream label', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a' }, { label: 'a' }] }, 'rate_limit_resources.1.label', /duplicate label/],
     ['bad stream interval', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a', local: { interval: '1 s' } }] }, 'rate_limit_resources.0.local.interval', /Invalid string/],
     ['bad OAS per', apiDefinitionSpecSchema, { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '10' } } } } }, 'oas.x-gw-api-gateway.upstream.rateLimit.per', /Invalid string/],
-    ['trigger 0', policySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, trigger: 0 } }, 'smoothing.trigger', /Too small/],
+    ['trigger 0', policySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, trigger: 0 } }, 'smoothing.trigger', /greater than 0, when smoothing is enabled/],
+    ['negative trigger, even switched off', policySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, enabled: false, trigger: -1 } }, 'smoothing.trigger', /Too small/],
+    ['enabled smoothing without a step', policySpecSchema, { rate: 10, per: 1, smoothing: { enabled: true, threshold: 2, trigger: 0.5, delay: 1 } }, 'smoothing.step', /step must be set/],
+    ['enabled smoothing with threshold 0', keySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, threshold: 0 } }, 'smoothing.threshold', /at least 1/],
     ['threshold above rate', policySpecSchema, { rate: 4, per: 1, smoothing }, 'smoothing.threshold', /must not exceed rate/],
     ['per-API limit rate without per', policySpecSchema, { access_rights: { a: { limit: { rate: 3 } } } }, 'access_rights.a.limit', /set together/],
     ['access right keyed by another api_id', policySpecSchema, { access_rights: { a: { api_id: 'b' } } }, 'access_rights', /keyed by its own api_id/],
@@ -79,14 +82,20 @@ describe('resource schemas (zod side of the CRDs)', () => {
     expect(issues(schema, value)).toContainEqual({ path, message: expect.stringMatching(message) });
   });
 
-  it('keeps the session schema meaning (smoothing is the shared schema)', () => {
-    expect(sessionSchema.parse({ smoothing: { threshold: 1, step: 1, trigger: 0.1, delay: 0 } }).smoothing).toEqual({
-      enabled: false,
-      threshold: 1,
-      step: 1,
-      trigger: 0.1,
-      delay: 0,
-    });
-    expect(sessionSchema.safeParse({ smoothing: { threshold: 1, step: 1, trigger: 0, delay: 0 } }).success).toBe(false);
+  it('keeps in a session only smoothing with every number it needs', () => {
+    const active = { enabled: true, threshold: 1, step: 1, trigger: 0.1, delay: 0 };
+    expect(sessionSchema.parse({ smoothing: active }).smoothing).toEqual(active);
+    expect(sessionSchema.safeParse({ smoothing: { ...active, trigger: 0 } }).success).toBe(false);
+    expect(sessionSchema.safeParse({ smoothing: { enabled: true, threshold: 1 } }).success).toBe(false);
+  });
+
+  it.each([
+    ['enabled: false alone', { enabled: false }],
+    ['the create-key answer\'s switched-off smoothing (zeros)', { enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 }],
+    ['switched-off numbers above rate', { enabled: false, threshold: 50, step: 1, trigger: 0.5, delay: 1 }],
+    ['no enabled at all (off by default)', { threshold: 50 }],
+  ])('accepts smoothing that is off: %s', (_name, off) => {
+    expect(issues(policySpecSchema, { rate: 10, per: 1, smoothing: off })).toEqual([]);
+    expect(issues(keySpecSchema, { rate: 10, per: 1, smoothing: off, access_rights: { a: { limit: { rate: 10, per: 1, smoothing: off } } } })).toEqual([]);
   });
 });

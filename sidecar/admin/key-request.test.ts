@@ -58,7 +58,8 @@ describe('create-key request', () => {
     ['key_hash smuggled in', { key_hash: 'b'.repeat(64) }, 'key_hash'],
     ['rate without per', { rate: 10 }, 'rate and per'],
     ['rate with per 0', { rate: 10, per: 0 }, 'per'],
-    ['smoothing threshold above rate', { rate: 5, per: 1, smoothing: { threshold: 6, step: 1, trigger: 0.5, delay: 1 } }, 'threshold'],
+    ['smoothing threshold above rate', { rate: 5, per: 1, smoothing: { enabled: true, threshold: 6, step: 1, trigger: 0.5, delay: 1 } }, 'threshold'],
+    ['enabled smoothing without its numbers', { rate: 5, per: 1, smoothing: { enabled: true } }, 'smoothing.threshold'],
   ])('refuses %s naming the field', (_label, body, field) => {
     expect(refusal(body)).toContain(field);
   });

@@ -173,6 +173,24 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     }
   });
 
+  it('takes back the switched-off smoothing it answers, and stores no smoothing for it', async () => {
+    const first = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ ...grantsPets, rate: 5, per: 1 }) });
+    const answered = (first.json as { data: { smoothing: unknown } }).data.smoothing;
+    expect(answered).toEqual({ enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 });
+    for (const smoothing of [answered, { enabled: false }]) {
+      const res = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ ...grantsPets, rate: 5, per: 1, smoothing }) });
+      expect(res.status).toBe(200);
+      const { key_hash: hash, data } = res.json as { key_hash: string; data: { key_id: string; smoothing: unknown } };
+      expect(data.smoothing).toEqual(answered);
+      expect(JSON.parse((await redis.get(sessionKey(hash)))!).smoothing).toBeNull();
+      const key = (await keysIn(namespace)).find((k) => k.metadata.name === data.key_id);
+      expect(key?.spec.smoothing).toEqual(smoothing);
+    }
+    const refused = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ ...grantsPets, rate: 5, per: 1, smoothing: { enabled: true } }) });
+    expect(refused.status).toBe(400);
+    expect((refused.json as { Message: string }).Message).toContain('smoothing.threshold: threshold must be set, at least 1, when smoothing is enabled');
+  });
+
   it('refuses a key with neither access rights nor policies, and writes no session and no Key', async () => {
     const keysBefore = (await keysIn(namespace)).map((k) => k.metadata.name);
     for (const request of [{}, { rate: 5, per: 1 }, { alias: 'nothing', apply_policies: [], access_rights: {} }]) {

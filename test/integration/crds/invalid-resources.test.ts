@@ -48,6 +48,8 @@ describe('invalid resources on the real API server', () => {
     ['duplicate stream labels', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a' }, { label: 'a' }] }, ['spec.rate_limit_resources[1]', 'Duplicate value']],
     ['smoothing trigger 0', 'Policy', { rate: 10, per: 1, smoothing: { ...smoothing, trigger: 0 } }, ['spec.smoothing.trigger', 'greater than 0']],
     ['smoothing threshold above rate', 'Policy', { rate: 4, per: 1, smoothing }, ['spec.smoothing.threshold', 'must not exceed rate']],
+    ['enabled smoothing without its numbers', 'Policy', { rate: 4, per: 1, smoothing: { enabled: true } }, ['spec.smoothing.threshold', 'threshold must be set, at least 1, when smoothing is enabled', 'spec.smoothing.delay']],
+    ['enabled smoothing on a key with step 0', 'Key', { rate: 4, per: 1, smoothing: { ...smoothing, threshold: 2, step: 0 } }, ['spec.smoothing.step', 'step must be set, at least 1']],
     ['an access right keyed by another api_id', 'Policy', { access_rights: { a: { api_id: 'b' } } }, ['spec.access_rights', 'keyed by its own api_id']],
     ['a per-API limit per 0', 'Policy', { access_rights: { a: { limit: { rate: 3, per: 0 } } } }, ['spec.access_rights[a].limit.per', 'per must be greater than 0']],
     ['a key_hash that is not a SHA-256', 'Key', { key_hash: 'not-a-hash' }, ['spec.key_hash']],
@@ -65,6 +67,20 @@ describe('invalid resources on the real API server', () => {
     for (const text of expected) expect(result.stderr).toContain(text);
     const get = await kubectl(['get', kinds[kind].plural, name, '-n', namespace], { allowFail: true });
     expect(get.stderr).toContain('NotFound');
+  });
+
+  it.each([
+    ['enabled: false alone', { enabled: false }],
+    ['switched off with zeros, as create-key answers it', { enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 }],
+    ['switched off with a threshold above rate', { enabled: false, threshold: 50, step: 1, trigger: 0.5, delay: 1 }],
+  ])('accepts a Policy and a Key whose smoothing is off: %s', async (label, off) => {
+    const name = `off-${label.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}`.slice(0, 50).replace(/-$/, '');
+    for (const kind of ['Policy', 'Key'] as const) {
+      const result = await apply(namespace, kind, name, { rate: 4, per: 1, smoothing: off, access_rights: { a: { limit: { rate: 4, per: 1, smoothing: off } } } });
+      expect(result.stderr).toBe('');
+      const stored = JSON.parse((await kubectl(['get', kinds[kind].plural, name, '-n', namespace, '-o', 'json'])).stdout);
+      expect(stored.spec.smoothing).toEqual(off);
+    }
   });
 
   it('rejects an invalid update and leaves the stored object as it was', async () => {
