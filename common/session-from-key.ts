@@ -28,15 +28,26 @@ function accessRights(spec: KeySpec): NonNullable<SessionInput['access_rights']>
  * content changes, and `changed` says whether there is anything to write, so an unchanged Key
  * rewrites nothing.
  */
-export function sessionFromKey(spec: unknown, keyName: string, namespace: string, existing: Session | null, now: Date): SessionOutcome {
+/**
+ * The Key resource a session stands for. `uid` is known once the resource exists in a cluster
+ * (the operator's reconcile); Events about the key name it, which `kubectl describe gwkey`
+ * selects them by.
+ */
+export interface KeyIdentity {
+  name: string;
+  namespace: string;
+  uid?: string | undefined;
+}
+
+export function sessionFromKey(spec: unknown, key: KeyIdentity, existing: Session | null, now: Date): SessionOutcome {
   const parsed = keySpecSchema.safeParse(spec ?? {});
   if (!parsed.success) return { ok: false, message: firstIssue('spec', parsed.error) };
   // A misspelt field (`is_inactve`) would be dropped by the parse and the key served as if it were not there.
   const unknown = unknownFields(keySpecSchema, spec ?? {});
   if (unknown.length > 0) return { ok: false, message: `spec.${unknown[0]}: Key has no such field (misspelt?); kubectl apply refuses it too` };
   const s = parsed.data;
-  const runtime: RuntimeFields = existing ? Object.fromEntries(RUNTIME_FIELDS.map((f) => [f, existing[f]])) : initialRuntime(s, keyName, now);
-  const fromSpec = specFields(s, namespace);
+  const runtime: RuntimeFields = existing ? Object.fromEntries(RUNTIME_FIELDS.map((f) => [f, existing[f]])) : initialRuntime(s, key.name, now);
+  const fromSpec = specFields(s, key, existing);
   // Every field the spec owns comes from the spec alone: one the spec no longer sets falls
   // back to its default (`kubectl apply` without `is_inactive` reactivates the key), where a
   // merge over the existing session kept its last value.
@@ -60,8 +71,10 @@ function firstIssue(root: 'spec' | null, error: { issues: Array<{ path: Property
   return `${path.length > 0 ? path.join('.') : 'session'}: ${issue?.message ?? 'invalid'}`;
 }
 
-function specFields(s: KeySpec, namespace: string): SessionInput {
+/** The fields the Key owns: its spec's, its namespace, and its uid (kept while the caller does not know it). */
+function specFields(s: KeySpec, key: KeyIdentity, existing: Session | null): SessionInput {
   return {
+    key_uid: key.uid ?? existing?.key_uid ?? '',
     alias: s.alias,
     rate: s.rate,
     per: s.per,
@@ -81,7 +94,7 @@ function specFields(s: KeySpec, namespace: string): SessionInput {
     tags: s.tags,
     throttle_interval: s.throttle_interval,
     throttle_retry_limit: s.throttle_retry_limit,
-    namespace,
+    namespace: key.namespace,
   };
 }
 

@@ -72,6 +72,11 @@ export const sessionSchema = z.object({
    * policies of that namespace (`namespace/name`).
    */
   namespace: z.string().default('default'),
+  /**
+   * gw extension: uid of the Key resource, which the operator sets once the resource exists,
+   * so the key's smoothing Events name it (`kubectl describe gwkey` selects Events by uid).
+   */
+  key_uid: z.string().default(''),
 });
 export type Session = z.infer<typeof sessionSchema>;
 /** A session before its defaults are filled in: what `sessionSchema` parses. */

@@ -54,7 +54,7 @@ function warmUpConfig(upstream: string, local: LocalSettings, hash: string): { c
   });
   const { config } = compile({ apiDefinitions: [api('warm-up-keyless', true), api('warm-up-keyed', false)], policies: [], settings: resolveSettings(undefined, local) });
   const keySpec = { key_hash: hash, rate: 1_000_000_000, per: 1, quota_max: 1_000_000_000, quota_renewal_rate: 3600, access_rights: { 'warm-up-keyed': { api_id: 'warm-up-keyed', api_name: 'warm-up-keyed' } } };
-  return { config, session: sessionFromKey(keySpec, 'warm-up', 'gw-warm-up', null, new Date()) };
+  return { config, session: sessionFromKey(keySpec, { name: 'warm-up', namespace: 'gw-warm-up' }, null, new Date()) };
 }
 
 /** A source that publishes one config once. */

@@ -188,12 +188,15 @@ export class KeyController implements KindController {
 
   async #writeSession(key: Key, hash: string): Promise<{ ok: true } | { ok: false; message: string }> {
     const existing = await this.#ctx.sessions.get(hash);
-    const outcome = sessionFromKey(key.spec, key.metadata.name, key.metadata.namespace, existing, new Date());
+    const outcome = sessionFromKey(key.spec, key.metadata, existing, new Date());
     if (!outcome.ok) return outcome;
     if (!outcome.changed) return { ok: true };
     await this.#ctx.sessions.put(hash, outcome.session);
     const where = key.spec.key_hash ? '' : ` (raw key in Secret ${keySecretName(key.metadata.name)})`;
-    this.#ctx.events.record(key, 'Normal', existing ? 'SessionUpdated' : 'SessionCreated', `session ${existing ? 'updated' : 'stored'} in Redis${where}`);
+    // A session this Key object writes for the first time (one create-key stored before the
+    // Key existed, or one of a Key made again under the same hash) is stored for it.
+    const updated = existing !== null && existing.key_uid === key.metadata.uid;
+    this.#ctx.events.record(key, 'Normal', updated ? 'SessionUpdated' : 'SessionCreated', `session ${updated ? 'updated' : 'stored'} in Redis${where}`);
     return { ok: true };
   }
 

@@ -24,10 +24,10 @@ const smoothingOff: Smoothing = { enabled: false, threshold: 0, step: 0, trigger
  * The response's `data`: the stored session as the key record types it. The record's
  * `smoothing` is an object, so a key without smoothing gets it switched off rather than
  * null (the session keeps null, which the limiters read as "no smoothing"). `namespace`
- * is gw's own and stays out.
+ * and `key_uid` are gw's own and stay out.
  */
-function keyRecordOf(session: Session): Omit<Session, 'namespace' | 'smoothing'> & { smoothing: Smoothing } {
-  const { namespace: _namespace, ...record } = session;
+function keyRecordOf(session: Session): Omit<Session, 'namespace' | 'key_uid' | 'smoothing'> & { smoothing: Smoothing } {
+  const { namespace: _namespace, key_uid: _keyUid, ...record } = session;
   return { ...record, smoothing: session.smoothing ?? smoothingOff };
 }
 
@@ -47,7 +47,7 @@ export async function createKey(ctx: HandlerContext): Promise<Reply> {
   const name = keyNameOf(hash);
   const spec = keySpecOf(body, hash);
   // The same derivation the operator and the folder source apply to a Key, so neither rewrites this session.
-  const derived = sessionFromKey(spec, name, deps.namespace, null, new Date());
+  const derived = sessionFromKey(spec, { name, namespace: deps.namespace }, null, new Date());
   if (!derived.ok) throw new AdminError(adminErrors.bodyInvalid, derived.message);
   const { session } = derived;
 

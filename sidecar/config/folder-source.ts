@@ -409,7 +409,7 @@ export class FolderConfigSource implements ConfigSource {
         continue;
       }
       const existing = parseSession(json);
-      const outcome = sessionFromKey(spec, meta.name, namespace, existing, new Date());
+      const outcome = sessionFromKey(spec, { name: meta.name, namespace }, existing, new Date());
       if (outcome.ok) {
         // An unchanged session is not written again: every write is reported to each gateway
         // that read the session, which then reads it again (docs/architecture.md#sessions).

@@ -139,6 +139,8 @@ describe('effectiveLimits: a key without policies', () => {
     const smoothing = { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 1 };
     const limits = effectiveLimits(session({ rate: 5, per: 1, smoothing, alias: 'k1', key_id: 'team-key', namespace: 'ns' }), 'a', {});
     expect(limits.rate?.smoothing?.source).toEqual({ kind: 'Key', namespace: 'ns', name: 'team-key' });
+    const adopted = effectiveLimits(session({ rate: 5, per: 1, smoothing, key_id: 'team-key', namespace: 'ns', key_uid: 'u-1' }), 'a', {});
+    expect(adopted.rate?.smoothing?.source).toEqual({ kind: 'Key', namespace: 'ns', name: 'team-key', uid: 'u-1' });
   });
 });
 

@@ -82,7 +82,9 @@ function policyCandidate(policy: CompiledPolicy, apiId: string): Candidate {
 
 /** A session's `key_id` is its Key resource's name (a public id, never the credential). */
 function sessionSource(session: Session): ResourceRef {
-  return { kind: 'Key', namespace: session.namespace, name: session.key_id || session.alias };
+  const ref: ResourceRef = { kind: 'Key', namespace: session.namespace, name: session.key_id || session.alias };
+  if (session.key_uid !== '') ref.uid = session.key_uid;
+  return ref;
 }
 
 function sessionCandidate(session: Session, apiId: string): Candidate {

@@ -51,12 +51,12 @@ async function redisValue(redis: Redis, key: string): Promise<string> {
 }
 
 interface Item {
-  metadata: { name: string; namespace?: string };
+  metadata: { name: string; namespace?: string; uid?: string };
   spec: Record<string, unknown>;
   status?: { conditions?: { type: string; status: string; reason?: string }[] };
-  regarding?: { kind?: string; name?: string };
+  regarding?: { kind?: string; name?: string; uid?: string };
   reportingInstance?: string;
-  involvedObject?: { kind?: string; name?: string };
+  involvedObject?: { kind?: string; name?: string; uid?: string };
 }
 
 /** The pod annotation `gw.dev/apis` of the application pod whose injected sidecar the checks use. */
@@ -319,6 +319,40 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     expect(text).toContain('RateLimitSmoothingUp');
     expect(text).toContain('RateLimitSmoothingDown');
   }, 90_000);
+
+  it('a Key\'s own smoothing Events name the Key by uid, so kubectl describe gwkey lists them', async () => {
+    const reply = await call(`${gw().adminUrl}/admin/org/keys`, {
+      method: 'POST',
+      headers: { 'Admin-Auth': gw().adminSecret },
+      body: { alias: 'e2e-own-smoothing', rate: 50, per: 10, smoothing: { enabled: true, threshold: 4, step: 4, trigger: 0.5, delay: 1 }, access_rights: { 'auth-token-api': { api_id: 'auth-token-api' } } },
+    });
+    expect(reply.status, reply.text).toBe(200);
+    const { key_id: raw, key_hash: hash, data } = reply.json as { key_id: string; key_hash: string; data: Record<string, unknown> };
+    rawKeys.push(raw);
+    // The uid is gw's own: the key record answered leaves it out.
+    expect(data).not.toHaveProperty('key_uid');
+    const name = String(data.key_id);
+    const key = await waitFor('the Key of the new key', async () => (await getJson(['gwkey'])).items.find((k) => k.metadata.name === name));
+    const redis = new Redis(testEnv().redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+    try {
+      await redis.connect();
+      // The operator adopts the session create-key stored and gives it the Key's uid.
+      await waitFor('the session to carry the Key\'s uid', async () => JSON.parse((await redis.get(sessionKey(hash))) ?? '{}').key_uid === key.metadata.uid);
+    } finally {
+      redis.disconnect();
+    }
+    const stored = (await kubectl(['get', 'events', '-n', namespace, '--field-selector', `involvedObject.name=${name}`, '-o', 'json'])).stdout;
+    expect((JSON.parse(stored) as { items: Item[] }).items.map((e) => (e as { reason?: string }).reason)).toEqual(['SessionCreated']);
+    const burst: number[] = [];
+    for (let i = 0; i < 8; i++) burst.push((await appProxy('/auth/get', { Authorization: raw })).status);
+    expect(burst.slice(0, 4)).toEqual([200, 200, 200, 200]);
+    const up = await waitFor('the Key\'s RateLimitSmoothingUp event', async () =>
+      (await getJson(['events', '--field-selector', `reason=RateLimitSmoothingUp,involvedObject.name=${name}`])).items[0], 15_000, 500);
+    expect(up.involvedObject).toMatchObject({ kind: 'Key', name, uid: key.metadata.uid });
+    const described = (await kubectl(['describe', 'gwkey', name, '-n', namespace])).stdout;
+    expect(described).toContain('RateLimitSmoothingUp');
+    expect(described).toContain('allowance 4 -> 8');
+  }, 60_000);
 
   it('a portal tag appears on the PortalProduct', async () => {
     const url = `${gw().adminUrl}/portal-api/products/starter/tags`;

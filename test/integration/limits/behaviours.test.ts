@@ -160,7 +160,7 @@ describe('quotas on Redis', () => {
 
   it("a new Key's quota_remaining is what its first period has left", async () => {
     // The session as the operator, the folder and create-key derive it from a Key.
-    const derived = sessionFromKey({ rate: 100, per: 1, quota_max: 10, quota_remaining: 2, quota_renewal_rate: 3600 }, 'k', 'default', null, new Date());
+    const derived = sessionFromKey({ rate: 100, per: 1, quota_max: 10, quota_remaining: 2, quota_renewal_rate: 3600 }, { name: 'k', namespace: 'default' }, null, new Date());
     if (!derived.ok) throw new Error(derived.message);
     const a = api(uniqueId('quota'));
     const gateway = startGateway(config({ settings: rolling, apis: [a] }), testEnv().redisUrl);
@@ -171,7 +171,7 @@ describe('quotas on Redis', () => {
   });
 
   it("a new Key given quota_remaining 0 has nothing left in its first period", async () => {
-    const derived = sessionFromKey({ rate: 100, per: 1, quota_max: 3, quota_remaining: 0, quota_renewal_rate: 3600 }, 'k', 'default', null, new Date());
+    const derived = sessionFromKey({ rate: 100, per: 1, quota_max: 3, quota_remaining: 0, quota_renewal_rate: 3600 }, { name: 'k', namespace: 'default' }, null, new Date());
     if (!derived.ok) throw new Error(derived.message);
     const a = api(uniqueId('quota'));
     const gateway = startGateway(config({ settings: rolling, apis: [a] }), testEnv().redisUrl);
@@ -183,7 +183,7 @@ describe('quotas on Redis', () => {
   it("a Policy's quota on a new Key runs its first period from the Key's session, as the Key's own does", async () => {
     const made = new Date(Date.now() - 20_000);
     const p = policy(uniqueId('quota-policy'), { quota_max: 3, quota_renewal_rate: 60 });
-    const derived = sessionFromKey({ apply_policies: [p.source.name] }, 'k', 'default', null, made);
+    const derived = sessionFromKey({ apply_policies: [p.source.name] }, { name: 'k', namespace: 'default' }, null, made);
     if (!derived.ok) throw new Error(derived.message);
     const a = api(uniqueId('quota'));
     const gateway = startGateway(config({ settings: rolling, apis: [a], policies: [p] }), testEnv().redisUrl);
