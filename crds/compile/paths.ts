@@ -1,3 +1,5 @@
+import { linearTimeRefusal, pathRegex } from './path-regex.ts';
+
 /**
  * Endpoint matchers: every path becomes an anchored regular-expression source that the
  * sidecar compiles once at config load. Classic paths are regular expressions already;
@@ -12,11 +14,12 @@ export type PatternResult = { ok: true; pattern: string } | { ok: false; message
 function anchored(source: string): PatternResult {
   const pattern = `^(?:${source})$`;
   try {
-    new RegExp(pattern);
-    return { ok: true, pattern };
+    pathRegex(pattern);
   } catch (err) {
     return { ok: false, message: (err as Error).message };
   }
+  const refusal = linearTimeRefusal(pattern);
+  return refusal === null ? { ok: true, pattern } : { ok: false, message: refusal };
 }
 
 /** A classic (regex) path; `{name}` placeholders match like `(.*)` as in OAS paths. */
@@ -49,5 +52,5 @@ export function methodsOverlap(a: string, b: string): boolean {
  * rule matching the other's literal path.
  */
 export function pathsOverlap(a: { path: string; pattern: string }, b: { path: string; pattern: string }): boolean {
-  return a.path === b.path || new RegExp(a.pattern).test(b.path) || new RegExp(b.pattern).test(a.path);
+  return a.path === b.path || pathRegex(a.pattern).test(b.path) || pathRegex(b.pattern).test(a.path);
 }

@@ -47,7 +47,7 @@ const endpointPathSchema = z
   .min(1)
   .max(bounds.path)
   .describe(
-    'Path relative to the listen path, matched in full. A regular expression (e.g. "/users/[0-9]+" or "/.*"); "{name}" segments match like "(.*)". A regex that does not compile makes the ApiDefinition not Ready (reason InvalidRegex).',
+    'Path relative to the listen path, matched in full. A regular expression (e.g. "/users/[0-9]+" or "/.*"); "{name}" segments match like "(.*)". A regex that does not compile, or could take more than linear time (a backreference, a lookahead, a counted repetition over 16), makes the ApiDefinition not Ready (reason InvalidRegex).',
   );
 
 const endpointRateLimitSchema = withRules(

@@ -40,7 +40,7 @@ const endpointSchema = z
       .string()
       .min(1)
       .max(bounds.path)
-      .describe('Path relative to the API listen path, matched in full; a regular expression, "{name}" segments match like "(.*)".'),
+      .describe('Path relative to the API listen path, matched in full; a regular expression, "{name}" segments match like "(.*)". One that could take more than linear time (a backreference, a lookahead, a counted repetition over 16) is refused (reason InvalidRegex).'),
     methods: z.array(endpointMethodSchema).min(1).max(10).describe('Methods of the endpoint with their limits.'),
   })
   .describe('Key-level per-endpoint limits for one path. The endpoint must not be an ignored (no-auth) endpoint of the API.');

@@ -1,4 +1,5 @@
 import type { CompiledApi } from '../../crds/compiled.ts';
+import { pathRegex } from '../../crds/compile/path-regex.ts';
 import { PrefixIndex } from './prefix-index.ts';
 
 /** A compiled matcher, its RegExp built once at config load. */
@@ -41,7 +42,7 @@ function buildRoute(api: CompiledApi): Route {
     origin: target.origin,
     basePath: trimSlash(target.pathname),
     authHeader: api.auth_header_name.toLowerCase(),
-    ignored: api.ignored.map((m) => ({ re: new RegExp(m.pattern), method: m.method.toUpperCase() })),
+    ignored: api.ignored.map((m) => ({ re: pathRegex(m.pattern), method: m.method.toUpperCase() })),
   };
 }
 

@@ -1,4 +1,5 @@
 import type { CompiledEndpointLimit } from '../../crds/compiled.ts';
+import { pathRegex } from '../../crds/compile/path-regex.ts';
 
 export interface EndpointMatcher<T> {
   method: string;
@@ -8,7 +9,7 @@ export interface EndpointMatcher<T> {
 
 /** Regexes are compiled once per config; patterns come anchored from the compile step. */
 export function compileEndpoints(limits: readonly CompiledEndpointLimit[]): EndpointMatcher<CompiledEndpointLimit>[] {
-  return limits.map((limit) => ({ method: limit.method.toUpperCase(), regex: new RegExp(limit.pattern), value: limit }));
+  return limits.map((limit) => ({ method: limit.method.toUpperCase(), regex: pathRegex(limit.pattern), value: limit }));
 }
 
 /** First match in evaluation order (docs/behaviour.md#limits-and-their-scopes). */

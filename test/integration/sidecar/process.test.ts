@@ -50,6 +50,42 @@ spec: { key_hash: ${keyHash(rawKey)}, access_rights: { folder-auth: { api_id: fo
     expect(child.stderr()).toContain('invalid setting drl_threshold (from GW_DRL_THRESHOLD)');
   });
 
+  it('serves an API whose endpoint path backtracks exponentially without stopping, and refuses one with a backreference', async () => {
+    const redosDir = await mkdtemp(join(tmpdir(), 'gw-redos-'));
+    const withPath = (id: string, listenPath: string, path: string): string => `apiVersion: gw.dev/v1alpha1
+kind: ApiDefinition
+metadata: { name: ${id} }
+spec:
+  api_id: ${id}
+  use_keyless: true
+  proxy: { listen_path: ${listenPath}, target_url: '${upstream.url}', strip_listen_path: true }
+  use_extended_paths: true
+  extended_paths: { rate_limit: [{ path: '${path}', method: GET, rate: 100, per: 1 }] }
+`;
+    await writeFile(join(redosDir, 'apis.yaml'), `${withPath('nested', '/nested/', '/(a+)+$')}---\n${withPath('backref', '/backref/', '/(a+)\\1')}---\n${apiYaml('plain', '/plain/', upstream.url, true)}`);
+    const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
+    const child = spawnSidecar(['--config', redosDir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--redis-url', redis.url], { GW_WORKERS: '1', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' });
+    try {
+      const proxy = `http://127.0.0.1:${listen}`;
+      await eventually(async () => (await call(`${proxy}/plain/x`).catch(() => ({ status: 0 }))).status === 200, 20_000, 'serving');
+      // 2^60 steps for a backtracking match: the gateway would never answer again.
+      const [nested, plain] = await Promise.all([call(`${proxy}/nested/${'a'.repeat(60)}!`), call(`${proxy}/plain/x`)]);
+      expect(nested.status).toBe(200);
+      expect(plain.status).toBe(200);
+      // The rule still matches what it matches: its limit applies to a path of a's alone.
+      expect(nested.headers['x-ratelimit-limit']).toBeUndefined();
+      expect((await call(`${proxy}/nested/${'a'.repeat(60)}`)).headers['x-ratelimit-limit']).toBe('100');
+      const ready = (await call(`http://127.0.0.1:${health}/readyz`)).json() as { problems: { subject: string; reason: string; file: string }[] };
+      expect(ready.problems).toEqual([
+        { subject: 'ApiDefinition default/backref', file: 'apis.yaml', reason: expect.stringMatching(/^spec\.extended_paths\.rate_limit\[0\]\.path: .*could take exponential time to match/) },
+      ]);
+      expect((await call(`${proxy}/backref/x`)).status).toBe(404);
+    } finally {
+      if (child.proc.exitCode === null) child.proc.kill('SIGKILL');
+      await rm(redosDir, { recursive: true, force: true });
+    }
+  });
+
   it('serves Keys of the folder, applies edits on its own, reloads on SIGHUP and GET /gw/reload, survives Redis going away, drains on SIGTERM', async () => {
     const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
     const child = spawnSidecar(['--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`, '--health-listen', `127.0.0.1:${health}`, '--redis-url', redis.url], { GW_ADMIN_SECRET: 'process-admin-secret', GW_WORKERS: '1' });
