@@ -180,22 +180,26 @@ export class KubernetesResourceStore implements ResourceStore {
       });
       return true;
     } catch (error) {
-      // The API is still there (or vanished meanwhile): its ConfigMap goes back to the operator.
-      if (retained) await unretain(this.#core, retained).catch(() => undefined);
+      // The API still there (the delete refused): its ConfigMap goes back to the operator. Gone
+      // (a delete racing this one answered "deleted", or kubectl's): it stays retained until the
+      // reload, as that answer promised; put back, the operator would remove it with the API.
+      if (retained && (await this.#apiExists(api.namespace, api.name).catch(() => true))) await unretain(this.#core, retained).catch(() => undefined);
+      if (isNotFound(error)) return false;
+      throw error;
+    }
+  }
+
+  async #apiExists(namespace: string, name: string): Promise<boolean> {
+    try {
+      await this.#custom.getNamespacedCustomObject({ group, version, namespace, plural: kinds.ApiDefinition.plural, name });
+      return true;
+    } catch (error) {
       if (isNotFound(error)) return false;
       throw error;
     }
   }
 
   releaseDeleted(): Promise<string[]> {
-    return releaseRetained(this.#core, this.namespaces, async (namespace, name) => {
-      try {
-        await this.#custom.getNamespacedCustomObject({ group, version, namespace, plural: kinds.ApiDefinition.plural, name });
-        return true;
-      } catch (error) {
-        if (isNotFound(error)) return false;
-        throw error;
-      }
-    });
+    return releaseRetained(this.#core, this.namespaces, (namespace, name) => this.#apiExists(namespace, name));
   }
 }

@@ -114,6 +114,17 @@ describe('DELETE /gw/apis/{apiID} and GET /gw/reload on the API server', () => {
     expect(again.json).toEqual({ status: 'error', message: 'API not found' });
   });
 
+  it('keeps the ConfigMap retained when deletes of one API race: one answers deleted, the others not found', async () => {
+    await kubectl(['apply', '-f', '-'], { input: api(namespace, 'raced') });
+    await compiledConfigMap('raced');
+    const answers = await Promise.all(Array.from({ length: 5 }, () => admin.call('DELETE', '/gw/apis/raced-id', { headers: [auth] })));
+    expect(answers.map((res) => res.status).sort()).toEqual([200, 404, 404, 404, 404]);
+    expect(await apiNames()).not.toContain('raced');
+    const retained = await configMap('raced');
+    expect(retained?.metadata?.annotations?.['gw.dev/retain-until-reload']).toBe('true');
+    expect(retained?.metadata?.ownerReferences ?? []).toEqual([]);
+  });
+
   it('deletes an API the operator has not compiled yet (no ConfigMap)', async () => {
     const res = await admin.call('DELETE', '/gw/apis/fresh-id', { headers: [auth] });
     expect(res.status).toBe(200);
