@@ -58,6 +58,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<strin
     case 'limits': {
       if (rest.length !== 1) throw new PluginError('limits takes one Key name: kubectl gw limits KEY --api API_ID');
       if (!values.api) throw new PluginError('limits needs --api API_ID');
+      // As `kubectl get KIND NAME -A` answers: a name names one object of one namespace.
+      if (allNamespaces) throw new PluginError('a Key cannot be looked up by name across all namespaces: give its namespace with -n');
       return limits(cluster, { key: rest[0]!, api: values.api, path: values.path, method: values.method, ...access }, format);
     }
     case 'status':

@@ -40,7 +40,9 @@ const targetUrlSchema = z
   .url({ protocol: /^https?$/ })
   .max(bounds.url);
 
-const durationSchema = z.string().min(2).max(32).regex(new RegExp(durationPattern));
+// No minimum length: the API server's message for "1" then shows the pattern (a number and its
+// unit), where a length rule answered "at least 2 chars long", which hid why.
+const durationSchema = z.string().max(32).regex(new RegExp(durationPattern));
 
 const endpointPathSchema = z
   .string()

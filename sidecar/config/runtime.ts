@@ -93,7 +93,7 @@ export class ConfigRuntime {
   problems(): ConfigProblem[] {
     const shadowed = this.#state.routes.shadowed.map(({ api, by }) => ({
       subject: `${api.source.kind} ${api.source.namespace}/${api.source.name}`,
-      reason: `listen path ${api.listen_path} is served by ${by.source.kind} ${by.source.namespace}/${by.source.name} (api_id ${by.api_id}, loaded first); this API is never reached`,
+      reason: `listen path ${api.listen_path} is served by ${by.source.kind} ${by.source.namespace}/${by.source.name} (its api_id ${by.api_id} comes first); this API is never reached`,
     }));
     return [...this.#deps.source.problems(), ...shadowed];
   }

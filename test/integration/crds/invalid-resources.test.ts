@@ -45,6 +45,7 @@ describe('invalid resources on the real API server', () => {
     ['an api_id with a slash', 'ApiDefinition', { proxy, api_id: '../etc' }, ['spec.api_id']],
     ['a target that is not http', 'ApiDefinition', { proxy: { ...proxy, target_url: 'not a url' } }, ['spec.proxy.target_url']],
     ['an OAS per that is not a duration', 'ApiDefinition', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '10 seconds' } } } } }, ['spec.oas.x-gw-api-gateway.upstream.rateLimit.per']],
+    ['a stream interval without its unit', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a', local: { interval: '1' } }] }, ['spec.rate_limit_resources[0].local.interval', 'should match']],
     ['duplicate stream labels', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a' }, { label: 'a' }] }, ['spec.rate_limit_resources[1]', 'Duplicate value']],
     ['smoothing trigger 0', 'Policy', { rate: 10, per: 1, smoothing: { ...smoothing, trigger: 0 } }, ['spec.smoothing.trigger', 'greater than 0']],
     ['smoothing threshold above rate', 'Policy', { rate: 4, per: 1, smoothing }, ['spec.smoothing.threshold', 'must not exceed rate']],

@@ -126,6 +126,7 @@ describe('kubectl gw', () => {
     const cases: [string[], string][] = [
       [['limits', 'nope', '-n', ns, '--api', 'orders', '--admin-url', sidecar.adminUrl], `error: Key ${ns}/nope not found\n`],
       [['limits', 'mobile', '-n', ns], 'error: limits needs --api API_ID\n'],
+      [['limits', 'mobile', '-A', '--api', 'orders'], 'error: a Key cannot be looked up by name across all namespaces: give its namespace with -n\n'],
       [['limits', 'mobile', '-n', ns, '--api', 'orders', '-o', 'xml'], 'error: unable to match a printer suitable for the output format "xml", allowed formats are: json,wide,yaml\n'],
       [['limits', 'mobile', '-n', ns, '--api', 'nope', '--admin-url', sidecar.adminUrl], 'error: the admin gateway answered 404: API not found: no API nope is loaded on this gateway\n'],
       [['limits', 'mobile', '-n', ns, '--api', 'orders', '--context', 'nowhere'], 'error: context "nowhere" does not exist\n'],

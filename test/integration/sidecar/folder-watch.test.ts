@@ -281,7 +281,7 @@ spec: { api_id: later, proxy: { listen_path: /later/, target_url: '${upstream.ur
       body: {
         status: 'ready',
         reasons: [],
-        problems: [{ subject: 'ApiDefinition default/b-second', reason: 'listen path /shared/ is served by ApiDefinition default/a-first (api_id a-first, loaded first); this API is never reached' }],
+        problems: [{ subject: 'ApiDefinition default/b-second', reason: 'listen path /shared/ is served by ApiDefinition default/a-first (its api_id a-first comes first); this API is never reached' }],
       },
     });
     expect(await metrics()).toContain('gw_config_problems{kind="ApiDefinition",reason="ListenPathTaken"} 1');

@@ -92,11 +92,11 @@ describe('Kubernetes config source', () => {
     await publish(`${run}-one`, lower, 'lower');
     await publish(`${run}-two`, upper, 'upper');
     expect(await seen()).toBe('/upper/x');
-    expect(await shadowed()).toEqual([`ApiDefinition default/${lower}: listen path /${run}/ is served by ApiDefinition default/${upper} (api_id ${upper}, loaded first); this API is never reached`]);
+    expect(await shadowed()).toEqual([`ApiDefinition default/${lower}: listen path /${run}/ is served by ApiDefinition default/${upper} (its api_id ${upper} comes first); this API is never reached`]);
     // The upper-case API's ConfigMap now carries an api_id that comes after the other's.
     await publish(`${run}-two`, later, 'upper');
     expect(await seen()).toBe('/lower/x');
-    expect(await shadowed()).toEqual([`ApiDefinition default/${later}: listen path /${run}/ is served by ApiDefinition default/${lower} (api_id ${lower}, loaded first); this API is never reached`]);
+    expect(await shadowed()).toEqual([`ApiDefinition default/${later}: listen path /${run}/ is served by ApiDefinition default/${lower} (its api_id ${lower} comes first); this API is never reached`]);
     // Gone (a reload unloads a deleted ConfigMap's API without the grace): nothing is shadowed any more.
     await core.deleteNamespacedConfigMap({ namespace, name: configMapName(`${run}-two`) });
     await eventually(async () => (await sidecar.runtime.reload(), (await shadowed()).length === 0), 10_000, 'no API shadowed');
