@@ -1,11 +1,41 @@
-import { KubeConfig } from '@kubernetes/client-node';
+import { type ApiConstructor, type ApiType, createConfiguration, KubeConfig, ServerConfiguration, setHeaderMiddleware } from '@kubernetes/client-node';
+
+/** The gw program a Kubernetes client works for. */
+export type GwComponent = 'gw-operator' | 'gw-sidecar';
+
+/**
+ * A KubeConfig whose API clients send the gw program's name as their User-Agent: the API
+ * server names a write's field manager (`managedFields`) and its audit entry's user agent
+ * after it, so `kubectl get -o yaml --show-managed-fields` says which fields gw wrote, where
+ * the library's own agent read `kubernetes-client-javascript`.
+ */
+class ComponentKubeConfig extends KubeConfig {
+  readonly #userAgent: string;
+
+  constructor(component: GwComponent) {
+    super();
+    this.#userAgent = component;
+  }
+
+  override makeApiClient<T extends ApiType>(apiClientType: ApiConstructor<T>): T {
+    const cluster = this.getCurrentCluster();
+    if (!cluster) throw new Error('No active cluster!');
+    return new apiClientType(
+      createConfiguration({
+        baseServer: new ServerConfiguration(cluster.server, {}),
+        authMethods: { default: this },
+        middleware: [setHeaderMiddleware('User-Agent', this.#userAgent)],
+      }),
+    );
+  }
+}
 
 /**
  * Kubernetes client configuration for operator and sidecar: in a pod, the service
  * account; elsewhere `$KUBECONFIG` or ~/.kube/config (loadFromDefault covers all three).
  */
-export function loadKubeConfig(kubeconfigPath?: string): KubeConfig {
-  const kc = new KubeConfig();
+export function loadKubeConfig(component: GwComponent, kubeconfigPath?: string): KubeConfig {
+  const kc = new ComponentKubeConfig(component);
   if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
   else kc.loadFromDefault();
   return kc;

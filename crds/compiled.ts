@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { linearTimeRefusal } from './compile/path-regex.ts';
 import { gatewaySettingsSchema } from './settings.ts';
 
 /**
@@ -27,17 +28,26 @@ export const compiledSmoothingSchema = z.object({
 });
 export type CompiledSmoothing = z.infer<typeof compiledSmoothingSchema>;
 
+/**
+ * An anchored path pattern, one the sidecar can match in linear time (crds/compile/path-regex.ts).
+ * A ConfigMap compiled before the compile step refused the others is refused here too, rather
+ * than served with a pattern one request could stop the gateway with.
+ */
+const compiledPatternSchema = z.string().refine((pattern) => linearTimeRefusal(pattern) === null, {
+  message: 'the path pattern could take exponential time to match; the ApiDefinition or Policy must be fixed (InvalidRegex)',
+});
+
 export const compiledEndpointLimitSchema = compiledRateSchema.extend({
   /** The path as the user wrote it (for messages and limiter key identity). */
   path: z.string(),
-  pattern: z.string(),
+  pattern: compiledPatternSchema,
   method: z.string(),
 });
 export type CompiledEndpointLimit = z.infer<typeof compiledEndpointLimitSchema>;
 
 export const compiledMatcherSchema = z.object({
   path: z.string(),
-  pattern: z.string(),
+  pattern: compiledPatternSchema,
   method: z.string(),
 });
 export type CompiledMatcher = z.infer<typeof compiledMatcherSchema>;

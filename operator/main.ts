@@ -26,7 +26,7 @@ async function main(): Promise<number | 'running'> {
     throw error;
   }
   const log = createLogger('gw-operator', options.logLevel);
-  const operator = new Operator(options, { kc: loadKubeConfig(options.kubeconfig), log, settings });
+  const operator = new Operator(options, { kc: loadKubeConfig('gw-operator', options.kubeconfig), log, settings });
   stopOnSignals(log, 'shutting down', () => operator.stop());
   process.on('unhandledRejection', (reason) => log.error({ err: reason }, 'unhandled rejection'));
   await operator.start();

@@ -112,7 +112,7 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
   const metrics = createSidecarMetrics();
   const redis = options.redisUrl ? createRedis(options.redisUrl, settings.redis_timeout_ms, logger, metrics) : undefined;
   const sessions = redis ? new RedisSessionStore(redis) : new MemorySessionStore();
-  const loaded = options.configDir ? overrides.kubeConfig : (overrides.kubeConfig ?? loadKubeConfig(options.kubeconfig));
+  const loaded = options.configDir ? overrides.kubeConfig : (overrides.kubeConfig ?? loadKubeConfig('gw-sidecar', options.kubeconfig));
   // Every Kubernetes client of the sidecar is made from this one KubeConfig: one agent, reused connections.
   const kubeConfig = loaded && shareConnections(loaded);
   const sink: Parts['events'] = kubeConfig

@@ -362,8 +362,14 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     const reply = await call(url, { method: 'POST', headers: { Authorization: gw().portalSecret }, body: { Name: 'beta' } });
     expect(reply.status, reply.text).toBe(200);
     expect(reply.json).toEqual({ Name: 'beta' });
-    const product = JSON.parse((await kubectl(['get', 'gwprod', 'starter', '-n', namespace, '-o', 'json'])).stdout) as Item;
+    const product = JSON.parse((await kubectl(['get', 'gwprod', 'starter', '-n', namespace, '-o', 'json', '--show-managed-fields'])).stdout) as Item & {
+      metadata: { managedFields?: { manager: string; operation: string; subresource?: string }[] };
+    };
     expect(product.spec.tags).toEqual([{ Name: 'free' }, { Name: 'beta' }]);
+    // The API server names each writer after its User-Agent: the admin gateway's tag write, the operator's status.
+    const managers = (product.metadata.managedFields ?? []).map((f) => `${f.manager} ${f.operation}${f.subresource ? ` ${f.subresource}` : ''}`);
+    expect(managers).toEqual(expect.arrayContaining(['gw-sidecar Update', 'gw-operator Update status']));
+    expect(managers.join()).not.toContain('kubernetes-client-javascript');
     const missing = await call(`${gw().adminUrl}/portal-api/products/no-such-product/tags`, {
       method: 'POST',
       headers: { Authorization: gw().portalSecret },

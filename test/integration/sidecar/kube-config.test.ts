@@ -70,6 +70,19 @@ describe('Kubernetes config source', () => {
     expect(sidecar.runtime.problems().some((p) => p.subject === `api ${api.api_id}`)).toBe(false);
   });
 
+  it('refuses a ConfigMap whose path pattern could take exponential time (compiled before the operator refused it), keeping the last good config', async () => {
+    const api = compiledApi(uniqueId('api'), `${upstream.url}/v1`);
+    await deployApi(sidecar, namespace, api);
+    expect(await pathSeen(api.api_id)).toBe('/v1/x');
+    const backreference = { path: '/(a+)\\1', pattern: '^(?:/(a+)\\1)$', method: 'GET', rate: 1, per: 1 };
+    // Written as an older operator wrote it: the fixture's own parse would refuse the pattern.
+    const older = compiledConfig([{ ...api, target_url: `${upstream.url}/v2` }]);
+    await writeConfigMap(namespace, api.api_id, JSON.stringify({ ...older, apis: older.apis.map((a) => ({ ...a, endpoint_limits: [backreference] })) }));
+    await eventually(() => sidecar.runtime.problems().some((p) => p.subject === `api ${api.api_id}`), 10_000, 'the ConfigMap refused');
+    expect(sidecar.runtime.problems().find((p) => p.subject === `api ${api.api_id}`)?.reason).toContain('could take exponential time to match');
+    expect(await pathSeen(api.api_id)).toBe('/v1/x');
+  });
+
   it('of two APIs on one listen path serves the one whose api_id comes first in code units, whichever came first, and follows an api_id change', async () => {
     const run = uniqueId('order');
     // In code units 'B' (66) comes before 'a' (97), where a locale's collation puts 'a' first.
