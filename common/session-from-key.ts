@@ -22,13 +22,6 @@ function accessRights(spec: KeySpec): NonNullable<SessionInput['access_rights']>
 }
 
 /**
- * The session a Key resource stands for (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations): its spec fields, `allowance`
- * set to `rate`, the Key's namespace (how apply_policies resolve), and, when a
- * session already exists, its run-time fields (and the fields no spec sets) kept. `last_updated` moves only when the
- * content changes, and `changed` says whether there is anything to write, so an unchanged Key
- * rewrites nothing.
- */
-/**
  * The Key resource a session stands for. `uid` is known once the resource exists in a cluster
  * (the operator's reconcile); Events about the key name it, which `kubectl describe gwkey`
  * selects them by.
@@ -39,6 +32,13 @@ export interface KeyIdentity {
   uid?: string | undefined;
 }
 
+/**
+ * The session a Key resource stands for (docs/behaviour.md#limits-and-their-scopes, docs/behaviour.md#admin-operations): its spec fields, `allowance`
+ * set to `rate`, the Key's namespace (how apply_policies resolve), and, when a
+ * session already exists, its run-time fields (and the fields no spec sets) kept. `last_updated` moves only when the
+ * content changes, and `changed` says whether there is anything to write, so an unchanged Key
+ * rewrites nothing.
+ */
 export function sessionFromKey(spec: unknown, key: KeyIdentity, existing: Session | null, now: Date): SessionOutcome {
   const parsed = keySpecSchema.safeParse(spec ?? {});
   if (!parsed.success) return { ok: false, message: firstIssue('spec', parsed.error) };

@@ -40,8 +40,8 @@ const targetUrlSchema = z
   .url({ protocol: /^https?$/ })
   .max(bounds.url);
 
-// No minimum length: the API server's message for "1" then shows the pattern (a number and its
-// unit), where a length rule answered "at least 2 chars long", which hid why.
+// No minimum length: the pattern already needs a number and its unit, and its message shows
+// that form for "1", where a length rule's "at least 2 chars long" would not say why.
 const durationSchema = z.string().max(32).regex(new RegExp(durationPattern));
 
 const endpointPathSchema = z

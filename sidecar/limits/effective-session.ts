@@ -82,9 +82,7 @@ function policyCandidate(policy: CompiledPolicy, apiId: string): Candidate {
 
 /** A session's `key_id` is its Key resource's name (a public id, never the credential). */
 function sessionSource(session: Session): ResourceRef {
-  const ref: ResourceRef = { kind: 'Key', namespace: session.namespace, name: session.key_id || session.alias };
-  if (session.key_uid !== '') ref.uid = session.key_uid;
-  return ref;
+  return { kind: 'Key', namespace: session.namespace, name: session.key_id || session.alias, ...(session.key_uid ? { uid: session.key_uid } : {}) };
 }
 
 function sessionCandidate(session: Session, apiId: string): Candidate {
