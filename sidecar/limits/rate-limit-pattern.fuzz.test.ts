@@ -17,6 +17,9 @@ const literal = anyText(8).filter((s) => !s.includes('|') && !s.includes('$gw_me
 const scalar = fc.oneof(anyText(12), fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean());
 const nonScalar = fc.oneof(fc.constant(null), fc.array(fc.string(), { maxLength: 2 }), fc.dictionary(fc.string(), fc.string(), { maxKeys: 2 }));
 
+/** A part's text as the documented rule escapes it before the join: NUL before each `|` and NUL. */
+const escaped = (text: string): string => text.replace(/[\0|]/g, '\0$&');
+
 type Part = { literal: string } | { field: string };
 const parts = fc.array(fc.oneof(literal.map((l): Part => ({ literal: l })), fieldName.map((f): Part => ({ field: f }))), { minLength: 1, maxLength: 4 });
 const patternOf = (ps: readonly Part[]): string => ps.map((p) => ('field' in p ? `$gw_meta.${p.field}` : p.literal)).join('|');
@@ -35,14 +38,34 @@ describe('rate_limit_pattern expander (fuzz)', () => {
     );
   });
 
-  it('with every referenced field a scalar: the parts joined by |, unless one is empty', () => {
+  it('with every referenced field a scalar: the escaped parts joined by |, unless one is empty', () => {
     fc.assert(
       fc.property(parts, fc.func(scalar), (ps, valueOf) => {
         const fields = ps.flatMap((p) => ('field' in p ? [p.field] : []));
         const meta = metaWith(fields.map((f) => [f, valueOf(f)]));
         const blank = fields.some((f) => meta[f] === '');
-        const expected = ps.map((p) => ('field' in p ? String(meta[p.field]) : p.literal)).join('|');
+        const expected = ps.map((p) => escaped('field' in p ? String(meta[p.field]) : p.literal)).join('|');
         expect(evaluatePattern(patternOf(ps), meta)).toBe(blank || expected === '' ? null : expected);
+      }),
+      fuzzParameters(RUNS),
+    );
+  });
+
+  it('two lists of values that differ never evaluate alike, wherever their | fall', () => {
+    // A small alphabet, so that a value holds a `|` (or NUL) often.
+    const value = fc.oneof(fc.string({ unit: fc.constantFrom('a', '|', '\0'), minLength: 1, maxLength: 4 }), anyText(6));
+    const evaluate = (values: readonly string[]): string | null =>
+      evaluatePattern(values.map((_, i) => `$gw_meta.f${i}`).join('|'), Object.fromEntries(values.map((v, i) => [`f${i}`, v])));
+    fc.assert(
+      fc.property(fc.array(value, { minLength: 1, maxLength: 3 }), fc.array(value, { minLength: 1, maxLength: 3 }), (one, other) => {
+        // The values that `one` would join to unescaped, split at every `|`: the list most like it.
+        const resplit = one.join('|').split('|').filter((v) => v !== '');
+        for (const two of [other, resplit]) {
+          const first = evaluate(one);
+          const second = evaluate(two);
+          if (first === null || second === null || two.length === 0) continue;
+          expect(first === second).toBe(one.length === two.length && one.every((v, i) => v === two[i]));
+        }
       }),
       fuzzParameters(RUNS),
     );

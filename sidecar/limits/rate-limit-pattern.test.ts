@@ -23,6 +23,11 @@ describe('evaluatePattern', () => {
     ['org-$gw_meta.org', { org: 'x' }, 'org-x'],
     ['org-$gw_meta.org', {}, null],
     ['t:$gw_meta.tier/$gw_meta.n|$gw_meta.user', { tier: 'gold', n: 7, user: 'al' }, 't:gold/7|al'],
+    // A `|` or NUL inside a value is escaped (NUL before it): no two lists of values join alike.
+    ['$gw_meta.org|$gw_meta.team', { org: 'a|b', team: 'c' }, 'a\0|b|c'],
+    ['$gw_meta.org|$gw_meta.team', { org: 'a', team: 'b|c' }, 'a|b\0|c'],
+    ['org-$gw_meta.org|x', { org: 'y|z' }, 'org-y\0|z|x'],
+    ['$gw_meta.org', { org: 'a\0' }, 'a\0\0'],
     ['$gw_meta.toString', {}, null],
     ['x$gw_meta.constructor', {}, null],
   ])('%s with %j -> %s', (pattern, meta, expected) => {
@@ -41,6 +46,15 @@ describe('rateLimitIdentity', () => {
     expect(rateLimitIdentity(null, { user: 'alice' }, keyHash)).toBe(`k:${keyHash}`);
     expect(rateLimitIdentity('$gw_meta.user', {}, keyHash)).toBe(`k:${keyHash}`);
     expect(rateLimitIdentity('$gw_meta.user', { user: '' }, keyHash)).toBe(`k:${keyHash}`);
+  });
+
+  it('keys whose values differ only in where a | falls do not share an identity; values without one keep theirs', () => {
+    const pattern = '$gw_meta.org|$gw_meta.team';
+    const one = rateLimitIdentity(pattern, { org: 'a|b', team: 'c' }, keyHash);
+    const two = rateLimitIdentity(pattern, { org: 'a', team: 'b|c' }, keyHash);
+    expect(one).not.toBe(two);
+    // The identity of a value with neither `|` nor NUL is what it was before values were escaped.
+    expect(rateLimitIdentity(pattern, { org: 'acme', team: 'red' }, keyHash)).toBe(`p:${sha('acme|red')}`);
   });
 
   it('two keys with the same metadata share an identity', () => {

@@ -15,11 +15,24 @@ function scalarText(metaData: Record<string, unknown>, field: string): string | 
   return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : null;
 }
 
+/** The escape that keeps a `|` inside a part apart from the `|` between parts: NUL, which metadata all but never holds. */
+const escapeChar = '\0';
+const escapable = /[\0|]/g;
+
+/**
+ * A part's text as it goes into the joined value: a `|` or NUL in it (from a metadata value)
+ * is preceded by NUL, so that no two lists of parts join to one value (`a|b` then `c`, and
+ * `a` then `b|c`, would both be `a|b|c`) and two keys whose metadata differ never share one
+ * allowance. Text without either, nearly all of it, is unchanged, and so is its identity.
+ */
+const escapePart = (text: string): string => text.replace(escapable, (c) => escapeChar + c);
+
 /**
  * Evaluates a `rate_limit_pattern` (docs/behaviour.md#custom-rate-limit-keys): `|`-joined parts. A part that starts
  * with `$gw_meta.` references the field named by the rest of it; elsewhere in a part's text,
- * `$gw_meta.` and the word after it reference that field. Null when the pattern does not take
- * effect: a referenced field is absent (or empty, or not a scalar), or the result is empty.
+ * `$gw_meta.` and the word after it reference that field. Each part's text is escaped
+ * (`escapePart`) before the join. Null when the pattern does not take effect: a referenced
+ * field is absent (or empty, or not a scalar), or the result is empty.
  */
 export function evaluatePattern(pattern: string, metaData: Record<string, unknown>): string | null {
   const parts: string[] = [];
@@ -27,11 +40,11 @@ export function evaluatePattern(pattern: string, metaData: Record<string, unknow
     if (part.startsWith(metaPrefix)) {
       const value = scalarText(metaData, part.slice(metaPrefix.length));
       if (value === null) return null;
-      parts.push(value);
+      parts.push(escapePart(value));
       continue;
     }
     let missing = false;
-    parts.push(part.replace(embeddedReference, (_, field: string) => scalarText(metaData, field) ?? ((missing = true), '')));
+    parts.push(escapePart(part.replace(embeddedReference, (_, field: string) => scalarText(metaData, field) ?? ((missing = true), ''))));
     if (missing) return null;
   }
   const joined = parts.join('|');

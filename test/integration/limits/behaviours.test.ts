@@ -237,7 +237,13 @@ describe('custom rate-limit keys on Redis', () => {
     const erin = { session: session({ apply_policies: ['team-limit'], meta_data: { org: '', team: '' } }), raw: uniqueId('erin') };
     expect(await outcomes(one, request(a, dave), 3)).toEqual(['allowed', 'allowed', 'allowed']);
     expect(await outcomes(two, request(a, erin), 4)).toEqual(['allowed', 'allowed', 'allowed', 'key_rate_limited']);
+    // Values that differ only in where a `|` falls (`x|y` then `z`, and `x` then `y|z`) are two tenants, not one.
+    const tenant = uniqueId('tenant');
+    const frank = { session: session({ apply_policies: ['team-limit'], meta_data: { org: `${tenant}|y`, team: 'z' } }), raw: uniqueId('frank') };
+    const grace = { session: session({ apply_policies: ['team-limit'], meta_data: { org: tenant, team: 'y|z' } }), raw: uniqueId('grace') };
+    expect(await outcomes(one, request(a, frank), 4)).toEqual(['allowed', 'allowed', 'allowed', 'key_rate_limited']);
+    expect(await outcomes(two, request(a, grace), 4)).toEqual(['allowed', 'allowed', 'allowed', 'key_rate_limited']);
     const keys = await one.redis.keys('gw:rl:*');
-    for (const secret of [org, alice.raw, bob.raw, carol.raw]) expect(keys.join('\n')).not.toContain(secret);
+    for (const secret of [org, tenant, alice.raw, bob.raw, carol.raw, frank.raw, grace.raw]) expect(keys.join('\n')).not.toContain(secret);
   });
 });
