@@ -33,10 +33,19 @@ export function parseDuration(text: string): DurationResult {
       message: `"${text}" is not a duration: use a number and a unit (ns, us, ms, s, m, h), e.g. "10s" or "1m30s"`,
     };
   }
+  const ms = durationMs(text);
+  if (ms > maxDurationMs) return { ok: false, message: `"${text}" is longer than the maximum of 8760h` };
+  return { ok: true, ms };
+}
+
+/**
+ * The length in ms of a text that is a duration: the compile step reads only such text, since
+ * the schemas refuse any other (and a window out of bounds) before it compiles a spec.
+ */
+export function durationMs(text: string): number {
   let ms = 0;
   for (const [, amount, unit] of text.matchAll(partRegex)) {
     ms += Number(amount) * (unitMs[unit as string] as number);
   }
-  if (ms > maxDurationMs) return { ok: false, message: `"${text}" is longer than the maximum of 8760h` };
-  return { ok: true, ms };
+  return ms;
 }

@@ -1,5 +1,5 @@
 import type { CompiledApi, CompiledEndpointLimit, CompiledMatcher, CompiledStreamLimit } from '../compiled.ts';
-import { parseDuration } from '../duration.ts';
+import { durationMs } from '../duration.ts';
 import type { ApiDefinitionSpec } from '../schemas/api-definition.ts';
 import { rateOf, smoothingOf } from './limits.ts';
 import { regexPathPattern } from './paths.ts';
@@ -85,15 +85,6 @@ function compileStreamLimit(spec: ApiDefinitionSpec, label: string | undefined, 
     problems.push(base.problem('spec.proxy.rate_limit', 'UnknownRateLimitResource', `no rate_limit_resources entry has the label "${label}"`));
     return null;
   }
-  const interval = parseDuration(resource.local.interval);
-  const field = `spec.rate_limit_resources[${index}].local.interval`;
-  if (!interval.ok) {
-    problems.push(base.problem(field, 'InvalidDuration', interval.message));
-    return null;
-  }
-  if (interval.ms < 1) {
-    problems.push(base.problem(field, 'InvalidDuration', `interval "${resource.local.interval}" must be at least 1ms`));
-    return null;
-  }
-  return { label, count: resource.local.count, interval_ms: Math.round(interval.ms) };
+  // The schema holds the interval to a duration from 1ms to the longest window (api-definition.ts).
+  return { label, count: resource.local.count, interval_ms: Math.round(durationMs(resource.local.interval)) };
 }

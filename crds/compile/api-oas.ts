@@ -1,5 +1,5 @@
 import type { CompiledApi, CompiledEndpointLimit, CompiledMatcher, CompiledRate } from '../compiled.ts';
-import { parseDuration } from '../duration.ts';
+import { durationMs } from '../duration.ts';
 import { isRecord } from '../is-record.ts';
 import type { OasDocument, OasOperation } from '../schemas/api-definition.ts';
 import type { ApiBase } from './api-base.ts';
@@ -40,19 +40,14 @@ function operationsOf(doc: OasDocument, base: ApiBase, problems: CompileProblem[
 
 type OasRateLimit = NonNullable<OasOperation['rateLimit']>;
 
-/** `per` as a duration string → seconds; rate 0 or disabled → no limit. */
-function oasRate(limit: OasRateLimit | undefined, field: string, base: ApiBase, problems: CompileProblem[]): CompiledRate | null {
+/**
+ * `per` as a duration string → seconds; rate 0 or disabled → no limit. The schema holds an
+ * enabled limit's `per` with a rate to a duration over 0 and at most the longest window
+ * (api-definition.ts).
+ */
+function oasRate(limit: OasRateLimit | undefined): CompiledRate | null {
   if (!limit || !limit.enabled || limit.rate === 0) return null;
-  const per = parseDuration(limit.per);
-  if (!per.ok) {
-    problems.push(base.problem(field, 'InvalidDuration', per.message));
-    return null;
-  }
-  if (per.ms <= 0) {
-    problems.push(base.problem(field, 'InvalidDuration', `per "${limit.per}" must be greater than 0 when rate is greater than 0`));
-    return null;
-  }
-  return { rate: limit.rate, per: per.ms / 1000 };
+  return { rate: limit.rate, per: durationMs(limit.per) / 1000 };
 }
 
 function compileOperations(doc: OasDocument, base: ApiBase, problems: CompileProblem[]) {
@@ -69,7 +64,7 @@ function compileOperations(doc: OasDocument, base: ApiBase, problems: CompilePro
     const middleware = configured[op.id];
     if (!middleware) continue;
     const matcher = { path: op.path, pattern: op.pattern, method: op.method };
-    const rate = oasRate(middleware.rateLimit, `${prefix}.${op.id}.rateLimit.per`, base, problems);
+    const rate = oasRate(middleware.rateLimit);
     if (rate) endpointLimits.push({ ...matcher, ...rate });
     if (middleware.ignoreAuthentication?.enabled) ignored.push(matcher);
   }
@@ -81,8 +76,7 @@ export function compileOasApi(doc: OasDocument, base: ApiBase): { api: CompiledA
   const problems: CompileProblem[] = [];
   const gw = doc['x-gw-api-gateway'];
   const { endpointLimits, ignored } = compileOperations(doc, base, problems);
-  const upstreamLimit = gw.upstream.rateLimit;
-  const apiLimit = oasRate(upstreamLimit, 'spec.oas.x-gw-api-gateway.upstream.rateLimit.per', base, problems);
+  const apiLimit = oasRate(gw.upstream.rateLimit);
   if (problems.length > 0) return { api: null, problems };
   const auth = gw.server.authentication;
   return {
@@ -98,7 +92,7 @@ export function compileOasApi(doc: OasDocument, base: ApiBase): { api: CompiledA
       endpoint_limits: endpointLimits,
       ignored,
       stream_limit: null,
-      smoothing: smoothingOf(upstreamLimit?.smoothing, apiLimit),
+      smoothing: smoothingOf(gw.upstream.rateLimit?.smoothing, apiLimit),
     },
     problems,
   };

@@ -157,8 +157,10 @@ describe('compile: classic ApiDefinitions', () => {
 
   it.each([
     ['an unknown label', { label: 'guard', resources: [{ label: 'other' }] }, 'spec.proxy.rate_limit', 'UnknownRateLimitResource'],
-    ['a zero interval', { label: 'guard', resources: [{ label: 'guard', local: { interval: '0s' } }] }, 'spec.rate_limit_resources[0].local.interval', 'InvalidDuration'],
-    ['an interval below 1ms', { label: 'guard', resources: [{ label: 'guard', local: { interval: '10us' } }] }, 'spec.rate_limit_resources[0].local.interval', 'InvalidDuration'],
+    // The schema's bounds, which an object stored before them (or a folder file) meets here.
+    ['a zero interval', { label: 'guard', resources: [{ label: 'guard', local: { interval: '0s' } }] }, 'spec.rate_limit_resources.0.local.interval', 'InvalidSpec'],
+    ['an interval below 1ms', { label: 'guard', resources: [{ label: 'guard', local: { interval: '10us' } }] }, 'spec.rate_limit_resources.0.local.interval', 'InvalidSpec'],
+    ['an interval over 8760h', { label: 'guard', resources: [{ label: 'guard', local: { interval: '8761h' } }] }, 'spec.rate_limit_resources.0.local.interval', 'InvalidSpec'],
   ])('reports a stream resource with %s', (_name, { label, resources }, field, reason) => {
     const { config, problems } = run({
       apiDefinitions: [classic('a', { proxy: { listen_path: '/a/', target_url: target, rate_limit: label }, rate_limit_resources: resources })],
@@ -302,7 +304,7 @@ describe('compile: OAS ApiDefinitions', () => {
 
   it.each([
     ['an operationId missing from paths', { operations: { nope: { rateLimit: { rate: 1, per: '1s' } } } }, 'UnknownOperation', 'spec.oas.x-gw-api-gateway.middleware.operations.nope'],
-    ['a zero per with a rate', { operations: { getItem: { rateLimit: { rate: 1, per: '0s' } } } }, 'InvalidDuration', 'spec.oas.x-gw-api-gateway.middleware.operations.getItem.rateLimit.per'],
+    ['a zero per with a rate', { operations: { getItem: { rateLimit: { rate: 1, per: '0s' } } } }, 'InvalidSpec', 'spec.oas.x-gw-api-gateway.middleware.operations.getItem.rateLimit.per'],
   ])('reports %s and leaves the API out', (_name, middleware, reason, field) => {
     const { config, problems } = run({ apiDefinitions: [oasApi('o', { paths }, { middleware })] });
     expect(config.apis).toEqual([]);

@@ -12,7 +12,6 @@ export const problemReasons = {
   InvalidRegex: 'InvalidRegex',
   /** An OAS path that is no path template: it must start with "/", and "{" "}" only enclose a placeholder name. */
   InvalidPath: 'InvalidPath',
-  InvalidDuration: 'InvalidDuration',
   /** Two ApiDefinitions claim one api_id; the older one (then the first by namespace/name) keeps it. */
   DuplicateApiId: 'DuplicateApiId',
   /** A policy grants an api_id no ApiDefinition has. */

@@ -1,9 +1,10 @@
 import { z } from 'zod';
-import { durationPattern } from '../duration.ts';
+import { durationPattern, maxDurationMs, parseDuration } from '../duration.ts';
 import {
   idPattern,
   bounds,
   countField,
+  type CrossFieldRule,
   httpMethodSchema,
   listMap,
   perPositiveRule,
@@ -44,6 +45,58 @@ const targetUrlSchema = z
 // that form for "1", where a length rule's "at least 2 chars long" would not say why.
 const durationSchema = z.string().max(32).regex(new RegExp(durationPattern));
 
+/** The longest window as CEL's `duration()` reads it: `maxDurationMs` in hours. */
+const maxDurationCel = `duration('${maxDurationMs / 3_600_000}h')`;
+
+/**
+ * A duration field's value within `[min, the longest window]`, judged when the object is applied
+ * rather than only by the compile step afterwards (CEL's `duration()` reads the same syntax as
+ * `parseDuration`). A text that is no duration at all is the pattern's to report, so the rule
+ * holds for it and says nothing twice.
+ */
+function durationWithin<T>(rule: {
+  field: string;
+  value: (object: T) => string;
+  min: { cel: string; holds: (ms: number) => boolean };
+  message: string;
+  when?: { cel: string; holds: (object: T) => boolean };
+}): CrossFieldRule<T> {
+  const { field, value, min, message, when } = rule;
+  const text = `self.${field}`;
+  // Absent (the API server checks a field's `default: {}` too, before defaults fill it in) or no duration.
+  const notDuration = `!has(${text}) || !${text}.matches('${durationPattern.replaceAll('\\', '\\\\')}')`;
+  const within = `(duration(${text}) ${min.cel} && duration(${text}) <= ${maxDurationCel})`;
+  return {
+    rule: when === undefined ? `${notDuration} || ${within}` : `!(${when.cel}) || ${notDuration} || ${within}`,
+    message,
+    field: `.${field}`,
+    holds: (object) => {
+      if (when !== undefined && !when.holds(object)) return true;
+      const duration = value(object);
+      if (!new RegExp(durationPattern).test(duration)) return true;
+      const parsed = parseDuration(duration);
+      return parsed.ok && min.holds(parsed.ms);
+    },
+  };
+}
+
+/** A stream resource's interval: at least 1ms, as the local limiter counts in whole ms. */
+const intervalRule = durationWithin<{ interval: string }>({
+  field: 'interval',
+  value: (local) => local.interval,
+  min: { cel: ">= duration('1ms')", holds: (ms) => ms >= 1 },
+  message: 'interval must be at least 1ms and at most 8760h',
+});
+
+/** An OAS limit's window, where the limit is in effect: over 0 (docs/behaviour.md#limits-and-their-scopes). */
+const oasPerRule = durationWithin<{ enabled: boolean; rate: number; per: string }>({
+  field: 'per',
+  value: (limit) => limit.per,
+  min: { cel: "> duration('0s')", holds: (ms) => ms > 0 },
+  message: 'per must be greater than 0 and at most 8760h when the limit is enabled with a rate above 0',
+  when: { cel: '(!has(self.enabled) || self.enabled) && self.rate > 0', holds: (limit) => limit.enabled && limit.rate > 0 },
+});
+
 const endpointPathSchema = z
   .string()
   .min(1)
@@ -82,11 +135,13 @@ const globalRateLimitSchema = withRules(
 const rateLimitResourceSchema = z
   .object({
     label: z.string().max(bounds.label).default('').describe('Name that `proxy.rate_limit` references.'),
-    local: z
-      .object({
+    local: withRules(
+      z.object({
         count: countField.min(1).default(1000).describe('Maximum upstream calls per interval (default 1000).'),
-        interval: durationSchema.default('1s').describe('Window as a duration string such as "1s" or "500ms" (default "1s").'),
-      })
+        interval: durationSchema.default('1s').describe('Window as a duration string such as "1s" or "500ms" (default "1s"): at least 1ms, at most 8760h.'),
+      }),
+      [intervalRule],
+    )
       .prefault({})
       .describe('Local limiter of this ApiDefinition, for the calls to its upstream when `proxy.rate_limit` names the label; one per gateway (shared by its workers), not distributed.'),
   })
@@ -96,10 +151,10 @@ const oasRateLimitSchema = withRules(
   z.object({
     enabled: z.boolean().default(true).describe('Whether the limit is in effect.'),
     rate: rateField.describe('Requests allowed per `per`.'),
-    per: durationSchema.describe('Window as a duration string such as "10s" or "1m".'),
+    per: durationSchema.describe('Window as a duration string such as "10s" or "1m": over 0 and at most 8760h when the limit is enabled with a rate above 0.'),
     smoothing: smoothingSchema.optional(),
   }),
-  [thresholdRule],
+  [thresholdRule, oasPerRule],
 );
 
 const oasOperationSchema = z

@@ -61,6 +61,10 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['bad api_id', apiDefinitionSpecSchema, { ...classic, api_id: '../etc' }, 'api_id', /Invalid string/],
     ['duplicate stream label', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a' }, { label: 'a' }] }, 'rate_limit_resources.1.label', /duplicate label/],
     ['bad stream interval', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a', local: { interval: '1 s' } }] }, 'rate_limit_resources.0.local.interval', /Invalid string/],
+    ['stream interval of 0s', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a', local: { interval: '0s' } }] }, 'rate_limit_resources.0.local.interval', /at least 1ms and at most 8760h/],
+    ['stream interval under 1ms', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a', local: { interval: '999us' } }] }, 'rate_limit_resources.0.local.interval', /at least 1ms/],
+    ['stream interval over a year', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a', local: { interval: '8761h' } }] }, 'rate_limit_resources.0.local.interval', /at most 8760h/],
+    ['OAS per of 0s with a rate', apiDefinitionSpecSchema, { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '0s' } } } } }, 'oas.x-gw-api-gateway.upstream.rateLimit.per', /per must be greater than 0/],
     ['bad OAS per', apiDefinitionSpecSchema, { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '10' } } } } }, 'oas.x-gw-api-gateway.upstream.rateLimit.per', /Invalid string/],
     ['trigger 0', policySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, trigger: 0 } }, 'smoothing.trigger', /greater than 0, when smoothing is enabled/],
     ['negative trigger, even switched off', policySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, enabled: false, trigger: -1 } }, 'smoothing.trigger', /Too small/],
@@ -80,6 +84,21 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['duplicate product tag', portalProductSpecSchema, { tags: [{ Name: 'a' }, { Name: 'a' }] }, 'tags.1.Name', /duplicate Name/],
   ])('refuses %s, naming the field', (_name, schema, value, path, message) => {
     expect(issues(schema, value)).toContainEqual({ path, message: expect.stringMatching(message) });
+  });
+
+  it.each([
+    ['a stream interval of 1ms', { ...classic, rate_limit_resources: [{ label: 'a', local: { interval: '1ms' } }] }],
+    ['a stream interval of 8760h', { ...classic, rate_limit_resources: [{ label: 'a', local: { interval: '8760h' } }] }],
+    ['an OAS per of 0s with rate 0', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 0, per: '0s' } } } } }],
+    ['an OAS per of 0s on a switched-off limit', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { enabled: false, rate: 5, per: '0s' } } } } }],
+  ])('accepts %s', (_name, value) => {
+    expect(issues(apiDefinitionSpecSchema, value)).toEqual([]);
+  });
+
+  it('reports a duration that is no duration once, by its pattern', () => {
+    expect(issues(apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a', local: { interval: '1' } }] })).toEqual([
+      { path: 'rate_limit_resources.0.local.interval', message: expect.stringMatching(/Invalid string/) },
+    ]);
   });
 
   it('keeps in a session only smoothing with every number it needs', () => {

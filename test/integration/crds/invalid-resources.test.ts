@@ -46,6 +46,11 @@ describe('invalid resources on the real API server', () => {
     ['a target that is not http', 'ApiDefinition', { proxy: { ...proxy, target_url: 'not a url' } }, ['spec.proxy.target_url']],
     ['an OAS per that is not a duration', 'ApiDefinition', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '10 seconds' } } } } }, ['spec.oas.x-gw-api-gateway.upstream.rateLimit.per']],
     ['a stream interval without its unit', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a', local: { interval: '1' } }] }, ['spec.rate_limit_resources[0].local.interval', 'should match']],
+    ['a stream interval of 0s', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a', local: { interval: '0s' } }] }, ['spec.rate_limit_resources[0].local.interval', 'interval must be at least 1ms and at most 8760h']],
+    ['a stream interval under 1ms', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a', local: { interval: '500us' } }] }, ['spec.rate_limit_resources[0].local.interval', 'at least 1ms']],
+    ['a stream interval over a year', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a', local: { interval: '8760h1s' } }] }, ['spec.rate_limit_resources[0].local.interval', 'at most 8760h']],
+    ['an OAS per of 0s with a rate', 'ApiDefinition', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '0s' } } } } }, ['spec.oas.x-gw-api-gateway.upstream.rateLimit.per', 'per must be greater than 0']],
+    ['an OAS operation per of 0ms with a rate', 'ApiDefinition', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], middleware: { operations: { getItem: { rateLimit: { rate: 1, per: '0ms' } } } } } } }, ['spec.oas.x-gw-api-gateway.middleware.operations[getItem].rateLimit.per', 'per must be greater than 0']],
     ['duplicate stream labels', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a' }, { label: 'a' }] }, ['spec.rate_limit_resources[1]', 'Duplicate value']],
     ['smoothing trigger 0', 'Policy', { rate: 10, per: 1, smoothing: { ...smoothing, trigger: 0 } }, ['spec.smoothing.trigger', 'greater than 0']],
     ['smoothing threshold above rate', 'Policy', { rate: 4, per: 1, smoothing }, ['spec.smoothing.threshold', 'must not exceed rate']],
@@ -84,6 +89,19 @@ describe('invalid resources on the real API server', () => {
     }
   });
 
+  it.each([
+    ['a stream interval of exactly 1ms', { proxy, rate_limit_resources: [{ label: 'a', local: { interval: '1ms' } }] }, 'spec.rate_limit_resources.0.local.interval', '1ms'],
+    ['a stream interval of exactly 8760h', { proxy, rate_limit_resources: [{ label: 'a', local: { interval: '8760h' } }] }, 'spec.rate_limit_resources.0.local.interval', '8760h'],
+    ['an OAS per of 0s with rate 0 (no limit)', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 0, per: '0s' } } } } }, 'spec.oas.x-gw-api-gateway.upstream.rateLimit.per', '0s'],
+    ['an OAS per of 0s on a switched-off limit', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { enabled: false, rate: 5, per: '0s' } } } } }, 'spec.oas.x-gw-api-gateway.upstream.rateLimit.per', '0s'],
+  ])('accepts %s', async (label, spec, path, stored) => {
+    const name = `ok-${label.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}`.slice(0, 50).replace(/-$/, '');
+    const result = await apply(namespace, 'ApiDefinition', name, spec);
+    expect(result.stderr).toBe('');
+    const object = JSON.parse((await kubectl(['get', 'gwapi', name, '-n', namespace, '-o', 'json'])).stdout);
+    expect(path.split('.').reduce<unknown>((at, key) => (at as Record<string, unknown>)[key], object)).toBe(stored);
+  });
+
   it('rejects an invalid update and leaves the stored object as it was', async () => {
     const good = { proxy, global_rate_limit: { rate: 5, per: 10 } };
     expect((await apply(namespace, 'ApiDefinition', 'stays-valid', good)).code).toBe(0);
@@ -108,7 +126,6 @@ describe('resources the schema cannot judge: accepted, then reported by the comp
 
   it.each<[string, { apis: [string, unknown][]; policies?: [string, unknown][] }, string, string]>([
     ['a path that is not a valid regex', { apis: [['bad-regex', { proxy, extended_paths: { rate_limit: [{ path: '/users/(', method: 'GET', rate: 1, per: 1 }] } }]] }, 'bad-regex', 'InvalidRegex'],
-    ['an OAS per of 0s with a rate', { apis: [['zero-per', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '0s' } } } } }]] }, 'zero-per', 'InvalidDuration'],
     ['an unknown operationId', { apis: [['unknown-op', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], middleware: { operations: { nope: { rateLimit: { rate: 1, per: '1s' } } } } } } }]] }, 'unknown-op', 'UnknownOperation'],
     ['an unknown stream label', { apis: [['no-label', { proxy: { ...proxy, rate_limit: 'missing' } }]] }, 'no-label', 'UnknownRateLimitResource'],
     ['a policy granting a missing API', { apis: [], policies: [['grants-nothing', { access_rights: { 'no-such-api': {} } }]] }, 'grants-nothing', 'MissingApi'],
