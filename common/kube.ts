@@ -1,20 +1,22 @@
 import { type ApiConstructor, type ApiType, createConfiguration, KubeConfig, ServerConfiguration, setHeaderMiddleware } from '@kubernetes/client-node';
+import packageJson from '../package.json' with { type: 'json' };
 
 /** The gw program a Kubernetes client works for. */
 export type GwComponent = 'gw-operator' | 'gw-sidecar';
 
 /**
- * A KubeConfig whose API clients send the gw program's name as their User-Agent: the API
- * server names a write's field manager (`managedFields`) and its audit entry's user agent
- * after it, so `kubectl get -o yaml --show-managed-fields` says which fields gw wrote, where
- * the library's own agent read `kubernetes-client-javascript`.
+ * A KubeConfig whose API clients send the gw program's name and version as their User-Agent
+ * (`gw-operator/0.1.0`): the API server names a write's field manager (`managedFields`) after
+ * what precedes its `/`, so `kubectl get -o yaml --show-managed-fields` says which fields gw
+ * wrote (where the library's own agent read `kubernetes-client-javascript`), and an audit
+ * entry's user agent says which release wrote them.
  */
 class ComponentKubeConfig extends KubeConfig {
   readonly #userAgent: string;
 
   constructor(component: GwComponent) {
     super();
-    this.#userAgent = component;
+    this.#userAgent = `${component}/${packageJson.version}`;
   }
 
   override makeApiClient<T extends ApiType>(apiClientType: ApiConstructor<T>): T {

@@ -59,6 +59,9 @@ describe('gw-operator bin', () => {
       expect(api.status?.configMap).toBe('gw-api-from-bin');
       const cm = await c.configMap(ns, 'gw-api-from-bin');
       expect(JSON.parse(cm!.data!['config.json']!).settings.rate_limit_response_headers).toBe('rate_limits');
+      // The API server names a write's field manager after the writer's User-Agent (gw-operator/<version>) up to its `/`.
+      expect(cm!.metadata?.managedFields?.map((f) => f.manager)).toEqual(['gw-operator']);
+      expect(api.metadata?.managedFields).toContainEqual(expect.objectContaining({ manager: 'gw-operator', subresource: 'status' }));
       expect((await fetch(`http://127.0.0.1:${healthPort}/readyz`)).status).toBe(200);
     } finally {
       bin.child.kill('SIGTERM');

@@ -1,4 +1,4 @@
-import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap, type V1ManagedFieldsEntry } from '@kubernetes/client-node';
 import { createLogger } from '../../../common/logger.ts';
 import { kinds, type KindName } from '../../../crds/kinds.ts';
 import { defaultGatewaySettings } from '../../../crds/settings.ts';
@@ -27,7 +27,7 @@ export const waitFor = <T>(what: string, probe: () => Promise<T | undefined | nu
   pollUntil(what, probe, timeoutMs, 100);
 
 export interface GwResource {
-  metadata: { name: string; namespace: string; uid: string; finalizers?: string[]; generation?: number; resourceVersion?: string };
+  metadata: { name: string; namespace: string; uid: string; finalizers?: string[]; generation?: number; resourceVersion?: string; managedFields?: V1ManagedFieldsEntry[] };
   spec: Record<string, unknown>;
   status?: {
     observedGeneration?: number;
