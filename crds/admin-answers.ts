@@ -14,6 +14,8 @@ const resource = z.object({ kind: z.string(), namespace: z.string(), name: z.str
 /** A configured limit the request does not meet: replaced by a more specific one, or outranked by another policy's. */
 const alternative = z.object({ level, source: resource, rule: z.string().nullable(), rate: z.number(), per: z.number() });
 
+const smoothing = z.object({ enabled: z.boolean(), threshold: z.number(), step: z.number(), trigger: z.number(), delay: z.number() });
+
 const reading = z.object({
   level,
   source: resource,
@@ -23,7 +25,9 @@ const reading = z.object({
   per: z.number(),
   algorithm: z.enum(['drl', 'sliding_log', 'sentinel', 'fixed_window']),
   drl: z.object({ gateways: z.number(), share: z.number() }).nullable(),
-  smoothing: z.object({ enabled: z.boolean(), threshold: z.number(), step: z.number(), trigger: z.number(), delay: z.number() }).nullable(),
+  smoothing: smoothing.nullable(),
+  /** Smoothing the limit has that its algorithm does not apply: only the sliding log smooths. */
+  unused_smoothing: smoothing.nullable(),
   /** Null: counted in other gateways' memory (the DRL, read on a gateway that proxies nothing). */
   count: z.number().nullable(),
   limit: z.number().nullable(),

@@ -29,6 +29,12 @@ async function adminRead(cluster: Cluster, access: AdminAccess, path: string): P
 
 const sourceName = (source: { kind: string; name: string }): string => `${source.kind}/${source.name}`;
 const rate = (r: { rate: number; per: number }): string => `${r.rate}/${r.per}s`;
+
+/** A level's smoothing: in force, or configured where its algorithm does not apply it (docs/behaviour.md#smoothing). */
+function smoothingCell({ smoothing, unused_smoothing: unused, algorithm }: KeyLimitsAnswer['limits'][number]): string {
+  if (smoothing) return `threshold ${smoothing.threshold}, step ${smoothing.step}`;
+  return unused ? `not applied: ${algorithm} does not smooth (sliding log only)` : '-';
+}
 const orDash = (value: number | string | null): string => (value === null ? '-' : String(value));
 const inSeconds = (reset: number | null, nowMs: number): string => (reset === null || reset === 0 ? '-' : `${Math.max(0, reset - Math.floor(nowMs / 1000))}s`);
 
@@ -70,7 +76,7 @@ export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean,
     orDash(l.limit),
     orDash(l.remaining),
     inSeconds(l.reset, nowMs),
-    ...(wide ? [rate(l), l.drl ? `${l.drl.share} of ${l.drl.gateways} gateways` : '-', l.smoothing ? `threshold ${l.smoothing.threshold}, step ${l.smoothing.step}` : '-'] : []),
+    ...(wide ? [rate(l), l.drl ? `${l.drl.share} of ${l.drl.gateways} gateways` : '-', smoothingCell(l)] : []),
   ]);
   const q = answer.quota;
   if (q) rows.push(['quota', sourceName(q.source), '-', '-', String(q.used), String(q.max), String(q.remaining), inSeconds(q.reset, nowMs), ...(wide ? [`${q.max}/${q.renewal}s`, '-', '-'] : [])]);

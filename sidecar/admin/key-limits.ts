@@ -49,6 +49,7 @@ const levelOf = (reading: LimitReading): LimitReadingAnswer => ({
   algorithm: reading.algorithm,
   drl: reading.drl,
   smoothing: reading.smoothing,
+  unused_smoothing: reading.unusedSmoothing,
   count: reading.held?.count ?? null,
   limit: reading.held?.limit ?? null,
   remaining: reading.held?.remaining ?? null,

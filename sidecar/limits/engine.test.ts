@@ -534,6 +534,18 @@ describe('smoothing on the sliding log', () => {
     expect(await outcomes(request(a, null), 7)).toEqual([...Array(6).fill('allowed'), 'api_rate_limited']);
     expect(sink.events).toEqual([]);
   });
+
+  it.each([
+    ['sliding log', settings, 'sliding_log', smoothing, null],
+    ['fixed window', { enable_fixed_window_rate_limiter: true }, 'fixed_window', null, smoothing],
+    ['sentinel', { enable_sentinel_rate_limiter: true }, 'sentinel', null, smoothing],
+    ['DRL', {}, 'drl', null, smoothing],
+  ])('the limits read under the %s shows the smoothing in force, or as unused', async (_name, algorithm, name, inForce, unused) => {
+    const a = api('a', { api_limit: { rate: 6, per: 1 }, smoothing });
+    const { engine } = setup(config({ settings: algorithm, apis: [a] }));
+    const explained = await engine.explain(request(a, null));
+    expect(explained.limits.map((l) => [l.algorithm, l.smoothing, l.unusedSmoothing])).toEqual([[name, inForce, unused]]);
+  });
 });
 
 describe('keyless requests', () => {

@@ -193,6 +193,8 @@ class Engine implements LimitEngine {
       const { limit, algorithm, share } = step;
       const drl = algorithm === 'drl';
       const held = !drl ? peeked[next++]! : this.#drlPeer ? this.#buckets.peek(limit.limiterId, share, limit.perMs, nowMs) : null;
+      const smoothing = limit.smoothing?.settings ?? null;
+      const smooths = algorithm === 'sliding_log';
       return {
         scope: limit.scope,
         source: limit.source,
@@ -200,7 +202,8 @@ class Engine implements LimitEngine {
         per: limit.perMs / 1000,
         algorithm,
         drl: drl && this.#drlPeer ? { gateways: this.#heartbeat?.count(limit.coverApis) ?? 1, share } : null,
-        smoothing: algorithm === 'sliding_log' ? (limit.smoothing?.settings ?? null) : null,
+        smoothing: smooths ? smoothing : null,
+        unusedSmoothing: smooths ? null : smoothing,
         held,
       };
     });

@@ -80,6 +80,8 @@ export interface LimitReading {
    */
   drl: { gateways: number; share: number } | null;
   smoothing: CompiledSmoothing | null;
+  /** Smoothing the limit has that its algorithm does not apply: only the sliding log smooths (docs/behaviour.md#smoothing). */
+  unusedSmoothing: CompiledSmoothing | null;
   /** Requests in the window, the limit in force (smoothed allowance, DRL share), what is left and when it is next restored (Unix ms); null: not held here. */
   held: PeekResult | null;
 }

@@ -35,6 +35,7 @@ describe('kubectl gw', () => {
   let drlSidecar: RunningSidecar;
   let drlInstance: string;
   let refused: CallResult;
+  const planSmoothing = { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 60 };
 
   const kubectlGw = (args: string[], env: NodeJS.ProcessEnv = {}): Promise<ToolResult> =>
     runTool(findKubectl(), ['gw', ...args], {
@@ -57,7 +58,8 @@ describe('kubectl gw', () => {
       metadata: { name: 'orders' },
       spec: { api_id: 'orders', use_keyless: false, proxy: { listen_path: '/orders/', target_url: upstream.url, strip_listen_path: true } },
     });
-    await c.create('Policy', ns, { metadata: { name: 'plan' }, spec: { rate: 2, per: 60, access_rights: { orders: { api_id: 'orders' } } } });
+    // Smoothing at its rate moves nothing here; the limits reads show where it applies.
+    await c.create('Policy', ns, { metadata: { name: 'plan' }, spec: { rate: 2, per: 60, smoothing: planSmoothing, access_rights: { orders: { api_id: 'orders' } } } });
     await c.create('Key', ns, { metadata: { name: 'mobile' }, spec: { apply_policies: ['plan'] } });
     await c.create('Key', ns, { metadata: { name: 'orphan' }, spec: { apply_policies: ['no-such-plan'] } });
     await waitFor('the Key Ready', async () => ready(await c.get('Key', ns, 'mobile'))?.status === 'True');
@@ -97,6 +99,23 @@ describe('kubectl gw', () => {
     expect(lines[0]).toBe(`Key ${ns}/mobile on API orders, GET /orders/: a request now is refused by key_global: 429 key_rate_limited`);
     expect(lines[2]).toMatch(/^LEVEL\s+SOURCE\s+RULE\s+ALGORITHM\s+COUNT\s+LIMIT\s+REMAINING\s+RESET$/);
     expect(lines[3]).toMatch(/^key_global\s+Policy\/plan\s+-\s+sliding_log\s+3\s+2\s+0\s+\d+s$/);
+  });
+
+  it('limits -o wide: smoothing in force under the sliding log, and named as not applied under the DRL', async () => {
+    await waitFor('the DRL gateway serving orders', async () => drlSidecar.runtime.apis().some((api) => api.api_id === 'orders'));
+    const args = (adminUrl: string, output: string) => ['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', adminUrl, '-o', output];
+    for (const [adminUrl, algorithm, cell, smoothing, unused] of [
+      [sidecar.adminUrl, 'sliding_log', 'threshold 2, step 1', planSmoothing, null],
+      [drlSidecar.adminUrl, 'drl', 'not applied: drl does not smooth (sliding log only)', null, planSmoothing],
+    ] as const) {
+      const answer = keyLimitsAnswerSchema.parse(JSON.parse((await kubectlGw(args(adminUrl, 'json'), { GW_ADMIN_SECRET: ADMIN_SECRET })).stdout));
+      expect(answer.limits.map((l) => [l.level, l.algorithm, l.smoothing, l.unused_smoothing])).toEqual([['key_global', algorithm, smoothing, unused]]);
+      const wide = await kubectlGw(args(adminUrl, 'wide'), { GW_ADMIN_SECRET: ADMIN_SECRET });
+      expect(wide.stderr).toBe('');
+      const lines = wide.stdout.split('\n');
+      expect(lines[2]).toMatch(/\sRATE\s+DRL SHARE\s+SMOOTHING$/);
+      expect(lines[3]).toMatch(new RegExp(`^key_global\\s+Policy/plan\\s.*\\s2/60s\\s.*\\s${cell.replace(/[()]/g, '\\$&')}$`));
+    }
   });
 
   it('limits: finds the admin secret in the Secret the admin gateway\'s Deployment reads', async () => {
