@@ -18,7 +18,8 @@ const unitMs: Readonly<Record<string, number>> = {
 /** Pattern for the CRD schema; the same language RE2 (the API server) and JS accept. */
 export const durationPattern = '^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$';
 
-const wholeRegex = new RegExp(durationPattern);
+/** `durationPattern` compiled once, for every check of a duration's syntax. */
+export const durationRegex = new RegExp(durationPattern);
 const partRegex = /([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)/g;
 
 /** The longest window accepted: one year, far beyond any sensible rate-limit window. */
@@ -27,7 +28,7 @@ export const maxDurationMs = 365 * 24 * 3_600_000;
 export type DurationResult = { ok: true; ms: number } | { ok: false; message: string };
 
 export function parseDuration(text: string): DurationResult {
-  if (!wholeRegex.test(text)) {
+  if (!durationRegex.test(text)) {
     return {
       ok: false,
       message: `"${text}" is not a duration: use a number and a unit (ns, us, ms, s, m, h), e.g. "10s" or "1m30s"`,

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { durationPattern, maxDurationMs, parseDuration } from '../duration.ts';
+import { durationPattern, durationRegex, maxDurationMs, parseDuration } from '../duration.ts';
 import {
   idPattern,
   bounds,
@@ -43,7 +43,7 @@ const targetUrlSchema = z
 
 // No minimum length: the pattern already needs a number and its unit, and its message shows
 // that form for "1", where a length rule's "at least 2 chars long" would not say why.
-const durationSchema = z.string().max(32).regex(new RegExp(durationPattern));
+const durationSchema = z.string().max(32).regex(durationRegex);
 
 /** The longest window as CEL's `duration()` reads it: `maxDurationMs` in hours. */
 const maxDurationCel = `duration('${maxDurationMs / 3_600_000}h')`;
@@ -54,14 +54,13 @@ const maxDurationCel = `duration('${maxDurationMs / 3_600_000}h')`;
  * `parseDuration`). A text that is no duration at all is the pattern's to report, so the rule
  * holds for it and says nothing twice.
  */
-function durationWithin<T>(rule: {
-  field: string;
-  value: (object: T) => string;
+function durationWithin<F extends string, T extends Record<F, string>>(rule: {
+  field: F;
   min: { cel: string; holds: (ms: number) => boolean };
   message: string;
   when?: { cel: string; holds: (object: T) => boolean };
 }): CrossFieldRule<T> {
-  const { field, value, min, message, when } = rule;
+  const { field, min, message, when } = rule;
   const text = `self.${field}`;
   // Absent (the API server checks a field's `default: {}` too, before defaults fill it in) or no duration.
   const notDuration = `!has(${text}) || !${text}.matches('${durationPattern.replaceAll('\\', '\\\\')}')`;
@@ -72,26 +71,23 @@ function durationWithin<T>(rule: {
     field: `.${field}`,
     holds: (object) => {
       if (when !== undefined && !when.holds(object)) return true;
-      const duration = value(object);
-      if (!new RegExp(durationPattern).test(duration)) return true;
-      const parsed = parseDuration(duration);
-      return parsed.ok && min.holds(parsed.ms);
+      const parsed = parseDuration(object[field]);
+      // Unparsed: out of bounds (over the longest window) is this rule's, no duration at all the pattern's.
+      return parsed.ok ? min.holds(parsed.ms) : !durationRegex.test(object[field]);
     },
   };
 }
 
 /** A stream resource's interval: at least 1ms, as the local limiter counts in whole ms. */
-const intervalRule = durationWithin<{ interval: string }>({
+const intervalRule = durationWithin<'interval', { interval: string }>({
   field: 'interval',
-  value: (local) => local.interval,
   min: { cel: ">= duration('1ms')", holds: (ms) => ms >= 1 },
   message: 'interval must be at least 1ms and at most 8760h',
 });
 
 /** An OAS limit's window, where the limit is in effect: over 0 (docs/behaviour.md#limits-and-their-scopes). */
-const oasPerRule = durationWithin<{ enabled: boolean; rate: number; per: string }>({
+const oasPerRule = durationWithin<'per', { enabled: boolean; rate: number; per: string }>({
   field: 'per',
-  value: (limit) => limit.per,
   min: { cel: "> duration('0s')", holds: (ms) => ms > 0 },
   message: 'per must be greater than 0 and at most 8760h when the limit is enabled with a rate above 0',
   when: { cel: '(!has(self.enabled) || self.enabled) && self.rate > 0', holds: (limit) => limit.enabled && limit.rate > 0 },
