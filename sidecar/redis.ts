@@ -1,7 +1,7 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
 import { createRedisClient, reconnectBackoff, reportConnectionErrors } from '../common/redis-url.ts';
 import type { Logger } from '../common/logger.ts';
-import { limitsCommand } from './limits/stores/redis-store.ts';
+import { limitsCommand } from './limits/stores/limits-script.ts';
 import type { SidecarMetrics } from './metrics.ts';
 
 /**
@@ -9,8 +9,9 @@ import type { SidecarMetrics } from './metrics.ts';
  * (docs/architecture.md#performance), a per-command timeout so a stalled Redis costs a request
  * at most `commandTimeoutMs`, and reconnection with backoff forever.
  *
- * The limit store's script call is left out of auto-pipelining: the store already sends one
- * call per event-loop turn for every decision of that turn, and an auto-pipeline around it
+ * The limit store's script call (FCALL, or EVALSHA where Redis has no functions) is left out
+ * of auto-pipelining: the store already sends one call per event-loop turn for every decision
+ * of that turn, and an auto-pipeline around it
  * only added a Pipeline object per call (which V8 came to allocate in the old generation, a
  * full collection every half second at 5,000 requests/s) and held each call back until the
  * previous one had answered. On a Cluster the option stays on the nodes
@@ -20,7 +21,7 @@ import type { SidecarMetrics } from './metrics.ts';
 export function sidecarRedisOptions(commandTimeoutMs: number): RedisOptions {
   return {
     enableAutoPipelining: true,
-    autoPipeliningIgnoredCommands: [limitsCommand],
+    autoPipeliningIgnoredCommands: ['fcall', limitsCommand],
     commandTimeout: commandTimeoutMs,
     maxRetriesPerRequest: 1,
     retryStrategy: reconnectBackoff,

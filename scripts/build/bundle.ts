@@ -21,7 +21,7 @@ export const PROGRAMS: Program[] = ['operator', 'sidecar'];
 /** What each program's bundle holds besides code: files its modules read at run time. */
 const ASSETS: Record<Program, string[]> = {
   operator: [],
-  // Read next to the module that loads it (sidecar/limits/stores/redis-store.ts).
+  // Read next to the module that loads it (sidecar/limits/stores/limits-script.ts).
   sidecar: ['sidecar/limits/stores/limits.lua'],
 };
 

@@ -44,7 +44,7 @@ export function createLimitMetrics(registry?: Registry): LimitMetrics {
     smoothingAllowance: smoothingAllowanceGauge(registers, 'omit'),
     storeSeconds: new BatchedHistogram({
       name: 'gw_limit_store_duration_seconds',
-      help: `Time of one call to the limit store (for Redis: the round trip of one EVALSHA, queueing in the client included). One call in ${TIMING_SAMPLE_EVERY} is timed.`,
+      help: `Time of one call to the limit store (for Redis: the round trip of one call of the limit script, queueing in the client included). One call in ${TIMING_SAMPLE_EVERY} is timed.`,
       labelNames: [],
       buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       registers,

@@ -39,8 +39,8 @@ export async function createNamespace(prefix = 'test'): Promise<string> {
 }
 
 /** An extra Redis of the caller's own (for example to stop it mid-test). */
-export function startRedis(): Promise<RedisHandle> {
-  return startRedisServer();
+export function startRedis(settings?: readonly string[]): Promise<RedisHandle> {
+  return startRedisServer({ settings });
 }
 
 /** An extra control plane with the product CRDs applied; expensive, use sparingly. */

@@ -21,8 +21,13 @@ export interface RedisHandle {
 
 const READY_TIMEOUT_MS = 20_000;
 
+export interface RedisStartOptions extends StartOptions {
+  /** More of redis-server's command-line settings, such as `['--rename-command', 'FUNCTION', '']`. */
+  settings?: readonly string[];
+}
+
 /** One Redis on a free loopback port, without persistence, killed with the run. */
-export async function startRedisServer(opts: StartOptions = {}): Promise<RedisHandle> {
+export async function startRedisServer(opts: RedisStartOptions = {}): Promise<RedisHandle> {
   const pickPort = opts.pickPort ?? freePort;
   const binary = await ensureRedisServer();
   const dir = serverDir('redis');
@@ -31,7 +36,7 @@ export async function startRedisServer(opts: StartOptions = {}): Promise<RedisHa
     const p = spawnServer({
       name: 'redis-server',
       command: binary,
-      args: ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', dir],
+      args: ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--daemonize', 'no', '--dir', dir, ...(opts.settings ?? [])],
       logPath: join(dir, 'redis.log'),
     });
     proc = p;

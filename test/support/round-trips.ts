@@ -4,7 +4,8 @@ import type { LimitEngine, LimitRequest } from '../../sidecar/limits/types.ts';
 
 /**
  * Round trips per rate-limit decision as Redis sees them (the integration tests and the
- * bench share this). MONITOR on every data node records each EVALSHA of limits.lua, with
+ * bench share this). MONITOR on every data node records each call of limits.lua (FCALL, or
+ * EVALSHA where functions are unavailable), with
  * Redis's own timestamp; its `member` argument names the decision, so the calls of one
  * decision are grouped whatever runs concurrently. A decision's calls fall in waves that
  * the gateway cannot send before the previous wave answered: the limit scripts (on a
@@ -28,7 +29,7 @@ interface ScriptCall {
 
 export interface RoundTrips {
   decisions: number;
-  evalshaPerDecision: number;
+  scriptCallsPerDecision: number;
   roundTripsPerDecision: number;
   /** Decisions whose waves did not reach Redis in order (always 0 when they are true waves). */
   outOfOrder: number;
@@ -68,11 +69,11 @@ function unescapeMonitorArg(text: string): Buffer {
 const kindOf = (packed: string): string => kindOfCode.get(unescapeMonitorArg(packed).readDoubleLE(0)) ?? '?';
 
 /**
- * EVALSHA sha numkeys key... clock deadline, then per decision: member refused resets count, then one packed op each.
+ * FCALL function (or EVALSHA sha) numkeys key... clock deadline, then per decision: member refused resets count, then one packed op each.
  * A call that carries several decisions counts once for each of them.
  */
 function parseCalls(time: string, args: string[]): ScriptCall[] {
-  if (args[0]?.toLowerCase() !== 'evalsha') return [];
+  if (!['fcall', 'evalsha'].includes(args[0]?.toLowerCase() ?? '')) return [];
   const calls: ScriptCall[] = [];
   for (let at = 5 + Number(args[2]); at < args.length; ) {
     const count = Number(args[at + 3]);
@@ -102,7 +103,7 @@ function analyse(calls: readonly ScriptCall[]): Omit<RoundTrips, 'outcomes'> {
     }
   }
   const decisions = byDecision.size;
-  return { decisions, evalshaPerDecision: calls.length / decisions, roundTripsPerDecision: waves / decisions, outOfOrder };
+  return { decisions, scriptCallsPerDecision: calls.length / decisions, roundTripsPerDecision: waves / decisions, outOfOrder };
 }
 
 /**

@@ -1,4 +1,6 @@
--- The shared-state limits of one or more requests, each in evaluation order, in one EVALSHA.
+-- The shared-state limits of one or more requests, each in evaluation order, in one call of
+-- `limits`: a Redis Function this file registers, or the same text run by EVALSHA where the
+-- server offers no functions (limits-script.ts adds the one line either needs).
 -- Gateways send the decisions that are due together in one call, so Redis pays the script's
 -- fixed cost (and TIME) once for all of them; they run one after another, in the order sent,
 -- exactly as separate calls back to back would.
@@ -36,21 +38,34 @@
 -- or, for a request whose commands failed, -1 and the place of its error among the messages,
 -- the other requests unaffected. Packed, the client reads the numbers without decoding a
 -- reply element for each (docs/architecture.md#performance).
+--
+-- As a function, everything above `limits` is defined once per load rather than once per call
+-- (docs/architecture.md#performance); the state of one call lives in the locals below, which
+-- `limits` sets afresh on every call.
 
-local now = tonumber(ARGV[1])
-if not now then
-  local time = redis.call('TIME')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-end
-local resets = false
+-- The call's keys and arguments, Redis's time (a number, and its digits), and whether the
+-- request being run shows its reset times.
+local keys, args, now, now_s, resets
+-- The sliding logs this call has trimmed and given their expiry (for the window it trimmed
+-- to), and each one's oldest entry once read. The requests of a call after the first that
+-- meet a log (an API's, or a busy key's) skip its trim, its expiry and the read of its oldest
+-- entry: at the call's one time they would find what the first found. Removing an entry (an
+-- undo) forgets the log, since the entry may have been its oldest, or its last (the key is
+-- then gone, and with it the expiry).
+local visited, oldest
+-- Each trimmed sliding log's number of entries once counted, kept as this call adds to it: at
+-- the call's one time nothing leaves the window, so a later request meeting the log adds its
+-- entry without counting the log again.
+local counts
+-- The sentinel logs this call has given their expiry (the sentinel trims in the background).
+local lasting
 
 -- Numbers go to redis.call as decimal strings made here: Redis would print each Lua number
 -- with a floating-point format first, which cost more than the commands' own work
 -- (docs/architecture.md#performance). Every number sent is an integer.
 local function int(x) return string.format('%d', x) end
-local now_s = int(now)
 -- The log entry of op `j` of the request named `member` (`member:<ordinal>`); each ordinal's
--- digits are made once per call.
+-- digits are made once (per call, or per load as a function: they never change).
 local ordinals = {}
 local function entry(member, j)
   local o = ordinals[j]
@@ -69,26 +84,13 @@ end
 --   f: window_start
 local kinds = {'L', 'S', 'F', 'Q', 'l', 's', 'f'}
 
--- The op at ARGV[i]: its kind and fields as values, so no table is made per op.
+-- The op at args[i]: its kind and fields as values, so no table is made per op.
 local function op_at(i)
-  local code, f1, f2, f3, f4, f5, f6 = struct.unpack('<ddddddd', ARGV[i])
+  local code, f1, f2, f3, f4, f5, f6 = struct.unpack('<ddddddd', args[i])
   return kinds[code], f1, f2, f3, f4, f5, f6
 end
 
--- The sliding logs this call has trimmed and given their expiry (for the window it trimmed
--- to), and each one's oldest entry once read. The requests of a call after the first that
--- meet a log (an API's, or a busy key's) skip its trim, its expiry and the read of its oldest
--- entry: at the call's one time they would find what the first found. Removing an entry (an
--- undo) forgets the log, since the entry may have been its oldest, or its last (the key is
--- then gone, and with it the expiry).
-local visited = {}
-local oldest = {}
--- Each trimmed sliding log's number of entries once counted, kept as this call adds to it: at
--- the call's one time nothing leaves the window, so a later request meeting the log adds its
--- entry without counting the log again.
-local counts = {}
--- The sentinel logs this call has given their expiry (the sentinel trims in the background).
-local lasting = {}
+-- Forgets what this call knows of a log.
 local function forget(log)
   visited[log] = nil
   oldest[log] = nil
@@ -318,13 +320,13 @@ local function peek(k, a, nops)
   for j = 1, nops do
     local kind, f1, f2, f3, f4 = op_at(a + j - 1)
     if kind == 'L' then
-      rows[j] = peek_sliding(KEYS[k], KEYS[k + 1], f1, f2, f3)
+      rows[j] = peek_sliding(keys[k], keys[k + 1], f1, f2, f3)
     elseif kind == 'S' then
-      rows[j] = peek_sentinel(KEYS[k], KEYS[k + 1], f1, f2)
+      rows[j] = peek_sentinel(keys[k], keys[k + 1], f1, f2)
     elseif kind == 'F' then
-      rows[j] = peek_fixed(KEYS[k], f1, f2)
+      rows[j] = peek_fixed(keys[k], f1, f2)
     else
-      rows[j] = peek_quota(KEYS[k], f1, f2, f3, f4)
+      rows[j] = peek_quota(keys[k], f1, f2, f3, f4)
     end
     k = k + 2
   end
@@ -338,15 +340,15 @@ local function undo_admission(k, a, member, j, row)
   local kind, _, per = op_at(a + j - 1)
   local at = k + 2 * (j - 1)
   if kind == 'L' then
-    unlog(KEYS[at], entry(member, j))
+    unlog(keys[at], entry(member, j))
   elseif kind == 'S' then
-    unflag(KEYS[at], KEYS[at + 1], entry(member, j), row[3] == 0)
+    unflag(keys[at], keys[at + 1], entry(member, j), row[3] == 0)
   elseif kind == 'F' then
-    uncount(KEYS[at] .. ':' .. int(row[4] - per))
+    uncount(keys[at] .. ':' .. int(row[4] - per))
   end
 end
 
--- One request: `nops` ops from KEYS[k] and ARGV[a], rows appended to `reply`.
+-- One request: `nops` ops from keys[k] and args[a], rows appended to `reply`.
 local function decide(k, a, member, refused, nops)
   local rows = {}
   -- The op of each row, for undoing its admission.
@@ -356,19 +358,19 @@ local function decide(k, a, member, refused, nops)
     local kind, f1, f2, f3, f4, f5, f6 = op_at(a + j - 1)
     local r
     if kind == 'L' then
-      r = sliding(KEYS[key], KEYS[key + 1], f1, f2, f3, f4, f5, f6, entry(member, j))
+      r = sliding(keys[key], keys[key + 1], f1, f2, f3, f4, f5, f6, entry(member, j))
     elseif kind == 'S' then
-      r = sentinel(KEYS[key], KEYS[key + 1], f1, f2, entry(member, j))
+      r = sentinel(keys[key], keys[key + 1], f1, f2, entry(member, j))
     elseif kind == 'F' then
-      r = fixed(KEYS[key], f1, f2)
+      r = fixed(keys[key], f1, f2)
     elseif kind == 'Q' then
-      r = quota(KEYS[key], f1, f2, f3, f4)
+      r = quota(keys[key], f1, f2, f3, f4)
     elseif kind == 'l' then
-      unlog(KEYS[key], entry(member, f1))
+      unlog(keys[key], entry(member, f1))
     elseif kind == 's' then
-      unflag(KEYS[key], KEYS[key + 1], entry(member, f1), f2 == 1)
+      unflag(keys[key], keys[key + 1], entry(member, f1), f2 == 1)
     else
-      uncount(KEYS[key] .. ':' .. int(f1))
+      uncount(keys[key] .. ':' .. int(f1))
     end
     key = key + 2
     if r then
@@ -389,46 +391,59 @@ local function decide(k, a, member, refused, nops)
   return rows
 end
 
-local reply = {now}
-local errors = {}
-local deadline = tonumber(ARGV[2])
-local k, a = 1, 3
-if deadline > 0 and now > deadline then
-  errors[1] = 'the call reached Redis after its deadline: nothing was counted'
-  while a <= #ARGV do
-    reply[#reply + 1] = -1
-    reply[#reply + 1] = 1
-    a = a + 4 + tonumber(ARGV[a + 3])
+-- One call (KEYS and ARGV as the top of this file lays them out).
+local function limits(call_keys, call_args)
+  keys, args = call_keys, call_args
+  now = tonumber(args[1])
+  if not now then
+    local time = redis.call('TIME')
+    now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   end
-  return {struct.pack('<' .. string.rep('d', #reply), unpack(reply)), errors[1]}
-end
-while a <= #ARGV do
-  local member, mode, nops = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 3])
-  resets = ARGV[a + 2] == '1' or mode == 'p'
-  local ok, rows
-  if mode == 'p' then
-    ok, rows = pcall(peek, k, a + 4, nops)
-  else
-    ok, rows = pcall(decide, k, a + 4, member, mode == '1', nops)
-  end
-  if ok then
-    reply[#reply + 1] = #rows
-    for _, r in ipairs(rows) do
-      for c = 1, 6 do reply[#reply + 1] = r[c] end
-    end
-  else
-    errors[#errors + 1] = type(rows) == 'table' and (rows.err or 'script error') or tostring(rows)
-    reply[#reply + 1] = -1
-    reply[#reply + 1] = #errors
-  end
-  k = k + 2 * nops
-  a = a + 4 + nops
-end
+  now_s = int(now)
+  resets = false
+  visited, oldest, counts, lasting = {}, {}, {}, {}
 
--- In slices: unpack puts every value of a slice on Lua's C stack.
-local packed = {}
-for first = 1, #reply, 512 do
-  local last = math.min(first + 511, #reply)
-  packed[#packed + 1] = struct.pack('<' .. string.rep('d', last - first + 1), unpack(reply, first, last))
+  local reply = {now}
+  local errors = {}
+  local deadline = tonumber(args[2])
+  local k, a = 1, 3
+  if deadline > 0 and now > deadline then
+    errors[1] = 'the call reached Redis after its deadline: nothing was counted'
+    while a <= #args do
+      reply[#reply + 1] = -1
+      reply[#reply + 1] = 1
+      a = a + 4 + tonumber(args[a + 3])
+    end
+    return {struct.pack('<' .. string.rep('d', #reply), unpack(reply)), errors[1]}
+  end
+  while a <= #args do
+    local member, mode, nops = args[a], args[a + 1], tonumber(args[a + 3])
+    resets = args[a + 2] == '1' or mode == 'p'
+    local ok, rows
+    if mode == 'p' then
+      ok, rows = pcall(peek, k, a + 4, nops)
+    else
+      ok, rows = pcall(decide, k, a + 4, member, mode == '1', nops)
+    end
+    if ok then
+      reply[#reply + 1] = #rows
+      for _, r in ipairs(rows) do
+        for c = 1, 6 do reply[#reply + 1] = r[c] end
+      end
+    else
+      errors[#errors + 1] = type(rows) == 'table' and (rows.err or 'script error') or tostring(rows)
+      reply[#reply + 1] = -1
+      reply[#reply + 1] = #errors
+    end
+    k = k + 2 * nops
+    a = a + 4 + nops
+  end
+
+  -- In slices: unpack puts every value of a slice on Lua's C stack.
+  local packed = {}
+  for first = 1, #reply, 512 do
+    local last = math.min(first + 511, #reply)
+    packed[#packed + 1] = struct.pack('<' .. string.rep('d', last - first + 1), unpack(reply, first, last))
+  end
+  return {table.concat(packed), unpack(errors)}
 end
-return {table.concat(packed), unpack(errors)}

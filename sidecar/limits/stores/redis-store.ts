@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import type { Cluster, Redis } from 'ioredis';
+import type { Logger } from '../../../common/logger.ts';
 import { defaultGatewaySettings, type GatewaySettings } from '../../../crds/settings.ts';
 import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import type { StoreReporter } from '../store-health.ts';
@@ -7,14 +7,8 @@ import { clampSmoothing, type LimitStore, type PeekResult, type StoreOp, type St
 import { withTimeout } from './with-timeout.ts';
 import { ConnectionWatch } from '../../../common/redis-connection.ts';
 import { StoreDisconnectedError } from '../errors.ts';
+import { LimitsScript, type PackedReply, type ScriptArgument } from './limits-script.ts';
 
-const script = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
-/**
- * The script's command name on the client. The sidecar's client sends it outside ioredis's
- * auto-pipelining on one server or a Sentinel set (sidecar/redis.ts): this store batches its
- * own calls already.
- */
-export const limitsCommand = 'gwLimits';
 const trimDelayMs = 50;
 /**
  * Added to a call's deadline (#call) where the last reply may have come from another server
@@ -26,16 +20,11 @@ const trimDelayMs = 50;
  */
 const OTHER_CLOCKS_SLACK_MS = 1_000;
 
-/** limits.lua's reply as sent: its numbers packed, then the error messages they refer to. */
-type PackedReply = [Buffer, ...Buffer[]];
 /**
  * limits.lua's numbers: Redis's time (Unix ms), then per request its row count and rows (or -1
  * and its error's place among the messages).
  */
 type Reply = number[];
-/** The script's command as ioredis defines it, in the variant that leaves the reply's strings as Buffers. */
-const limitsCommandBuffer = `${limitsCommand}Buffer` as const;
-type ScriptClient = Record<typeof limitsCommandBuffer, (...args: (string | number | Buffer)[]) => Promise<PackedReply>>;
 /** Keys of one op; on a Cluster every script call runs exactly one op. */
 const keysPerOp = 2;
 /** Integers per result row in the reply. */
@@ -176,9 +165,9 @@ function toResult(reply: Reply, at: number): StoreResult {
 }
 
 /** KEYS and ARGV of one script call carrying `calls`, in limits.lua's layout. */
-function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: number | '', deadlineMs: number): { keys: string[]; args: (string | number | Buffer)[] } {
+function scriptArguments(calls: readonly Call[], resets: boolean, clockMs: number | '', deadlineMs: number): { keys: string[]; args: ScriptArgument[] } {
   const keys: string[] = [];
-  const args: (string | number | Buffer)[] = [clockMs, deadlineMs];
+  const args: ScriptArgument[] = [clockMs, deadlineMs];
   for (const { encoded, member, mode } of calls) {
     args.push(member, modeArgument[mode], resets ? 1 : 0, encoded.length);
     for (const e of encoded) {
@@ -218,8 +207,8 @@ function splitReply([packed, ...messages]: PackedReply, count: number): { nowMs:
 }
 
 /**
- * Shared state in Redis: one Lua script call per decision, run by EVALSHA (ioredis
- * `defineCommand` sends EVALSHA and reloads the script on NOSCRIPT), so a request pays
+ * Shared state in Redis: one call of limits.lua per decision (a Redis Function, or EVALSHA
+ * where the server has none: limits-script.ts), so a request pays
  * one round trip for every limit it meets, refunds included (a Cluster is the
  * exception, see `#runOnCluster`). Decisions that come due while the event loop handles
  * one batch of I/O share one call (at most `maxBatch`): each still runs alone and in
@@ -231,6 +220,8 @@ export interface RedisLimitStoreOptions {
   instanceId: string;
   /** Failures of the writes no request waits for (sentinel trims, a Cluster's refunds). */
   reporter: StoreReporter;
+  /** Where the script's loading and a fall back to EVALSHA are told. */
+  logger: Logger;
   /**
    * Replaces Redis's clock. Only the store conformance suite sets it, to run the same
    * cases on both stores with one manual clock; gateways must share Redis's.
@@ -240,7 +231,7 @@ export interface RedisLimitStoreOptions {
 
 export class RedisLimitStore implements LimitStore {
   readonly #redis: Redis | Cluster;
-  readonly #client: ScriptClient;
+  readonly #script: LimitsScript;
   readonly #instanceId: string;
   readonly #clock: (() => number) | undefined;
   readonly #onBackgroundError: (error: unknown) => void;
@@ -269,11 +260,8 @@ export class RedisLimitStore implements LimitStore {
     this.#instanceId = options.instanceId;
     this.#clock = options.clock;
     this.#onBackgroundError = (error) => options.reporter.failed(error);
-    // ioredis auto-pipelining routes a script call on a Cluster by its first argument:
-    // the key count, unless the command declares a fixed one. So on a Cluster (one op,
-    // two keys per call) it is declared, and the first argument is the op's first key.
-    if (!(limitsCommand in redis)) redis.defineCommand(limitsCommand, { lua: script, numberOfKeys: redis.isCluster ? keysPerOp : undefined });
-    this.#client = redis as unknown as ScriptClient;
+    // On a Cluster every call runs one op.
+    this.#script = new LimitsScript(redis, options.logger, keysPerOp);
   }
 
   configure(settings: GatewaySettings): void {
@@ -348,8 +336,7 @@ export class RedisLimitStore implements LimitStore {
     const slackMs = this.#oneServer ? this.#lastRoundTripMs + 1 : OTHER_CLOCKS_SLACK_MS;
     const deadlineMs = expires && offset !== null && this.#clock === undefined ? Math.floor(sentMs + offset + timeoutMs + slackMs) : 0;
     const { keys, args } = scriptArguments(calls, this.#settings.rate_limit_response_headers === 'rate_limits', this.#clock?.() ?? '', deadlineMs);
-    const reply = this.#redis.isCluster ? this.#client[limitsCommandBuffer](...keys, ...args) : this.#client[limitsCommandBuffer](keys.length, ...keys, ...args);
-    const { nowMs, ran } = splitReply(await withTimeout(reply, timeoutMs), calls.length);
+    const { nowMs, ran } = splitReply(await withTimeout(this.#script.call(keys, args), timeoutMs), calls.length);
     const receivedMs = Date.now();
     this.#redisClockOffsetMs = nowMs - receivedMs;
     this.#lastRoundTripMs = receivedMs - sentMs;

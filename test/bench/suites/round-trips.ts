@@ -1,7 +1,7 @@
 /**
  * Redis round trips per rate-limit decision on each topology GW_REDIS_URL can name: one
  * server, a Sentinel-managed master, a 3-master Cluster. Read from Redis itself (MONITOR
- * on every data node, see test/support/round-trips.ts): every EVALSHA of limits.lua, grouped
+ * on every data node, see test/support/round-trips.ts): every call of limits.lua (FCALL, or EVALSHA), grouped
  * by decision and into the waves the gateway must wait between. Each Cluster and Sentinel
  * row is compared with the same scenario on one server.
  */
@@ -88,7 +88,7 @@ const suite: BenchSuite = async (ctx) => {
         const baseline = topology === 'standalone' ? undefined : `standalone, ${scenario}: round trips per decision`;
         rows.push(
           { suite: SUITE, name: `${topology}, ${scenario}: round trips per decision`, value: figures.roundTripsPerDecision, unit: 'round trips', baseline },
-          { suite: SUITE, name: `${topology}, ${scenario}: EVALSHA per decision`, value: figures.evalshaPerDecision, unit: 'calls' },
+          { suite: SUITE, name: `${topology}, ${scenario}: script calls per decision`, value: figures.scriptCallsPerDecision, unit: 'calls' },
         );
       }
     }

@@ -10,7 +10,7 @@ import { startGateway, stopAllGateways, waitReady } from './gateways.ts';
 interface AnswerHoldingHop {
   url: string;
   /** Script calls that have reached Redis. */
-  evalsha(): number;
+  scriptCalls(): number;
   /** Holds Redis's answers from now on, until `release`. */
   hold(): void;
   release(): void;
@@ -24,14 +24,14 @@ interface AnswerHoldingHop {
 async function answerHoldingHop(redisUrl: string): Promise<AnswerHoldingHop> {
   const target = new URL(redisUrl);
   let holding = false;
-  let evalsha = 0;
+  let scriptCalls = 0;
   const held: (() => void)[] = [];
   const sockets: Socket[] = [];
   const server = createServer((client) => {
     const redis = connect(Number(target.port), target.hostname);
     sockets.push(client, redis);
     client.on('data', (chunk) => {
-      evalsha += chunk.toString('latin1').split(/\r\nevalsha\r\n/i).length - 1;
+      scriptCalls += chunk.toString('latin1').split(/\r\nfcall\r\n/i).length - 1;
       redis.write(chunk);
     });
     redis.on('data', (chunk) => (holding ? held.push(() => client.write(chunk)) : client.write(chunk)));
@@ -41,7 +41,7 @@ async function answerHoldingHop(redisUrl: string): Promise<AnswerHoldingHop> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `redis://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    evalsha: () => evalsha,
+    scriptCalls: () => scriptCalls,
     hold: () => (holding = true),
     release() {
       holding = false;
@@ -68,16 +68,16 @@ describe("the sidecar's Redis client and the limit store's script calls", () => 
     const gateway = startGateway(config({ settings: { enable_redis_rolling_limiter: true }, apis: [a] }), hop.url);
     await waitReady(gateway.redis);
     const req = request(a, null);
-    // Loads the script, so each call below is one EVALSHA.
+    // Loads the limit function, so each call below is one FCALL.
     expect((await gateway.engine.decide(req)).outcome).toBe('allowed');
-    const before = hop.evalsha();
+    const before = hop.scriptCalls();
     hop.hold();
     const first = gateway.engine.decide(req);
     await sleep(30);
     const second = gateway.engine.decide(req);
     await sleep(30);
     // Both reached Redis while the first one's answer was held back: the second did not wait for it.
-    expect(hop.evalsha() - before).toBe(2);
+    expect(hop.scriptCalls() - before).toBe(2);
     hop.release();
     expect((await Promise.all([first, second])).map((d) => d.outcome)).toEqual(['allowed', 'allowed']);
     expect(await gateway.redis.zcard(limiterKey(`a:${a.api_id}`, 'log'))).toBe(3);
