@@ -50,7 +50,7 @@ export function createLimitBackends(options: LimitBackendOptions): LimitBackends
   const drlPeer = options.drlPeer !== false;
   if (!redis) return { store: new MemoryLimitStore(now), peers: null, health, drlPeer };
   return {
-    store: new RedisLimitStore(redis, { instanceId, reporter: health, logger: options.logger }),
+    store: new RedisLimitStore(redis, { instanceId, reporter: health }),
     peers: options.drlPeer === false
       ? null
       : new GatewayHeartbeat({ redis, instanceId, intervalMs: options.heartbeatIntervalMs ?? 2000, now, reporter: health, siblings: options.siblings }),

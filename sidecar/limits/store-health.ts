@@ -1,6 +1,7 @@
-import { Counter, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Logger } from '../../common/logger.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
+import type { LimitScriptReporter } from './stores/limits-script.ts';
 
 /** Where the store and the peer counter report how their calls to Redis went. */
 export interface StoreReporter {
@@ -13,23 +14,33 @@ export interface StoreReporter {
  * starts, one when Redis answers again. Only the message is logged, never the command
  * (its keys are hashed, but nothing is gained by printing them).
  */
-export class StoreHealth implements StoreReporter {
+export class StoreHealth implements StoreReporter, LimitScriptReporter {
   readonly #logger: Logger;
   readonly #errors: Counter;
+  readonly #runsAsFunction: Gauge;
   #failureMode: GatewaySettings['redis_failure_mode'] = 'closed';
   #failing = false;
   readonly #probe: (() => Promise<unknown>) | undefined;
   #probing = false;
 
-  /** Without a registry the counter still counts but is exported nowhere; `probe` asks Redis whether it answers (see failingNow). */
+  /**
+   * Without a registry the metrics still count but are exported nowhere; `probe` asks Redis
+   * whether it answers (see failingNow), and is absent without Redis (the in-memory store),
+   * which has no limit script either.
+   */
   constructor(logger: Logger, registry?: Registry, probe?: () => Promise<unknown>) {
     this.#logger = logger;
     this.#probe = probe;
-    this.#errors = new Counter({
-      name: 'gw_redis_errors_total',
-      help: 'Failed or timed-out Redis calls of the rate-limit engine.',
-      registers: registry ? [registry] : [],
+    const registers = registry ? [registry] : [];
+    this.#errors = new Counter({ name: 'gw_redis_errors_total', help: 'Failed or timed-out Redis calls of the rate-limit engine.', registers });
+    this.#runsAsFunction = new Gauge({
+      name: 'gw_limit_script_function',
+      help: '1 while the limit script runs as a Redis Function (FCALL); 0 once Redis refused functions and it runs by EVALSHA (README.md#redis).',
+      registers: probe ? registers : [],
+      // With workers: 0 when any of them runs by EVALSHA.
+      aggregator: 'min',
     });
+    this.#runsAsFunction.set(1);
   }
 
   /** The failure mode in force, named in the outage's log line. */
@@ -65,5 +76,14 @@ export class StoreHealth implements StoreReporter {
     if (!this.#failing) return;
     this.#failing = false;
     this.#logger.info('rate-limit store reachable again');
+  }
+
+  functionLoaded(name: string, primaries: number): void {
+    this.#logger.info({ function: name, primaries }, 'redis: limit function loaded');
+  }
+
+  functionsRefused(reason: string): void {
+    this.#runsAsFunction.set(0);
+    this.#logger.warn({ reason }, 'redis: the server refused Redis Functions; limits run by EVALSHA from now on (README.md#redis)');
   }
 }

@@ -3,10 +3,17 @@ import { createLogger } from '../../common/logger.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
 import type { LimitRequest, SmoothingEvent, SmoothingEventSink } from '../../sidecar/limits/types.ts';
+import type { StoreReporter } from '../../sidecar/limits/store-health.ts';
+import type { LimitScriptReporter } from '../../sidecar/limits/stores/limits-script.ts';
 
 /** The limit engine's test kit (unit, integration, bench): requests, event sinks and a hand-moved clock. */
 
 export const silentLogger = createLogger('limits-test', 'silent');
+
+/** A Redis limit store's reporter that keeps only its background failures (`failed`), for tests that build a store alone. */
+export function failuresReporter(failed: (error: unknown) => void = () => undefined): StoreReporter & LimitScriptReporter {
+  return { failed, succeeded: () => undefined, functionLoaded: () => undefined, functionsRefused: () => undefined };
+}
 
 export const keyHashOf = (raw: string): string => createHash('sha256').update(raw).digest('hex');
 

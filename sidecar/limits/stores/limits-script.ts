@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { ReplyError, type Cluster, type Redis } from 'ioredis';
-import type { Logger } from '../../../common/logger.ts';
 
 const source = readFileSync(new URL('./limits.lua', import.meta.url), 'utf8');
 /**
@@ -27,6 +26,13 @@ export type PackedReply = [Buffer, ...Buffer[]];
 export type ScriptArgument = string | number | Buffer;
 type ScriptClient = Record<typeof limitsCommandBuffer, (...args: ScriptArgument[]) => Promise<PackedReply>>;
 
+/** Where the script tells how it runs: its function loaded, or functions refused (sidecar/limits/store-health.ts). */
+export interface LimitScriptReporter {
+  functionLoaded(name: string, primaries: number): void;
+  /** Once per process: from now on the script runs by EVALSHA. `reason` is the server's refusal. */
+  functionsRefused(reason: string): void;
+}
+
 /**
  * The server has no functions for this client: a Redis before 7 (no FCALL or FUNCTION), a
  * command renamed away, or an ACL user without `+fcall` or `+function|load`.
@@ -44,16 +50,16 @@ const functionMissing = (error: Error): boolean => error.message.startsWith('ERR
  */
 export class LimitsScript {
   readonly #redis: Redis | Cluster;
-  readonly #logger: Logger;
+  readonly #reporter: LimitScriptReporter;
   readonly #script: ScriptClient;
   readonly #keysDeclared: boolean;
   #usesFunction = true;
   /** The load in flight: calls that found the function missing meanwhile wait for this one. */
   #loading: Promise<void> | undefined;
 
-  constructor(redis: Redis | Cluster, logger: Logger, keysPerCallOnCluster: number) {
+  constructor(redis: Redis | Cluster, reporter: LimitScriptReporter, keysPerCallOnCluster: number) {
     this.#redis = redis;
-    this.#logger = logger;
+    this.#reporter = reporter;
     // ioredis auto-pipelining routes a defined command on a Cluster by its first argument:
     // the key count, unless the command declares a fixed one. So on a Cluster (one op per
     // call) it is declared, and the first argument is the op's first key. FCALL needs no
@@ -61,11 +67,6 @@ export class LimitsScript {
     this.#keysDeclared = redis.isCluster;
     if (!(limitsCommand in redis)) redis.defineCommand(limitsCommand, { lua: limitsScript, numberOfKeys: redis.isCluster ? keysPerCallOnCluster : undefined });
     this.#script = redis as unknown as ScriptClient;
-  }
-
-  /** Whether calls go to the Redis Function (false once a server refused functions). */
-  get usesFunction(): boolean {
-    return this.#usesFunction;
   }
 
   call(keys: readonly string[], args: readonly ScriptArgument[]): Promise<PackedReply> {
@@ -105,7 +106,7 @@ export class LimitsScript {
     const primaries = this.#redis.isCluster ? (this.#redis as Cluster).nodes('master') : [this.#redis as Redis];
     try {
       await Promise.all(primaries.map((primary) => primary.call('FUNCTION', 'LOAD', 'REPLACE', limitsLibrary)));
-      this.#logger.info({ function: limitsFunction, primaries: primaries.length }, 'redis: limit function loaded');
+      this.#reporter.functionLoaded(limitsFunction, primaries.length);
     } catch (error) {
       // Anything else (a timeout, a lost connection, LOADING, READONLY) passes: the next call
       // that finds the function missing loads it again.
@@ -117,6 +118,6 @@ export class LimitsScript {
   #fallBack(error: Error): void {
     if (!this.#usesFunction) return;
     this.#usesFunction = false;
-    this.#logger.warn({ reason: error.message }, 'redis: the server refused Redis Functions; limits run by EVALSHA from now on (README.md#redis)');
+    this.#reporter.functionsRefused(error.message);
   }
 }

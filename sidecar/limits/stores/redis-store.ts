@@ -1,5 +1,4 @@
 import type { Cluster, Redis } from 'ioredis';
-import type { Logger } from '../../../common/logger.ts';
 import { defaultGatewaySettings, type GatewaySettings } from '../../../crds/settings.ts';
 import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import type { StoreReporter } from '../store-health.ts';
@@ -7,7 +6,7 @@ import { clampSmoothing, type LimitStore, type PeekResult, type StoreOp, type St
 import { withTimeout } from './with-timeout.ts';
 import { ConnectionWatch } from '../../../common/redis-connection.ts';
 import { StoreDisconnectedError } from '../errors.ts';
-import { LimitsScript, type PackedReply, type ScriptArgument } from './limits-script.ts';
+import { LimitsScript, type LimitScriptReporter, type PackedReply, type ScriptArgument } from './limits-script.ts';
 
 const trimDelayMs = 50;
 /**
@@ -218,10 +217,11 @@ function splitReply([packed, ...messages]: PackedReply, count: number): { nowMs:
 export interface RedisLimitStoreOptions {
   /** Names this gateway's log entries, so that its refunds remove only its own. */
   instanceId: string;
-  /** Failures of the writes no request waits for (sentinel trims, a Cluster's refunds). */
-  reporter: StoreReporter;
-  /** Where the script's loading and a fall back to EVALSHA are told. */
-  logger: Logger;
+  /**
+   * Failures of the writes no request waits for (sentinel trims, a Cluster's refunds), and
+   * how the limit script runs (a function, or by EVALSHA).
+   */
+  reporter: StoreReporter & LimitScriptReporter;
   /**
    * Replaces Redis's clock. Only the store conformance suite sets it, to run the same
    * cases on both stores with one manual clock; gateways must share Redis's.
@@ -261,7 +261,7 @@ export class RedisLimitStore implements LimitStore {
     this.#clock = options.clock;
     this.#onBackgroundError = (error) => options.reporter.failed(error);
     // On a Cluster every call runs one op.
-    this.#script = new LimitsScript(redis, options.logger, keysPerOp);
+    this.#script = new LimitsScript(redis, options.reporter, keysPerOp);
   }
 
   configure(settings: GatewaySettings): void {

@@ -5,7 +5,7 @@ import { Redis, type Cluster } from 'ioredis';
 import { limiterKey } from '../../../common/redis-keys.ts';
 import { limitsFunction } from '../../../sidecar/limits/stores/limits-script.ts';
 import { startRedis, testEnv } from '../../harness/index.ts';
-import { sleep, startGateway, stopAllGateways, uniqueId, watchCommands } from './helpers.ts';
+import { metricValues, sleep, startGateway, stopAllGateways, uniqueId, watchCommands } from './helpers.ts';
 
 afterEach(stopAllGateways);
 
@@ -79,6 +79,7 @@ describe('one round trip per decision', () => {
     expect(outcomes).toEqual(['allowed', 'allowed', 'api_rate_limited']);
     expect(await loadedLibraries(gateway.redis)).toContain(limitsFunction);
     expect(gateway.logs.filter((line) => line.includes('limit function loaded'))).toHaveLength(2);
+    expect(await metricValues(gateway.registry, 'gw_limit_script_function')).toEqual({ total: 1 });
   });
 
   it('a user without +fcall and +function goes by EVALSHA, says so once, and counts exactly', async () => {
@@ -98,6 +99,7 @@ describe('one round trip per decision', () => {
       const fallbacks = gateway.logs.filter((line) => line.includes('limits run by EVALSHA'));
       expect(fallbacks).toHaveLength(1);
       expect(JSON.parse(fallbacks[0]!)).toMatchObject({ level: 40, reason: expect.stringMatching(/^NOPERM .*'fcall'/) });
+      expect(await metricValues(gateway.registry, 'gw_limit_script_function')).toEqual({ total: 0 });
     } finally {
       await admin.call('ACL', 'DELUSER', user);
       admin.disconnect();
@@ -127,6 +129,7 @@ describe('one round trip per decision', () => {
       expect(outcomes).toEqual(['allowed', 'allowed', 'api_rate_limited']);
       expect(gateway.logs.filter((line) => line.includes('limits run by EVALSHA'))).toHaveLength(1);
       expect(gateway.logs.join('')).toContain('ERR unknown command');
+      expect(await metricValues(gateway.registry, 'gw_limit_script_function')).toEqual({ total: 0 });
     } finally {
       await stopAllGateways();
       await redis.dispose();

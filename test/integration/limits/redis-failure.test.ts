@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { api, config, session } from '../../support/compiled-fixtures.ts';
-import { request, silentLogger } from '../../support/limits-fixtures.ts';
+import { failuresReporter, request } from '../../support/limits-fixtures.ts';
 import { Redis as IORedis } from 'ioredis';
 import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import { StoreDisconnectedError } from '../../../sidecar/limits/errors.ts';
@@ -79,7 +79,7 @@ describe('Redis stopped in the middle of a test', () => {
   it('the store sends no call while its lost connection is down, so none runs once it is back', async () => {
     const client = new IORedis(redis.url, sidecarRedisOptions(200));
     client.on('error', () => undefined);
-    const store = new RedisLimitStore(client, { instanceId: uniqueId('late'), reporter: { failed: () => undefined, succeeded: () => undefined }, logger: silentLogger });
+    const store = new RedisLimitStore(client, { instanceId: uniqueId('late'), reporter: failuresReporter() });
     const limiterId = uniqueId('late-limiter');
     const op = { kind: 'sliding_log', limiterId, rate: 5, perMs: 60_000, smoothing: null } as const;
     store.configure({ ...defaultGatewaySettings, redis_timeout_ms: 100 });
@@ -104,7 +104,7 @@ describe('Redis stopped in the middle of a test', () => {
   it('a call Redis runs after its gateway stopped waiting (a stall) counts nothing, limits and quota alike', async () => {
     const client = new IORedis(redis.url, sidecarRedisOptions(200));
     client.on('error', () => undefined);
-    const store = new RedisLimitStore(client, { instanceId: uniqueId('stall'), reporter: { failed: () => undefined, succeeded: () => undefined }, logger: silentLogger });
+    const store = new RedisLimitStore(client, { instanceId: uniqueId('stall'), reporter: failuresReporter() });
     const limiterId = uniqueId('stall-limiter');
     const quotaId = uniqueId('stall-quota');
     const ops = [
@@ -135,7 +135,7 @@ describe('Redis stopped in the middle of a test', () => {
   it('on one server, a stall just past the timeout counts nothing either: its deadline has no slack for other clocks', async () => {
     const client = new IORedis(redis.url, sidecarRedisOptions(200));
     client.on('error', () => undefined);
-    const store = new RedisLimitStore(client, { instanceId: uniqueId('short-stall'), reporter: { failed: () => undefined, succeeded: () => undefined }, logger: silentLogger });
+    const store = new RedisLimitStore(client, { instanceId: uniqueId('short-stall'), reporter: failuresReporter() });
     const quotaId = uniqueId('short-stall-quota');
     const ops = [{ kind: 'quota', quotaId, max: 10, renewalMs: 3_600_000, initRemaining: 10, initRenewsMs: 0 }] as const;
     store.configure({ ...defaultGatewaySettings, redis_timeout_ms: 100 });

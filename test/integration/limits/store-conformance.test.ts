@@ -7,7 +7,7 @@ import { MemoryLimitStore } from '../../../sidecar/limits/stores/memory-store.ts
 import { RedisLimitStore } from '../../../sidecar/limits/stores/redis-store.ts';
 import type { LimitStore, PeekResult, StoreOp, StoreResult } from '../../../sidecar/limits/stores/store.ts';
 import { testEnv } from '../../harness/index.ts';
-import { manualClock, silentLogger } from '../../support/limits-fixtures.ts';
+import { failuresReporter, manualClock } from '../../support/limits-fixtures.ts';
 import { uniqueId } from './helpers.ts';
 
 /**
@@ -265,7 +265,7 @@ const stores: [string, (now: () => number) => LimitStore][] = [
   ['in-memory store', (now) => new MemoryLimitStore(now)],
   [
     'Redis store',
-    (now) => new RedisLimitStore(redis, { instanceId: uniqueId('conformance'), reporter: { failed: (e) => backgroundErrors.push(e), succeeded: () => undefined }, clock: now, logger: silentLogger }),
+    (now) => new RedisLimitStore(redis, { instanceId: uniqueId('conformance'), reporter: failuresReporter((e) => backgroundErrors.push(e)), clock: now }),
   ],
 ];
 
