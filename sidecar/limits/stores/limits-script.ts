@@ -33,11 +33,11 @@ export interface LimitScriptReporter {
   functionsRefused(reason: string): void;
 }
 
+const isReplyError = (error: unknown): error is Error => error instanceof ReplyError;
 /**
  * The server has no functions for this client: a Redis before 7 (no FCALL or FUNCTION), a
  * command renamed away, or an ACL user without `+fcall` or `+function|load`.
  */
-const isReplyError = (error: unknown): error is Error => error instanceof ReplyError;
 const functionsUnavailable = (error: Error): boolean => /^ERR unknown command|^NOPERM .*'(fcall|function)/i.test(error.message);
 const functionMissing = (error: Error): boolean => error.message.startsWith('ERR Function not found');
 
@@ -52,7 +52,6 @@ export class LimitsScript {
   readonly #redis: Redis | Cluster;
   readonly #reporter: LimitScriptReporter;
   readonly #script: ScriptClient;
-  readonly #keysDeclared: boolean;
   #usesFunction = true;
   /** The load in flight: calls that found the function missing meanwhile wait for this one. */
   #loading: Promise<void> | undefined;
@@ -64,7 +63,6 @@ export class LimitsScript {
     // the key count, unless the command declares a fixed one. So on a Cluster (one op per
     // call) it is declared, and the first argument is the op's first key. FCALL needs no
     // such help: ioredis knows where its keys are.
-    this.#keysDeclared = redis.isCluster;
     if (!(limitsCommand in redis)) redis.defineCommand(limitsCommand, { lua: limitsScript, numberOfKeys: redis.isCluster ? keysPerCallOnCluster : undefined });
     this.#script = redis as unknown as ScriptClient;
   }
@@ -79,7 +77,7 @@ export class LimitsScript {
   }
 
   #evalsha(keys: readonly string[], args: readonly ScriptArgument[]): Promise<PackedReply> {
-    return this.#keysDeclared ? this.#script[limitsCommandBuffer](...keys, ...args) : this.#script[limitsCommandBuffer](keys.length, ...keys, ...args);
+    return this.#redis.isCluster ? this.#script[limitsCommandBuffer](...keys, ...args) : this.#script[limitsCommandBuffer](keys.length, ...keys, ...args);
   }
 
   /**
