@@ -51,7 +51,7 @@ EXPOSE 8082 9443
 HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8082/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # The operator waits on the API server most of the time: V8 sized for memory rather than speed
-# holds 10,000 Keys in about 40 MiB less RSS at the same reconcile rate (README.md#benchmarks).
+# holds 10,000 Keys in about 40 MiB less RSS at the same reconcile rate (docs/benchmarks.md#operator).
 ENTRYPOINT ["node", "--optimize-for-size", "gw-operator.mjs"]
 
 FROM runtime AS sidecar
@@ -65,7 +65,7 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=10s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:8082/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 # Without pretenuring: V8 may otherwise decide early to put every request's objects in the old
 # generation, and a sidecar with a small old space (the chart's) then runs ten full collections
-# a second for its whole life, at 1.5 to 2 times the CPU per request (README.md#benchmarks).
+# a second for its whole life, at 1.5 to 2 times the CPU per request (docs/benchmarks.md#fresh-starts).
 ENTRYPOINT ["node", "--no-allocation-site-pretenuring", "gw-sidecar.mjs"]
 
 # The chart's Redis: Debian's redis-server, as UID 999 (redisPodSecurityContext).

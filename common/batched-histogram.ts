@@ -40,7 +40,7 @@ interface Series {
  * A Prometheus histogram for the request path, observed in batches. One prom-client `observe`
  * costs half a microsecond in a loop, but about 7 µs on the request path, where the one timed
  * request in eight finds its code and data gone from the CPU's caches (measured in a loaded
- * sidecar: README.md#benchmarks). Here a timing is stored in two arrays and goes into its
+ * sidecar: docs/benchmarks.md#measured-away-and-measured-and-not-kept). Here a timing is stored in two arrays and goes into its
  * bucket in one loop when `TIMING_BATCH` have gathered, or when the histogram is read: on a
  * scrape, or when the primary gathers its workers' metrics. So a scrape sees every timing
  * recorded before it. It sits in the registry beside prom-client's metrics, counts as

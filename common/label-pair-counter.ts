@@ -29,7 +29,7 @@ export interface LabelPairCounterConfiguration<A extends string, B extends strin
 /**
  * A Prometheus counter with two labels, for the request path. prom-client's labelled `inc`
  * builds a label-hash string and a result object on every call: garbage the young collector
- * pays for, twice a request (README.md#benchmarks). Here a label pair's count is a number
+ * pays for, twice a request (docs/benchmarks.md#measured-away-and-measured-and-not-kept). Here a label pair's count is a number
  * found by two Map lookups on the label values (strings the caller already holds). It sits in
  * the registry beside prom-client's metrics: `get()` gives prom-client its values (for the
  * primary's sum of its workers), and it writes its own text for a scrape, a piece at a time

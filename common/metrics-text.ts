@@ -5,7 +5,7 @@ import type { Registry } from 'prom-client';
  * How many series a request-path metric writes in one turn of the event loop on a scrape.
  * A series of the histograms is 17 lines; 100 of them take well under a millisecond, where a
  * scrape of a gateway serving 1,000 APIs written in one piece held the loop for about 60 ms
- * (README.md#benchmarks, Scrape).
+ * (docs/benchmarks.md#scrape).
  */
 export const SERIES_PER_TURN = 100;
 

@@ -4,7 +4,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
  * One copy of each string value that many cached objects repeat. JSON.parse gives every
  * object its own copy of each value: with 10,000 Keys the operator's heap held 25,000 copies
  * of the namespace, as many of the apiVersion, 10,000 of the finalizer, of the Ready
- * condition's reason and message, and of each policy a Key names (README.md#benchmarks).
+ * condition's reason and message, and of each policy a Key names (docs/benchmarks.md#operator).
  * The pool is bounded: when it is full it starts again, so values that never repeat (a
  * timestamp, a changing message) cannot grow it; the objects keep the copies they hold.
  * Values longer than `maxLength` are not pooled, so what the pool alone keeps alive (values

@@ -20,7 +20,7 @@ export interface SidecarOptions {
   /** The default; a pod's gw.dev/sidecar-* annotations override it. */
   resources: SidecarResources;
   /**
-   * NODE_OPTIONS of the sidecar (V8's heap sizes, README.md#benchmarks), its old space sized for
+   * NODE_OPTIONS of the sidecar (V8's heap sizes, README.md#chart-values), its old space sized for
    * the default memory limit; unset, Node sizes the heap.
    */
   nodeOptions?: string;

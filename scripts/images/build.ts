@@ -63,7 +63,7 @@ const hostJemalloc = (): string => requireHostFile('find-jemalloc', JEMALLOC.hos
  * collection while the request is in flight, and V8 sometimes decides, early in a process's life,
  * to allocate them in the old generation from then on; with a small old space (the chart's 160
  * MiB) that process then runs about ten full collections a second for as long as it lives, at
- * 1.5 to 2 times the CPU per request (README.md#benchmarks).
+ * 1.5 to 2 times the CPU per request (docs/benchmarks.md#fresh-starts).
  */
 const NODE_FLAGS = { operator: ['--optimize-for-size'], sidecar: ['--no-allocation-site-pretenuring'] };
 

@@ -23,7 +23,7 @@ function upstreamFailure(err: unknown): typeof gatewayErrors.upstreamTimeout {
  * It is undici's own handler interface, not its `stream()` API: that API's per-request
  * wrapper (an AsyncResource with its abort wiring) left a tenth of everything a young GC
  * found alive under load, so V8 promoted it and ran full collections several times a
- * second (README.md#benchmarks, Tail).
+ * second (docs/benchmarks.md#tail).
  */
 /**
  * An upstream's interim answer, passed on where the client's hop has one: 102 Processing and

@@ -2,7 +2,7 @@
  * A CPU quota for the processes of one bench target: a cgroup of its own whose CFS quota lets
  * them use at most `cores` CPUs' worth of time, however many threads they run. The workers
  * suite gives each gateway worker the same share this way, so "two workers against one" is
- * measured on a machine that has no core to spare for the load generator (README.md#benchmarks).
+ * measured on a machine that has no core to spare for the load generator (docs/benchmarks.md#workers).
  *
  * cgroup v2 (`cpu.max`, at the root of the unified hierarchy) or v1 (`cpu.cfs_quota_us`, the
  * `cpu` controller's hierarchy). Creating a cgroup needs root.

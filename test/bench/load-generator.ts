@@ -1,7 +1,7 @@
 /**
  * The bench's C load generator (load-generator.c, built here with the machine's cc), in a
  * process of its own: it shares the cores with the servers it measures, so it must cost them
- * little and keep its own schedule. README.md#benchmarks says what its figures showed.
+ * little and keep its own schedule. docs/benchmarks.md#tail says what its figures showed.
  *
  * Open loop (the tail suite): requests start on a fixed schedule (`rate` per second), whether
  * or not earlier ones have answered, and each one's latency runs from the moment it was due,

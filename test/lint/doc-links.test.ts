@@ -49,6 +49,24 @@ describe("the comments' and documents' links into the project's own docs", () =>
     expect(broken).toEqual([]);
   });
 
+  it("each Markdown link to the project's own files names one that exists, and a heading of it or of its own document", () => {
+    const paths = new Set(tracked.flatMap((f) => f.split('/').map((_, i, parts) => parts.slice(0, i + 1).join('/'))));
+    const found: { from: string; target: string }[] = [];
+    for (const from of tracked.filter((f) => f.endsWith('.md'))) {
+      for (const [, target] of readFileSync(join(ROOT, from), 'utf8').matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (!/^[a-z][a-z+.-]*:/.test(target!)) found.push({ from, target: target! });
+      }
+    }
+    expect(found.length).toBeGreaterThan(50);
+    const resolves = ({ from, target }: (typeof found)[number]): boolean => {
+      const [path = '', anchor] = target.split('#');
+      const doc = path === '' ? from : normalize(join(dirname(from), path)).replace(/\/$/, '');
+      if (!paths.has(doc)) return false;
+      return anchor === undefined || (anchors.get(doc)?.has(anchor) ?? false);
+    };
+    expect(found.filter((link) => !resolves(link)).map(({ from, target }) => `${from}: ${target}`)).toEqual([]);
+  });
+
   it('reads anchors as GitHub makes them', () => {
     expect([...anchorsOf('# The sidecar (`gw-sidecar`)\n## Soak (`npm run soak`)\n```\n# not a heading\n```\n## Soak (`npm run soak`)')]).toEqual([
       'the-sidecar-gw-sidecar',

@@ -6,7 +6,7 @@
  * (interleaved), and measures each one's keyless CPU per request and full collections per
  * second under a closed loop after a short warm-up: the spread between the processes, and how
  * many of them ran in the regime of about ten full collections a second that pretenuring can
- * put a sidecar with the chart's old space in (README.md#benchmarks).
+ * put a sidecar with the chart's old space in (docs/benchmarks.md#fresh-starts).
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -27,7 +27,7 @@ const root = new URL('../../../', import.meta.url).pathname;
 const quick = process.env.BENCH_QUICK === '1';
 const APPLIES = quick ? 20 : 100;
 const SCRATCH_APIS = quick ? 100 : 1_000;
-/** BENCH_OPERATOR_KEYS sets the cold start's Key count (README.md#benchmarks reports a run with 100,000). */
+/** BENCH_OPERATOR_KEYS sets the cold start's Key count (docs/benchmarks.md#operator reports a run with 100,000). */
 const SCRATCH_KEYS = Number(process.env.BENCH_OPERATOR_KEYS ?? (quick ? 1_000 : 10_000));
 const POLICIES = 20;
 const STEADY_WAIT_MS = 15_000;

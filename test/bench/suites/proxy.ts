@@ -73,7 +73,7 @@ createServer((req, res) => {
  * back only every second or two at this row's rate, as most keys of a real fleet do, where the
  * auth-token row's one key is always hot; and few enough that all of them fit the sidecar's
  * session cache (10,000 sessions) beside that key, since requests in turn over more keys than
- * a cache holds miss it every time, whatever it keeps (README.md#benchmarks).
+ * a cache holds miss it every time, whatever it keeps (docs/benchmarks.md#the-fleet-row).
  */
 export const FLEET_KEYS = 5_000;
 
@@ -176,7 +176,7 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
     ctx.log(`sidecars run as their image runs them: node ${imageNodeFlags('sidecar').join(' ')}, NODE_OPTIONS '${SIDECAR_NODE_OPTIONS}', on jemalloc`);
     targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: BARE, cpu: { proxy: nginx.pids } });
     for (const forwarder of forwarders) {
-      // The auth row shows the rate limit's X-RateLimit-* headers on every answer (README.md#benchmarks).
+      // The auth row shows the rate limit's X-RateLimit-* headers on every answer (docs/benchmarks.md#proxy).
       const env = { GW_FORWARDER: forwarder, GW_ENABLE_REDIS_ROLLING_LIMITER: 'true', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' };
       const sidecar = await startSidecarProcess(dir, { redisUrl, env, readyTimeoutMs: 60_000 });
       children.push(sidecar.child);
