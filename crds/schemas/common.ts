@@ -66,8 +66,10 @@ const maxInt32 = 2_147_483_647;
 
 /** Requests per window: an integer, 0 meaning "no limit at this scope". */
 export const rateField = z.number().int().min(0).max(maxInt32);
+/** A year in seconds: the longest window, and the longest smoothing hold-off. */
+const maxSeconds = 31_536_000;
 /** Window length in whole seconds (classic definitions, policies, keys). */
-export const perSecondsField = z.number().int().min(0).max(31_536_000);
+export const perSecondsField = z.number().int().min(0).max(maxSeconds);
 export const countField = z.number().int().min(0).max(maxInt32);
 /** Quota fields allow -1 (unlimited), like the key record of docs/behaviour.md#admin-operations. */
 export const quotaField = z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER);
@@ -147,7 +149,13 @@ export const smoothingSchema = withRules(
         .min(0)
         .describe('Fraction of `step` at which an event fires (typically 0.1 to 1.0); greater than 0 when enabled.')
         .optional(),
-      delay: z.number().int().min(0).describe('Hold-off in seconds after an event before another may be emitted; required when enabled.').optional(),
+      delay: z
+        .number()
+        .int()
+        .min(0)
+        .max(maxSeconds)
+        .describe('Hold-off in seconds after an event before another may be emitted, at most a year; required when enabled.')
+        .optional(),
     })
     .describe('Rate limit smoothing: a current allowance that moves between `threshold` and `rate`. With `enabled: false` the numbers may be left out.'),
   [

@@ -22,6 +22,7 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['oas', apiDefinitionSpecSchema, { oas }],
     ['policy', policySpecSchema, { rate: 10, per: 60, smoothing, access_rights: { a: { api_id: 'a', limit: { rate: 5, per: 1 } } } }],
     ['key', keySpecSchema, { rate: 10, per: 60, key_hash: 'a'.repeat(64), meta_data: { any: { nested: [1] } } }],
+    ['key whose smoothing holds off for a year', keySpecSchema, { rate: 10, per: 60, smoothing: { ...smoothing, delay: 31_536_000 } }],
     ['category', categorySpecSchema, { name: 'public' }],
     ['portal product', portalProductSpecSchema, { id: 'starter', tags: [{ Name: 'a' }, { Name: 'b' }] }],
   ])('accepts a valid %s spec', (_name, schema, value) => {
@@ -71,6 +72,7 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['enabled smoothing without a step', policySpecSchema, { rate: 10, per: 1, smoothing: { enabled: true, threshold: 2, trigger: 0.5, delay: 1 } }, 'smoothing.step', /step must be set/],
     ['enabled smoothing with threshold 0', keySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, threshold: 0 } }, 'smoothing.threshold', /at least 1/],
     ['threshold above rate', policySpecSchema, { rate: 4, per: 1, smoothing }, 'smoothing.threshold', /must not exceed rate/],
+    ['a smoothing delay over a year', keySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, delay: 31_536_001 } }, 'smoothing.delay', /Too big: expected number to be <=31536000/],
     ['per-API limit rate without per', policySpecSchema, { access_rights: { a: { limit: { rate: 3 } } } }, 'access_rights.a.limit', /set together/],
     ['access right keyed by another api_id', policySpecSchema, { access_rights: { a: { api_id: 'b' } } }, 'access_rights', /keyed by its own api_id/],
     ['key-level endpoint per 0', policySpecSchema, { access_rights: { a: { endpoints: [{ path: '/x', methods: [{ name: 'GET', limit: { rate: 1, per: 0 } }] }] } } }, 'access_rights.a.endpoints.0.methods.0.limit.per', /greater than 0/],

@@ -55,6 +55,7 @@ describe('invalid resources on the real API server', () => {
     ['smoothing trigger 0', 'Policy', { rate: 10, per: 1, smoothing: { ...smoothing, trigger: 0 } }, ['spec.smoothing.trigger', 'greater than 0']],
     ['smoothing threshold above rate', 'Policy', { rate: 4, per: 1, smoothing }, ['spec.smoothing.threshold', 'must not exceed rate']],
     ['enabled smoothing without its numbers', 'Policy', { rate: 4, per: 1, smoothing: { enabled: true } }, ['spec.smoothing.threshold', 'threshold must be set, at least 1, when smoothing is enabled', 'spec.smoothing.delay']],
+    ['a smoothing delay over a year', 'Key', { rate: 4, per: 1, smoothing: { ...smoothing, threshold: 2, delay: 31_536_001 } }, ['spec.smoothing.delay', 'less than or equal to 31536000']],
     ['enabled smoothing on a key with step 0', 'Key', { rate: 4, per: 1, smoothing: { ...smoothing, threshold: 2, step: 0 } }, ['spec.smoothing.step', 'step must be set, at least 1']],
     ['an access right keyed by another api_id', 'Policy', { access_rights: { a: { api_id: 'b' } } }, ['spec.access_rights', 'keyed by its own api_id']],
     ['a per-API limit per 0', 'Policy', { access_rights: { a: { limit: { rate: 3, per: 0 } } } }, ['spec.access_rights[a].limit.per', 'per must be greater than 0']],
