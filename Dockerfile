@@ -27,7 +27,7 @@ RUN node scripts/build/bundle.ts --out /out
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production
 # Both programs' allocator, preloaded: jemalloc gives back within a second the memory a burst
-# of work took, where glibc's malloc keeps it (README.md#install-with-helm).
+# of work took, where glibc's malloc keeps it (docs/architecture.md#the-images).
 RUN apt-get update \
  && apt-get install -y --no-install-recommends libjemalloc2 \
  && rm -rf /var/lib/apt/lists/* \

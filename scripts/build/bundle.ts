@@ -5,7 +5,7 @@
  * dist/bundle), one ES module each with its dependencies, tree-shaken and minified. The images
  * run these bundles rather than the sources: a process then loads only the code it uses, which
  * for @kubernetes/client-node's generated API classes is a small part of its 24 MB
- * (README.md#install-with-helm has the figures).
+ * (docs/architecture.md#the-images has the figures).
  */
 import { copyFileSync, rmSync } from 'node:fs';
 import { basename, join } from 'node:path';

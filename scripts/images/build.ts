@@ -39,7 +39,7 @@ export interface ImageRuntime {
  * of work made it take (its main heap only shrinks from the top), so a sidecar stayed at its
  * peak long after a burst of traffic; jemalloc gives pages back within about a second of their
  * last use (`dirty_decay_ms`), from its own thread while the process is idle
- * (`background_thread`). README.md#install-with-helm has the figures.
+ * (`background_thread`). docs/architecture.md#the-images has the figures.
  */
 export const JEMALLOC = {
   path: '/usr/local/lib/libjemalloc.so.2',
