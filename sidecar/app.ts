@@ -334,7 +334,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   const proxyServer = boundedServer(gateway.handle, overrides, tlsOf('proxy'), { handlerContinues: true });
   proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));
   const healthServer = boundedServer(createHealthHandler(metricsOf(metrics.registry), { readiness }), overrides);
-  const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'));
+  const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'), { handlerContinues: true });
   adminServer.once('listening', () => warnUnsetSecrets(options, logger));
   tls?.watch(TLS_POLL_MS);
   const drainMs = overrides.drainMs ?? 10_000;

@@ -27,7 +27,8 @@ export interface BoundOverrides {
 export interface ListenerOptions {
   /**
    * The handler tells a client waiting for 100 Continue to send its body, once it has decided
-   * to read it (the proxy listener, after admission: body-limit.ts `continueBody`). Otherwise
+   * to read it (the proxy listener after admission, the admin listener once the credential and
+   * the declared length passed: body-limit.ts `continueBody`). Otherwise
    * the listener tells it as soon as the request passes the bounds, as Node would.
    */
   handlerContinues?: boolean;

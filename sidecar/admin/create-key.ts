@@ -39,9 +39,9 @@ function keyRecordOf(session: Session): Omit<Session, 'namespace' | 'key_uid' | 
  * stored holds only its hash, and `data.key_id` is the public id.
  */
 export async function createKey(ctx: HandlerContext): Promise<Reply> {
-  const { req, deps } = ctx;
+  const { req, res, deps } = ctx;
   requireSecret(req, 'admin-auth', deps.auth.adminSecret, adminErrors.adminKeyInvalid);
-  const body = await readJsonBody(req, deps.maxBodyBytes ?? MAX_BODY_BYTES);
+  const body = await readJsonBody(req, res, deps.maxBodyBytes ?? MAX_BODY_BYTES);
   const rawKey = generateRawKey();
   const hash = keyHash(rawKey);
   const name = keyNameOf(hash);

@@ -37,6 +37,8 @@ export const adminErrors = {
   bodyNotUtf8: def('body_not_utf8', 400, 'Request body is not valid UTF-8'),
   bodyMalformed: def('body_malformed', 400, 'Request body is not valid JSON'),
   bodyInvalid: def('body_invalid', 400, 'Invalid request body'),
+  // 499 as nginx and the proxy's metrics count it: the client left, no answer reaches it.
+  clientClosed: def('client_closed', 499, 'The client closed the request before its body ended'),
   paramInvalid: def('param_invalid', 400, 'Invalid path parameter'),
   queryInvalid: def('query_invalid', 400, 'Invalid query parameter'),
   keyWithoutAccess: def('key_without_access', 400, 'Failed to create key, keys must have at least one Access Rights record set.'),

@@ -55,8 +55,10 @@ export function createAdminHandler(deps: AdminDeps): (req: IncomingMessage, res:
     const { route, params } = match;
     const log = deps.logger.child({ reqId: requestId });
     try {
-      const reply = await route.handle({ req, deps, params, path, log });
+      const reply = await route.handle({ req, res, deps, params, path, log });
       counter?.inc({ operation: route.operation, code: 'ok' });
+      // A body the operation never asked for (a GET's, say) is drained, or its connection closed.
+      refuseRestOfBody(req, res);
       sendJson(res, reply.status, reply.body, idHeader);
     } catch (thrown) {
       const error = failureOf(route, thrown);

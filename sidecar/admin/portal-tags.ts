@@ -13,7 +13,7 @@ export const tagRequestSchema = portalProductSpecSchema.shape.tags
   .unwrap()
   .element.strict()
   .refine((tag) => tag.Name.isWellFormed() && !/\p{Cc}/u.test(tag.Name), {
-    message: 'Name must not contain control characters',
+    message: 'must not contain control characters or unpaired surrogates',
     path: ['Name'],
   });
 
@@ -22,10 +22,10 @@ export const tagRequestSchema = portalProductSpecSchema.shape.tags
  * already answers the same 200 and writes nothing, so retries are safe.
  */
 export async function addProductTag(ctx: HandlerContext): Promise<Reply> {
-  const { req, deps } = ctx;
+  const { req, res, deps } = ctx;
   requireSecret(req, 'authorization', deps.auth.portalSecret, adminErrors.portalKeyInvalid);
   const productId = pathId(ctx.params.product_id!, 'product_id');
-  const tag = validBody(tagRequestSchema, await readJsonBody(req, deps.maxBodyBytes ?? MAX_BODY_BYTES)).Name;
+  const tag = validBody(tagRequestSchema, await readJsonBody(req, res, deps.maxBodyBytes ?? MAX_BODY_BYTES)).Name;
   const outcome = await deps.resources.addProductTag(productId, tag);
   if (outcome === null) throw new AdminError(adminErrors.productNotFound);
   if (outcome === 'full') throw new AdminError(adminErrors.productTagsFull, `${PRODUCT_MAX_TAGS} tags`);

@@ -1,5 +1,6 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { z } from 'zod';
+import { continueBody } from '../http/body-limit.ts';
 import { AdminError, adminErrors } from './errors.ts';
 
 /**
@@ -58,10 +59,15 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
   return false;
 }
 
-function readRaw(req: IncomingMessage, limit: number): Promise<Buffer> {
+/**
+ * The body, asked for only now (100 Continue) that the request's headers passed: its auth,
+ * its content type and its declared length.
+ */
+function readRaw(req: IncomingMessage, res: ServerResponse, limit: number): Promise<Buffer> {
   const tooLarge = (): AdminError => new AdminError(adminErrors.bodyTooLarge, `at most ${limit} bytes`);
   const declared = Number(req.headers['content-length'] ?? '0');
   if (declared > limit) return Promise.reject(tooLarge());
+  continueBody(req, res);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
@@ -78,21 +84,22 @@ function readRaw(req: IncomingMessage, limit: number): Promise<Buffer> {
     };
     req.on('data', onData);
     req.once('end', () => resolve(Buffer.concat(chunks, size)));
-    req.once('error', reject);
-    // A client that hangs up mid-body may end the stream without an error: settle anyway.
-    req.once('close', () => {
-      if (!req.complete) reject(new Error('client closed the request before its body ended'));
-    });
+    // A client that hangs up mid-body fails the stream (ECONNRESET), or may end it without an error.
+    const clientClosed = (): void => {
+      if (!req.complete) reject(new AdminError(adminErrors.clientClosed));
+    };
+    req.once('error', clientClosed);
+    req.once('close', clientClosed);
   });
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** The request body as parsed JSON: content type and encoding, size, UTF-8, syntax and depth checked in that order. */
-export async function readJsonBody(req: IncomingMessage, limit: number): Promise<unknown> {
+export async function readJsonBody(req: IncomingMessage, res: ServerResponse, limit: number): Promise<unknown> {
   checkContentType(req);
   checkContentEncoding(req);
-  const raw = await readRaw(req, limit);
+  const raw = await readRaw(req, res, limit);
   if (raw.length === 0) throw new AdminError(adminErrors.bodyEmpty);
   let text: string;
   try {

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../common/logger.ts';
 import type { SessionStore } from '../../common/session-store.ts';
@@ -40,6 +40,8 @@ export interface AdminDeps {
 
 export interface HandlerContext {
   req: IncomingMessage;
+  /** Only to ask a client waiting for 100 Continue for its body (readJsonBody); the answer is the Reply. */
+  res: ServerResponse;
   deps: AdminDeps;
   /** Raw (still percent-encoded) path parameters; handlers validate them with pathId(). */
   params: Readonly<Record<string, string>>;

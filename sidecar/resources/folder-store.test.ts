@@ -215,6 +215,20 @@ metadata: {name: cat}
     await expect(store.createKey(key)).rejects.toThrow(/exists/);
   });
 
+  it("writes a Key's meta_data in flow style, so the file stays about the size of the JSON it came as", async () => {
+    let nested: unknown = Array.from({ length: 20_000 }, () => 0);
+    for (let depth = 0; depth < 60; depth++) nested = [nested, 'yes'];
+    const metaData = { flat: Array.from({ length: 200_000 }, () => 0), nested, plain: { on: 'on', text: 'x'.repeat(500) } };
+    const key = { namespace: 'default', name: 'key-meta', spec: { key_hash: 'f'.repeat(64), meta_data: metaData } };
+    await store.createKey(key);
+    const text = await readFile(join(dir, 'key-key-meta.yaml'), 'utf8');
+    // Block style wrote this as 4.6 MB, a line per item indented by its depth; as JSON it is 0.44 MB.
+    expect(text.length).toBeLessThan(JSON.stringify(key).length * 1.6);
+    // Read as gw reads it (YAML 1.2) and as kubectl does (1.1): the same values, `on` and `yes` strings.
+    expect(parse(text).spec).toEqual(key.spec);
+    expect(parse(text, { version: '1.1' }).spec).toEqual(key.spec);
+  });
+
   it('reads a file again once it changes behind the store, and a file that came or went', async () => {
     expect((await store.listApis()).map((a) => a.apiId)).toEqual(['pets', 'toys']);
     await writeFile(join(dir, 'apis.yaml'), multiDoc.replace('api_id: pets', 'api_id: cats'));

@@ -1,5 +1,5 @@
 import { basename, join } from 'node:path';
-import { isSeq, parse, Scalar, stringify } from 'yaml';
+import { Document, isCollection, isSeq, parse, Scalar, visit } from 'yaml';
 import { apiVersion, kinds } from '../../crds/kinds.ts';
 import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { productNamed } from '../../crds/product-id.ts';
@@ -12,6 +12,27 @@ import { createFile, documentsOf, editableFile, readFolder, saveFile, saveFileTe
  * or `n` are booleans): written as YAML 1.1, every such string is quoted, which reads the same in both.
  */
 const yaml11Safe = { version: '1.1' } as const;
+
+/**
+ * A Key's file text. Its `meta_data` is whatever the caller sent, nested up to the admin body's
+ * depth: written in YAML's block style, each item takes a line indented by its depth, which
+ * made a 1 MB body of nested lists a 60 MB file (and a 1 MB flat list of numbers 5 MB, over
+ * the 4 MiB a config file may hold: a key answered 200 and gone at the next restart). In flow
+ * style on one line, as JSON writes it, the text stays within about 1.5 times the body.
+ */
+function keyFileText(resource: object): string {
+  const doc = new Document(resource, yaml11Safe);
+  const metaData = doc.getIn(['spec', 'meta_data'], true);
+  if (isCollection(metaData)) {
+    visit(metaData, {
+      Collection(_key, node) {
+        node.flow = true;
+      },
+    });
+  }
+  // Without a width, a flow collection stays on one line instead of one indented line per item.
+  return doc.toString({ lineWidth: 0 });
+}
 
 /** Whether `text`, written plain, reads back as that string in YAML 1.1. */
 function plainInYaml11(text: string): boolean {
@@ -100,7 +121,7 @@ export class FolderResourceStore implements ResourceStore {
         metadata: { name: key.name, namespace: key.namespace },
         spec: key.spec,
       };
-      await createFile(join(this.#dir, `key-${key.name}.yaml`), stringify(resource, yaml11Safe));
+      await createFile(join(this.#dir, `key-${key.name}.yaml`), keyFileText(resource));
     });
   }
 

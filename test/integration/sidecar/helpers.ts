@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
@@ -165,4 +166,33 @@ export function spawnSidecar(args: string[], env: NodeJS.ProcessEnv = {}): Sidec
   proc.stdout?.on('data', (c: Buffer) => (stdout += c.toString()));
   const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
   return { proc, stderr: () => stderr, stdout: () => stdout, exited };
+}
+
+/**
+ * A request whose client waits for 100 Continue before its body: `head` is sent, and `body`
+ * only once a 100 Continue has come. What came back before the connection closed or
+ * `waitMs` passed, and whether the body was sent.
+ */
+export function withExpectation(base: string, head: string, body: string, waitMs = 1_500): Promise<{ text: string; closed: boolean; bodySent: boolean }> {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(port), hostname, () => socket.write(head));
+    let text = '';
+    let bodySent = false;
+    const done = (closed: boolean): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve({ text, closed, bodySent });
+    };
+    const timer = setTimeout(() => done(false), waitMs);
+    socket.on('data', (chunk: Buffer) => {
+      text += chunk.toString('latin1');
+      if (!bodySent && text.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
+        bodySent = true;
+        socket.write(body);
+      }
+    });
+    socket.on('close', () => done(true));
+    socket.on('error', reject);
+  });
 }

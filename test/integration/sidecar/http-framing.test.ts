@@ -3,7 +3,7 @@ import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { HandSource } from '../../support/hand-source.ts';
-import { compiledApi, compiledConfig, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
+import { compiledApi, compiledConfig, sidecarOptions, startTestSidecar, uniqueId, withExpectation } from './helpers.ts';
 
 /**
  * How the gateway frames what it passes on, each way, with either forwarder: a request's body
@@ -67,35 +67,6 @@ function raw(base: string, bytes: string, waitMs = 1_500): Promise<{ text: strin
     };
     const timer = setTimeout(() => done(false), waitMs);
     socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')));
-    socket.on('close', () => done(true));
-    socket.on('error', reject);
-  });
-}
-
-/**
- * A request whose client waits for 100 Continue before its body: `head` is sent, and `body`
- * only once a 100 Continue has come. What came back before the connection closed or
- * `waitMs` passed, and whether the body was sent.
- */
-function withExpectation(base: string, head: string, body: string, waitMs = 1_500): Promise<{ text: string; closed: boolean; bodySent: boolean }> {
-  const { hostname, port } = new URL(base);
-  return new Promise((resolve, reject) => {
-    const socket = connect(Number(port), hostname, () => socket.write(head));
-    let text = '';
-    let bodySent = false;
-    const done = (closed: boolean): void => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve({ text, closed, bodySent });
-    };
-    const timer = setTimeout(() => done(false), waitMs);
-    socket.on('data', (chunk: Buffer) => {
-      text += chunk.toString('latin1');
-      if (!bodySent && text.startsWith('HTTP/1.1 100 Continue\r\n\r\n')) {
-        bodySent = true;
-        socket.write(body);
-      }
-    });
     socket.on('close', () => done(true));
     socket.on('error', reject);
   });
