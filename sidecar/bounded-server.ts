@@ -5,7 +5,8 @@ import type { Duplex } from 'node:stream';
 import { continueBody } from './http/body-limit.ts';
 import { gatewayErrors } from './http/errors.ts';
 import { refusedTarget } from './http/request-target.ts';
-import { answerClientError, sendError, sendErrorOnSocket } from './http/respond.ts';
+import { requestIdOf } from './http/request-id.ts';
+import { answerClientError, REQUEST_ID_HEADER, sendError, sendErrorOnSocket } from './http/respond.ts';
 
 /**
  * What one client may hold of a listener before it is answered and cut off: the bytes and
@@ -57,7 +58,7 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
     if (refusal !== null) {
       req.resume();
       res.shouldKeepAlive = false;
-      sendError(res, refusal);
+      sendError(res, refusal, idOf(req));
       return;
     }
     if (listener.handlerContinues !== true) continueBody(req, res);
@@ -78,15 +79,18 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     req.resume();
     res.shouldKeepAlive = false;
-    sendError(res, gatewayErrors.expectationFailed);
+    sendError(res, gatewayErrors.expectationFailed, idOf(req));
   });
   // Without a listener Node would drop the connection unanswered.
-  server.on('connect', (_req: IncomingMessage, socket: Duplex) => {
+  server.on('connect', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => socket.destroy());
-    sendErrorOnSocket(socket, gatewayErrors.connectNotServed);
+    sendErrorOnSocket(socket, gatewayErrors.connectNotServed, idOf(req));
   });
   return server;
 }
+
+/** Refusals before any handler carry a request id too, as every answer does (README.md#the-sidecar-gw-sidecar). */
+const idOf = (req: IncomingMessage): Record<string, string> => ({ [REQUEST_ID_HEADER]: requestIdOf(req) });
 
 const tooManyHeaders = (req: IncomingMessage): boolean => req.rawHeaders.length / 2 > LISTENER_BOUNDS.maxHeaderCount;
 
@@ -94,7 +98,7 @@ const tooManyHeaders = (req: IncomingMessage): boolean => req.rawHeaders.length 
 export function boundedUpgrade(handler: (req: IncomingMessage, socket: Duplex, head: Buffer) => void) {
   return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     const refusal = tooManyHeaders(req) ? gatewayErrors.tooManyHeaders : refusedTarget(req);
-    if (refusal !== null) sendErrorOnSocket(socket, refusal);
+    if (refusal !== null) sendErrorOnSocket(socket, refusal, idOf(req));
     else handler(req, socket, head);
   };
 }

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { STATUS_CODES } from 'node:http';
@@ -43,7 +44,9 @@ export function answerClientError(err: Error & { code?: string }, socket: Duplex
     socket.destroy();
     return;
   }
-  if (err.code === 'HPE_HEADER_OVERFLOW') sendErrorOnSocket(socket, gatewayErrors.headersTooLarge);
-  else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') sendErrorOnSocket(socket, gatewayErrors.requestTimeout);
-  else sendErrorOnSocket(socket, gatewayErrors.badRequest);
+  // No request was read, so no id of the client's: a new one, as for a request without one.
+  const id = { [REQUEST_ID_HEADER]: randomUUID() };
+  if (err.code === 'HPE_HEADER_OVERFLOW') sendErrorOnSocket(socket, gatewayErrors.headersTooLarge, id);
+  else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') sendErrorOnSocket(socket, gatewayErrors.requestTimeout, id);
+  else sendErrorOnSocket(socket, gatewayErrors.badRequest, id);
 }

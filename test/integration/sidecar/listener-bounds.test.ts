@@ -26,6 +26,9 @@ function exchange(url: string, bytes: string, writeEnd = true): Promise<{ answer
   });
 }
 
+/** The header of an answer whose request id the gateway made (a UUID). */
+const uuidRequestId = /\r\nx-request-id: [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\r\n/;
+
 const headerLines = (count: number): string => Array.from({ length: count }, (_, i) => `X-H${i}: v\r\n`).join('');
 
 describe('every listener bounds what one client may hold', () => {
@@ -58,7 +61,11 @@ describe('every listener bounds what one client may hold', () => {
         expect(answer, `${name}: ${request}`).toMatch(status);
         expect(answer, `${name}: ${request}`).toContain(`x-gw-error-code: ${code}`);
         expect(answer, `${name}: ${request}`).toMatch(/\r\n\r\n\{"error":"[^"]+"\}$/);
+        expect(answer, `${name}: ${request}`).toMatch(uuidRequestId);
       }
+      // A request id the client gave is the answer's, as on every other answer.
+      const given = await exchange(url, `GET ${path} HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nX-Request-Id: trace-41\r\nConnection: close\r\n\r\n`);
+      expect(given.answer, name).toContain('\r\nx-request-id: trace-41\r\n');
       // HTTP/1.0 needs no Host.
       const old = await exchange(url, `GET ${path} HTTP/1.0\r\n\r\n`);
       expect(old.answer, name).not.toContain('bad_host');
@@ -72,6 +79,7 @@ describe('every listener bounds what one client may hold', () => {
       expect(over.answer, name).toMatch(/^HTTP\/1\.1 431 /);
       expect(over.answer, name).toContain('x-gw-error-code: too_many_headers');
       expect(over.answer, name).toContain('{"error":"Too many request header fields"}');
+      expect(over.answer, name).toMatch(uuidRequestId);
       // Host and Connection count too: this request has exactly the bound.
       const at = await exchange(url, `GET ${path} HTTP/1.1\r\n${host}${headerLines(LISTENER_BOUNDS.maxHeaderCount - 2)}\r\n`);
       expect(at.answer, name).not.toMatch(/^HTTP\/1\.1 431 /);
@@ -83,6 +91,8 @@ describe('every listener bounds what one client may hold', () => {
       const huge = await exchange(url, `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(LISTENER_BOUNDS.maxHeaderBytes + 1)}\r\n\r\n`);
       expect(huge.answer, name).toMatch(/^HTTP\/1\.1 431 /);
       expect(huge.answer, name).toContain('{"error":"Request header fields too large"}');
+      // No request was read: a new id.
+      expect(huge.answer, name).toMatch(uuidRequestId);
     }
   });
 
