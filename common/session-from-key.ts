@@ -5,7 +5,7 @@ import { unknownFields } from '../crds/openapi/unknown-fields.ts';
 import { keySpecSchema, type KeySpec } from '../crds/schemas/key.ts';
 
 /** Session fields the gateway moves at run time: taken from the spec when the session is created, then left alone. */
-const RUNTIME_FIELDS = ['quota_remaining', 'quota_renews', 'date_created', 'last_check', 'data_expires', 'key_id'] as const;
+const RUNTIME_FIELDS = ['quota_remaining', 'quota_renews', 'date_created', 'last_check', 'data_expires'] as const;
 type RuntimeFields = Pick<SessionInput, (typeof RUNTIME_FIELDS)[number]>;
 
 /** `changed`: the session differs from the existing one (or there is none), so it is to be written. */
@@ -46,7 +46,7 @@ export function sessionFromKey(spec: unknown, key: KeyIdentity, existing: Sessio
   const unknown = unknownFields(keySpecSchema, spec ?? {});
   if (unknown.length > 0) return { ok: false, message: `spec.${unknown[0]}: Key has no such field (misspelt?); kubectl apply refuses it too` };
   const s = parsed.data;
-  const runtime: RuntimeFields = existing ? Object.fromEntries(RUNTIME_FIELDS.map((f) => [f, existing[f]])) : initialRuntime(s, key.name, now);
+  const runtime: RuntimeFields = existing ? Object.fromEntries(RUNTIME_FIELDS.map((f) => [f, existing[f]])) : initialRuntime(s, now);
   const fromSpec = specFields(s, key, existing);
   // Every field the spec owns comes from the spec alone: one the spec no longer sets falls
   // back to its default (`kubectl apply` without `is_inactive` reactivates the key), where a
@@ -71,9 +71,14 @@ function firstIssue(root: 'spec' | null, error: { issues: Array<{ path: Property
   return `${path.length > 0 ? path.join('.') : 'session'}: ${issue?.message ?? 'invalid'}`;
 }
 
-/** The fields the Key owns: its spec's, its namespace, and its uid (kept while the caller does not know it). */
+/**
+ * The fields the Key owns: its spec's, its namespace, its name and its uid (kept while the caller
+ * does not know it). A session another Key takes over (of two with one hash) becomes that Key's:
+ * its Events and `kubectl gw limits` name the Key now holding it.
+ */
 function specFields(s: KeySpec, key: KeyIdentity, existing: Session | null): SessionInput {
   return {
+    key_id: key.name,
     key_uid: key.uid ?? existing?.key_uid ?? '',
     alias: s.alias,
     rate: s.rate,
@@ -104,12 +109,12 @@ function specFields(s: KeySpec, key: KeyIdentity, existing: Session | null): Ses
  * seeds a quota from the session only while its renewal time is ahead), where a renewal time
  * of 0 would have let the first request find the period over and the quota full.
  */
-function initialRuntime(s: KeySpec, keyName: string, now: Date): RuntimeFields {
+function initialRuntime(s: KeySpec, now: Date): RuntimeFields {
   const renewal = s.quota_renewal_rate ?? 0;
   const quotaRenews = s.quota_renews ?? (renewal > 0 ? Math.floor(now.getTime() / 1000) + renewal : undefined);
   // A period never has more left than the quota's max (the limit engine counts no more).
   const remaining = s.quota_remaining !== undefined && s.quota_max !== undefined && s.quota_max > 0 ? Math.min(s.quota_remaining, s.quota_max) : (s.quota_remaining ?? s.quota_max);
-  return { quota_remaining: remaining, quota_renews: quotaRenews, date_created: now.toISOString(), key_id: keyName };
+  return { quota_remaining: remaining, quota_renews: quotaRenews, date_created: now.toISOString() };
 }
 
 function withoutFields(session: Session, names: readonly string[]): Partial<Session> {

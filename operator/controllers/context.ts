@@ -39,11 +39,14 @@ export interface Indexes {
   keysByPolicy: CacheIndex<GwObject<'Key'>>;
   /** Keys by each api_id their own access_rights grant. */
   keysByGrantedApi: CacheIndex<GwObject<'Key'>>;
-  /** Keys by spec.key_hash (admin-made keys). */
+  /** Keys by the hash of their key: spec.key_hash, else the generated key's (status.key_hash). */
   keysByHash: CacheIndex<GwObject<'Key'>>;
   /** PortalProducts by each product_id they answer to: spec.id and metadata.name (crds/product-id.ts). */
   productsByProductId: CacheIndex<GwObject<'PortalProduct'>>;
 }
+
+/** The hash a Key's session is stored under: the one its spec names, else its generated key's, once a reconcile put it in status. */
+export const keyHashOf = (key: GwObject<'Key'>): string | undefined => key.spec.key_hash ?? key.status?.key_hash;
 
 /** Builds the indexes over `caches`: before any controller subscribes to them (CacheIndex says why). */
 export function indexCaches(caches: Caches): Indexes {
@@ -53,7 +56,10 @@ export function indexCaches(caches: Caches): Indexes {
     policiesByGrantedApi: new CacheIndex(caches.policies, grantedApiIds),
     keysByPolicy: new CacheIndex(caches.keys, (key) => key.spec.apply_policies ?? []),
     keysByGrantedApi: new CacheIndex(caches.keys, (key) => Object.keys(key.spec.access_rights ?? {})),
-    keysByHash: new CacheIndex(caches.keys, (key) => (key.spec.key_hash === undefined ? [] : [key.spec.key_hash])),
+    keysByHash: new CacheIndex(caches.keys, (key) => {
+      const hash = keyHashOf(key);
+      return hash === undefined ? [] : [hash];
+    }),
     productsByProductId: new CacheIndex(caches.products, (product) => (product.spec.id === undefined ? [product.metadata.name] : [product.spec.id, product.metadata.name])),
   };
 }

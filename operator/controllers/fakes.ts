@@ -45,6 +45,11 @@ export class MemorySource<T extends KubernetesObject> implements Source<T> {
     this.#handlers.push(handler);
   }
 
+  /** No own writes are held back here: every change is handed to every handler. */
+  onCached(handler: (event: WatchEvent<T>) => void): void {
+    this.#handlers.push(handler);
+  }
+
   put(object: T): void {
     const old = this.#objects.get(keyOf(object));
     this.#objects.set(keyOf(object), object);

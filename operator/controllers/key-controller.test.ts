@@ -107,7 +107,7 @@ describe('KeyController', () => {
     expect(caches.keys.get('ns', 'older')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
     expect(caches.keys.get('ns', 'newer')!.status).toMatchObject({
       key_hash: hash,
-      conditions: [{ status: 'False', reason: 'DuplicateKeyHash', message: 'spec.key_hash is also that of Key ns/older, which is older and holds its session: this Key is not in force' }],
+      conditions: [{ status: 'False', reason: 'DuplicateKeyHash', message: "spec.key_hash is the hash of Key ns/older's key, which is older and holds its session: this Key is not in force" }],
     });
 
     // The holder deleted: its finalizer leaves the session, and the other Key takes it over.
@@ -118,8 +118,33 @@ describe('KeyController', () => {
     expect(caches.keys.get('ns', 'older')).toBeUndefined();
     expect((await sessions.get(hash))?.rate).toBe(5);
     await controller.reconcile({ namespace: 'ns', name: 'newer' }, signal);
-    expect((await sessions.get(hash))?.rate).toBe(7);
+    // The session is the new holder's now, named by it: its Events and `kubectl gw limits` say so.
+    expect(await sessions.get(hash)).toMatchObject({ rate: 7, key_id: 'newer', key_uid: caches.keys.get('ns', 'newer')!.metadata.uid });
     expect(caches.keys.get('ns', 'newer')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
+  });
+
+  it("keeps a generated key's session from a Key that names its hash, even an older one; deleting that Key leaves it", async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put({ ...key({ rate: 5, per: 60 }, 'owner'), metadata: { ...key({}, 'owner').metadata, creationTimestamp: new Date('2026-01-02T00:00:00Z') } });
+    await controller.reconcile({ namespace: 'ns', name: 'owner' }, signal);
+    const hash = caches.keys.get('ns', 'owner')!.status!.key_hash!;
+    // Its status is readable: an older Key edited to name that hash.
+    const copier = key({ key_hash: hash, rate: 1000, per: 1 }, 'copier');
+    const requeued = enqueuedBy(controller, () => caches.keys.put({ ...copier, metadata: { ...copier.metadata, creationTimestamp: new Date('2026-01-01T00:00:00Z') } }));
+    expect(requeued).toEqual(['ns/copier', 'ns/owner']);
+    await controller.reconcile({ namespace: 'ns', name: 'copier' }, signal);
+    await controller.reconcile({ namespace: 'ns', name: 'owner' }, signal);
+    expect(await sessions.get(hash)).toMatchObject({ rate: 5, key_id: 'owner' });
+    expect(caches.keys.get('ns', 'owner')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
+    expect(caches.keys.get('ns', 'copier')!.status?.conditions).toMatchObject([
+      { status: 'False', reason: 'DuplicateKeyHash', message: "spec.key_hash is the hash of Key ns/owner's key, whose own Secret holds that key and holds its session: this Key is not in force" },
+    ]);
+    const live = caches.keys.get('ns', 'copier')!;
+    caches.keys.put({ ...live, metadata: { ...live.metadata, deletionTimestamp: new Date() } });
+    await controller.reconcile({ namespace: 'ns', name: 'copier' }, signal);
+    expect(caches.keys.get('ns', 'copier')).toBeUndefined();
+    expect(await sessions.get(hash)).toMatchObject({ rate: 5, key_id: 'owner' });
   });
 
   it('says the Key is not Ready, and fails terminally, when its Secret holds no key', async () => {

@@ -9,13 +9,15 @@ import { hashOfSecret, KEY_DATA, KEY_LABEL, keySecretName, SecretNameTakenError 
 import { errorMessage } from '../runtime/informer-set.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import type { DesiredStatus, StatusFields } from '../runtime/status.ts';
-import type { ControllerContext } from './context.ts';
+import { keyHashOf, type ControllerContext } from './context.ts';
 
 type Key = GwObject<'Key'>;
 
 /** A Key's `namespace/name`. */
 const refOf = (key: Key): string => `${key.metadata.namespace}/${key.metadata.name}`;
 const createdAt = (key: Key): number => new Date(key.metadata.creationTimestamp ?? 0).getTime();
+/** Its raw key is in its own Secret (kubectl-made), rather than named by its hash (admin-made, or copied). */
+const generated = (key: Key): boolean => key.spec.key_hash === undefined;
 
 /** Cleanup outside the API server: the Redis session of a deleted Key. */
 export const KEY_FINALIZER = 'gw.dev/key-session';
@@ -41,8 +43,11 @@ const SECRET_NAME_RETRY_MS = 30_000;
  * makes deletion wait until the session is gone from Redis; with Redis down the
  * reconcile fails and retries with backoff, the finalizer holding the Key until then.
  * The raw key is read only to hash it and is never logged or put in status or Events.
- * Of several Keys naming one key_hash, the oldest holds the session; the others are
- * DuplicateKeyHash and write nothing, and deleting one leaves the session to the Key holding it.
+ * Of several Keys whose key has one hash (a copied manifest's key_hash, a generated key's hash
+ * copied from its status, one raw key put in two Secrets), one holds the session: the Key whose
+ * own Secret holds the raw key over one that names the hash in its spec (else whoever can read
+ * a status could take a key over), then the oldest. The others are DuplicateKeyHash and write
+ * nothing, and deleting one leaves the session to the Key holding it.
  */
 export class KeyController implements KindController {
   readonly kind = 'Key';
@@ -55,10 +60,12 @@ export class KeyController implements KindController {
     const { keysByPolicy, keysByGrantedApi } = ctx.indexes;
     this.watches = [
       forObjects(keys),
-      // A Key coming, going or changing its key_hash may change which of the Keys naming that hash holds it.
+      // A Key coming, going or changing its key's hash may change which of the Keys with that hash holds it.
       watches(keys, (event) => {
-        if (statusOnlyUpdate(event)) return [];
-        const hashes = new Set([event.object.spec.key_hash, event.old?.spec.key_hash].filter((hash) => hash !== undefined));
+        const [now, before] = [keyHashOf(event.object), event.old && keyHashOf(event.old)];
+        // A generated key's hash reaches the index with its status.
+        if (statusOnlyUpdate(event) && now === before) return [];
+        const hashes = new Set([now, before].filter((hash) => hash !== undefined));
         return [...hashes].flatMap((hash) => this.#othersNaming(hash, event.object)).map(requestFor);
       }),
       owns(secrets, (secret) => {
@@ -98,9 +105,11 @@ export class KeyController implements KindController {
       throw new TerminalError(identity.message);
     }
     const fields = { key_hash: identity.hash, secretName: identity.secretName, policies: this.#existingPolicies(key).found };
-    const holder = key.spec.key_hash === undefined ? undefined : this.#holder(key.spec.key_hash, key);
+    const holder = this.#holder(identity.hash, key);
     if (holder !== undefined && refOf(holder) !== refOf(key)) {
-      const message = `spec.key_hash is also that of Key ${refOf(holder)}, which is older and holds its session: this Key is not in force`;
+      const own = key.spec.key_hash === undefined ? `the key in Secret ${identity.secretName} has` : 'spec.key_hash is';
+      const why = generated(holder) && !generated(key) ? "whose own Secret holds that key" : 'which is older';
+      const message = `${own} the hash of Key ${refOf(holder)}'s key, ${why} and holds its session: this Key is not in force`;
       await this.#setStatus(key, { ready: false, reason: 'DuplicateKeyHash', message, fields });
       return;
     }
@@ -226,20 +235,21 @@ export class KeyController implements KindController {
     return this.#othersNaming(hash, key).some((other) => !other.metadata.deletionTimestamp);
   }
 
-  /** The Keys other than `key` naming `hash` in their spec. */
+  /** The Keys other than `key` whose key has `hash` (keysByHash). */
   #othersNaming(hash: string, key: Key): Key[] {
     const own = refOf(key);
     return this.#ctx.indexes.keysByHash.get(hash).filter((other) => refOf(other) !== own);
   }
 
   /**
-   * The Key whose session `hash` is: the oldest naming it that is not being deleted (then the
-   * first by namespace/name), or undefined when every one is going. Two Keys naming one hash
-   * would each write the one session in turn, every resync.
+   * The Key whose session `hash` is, of those not being deleted: one whose own Secret holds the
+   * key, then the oldest, then the first by namespace/name; undefined when every one is going.
+   * Two Keys with one hash would each write the one session in turn, every resync.
    */
   #holder(hash: string, asking: Key): Key | undefined {
     const live = [asking, ...this.#othersNaming(hash, asking)].filter((key) => !key.metadata.deletionTimestamp);
-    return live.sort((a, b) => createdAt(a) - createdAt(b) || refOf(a).localeCompare(refOf(b)))[0];
+    const rank = (key: Key): number => (generated(key) ? 0 : 1);
+    return live.sort((a, b) => rank(a) - rank(b) || createdAt(a) - createdAt(b) || refOf(a).localeCompare(refOf(b)))[0];
   }
 
   async #setStatus(key: Key, desired: DesiredStatus<KeyStatus>): Promise<void> {

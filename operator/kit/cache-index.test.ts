@@ -51,10 +51,22 @@ describe('CacheIndex', () => {
     const source = new MemorySource<Labelled>();
     let cached = thing('a', 'one', ['blue']);
     // The operator's own writes reach the cache without an event (operator/kit/own-writes.ts).
-    const quiet: Source<Labelled> = { get: () => cached, list: () => [], on: (handler) => source.on(handler) };
+    const quiet: Source<Labelled> = { get: () => cached, list: () => [], on: (handler) => source.on(handler), onCached: (handler) => source.onCached(handler) };
     const index = new CacheIndex(quiet, (o) => o.spec.labels);
     source.put(cached);
     cached = { ...thing('a', 'one', ['blue']), status: { seen: true } } as Labelled;
     expect(index.get('blue')).toEqual([cached]);
+  });
+
+  it('follows every change of the cache, the operator\'s own writes included, which the controllers are not told of', () => {
+    const source = new MemorySource<Labelled>();
+    const controllersTold: string[] = [];
+    // As an informer with own writes: the cache's handlers see the change, the controllers' do not.
+    const ownWrites: Source<Labelled> = { get: (ns, name) => source.get(ns, name), list: (ns) => source.list(ns), on: () => undefined, onCached: (handler) => source.onCached(handler) };
+    ownWrites.on((event) => controllersTold.push(event.object.metadata.name));
+    const index = new CacheIndex(ownWrites, (o) => o.spec.labels);
+    source.put(thing('a', 'one', ['blue']));
+    source.put(thing('a', 'one', ['red']));
+    expect([names(index.get('red')), index.has('blue'), controllersTold]).toEqual([['a/one'], false, []]);
   });
 });

@@ -29,7 +29,7 @@ export class CacheIndex<T extends KubernetesObject> {
     this.#source = source;
     this.#valuesOf = valuesOf;
     for (const obj of source.list()) this.#index(obj);
-    source.on((event) => (event.verb === 'delete' ? this.#drop(event.object) : this.#index(event.object)));
+    source.onCached((event) => (event.verb === 'delete' ? this.#drop(event.object) : this.#index(event.object)));
   }
 
   /** The cached objects under `value` (in `namespace` only, when given), in no particular order. */

@@ -27,7 +27,13 @@ const causeOf = (event: WatchEvent<KubernetesObject>): Cause | undefined => (eve
 export interface Source<T extends KubernetesObject> {
   get(namespace: string, name: string): T | undefined;
   list(namespace?: string): T[];
+  /** Changes the controllers are told of: not the operator's own writes (operator/kit/own-writes.ts). */
   on(handler: (event: WatchEvent<T>) => void): void;
+  /**
+   * Every change of the cache, the operator's own writes included: for indexes over it, which
+   * must hold what the cache holds (a Key's generated hash reaches its status by an own write).
+   */
+  onCached(handler: (event: WatchEvent<T>) => void): void;
 }
 
 /** What a controller watches, and which of its requests each change of it asks for. */

@@ -25,6 +25,7 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
   readonly #unlisted = new Set<RestartingInformer<T>>();
   readonly #log: Logger;
   readonly #handlers: Array<(event: WatchEvent<T>) => void> = [];
+  readonly #cacheHandlers: Array<(event: WatchEvent<T>) => void> = [];
   /**
    * The version of each object last handed on, by namespace and name: the cache holds these
    * very objects, and the maps are keyed by their own name strings, so this costs one map
@@ -92,6 +93,10 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
     this.#handlers.push(handler);
   }
 
+  onCached(handler: (event: WatchEvent<T>) => void): void {
+    this.#cacheHandlers.push(handler);
+  }
+
   /** Whether every informer has listed once: the cache then holds what the API server held, and keeps up through its watches. */
   synced(): boolean {
     return this.#unlisted.size === 0;
@@ -156,9 +161,10 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
   #emit(object: T, verb: Verb): void {
     this.#trim(object);
     const old = this.#swapLastSeen(object, verb);
+    const event: WatchEvent<T> = { kind: this.#kind, verb, object, old: verb === 'add' ? undefined : old };
+    for (const handler of this.#cacheHandlers) handler(event);
     if (verb === 'delete') this.#ownWrites?.forget(this.#kind, object);
     else if (this.#ownWrites?.take(this.#kind, object)) return;
-    const event: WatchEvent<T> = { kind: this.#kind, verb, object, old: verb === 'add' ? undefined : old };
     for (const handler of this.#handlers) handler(event);
   }
 }

@@ -350,7 +350,7 @@ describe('operator: examples, configs, references, drift, keys', () => {
     await c.create('Key', ns, { metadata: { name: 'twin-second' }, spec: { key_hash: hash, rate: 7, per: 60 } });
     const second = await waitReady('Key', 'twin-second', 'False');
     expect(ready(second)?.reason).toBe('DuplicateKeyHash');
-    expect(ready(second)?.message).toBe(`spec.key_hash is also that of Key ${ns}/twin-first, which is older and holds its session: this Key is not in force`);
+    expect(ready(second)?.message).toBe(`spec.key_hash is the hash of Key ${ns}/twin-first's key, which is older and holds its session: this Key is not in force`);
     expect(await sessionRate()).toBe(5);
 
     // Deleting the duplicate leaves the session to the Key holding it.
@@ -366,6 +366,26 @@ describe('operator: examples, configs, references, drift, keys', () => {
     await waitFor('session taken over', async () => (await sessionRate()) === 9);
     await c.remove('Key', ns, 'twin-third');
     await waitFor('session removed with the last Key', async () => (await redis.exists(sessionKey(hash))) === 0);
+  });
+
+  it("keeps a generated key's session from a Key naming its hash (read from its status): that Key is DuplicateKeyHash, and deleting it locks nobody out", async () => {
+    await c.create('Key', ns, { metadata: { name: 'generated-owner' }, spec: { rate: 5, per: 60 } });
+    const owner = await waitReady('Key', 'generated-owner');
+    const hash = owner.status?.key_hash;
+    if (typeof hash !== 'string') throw new Error('the generated Key shows no key_hash');
+    const session = async (): Promise<{ rate?: number; key_id?: string }> => JSON.parse((await redis.get(sessionKey(hash))) ?? '{}') as { rate?: number; key_id?: string };
+    await c.create('Key', ns, { metadata: { name: 'hash-copier' }, spec: { key_hash: hash, rate: 1000, per: 1 } });
+    const copier = await waitReady('Key', 'hash-copier', 'False');
+    expect(ready(copier)?.reason).toBe('DuplicateKeyHash');
+    expect(ready(copier)?.message).toBe(`spec.key_hash is the hash of Key ${ns}/generated-owner's key, whose own Secret holds that key and holds its session: this Key is not in force`);
+    expect(await session()).toMatchObject({ rate: 5, key_id: 'generated-owner' });
+    expect(ready(await c.get('Key', ns, 'generated-owner'))?.status).toBe('True');
+    // Deleting the copy leaves the owner's session (it removed it before: the owner's key got 403).
+    await c.remove('Key', ns, 'hash-copier');
+    await waitFor('copy gone', async () => (await c.get('Key', ns, 'hash-copier')) === undefined);
+    expect(await session()).toMatchObject({ rate: 5, key_id: 'generated-owner' });
+    await c.remove('Key', ns, 'generated-owner');
+    await waitFor('session removed with its Key', async () => (await redis.exists(sessionKey(hash))) === 0);
   });
 
   it('reports DuplicateProductId on a newer PortalProduct whose id the older one holds, until the older goes', async () => {
