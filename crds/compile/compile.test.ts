@@ -212,7 +212,8 @@ describe('compile: classic ApiDefinitions', () => {
       ['ApiDefinition', 'spec', 'InvalidSpec'],
       ['Policy', 'spec', 'InvalidSpec'],
     ]);
-    expect(compileForApi(defaultApiId('ns', 'empty'), input).problems).toHaveLength(1);
+    // The Policy grants nothing, so it covers every API: its problem comes with each API's compile.
+    expect(compileForApi(defaultApiId('ns', 'empty'), input).problems.map((p) => p.ref.kind)).toEqual(['ApiDefinition', 'Policy']);
   });
 
   it('lets the older ApiDefinition keep a duplicated api_id, whatever the names', () => {
@@ -505,11 +506,11 @@ describe('compileForApi', () => {
     settings: { enable_redis_rolling_limiter: true },
   };
 
-  it('holds that API and every policy granting it, whole', () => {
+  it('holds that API and every policy covering it (granting it, or granting none), whole', () => {
     const { config, problems } = compileForApi('a', input);
     expect(compiledConfigSchema.parse(config)).toEqual(config);
     expect(config.apis.map((x) => x.api_id)).toEqual(['a']);
-    expect(Object.keys(config.policies)).toEqual(['ns/pa']);
+    expect(Object.keys(config.policies)).toEqual(['ns/none', 'ns/pa']);
     expect(Object.keys(config.policies['ns/pa']!.access_rights)).toEqual(['a', 'b']);
     expect(config.settings.enable_redis_rolling_limiter).toBe(true);
     expect(problems).toEqual([expect.objectContaining({ reason: 'MissingApi', ref: expect.objectContaining({ name: 'pa' }) })]);
@@ -522,10 +523,10 @@ describe('compileForApi', () => {
     expect(bad.problems).toEqual([expect.objectContaining({ reason: 'InvalidRegex', ref: expect.objectContaining({ name: 'bad' }) })]);
   });
 
-  it('gives an empty config for an api_id nobody has', () => {
+  it('gives a config without APIs for an api_id nobody has, with only the policies covering every API', () => {
     const { config, problems } = compileForApi('nobody', input);
     expect(config.apis).toEqual([]);
-    expect(config.policies).toEqual({});
+    expect(Object.keys(config.policies)).toEqual(['ns/none']);
     expect(problems).toEqual([]);
   });
 

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { byApiId, type CompiledApi, type CompiledConfig, type CompiledPolicy, type ResourceRef } from '../compiled.ts';
+import { policyCoversApi } from '../policy-coverage.ts';
 import { apiDefinitionSpecSchema } from '../schemas/api-definition.ts';
 import { policySpecSchema } from '../schemas/policy.ts';
 import { gatewaySettingsSchema, type GatewaySettings } from '../settings.ts';
@@ -266,12 +267,12 @@ export function compile(input: CompileInput): CompileResult {
 }
 
 /**
- * What one API's ConfigMap holds: that API and every policy granting it (each policy
+ * What one API's ConfigMap holds: that API and every policy covering it (each policy
  * whole, with its grants of other APIs, since its global allowance spans them all).
  * Only the APIs those policies touch are compiled.
  */
 export function compileForApi(apiId: string, input: CompileInput): CompileResult {
   const catalogue = apiCatalogue(input.apiDefinitions, input.cache, input.lastGoodApis);
-  const granting = input.policies.filter((p) => Object.hasOwn(p.spec?.access_rights ?? {}, apiId));
+  const granting = input.policies.filter((p) => policyCoversApi(p.spec?.access_rights ?? {}, apiId));
   return assemble([apiId], granting, catalogue, input);
 }

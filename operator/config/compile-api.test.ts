@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { compiledConfigSchema } from '../../crds/compiled.ts';
 import { defaultGatewaySettings } from '../../crds/settings.ts';
+import { policyCoversApi } from '../../crds/policy-coverage.ts';
 import { apiDefinition as api, policy } from '../controllers/fixtures.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
@@ -12,7 +13,7 @@ function listedInputs(apis: GwObject<'ApiDefinition'>[], policies: GwObject<'Pol
     allApis: () => apis,
     allPolicies: () => policies,
     apisWithId: (apiId) => apis.filter((api) => apiIdOf(api) === apiId),
-    policiesGranting: (apiId) => policies.filter((policy) => grantedApiIds(policy).includes(apiId)),
+    policiesCovering: (apiId) => policies.filter((policy) => policyCoversApi(policy.spec.access_rights, apiId)),
   };
 }
 

@@ -2,6 +2,7 @@ import { ApiCompileCache, apiIdOf as contractApiIdOf, compile, compileForApi, po
 import { configHash } from '../../common/compiled-config-map.ts';
 import { flatKey } from '../../common/flat-key.ts';
 import { compiledConfigSchema, type CompiledConfig, type CompiledPolicy, type CompiledRate } from '../../crds/compiled.ts';
+import { EVERY_API } from '../../crds/policy-coverage.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
@@ -22,6 +23,12 @@ export const apiIdOf = (api: Api): string => contractApiIdOf(api);
 /** api_ids a Policy grants: the keys of its access_rights (what compileForApi selects on). */
 export function grantedApiIds(policy: Policy): string[] {
   return Object.keys(policy.spec.access_rights).sort();
+}
+
+/** The api_ids a Policy's limits cover (crds/policy-coverage.ts): those it grants, or EVERY_API when it names none. */
+export function coveredApiIds(policy: Policy): string[] {
+  const granted = grantedApiIds(policy);
+  return granted.length > 0 ? granted : [EVERY_API];
 }
 
 export interface Problem {
@@ -73,7 +80,7 @@ interface CompileContext {
 
 /**
  * What compiling one API reads. Every ApiDefinition and Policy, for a compile; the APIs of an
- * api_id and the Policies granting one, for telling whether a compile is needed, which is what
+ * api_id and the Policies covering one (crds/policy-coverage.ts), for telling whether a compile is needed, which is what
  * nearly every reconcile asks (the operator answers those from its cache indexes, so a resync
  * of 1,000 APIs does not scan them 1,000 times).
  */
@@ -81,7 +88,7 @@ export interface CompileInputs {
   allApis(): Api[];
   allPolicies(): Policy[];
   apisWithId(apiId: string): Api[];
-  policiesGranting(apiId: string): Policy[];
+  policiesCovering(apiId: string): Policy[];
 }
 
 /** The policies of the API's ConfigMap as written last, by id: what a policy the compile step now refuses keeps (docs/behaviour.md#bad-edits). */
@@ -147,7 +154,7 @@ const version = (obj: GwObject): string => `${obj.metadata.uid ?? obj.metadata.n
  * compiled policies) — each as uid@generation, so status writes do not count.
  */
 function fingerprint(api: Api, apiId: string, inputs: CompileInputs): string {
-  const granting = inputs.policiesGranting(apiId);
+  const granting = inputs.policiesCovering(apiId);
   const touched = new Set([apiId, ...granting.flatMap(grantedApiIds)]);
   const apis = [...touched].flatMap((id) => inputs.apisWithId(id).map(version));
   return [version(api), ...granting.map(version).sort(), ...apis.sort()].join('|');

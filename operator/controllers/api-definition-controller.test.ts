@@ -213,4 +213,20 @@ describe('ApiDefinitionController', () => {
     expect(enqueuedBy(new ApiDefinitionController(ctx), () => caches.configMaps.put({ metadata: { namespace: 'ns', name: 'gw-api-c' } }))).toEqual(['ns/c']);
     expect(enqueuedBy(new ApiDefinitionController(ctx), () => caches.configMaps.put({ metadata: { namespace: 'ns', name: 'unrelated' } }))).toEqual([]);
   });
+
+  it("compiles a Policy without access_rights into every API's ConfigMap, and every API again when it changes", async () => {
+    const { ctx, caches } = fakeContext();
+    for (const name of ['a', 'b']) caches.apis.put(api(name));
+    caches.policies.put(policy('everywhere', []));
+    caches.policies.put(policy('only-a', ['a']));
+    const controller = new ApiDefinitionController(ctx);
+    for (const name of ['a', 'b']) await controller.reconcile({ namespace: 'ns', name }, signal);
+    const policiesOf = (name: string): string[] => Object.keys(JSON.parse(caches.configMaps.get('ns', `gw-api-${name}`)?.data?.['config.json'] ?? '{}').policies);
+    expect([policiesOf('a'), policiesOf('b')]).toEqual([['ns/everywhere', 'ns/only-a'], ['ns/everywhere']]);
+    // Its edit changes what every API's config holds, so it is compiled again (not from the memo).
+    expect(enqueuedBy(controller, () => caches.policies.put(policy('everywhere', [], 2)))).toEqual(['ns/a', 'ns/b']);
+    caches.policies.put({ ...policy('everywhere', [], 3), spec: { ...policy('everywhere', [], 3).spec, rate: 7, per: 1 } });
+    await controller.reconcile({ namespace: 'ns', name: 'b' }, signal);
+    expect(JSON.parse(caches.configMaps.get('ns', 'gw-api-b')?.data?.['config.json'] ?? '{}').policies['ns/everywhere'].rate).toMatchObject({ rate: 7, per: 1 });
+  });
 });

@@ -3,7 +3,8 @@ import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATI
 import { flatKey } from '../../common/flat-key.ts';
 import type { CompiledRate } from '../../crds/compiled.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
-import { ApiCompiler, grantedApiIds, policiesOfConfigMap, type CompileInputs } from '../config/compile-api.ts';
+import { EVERY_API } from '../../crds/policy-coverage.ts';
+import { ApiCompiler, coveredApiIds, policiesOfConfigMap, type CompileInputs } from '../config/compile-api.ts';
 import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
@@ -48,20 +49,21 @@ export class ApiDefinitionController implements KindController {
       allApis: () => ctx.caches.apis.list(),
       allPolicies: () => ctx.caches.policies.list(),
       apisWithId: (apiId) => ctx.indexes.apisById.get(apiId),
-      policiesGranting: (apiId) => ctx.indexes.policiesByGrantedApi.get(apiId),
+      policiesCovering: (apiId) => [...ctx.indexes.policiesByCoveredApi.get(apiId), ...ctx.indexes.policiesByCoveredApi.get(EVERY_API)],
     };
     const { apis, policies, configMaps } = ctx.caches;
-    const granting = (policy: GwObject<'Policy'> | undefined): string[] => (policy ? grantedApiIds(policy) : []);
+    const covering = (policy: GwObject<'Policy'> | undefined): string[] => (policy ? coveredApiIds(policy) : []);
     this.watches = [
       forObjects(apis),
       owns(configMaps, (cm) => {
         const apiName = apiNameOf(cm.metadata?.name ?? '');
         return apiName ? { namespace: cm.metadata?.namespace ?? '', name: apiName } : undefined;
       }),
-      // A policy's grants are compiled into each API it grants: now, and before the change.
+      // A policy is compiled into each API it covers: now, and before the change; one without access_rights, into every API.
       watches(policies, (event) => {
         if (!specChanged(event)) return [];
-        const ids = new Set([...granting(event.verb === 'delete' ? undefined : event.object), ...granting(event.old)]);
+        const ids = new Set([...covering(event.verb === 'delete' ? undefined : event.object), ...covering(event.old)]);
+        if (ids.has(EVERY_API)) return apis.list().map(requestFor);
         return [...ids].flatMap((id) => ctx.indexes.apisById.get(id)).map(requestFor);
       }),
     ];

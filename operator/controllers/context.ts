@@ -3,7 +3,7 @@ import type { Logger } from '../../common/logger.ts';
 import type { SessionStore } from '../../common/session-store.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import type { ConfigMapWriter } from '../config/config-map-writer.ts';
-import { apiIdOf, grantedApiIds } from '../config/compile-api.ts';
+import { apiIdOf, coveredApiIds } from '../config/compile-api.ts';
 import { CacheIndex } from '../kit/cache-index.ts';
 import type { FinalizerWriter } from '../kit/controllerutil.ts';
 import type { Source } from '../kit/watch.ts';
@@ -33,8 +33,8 @@ export interface Indexes {
   apisById: CacheIndex<GwObject<'ApiDefinition'>>;
   /** ApiDefinitions by each category they list (a Category counts those of its namespace). */
   apisByCategory: CacheIndex<GwObject<'ApiDefinition'>>;
-  /** Policies by each api_id they grant. */
-  policiesByGrantedApi: CacheIndex<GwObject<'Policy'>>;
+  /** Policies by each api_id their limits cover: those they grant, or EVERY_API for one without access_rights. */
+  policiesByCoveredApi: CacheIndex<GwObject<'Policy'>>;
   /** Keys by each Policy they apply (a name in the Key's own namespace). */
   keysByPolicy: CacheIndex<GwObject<'Key'>>;
   /** Keys by each api_id their own access_rights grant. */
@@ -53,7 +53,7 @@ export function indexCaches(caches: Caches): Indexes {
   return {
     apisById: new CacheIndex(caches.apis, (api) => [apiIdOf(api)]),
     apisByCategory: new CacheIndex(caches.apis, (api) => api.spec.categories ?? []),
-    policiesByGrantedApi: new CacheIndex(caches.policies, grantedApiIds),
+    policiesByCoveredApi: new CacheIndex(caches.policies, coveredApiIds),
     keysByPolicy: new CacheIndex(caches.keys, (key) => key.spec.apply_policies ?? []),
     keysByGrantedApi: new CacheIndex(caches.keys, (key) => Object.keys(key.spec.access_rights ?? {})),
     keysByHash: new CacheIndex(caches.keys, (key) => {

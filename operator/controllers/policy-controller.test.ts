@@ -33,7 +33,7 @@ describe('PolicyController', () => {
     caches.keys.put({ ...key('a-elsewhere', ['gold']), metadata: { ...key('a-elsewhere', []).metadata, namespace: 'other' } });
     caches.keys.put(key('a-silver', ['silver']));
     await new PolicyController(ctx).reconcile({ namespace: 'ns', name: 'gold' });
-    const message = `grants 0 API(s); used by 25 key(s): ${names.slice(0, 20).join(', ')}, …`;
+    const message = `grants no API: its limits cover every API its keys may call; used by 25 key(s): ${names.slice(0, 20).join(', ')}, …`;
     expect(caches.policies.get('ns', 'gold')?.status).toMatchObject({ keys: 25, conditions: [{ reason: 'Valid', message }] });
   });
 

@@ -25,13 +25,13 @@ export class PolicyController implements KindController {
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
     const { apis, keys, policies } = ctx.caches;
-    const { policiesByGrantedApi } = ctx.indexes;
+    const { policiesByCoveredApi } = ctx.indexes;
     this.watches = [
       forObjects(policies),
       // An API appearing, changing or going changes whether the policies granting it are Ready.
       watches(apis, (event) => {
         if (!specChanged(event)) return [];
-        return policiesByGrantedApi.get(apiIdOf(event.object)).map(requestFor);
+        return policiesByCoveredApi.get(apiIdOf(event.object)).map(requestFor);
       }),
       // A key's apply_policies changes the key count of the policies it names.
       watches(keys, (event) =>
@@ -50,7 +50,7 @@ export class PolicyController implements KindController {
     const problem = policyProblem(policy, granted.flatMap((apiId) => apisById.get(apiId)));
     const desired: DesiredStatus<PolicyStatus> = problem
       ? { ready: false, ...problem, fields }
-      : { ready: true, reason: 'Valid', message: `grants ${granted.length} API(s); used by ${describeKeys(keys)}`, fields };
+      : { ready: true, reason: 'Valid', message: `${granted.length > 0 ? `grants ${granted.length} API(s)` : 'grants no API: its limits cover every API its keys may call'}; used by ${describeKeys(keys)}`, fields };
     await setStatus(this.#ctx, 'Policy', policy, desired);
   }
 }

@@ -4,6 +4,7 @@ import type {
   CompiledRate,
   ResourceRef,
 } from '../../crds/compiled.ts';
+import { policyCoversApi } from '../../crds/policy-coverage.ts';
 import { appliedPolicyIds, type Session } from '../../crds/session.ts';
 import { compileEndpoints, type EndpointMatcher } from './endpoint-match.ts';
 import type { LimitScope, LimitSource, SmoothingPlan, ThrottlePlan } from './plan-types.ts';
@@ -178,9 +179,6 @@ function compileEndpointGroup(policy: CompiledPolicy, apiId: string): EndpointMa
   }));
 }
 
-const grants = (policy: CompiledPolicy, apiId: string): boolean =>
-  Object.keys(policy.access_rights).length === 0 || apiId in policy.access_rights;
-
 function sessionPattern(session: Session): string | null {
   const pattern = session.meta_data.rate_limit_pattern;
   return typeof pattern === 'string' && pattern !== '' ? pattern : null;
@@ -194,7 +192,7 @@ export function effectiveLimits(
   const applied = appliedPolicyIds(session)
     .map((id) => policies[id])
     .filter((policy): policy is CompiledPolicy => policy !== undefined);
-  const granting = applied.filter((policy) => grants(policy, apiId));
+  const granting = applied.filter((policy) => policyCoversApi(policy.access_rights, apiId));
   // Where no applied Policy grants the API, the key may call it by its own access_rights alone
   // (sidecar/auth/authenticator.ts), and its own limits and quota apply there, as on a key
   // without policies: the grant that lets a request in is the one that limits it.

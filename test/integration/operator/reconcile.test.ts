@@ -405,6 +405,23 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect(ready(await waitReady('PortalProduct', 'aa-newer-product'))?.reason).toBe('Valid');
   });
 
+  it("compiles a Policy without access_rights into every API's ConfigMap, since its limits cover every API its keys may call", async () => {
+    await api('cover-a', `${ns}-cover-a`);
+    const policyId = `${ns}/covers-all`;
+    await c.create('Policy', ns, { metadata: { name: 'covers-all' }, spec: { rate: 3, per: 60 } });
+    await waitFor('cover-a config with the policy', async () => (await configOf('cover-a'))?.policies[policyId]?.rate?.rate === 3);
+    expect(ready(await waitReady('Policy', 'covers-all'))?.message).toBe('grants no API: its limits cover every API its keys may call; used by no keys');
+    await c.replaceSpec('Policy', ns, 'covers-all', { rate: 4, per: 60 });
+    await waitFor('cover-a config with the edit', async () => (await configOf('cover-a'))?.policies[policyId]?.rate?.rate === 4);
+    // Given a grant, it leaves the APIs it no longer covers.
+    await c.replaceSpec('Policy', ns, 'covers-all', { rate: 4, per: 60, access_rights: { [`${ns}-elsewhere`]: {} } });
+    await waitFor('cover-a config without the policy', async () => {
+      const config = await configOf('cover-a');
+      return config !== undefined && !(policyId in config.policies);
+    });
+    await c.remove('Policy', ns, 'covers-all');
+  });
+
   it('serves health and metrics with reconcile counts', async () => {
     const base = `http://127.0.0.1:${operator.healthPort()}`;
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
