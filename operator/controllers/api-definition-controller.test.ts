@@ -214,6 +214,17 @@ describe('ApiDefinitionController', () => {
     expect(enqueuedBy(new ApiDefinitionController(ctx), () => caches.configMaps.put({ metadata: { namespace: 'ns', name: 'unrelated' } }))).toEqual([]);
   });
 
+  it('compiles again the ApiDefinitions of an api_id another one gives up (deleted, or renamed): one of them may hold it now', () => {
+    const { ctx, caches } = fakeContext();
+    caches.apis.put(apiDefinition('first', { api_id: 'shared' }));
+    caches.apis.put(apiDefinition('second', { api_id: 'shared' }));
+    caches.apis.put(apiDefinition('other', { api_id: 'other' }));
+    const controller = new ApiDefinitionController(ctx);
+    expect(enqueuedBy(controller, () => caches.apis.remove('ns', 'first'))).toEqual(['ns/first', 'ns/second']);
+    const renamed = apiDefinition('second', { api_id: 'other' });
+    expect(enqueuedBy(controller, () => caches.apis.put({ ...renamed, metadata: { ...renamed.metadata, generation: 2 } }))).toEqual(['ns/other', 'ns/second']);
+  });
+
   it("compiles a Policy without access_rights into every API's ConfigMap, and every API again when it changes", async () => {
     const { ctx, caches } = fakeContext();
     for (const name of ['a', 'b']) caches.apis.put(api(name));

@@ -52,4 +52,12 @@ describe('PolicyController', () => {
     expect(enqueuedBy(new PolicyController(ctx), () => caches.apis.put(api('unrelated')))).toEqual([]);
     expect(enqueuedBy(new PolicyController(ctx), () => caches.keys.put(key('alice', ['gold', 'silver'])))).toEqual(['ns/gold', 'ns/silver']);
   });
+
+  it('re-checks the policies of the api_id an API gives up: they grant an API no longer there', () => {
+    const { ctx, caches } = fakeContext();
+    caches.policies.put(policy(['orders']));
+    caches.apis.put(apiDefinition('orders', { api_id: 'orders' }));
+    const renamed = apiDefinition('orders', { api_id: 'orders-v2' });
+    expect(enqueuedBy(new PolicyController(ctx), () => caches.apis.put({ ...renamed, metadata: { ...renamed.metadata, generation: 2 } }))).toEqual(['ns/gold']);
+  });
 });

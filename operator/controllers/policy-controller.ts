@@ -28,10 +28,11 @@ export class PolicyController implements KindController {
     const { policiesByCoveredApi } = ctx.indexes;
     this.watches = [
       forObjects(policies),
-      // An API appearing, changing or going changes whether the policies granting it are Ready.
+      // An API appearing, changing (its api_id too: the old one's policies) or going changes whether the policies granting it are Ready.
       watches(apis, (event) => {
         if (!specChanged(event)) return [];
-        return policiesByCoveredApi.get(apiIdOf(event.object)).map(requestFor);
+        const ids = new Set([event.object, event.old].flatMap((api) => (api ? [apiIdOf(api)] : [])));
+        return [...ids].flatMap((id) => policiesByCoveredApi.get(id)).map(requestFor);
       }),
       // A key's apply_policies changes the key count of the policies it names.
       watches(keys, (event) =>

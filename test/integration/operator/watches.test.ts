@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KindName } from '../../../crds/kinds.ts';
+import type { Operator } from '../../../operator/operator.ts';
+import { createNamespace, kubectl, kubeConfig, testEnv } from '../../harness/index.ts';
+import { client, ready, startOperator, waitFor } from './support.ts';
+
+/**
+ * What the controllers' watches bring back at once, with the periodic resync too far away to
+ * hide a missed one (the other operator suites resync every 2 s): an ApiDefinition giving up
+ * an api_id hands it to the other ApiDefinition of that api_id, and the Policies granting it
+ * turn MissingApi.
+ */
+describe('operator: watches of one kind for another, without a resync', () => {
+  const kc = kubeConfig();
+  const c = client(kc);
+  let ns: string;
+  let operator: Operator;
+  /** Well within the resync period below: only a watch can make it. */
+  const soon = 10_000;
+
+  const api = (name: string, apiId: string) =>
+    c.create('ApiDefinition', ns, { metadata: { name }, spec: { api_id: apiId, use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' } } });
+  const readyOf = async (kind: KindName, name: string) => ready(await c.get(kind, ns, name));
+
+  beforeAll(async () => {
+    ns = await createNamespace('op-watches');
+    operator = await startOperator(kc, { redisUrl: testEnv().redisUrl, watchNamespaces: ns, resyncSeconds: 600 });
+  });
+
+  afterAll(async () => {
+    await kubectl(['delete', '-n', ns, 'apidefinitions,policies', '--all', '--wait=false'], { allowFail: true });
+    await operator?.stop();
+  });
+
+  it('compiles the other ApiDefinition of an api_id at once when the one holding it is deleted', async () => {
+    const apiId = `${ns}-dup`;
+    await api('dup-first', apiId);
+    await waitFor('first Ready', async () => (await readyOf('ApiDefinition', 'dup-first'))?.status === 'True');
+    await api('dup-second', apiId);
+    await waitFor('second DuplicateApiId', async () => (await readyOf('ApiDefinition', 'dup-second'))?.reason === 'DuplicateApiId');
+    await c.remove('ApiDefinition', ns, 'dup-first');
+    await waitFor('second Ready', async () => (await readyOf('ApiDefinition', 'dup-second'))?.status === 'True', soon);
+    expect(await c.configMap(ns, 'gw-api-dup-second')).toBeDefined();
+  });
+
+  it('turns a Policy MissingApi at once when the API it grants changes its api_id', async () => {
+    const apiId = `${ns}-renamed`;
+    await api('renamed', apiId);
+    await c.create('Policy', ns, { metadata: { name: 'grants-renamed' }, spec: { rate: 5, per: 60, access_rights: { [apiId]: {} } } });
+    await waitFor('policy Valid', async () => (await readyOf('Policy', 'grants-renamed'))?.reason === 'Valid');
+    await c.replaceSpec('ApiDefinition', ns, 'renamed', { api_id: `${apiId}-v2`, use_keyless: true, proxy: { listen_path: '/renamed/', target_url: 'http://127.0.0.1:9000' } });
+    await waitFor('policy MissingApi', async () => (await readyOf('Policy', 'grants-renamed'))?.reason === 'MissingApi', soon);
+  });
+});
