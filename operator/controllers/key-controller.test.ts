@@ -147,6 +147,22 @@ describe('KeyController', () => {
     expect(await sessions.get(hash)).toMatchObject({ rate: 5, key_id: 'owner' });
   });
 
+  it('stops the key an emptied Secret held: its session goes, and the status names no hash', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key({ rate: 5, per: 10 }));
+    await controller.reconcile(request, signal);
+    const hash = keyHash('raw-1');
+    expect(await sessions.get(hash)).not.toBeNull();
+    const secret = caches.secrets.get('ns', 'gw-key-alice')!;
+    caches.secrets.put({ ...secret, data: { key: '' } });
+    await expect(controller.reconcile(request, signal)).rejects.toBeInstanceOf(TerminalError);
+    expect(await sessions.get(hash)).toBeNull();
+    const status = caches.keys.get('ns', 'alice')!.status;
+    expect(status?.key_hash).toBeUndefined();
+    expect(status?.conditions).toMatchObject([{ status: 'False', reason: 'SecretHoldsNoKey' }]);
+  });
+
   it('says the Key is not Ready, and fails terminally, when its Secret holds no key', async () => {
     const { ctx, caches, events } = fakeContext();
     caches.keys.put(key());

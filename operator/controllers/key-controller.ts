@@ -97,7 +97,13 @@ export class KeyController implements KindController {
     key = await addFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     const identity = await this.#identity(key);
     if ('reason' in identity) {
-      const fields = { key_hash: key.status?.key_hash, secretName: key.status?.secretName, policies: this.#existingPolicies(key).found };
+      let keyHash = key.status?.key_hash;
+      if (identity.reason === 'SecretHoldsNoKey' && keyHash !== undefined) {
+        // The Secret is the key: emptied, the key it held stops working, as when it is replaced.
+        if (!this.#namedByOthers(keyHash, key)) await this.#ctx.sessions.delete(keyHash);
+        keyHash = undefined;
+      }
+      const fields = { key_hash: keyHash, secretName: key.status?.secretName, policies: this.#existingPolicies(key).found };
       await this.#setStatus(key, { ready: false, reason: identity.reason, message: identity.message, fields });
       // A name taken by a Secret of someone else's is freed without a change the operator
       // watches (it watches only its own Secrets): look again until it is.

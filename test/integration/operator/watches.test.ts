@@ -1,4 +1,6 @@
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sessionKey } from '../../../common/redis-keys.ts';
 import type { KindName } from '../../../crds/kinds.ts';
 import type { Operator } from '../../../operator/operator.ts';
 import { createNamespace, kubectl, kubeConfig, testEnv } from '../../harness/index.ts';
@@ -7,14 +9,15 @@ import { client, ready, startOperator, waitFor } from './support.ts';
 /**
  * What the controllers' watches bring back at once, with the periodic resync too far away to
  * hide a missed one (the other operator suites resync every 2 s): an ApiDefinition giving up
- * an api_id hands it to the other ApiDefinition of that api_id, and the Policies granting it
- * turn MissingApi.
+ * an api_id hands it to the other ApiDefinition of that api_id, the Policies granting it turn
+ * MissingApi, and a Key whose Secret is emptied stops working.
  */
 describe('operator: watches of one kind for another, without a resync', () => {
   const kc = kubeConfig();
   const c = client(kc);
   let ns: string;
   let operator: Operator;
+  let redis: Redis;
   /** Well within the resync period below: only a watch can make it. */
   const soon = 10_000;
 
@@ -25,11 +28,14 @@ describe('operator: watches of one kind for another, without a resync', () => {
   beforeAll(async () => {
     ns = await createNamespace('op-watches');
     operator = await startOperator(kc, { redisUrl: testEnv().redisUrl, watchNamespaces: ns, resyncSeconds: 600 });
+    redis = new Redis(testEnv().redisUrl);
   });
 
   afterAll(async () => {
-    await kubectl(['delete', '-n', ns, 'apidefinitions,policies', '--all', '--wait=false'], { allowFail: true });
+    await kubectl(['delete', '-n', ns, 'apidefinitions,policies,keys', '--all', '--wait=false'], { allowFail: true });
+    await waitFor('keys gone', async () => (await c.list('Key', ns)).length === 0, 30_000).catch(() => undefined);
     await operator?.stop();
+    redis?.disconnect();
   });
 
   it('compiles the other ApiDefinition of an api_id at once when the one holding it is deleted', async () => {
@@ -50,5 +56,20 @@ describe('operator: watches of one kind for another, without a resync', () => {
     await waitFor('policy Valid', async () => (await readyOf('Policy', 'grants-renamed'))?.reason === 'Valid');
     await c.replaceSpec('ApiDefinition', ns, 'renamed', { api_id: `${apiId}-v2`, use_keyless: true, proxy: { listen_path: '/renamed/', target_url: 'http://127.0.0.1:9000' } });
     await waitFor('policy MissingApi', async () => (await readyOf('Policy', 'grants-renamed'))?.reason === 'MissingApi', soon);
+  });
+
+  it('stops the key of a Key whose Secret is emptied: its session goes, until the Secret holds a key again', async () => {
+    await c.create('Key', ns, { metadata: { name: 'emptied' }, spec: { rate: 5, per: 60 } });
+    await waitFor('Key Ready', async () => (await readyOf('Key', 'emptied'))?.status === 'True');
+    const hash = (await c.get('Key', ns, 'emptied'))?.status?.key_hash;
+    if (typeof hash !== 'string') throw new Error('the Key shows no key_hash');
+    expect(await redis.exists(sessionKey(hash))).toBe(1);
+    await c.core.replaceNamespacedSecret({ namespace: ns, name: 'gw-key-emptied', body: { ...(await c.core.readNamespacedSecret({ namespace: ns, name: 'gw-key-emptied' })), data: { key: '' } } });
+    await waitFor('SecretHoldsNoKey', async () => (await readyOf('Key', 'emptied'))?.reason === 'SecretHoldsNoKey', soon);
+    await waitFor('session gone', async () => (await redis.exists(sessionKey(hash))) === 0, soon);
+    expect((await c.get('Key', ns, 'emptied'))?.status?.key_hash).toBeUndefined();
+    await c.core.replaceNamespacedSecret({ namespace: ns, name: 'gw-key-emptied', body: { ...(await c.core.readNamespacedSecret({ namespace: ns, name: 'gw-key-emptied' })), stringData: { key: 'a-key-of-my-own' } } });
+    await waitFor('Key Ready again', async () => (await readyOf('Key', 'emptied'))?.status === 'True', soon);
+    expect((await c.get('Key', ns, 'emptied'))?.status?.key_hash).not.toBe(hash);
   });
 });
