@@ -42,10 +42,14 @@ describe('rateLimitIdentity', () => {
     expect(rateLimitIdentity('$gw_meta.user', { user: 'alice' }, keyHash)).toBe(`p:${sha('alice')}`);
   });
 
-  it('falls back to the credential without a pattern, on missing metadata and on an empty value', () => {
+  it('falls back to the credential without a pattern, on missing metadata and on a blank value', () => {
     expect(rateLimitIdentity(null, { user: 'alice' }, keyHash)).toBe(`k:${keyHash}`);
     expect(rateLimitIdentity('$gw_meta.user', {}, keyHash)).toBe(`k:${keyHash}`);
     expect(rateLimitIdentity('$gw_meta.user', { user: '' }, keyHash)).toBe(`k:${keyHash}`);
+    // Only whitespace is blank too: two keys with `team: " "` would share one allowance.
+    for (const blank of [' ', '\t', ' \n ']) expect(rateLimitIdentity('$gw_meta.org|$gw_meta.team', { org: 'acme', team: blank }, keyHash)).toBe(`k:${keyHash}`);
+    // Text around a value is the value's: ` x ` is kept as it is.
+    expect(rateLimitIdentity('$gw_meta.user', { user: ' x ' }, keyHash)).toBe(`p:${sha(' x ')}`);
   });
 
   it('keys whose values differ only in where a | falls do not share an identity; values without one keep theirs', () => {

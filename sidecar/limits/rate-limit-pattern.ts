@@ -5,13 +5,14 @@ const metaPrefix = '$gw_meta.';
 const embeddedReference = /\$gw_meta\.(\w+)/g;
 
 /**
- * A metadata value as the pattern's text has it; null when absent, empty or not a scalar. An
- * empty value counts as absent: otherwise every key with that field blank would share one
- * allowance (`|` for `$gw_meta.org|$gw_meta.team`), across tenants.
+ * A metadata value as the pattern's text has it; null when absent, blank (empty or only
+ * whitespace) or not a scalar. A blank value counts as absent: otherwise every key with that
+ * field blank would share one allowance (`|` for `$gw_meta.org|$gw_meta.team`, or `| ` when
+ * YAML kept a space), across tenants.
  */
 function scalarText(metaData: Record<string, unknown>, field: string): string | null {
   const value = Object.hasOwn(metaData, field) ? metaData[field] : undefined;
-  if (value === '') return null;
+  if (typeof value === 'string' && value.trim() === '') return null;
   return typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean' ? String(value) : null;
 }
 
