@@ -58,9 +58,9 @@ export const keySpecSchema = withRules(
     access_rights: accessRightsMap(keyAccessRightSchema)
       .optional()
       .describe('APIs the key may call, keyed by api_id, besides those its policies grant; on these alone its own limits apply.'),
-    enable_detailed_recording: z.boolean().optional().describe('Record request and response details for this key.'),
+    enable_detailed_recording: z.boolean().optional().describe('Kept in the key record, as the specification has it; this gateway records no request details for it.'),
     expires: unixTimeField.optional().describe('Unix time (seconds) after which the key is refused; 0 never expires.'),
-    hmac_enabled: z.boolean().optional().describe('Whether requests with this key are HMAC-signed.'),
+    hmac_enabled: z.boolean().optional().describe('Kept in the key record, as the specification has it; this gateway does not check HMAC signatures: the raw key authenticates.'),
     is_inactive: z.boolean().optional().describe('true refuses the key without deleting it.'),
     meta_data: metaDataSchema
       .optional()
