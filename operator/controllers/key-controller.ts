@@ -96,20 +96,7 @@ export class KeyController implements KindController {
     }
     key = await addFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     const identity = await this.#identity(key);
-    if ('reason' in identity) {
-      let keyHash = key.status?.key_hash;
-      if (identity.reason === 'SecretHoldsNoKey' && keyHash !== undefined) {
-        // The Secret is the key: emptied, the key it held stops working, as when it is replaced.
-        if (!this.#namedByOthers(keyHash, key)) await this.#ctx.sessions.delete(keyHash);
-        keyHash = undefined;
-      }
-      const fields = { key_hash: keyHash, secretName: key.status?.secretName, policies: this.#existingPolicies(key).found };
-      await this.#setStatus(key, { ready: false, reason: identity.reason, message: identity.message, fields });
-      // A name taken by a Secret of someone else's is freed without a change the operator
-      // watches (it watches only its own Secrets): look again until it is.
-      if (identity.reason === 'SecretNameTaken') return { requeueAfterMs: SECRET_NAME_RETRY_MS };
-      throw new TerminalError(identity.message);
-    }
+    if ('reason' in identity) return this.#unidentified(key, identity);
     const fields = { key_hash: identity.hash, secretName: identity.secretName, policies: this.#existingPolicies(key).found };
     const holder = this.#holder(identity.hash, key);
     if (holder !== undefined && refOf(holder) !== refOf(key)) {
@@ -131,6 +118,22 @@ export class KeyController implements KindController {
       throw error;
     }
     await this.#setStatus(key, this.#readiness(key, fields));
+  }
+
+  /** A Key without a raw key to be had: says why, and looks again or waits for a change. */
+  async #unidentified(key: Key, identity: Unidentified): Promise<Result> {
+    let keyHash = key.status?.key_hash;
+    if (identity.reason === 'SecretHoldsNoKey' && keyHash !== undefined) {
+      // The Secret is the key: emptied, the key it held stops working, as when it is replaced.
+      if (!this.#namedByOthers(keyHash, key)) await this.#ctx.sessions.delete(keyHash);
+      keyHash = undefined;
+    }
+    const fields = { key_hash: keyHash, secretName: key.status?.secretName, policies: this.#existingPolicies(key).found };
+    await this.#setStatus(key, { ready: false, reason: identity.reason, message: identity.message, fields });
+    // A name taken by a Secret of someone else's is freed without a change the operator
+    // watches (it watches only its own Secrets): look again until it is.
+    if (identity.reason === 'SecretNameTaken') return { requeueAfterMs: SECRET_NAME_RETRY_MS };
+    throw new TerminalError(identity.message);
   }
 
   /**
