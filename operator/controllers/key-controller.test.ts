@@ -163,6 +163,21 @@ describe('KeyController', () => {
     expect(status?.conditions).toMatchObject([{ status: 'False', reason: 'SecretHoldsNoKey' }]);
   });
 
+  it('says an expired Key is not in force, and a Key expiring later is', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key({ key_hash: keyHash('old'), expires: 1_000_000_000 }));
+    await controller.reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([
+      { status: 'False', reason: 'Expired', message: 'expires (2001-09-09T01:46:40.000Z) has passed: the gateways refuse the key (403)' },
+    ]);
+    // Its session is kept as it is: the gateways read the expiry from it.
+    expect((await sessions.get(keyHash('old')))?.expires).toBe(1_000_000_000);
+    caches.keys.put(key({ key_hash: keyHash('later'), expires: Math.floor(Date.now() / 1000) + 3600 }, 'bob'));
+    await controller.reconcile({ namespace: 'ns', name: 'bob' }, signal);
+    expect(caches.keys.get('ns', 'bob')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
+  });
+
   it('says the Key is not Ready, and fails terminally, when its Secret holds no key', async () => {
     const { ctx, caches, events } = fakeContext();
     caches.keys.put(key());

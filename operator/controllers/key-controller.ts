@@ -142,6 +142,12 @@ export class KeyController implements KindController {
    */
   #readiness(key: Key, fields: StatusFields<KeyStatus>): DesiredStatus<KeyStatus> {
     const problems: { reason: string; message: string }[] = [];
+    // The gateways refuse a key past its expiry (Unix seconds; 0 or less: never). A Key that
+    // expires while nothing changes shows it at the next resync.
+    const expires = key.spec.expires ?? 0;
+    if (expires > 0 && expires * 1000 < Date.now()) {
+      problems.push({ reason: 'Expired', message: `expires (${new Date(expires * 1000).toISOString()}) has passed: the gateways refuse the key (403)` });
+    }
     const missingPolicies = this.#existingPolicies(key).missing;
     if (missingPolicies.length > 0) {
       problems.push({ reason: 'MissingPolicy', message: `apply_policies names ${missingPolicies.join(', ')}, not a Policy in namespace ${key.metadata.namespace}` });
