@@ -39,9 +39,18 @@ export async function addFinalizer<K extends KindName>(writer: FinalizerWriter, 
   return writer.set(kind, obj, [...(obj.metadata.finalizers ?? []), finalizer]);
 }
 
+/**
+ * The finalizer removed; an object gone already is done. That is a second reconcile of one
+ * deletion (enqueued by its Secret's removal, say) that read the cache before the first one's
+ * removal reached it: a 404 there was retried and logged as a failure on every delete.
+ */
 export async function removeFinalizer<K extends KindName>(writer: FinalizerWriter, kind: K, obj: GwObject<K>, finalizer: string): Promise<void> {
   if (!hasFinalizer(obj, finalizer)) return;
-  await writer.set(kind, obj, (obj.metadata.finalizers ?? []).filter((f) => f !== finalizer));
+  try {
+    await writer.set(kind, obj, (obj.metadata.finalizers ?? []).filter((f) => f !== finalizer));
+  } catch (error) {
+    if (!isNotFound(error)) throw error;
+  }
 }
 
 /** The reference that makes `owner` the controller of an object it writes: garbage-collected with it, never blocking its deletion. */

@@ -1,0 +1,20 @@
+import { ApiException } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { key } from '../controllers/fixtures.ts';
+import { removeFinalizer, type FinalizerWriter } from './controllerutil.ts';
+
+const failingWith = (code: number): FinalizerWriter => ({
+  set: () => Promise.reject(new ApiException(code, 'refused', '', {})),
+});
+
+describe('removeFinalizer', () => {
+  const deleting = { ...key('alice'), metadata: { ...key('alice').metadata, finalizers: ['gw.dev/key-session'], deletionTimestamp: new Date() } };
+
+  it('is done when the object is gone already (a second reconcile of one deletion)', async () => {
+    await expect(removeFinalizer(failingWith(404), 'Key', deleting, 'gw.dev/key-session')).resolves.toBeUndefined();
+  });
+
+  it('fails on any other refusal, so the reconcile retries', async () => {
+    await expect(removeFinalizer(failingWith(409), 'Key', deleting, 'gw.dev/key-session')).rejects.toMatchObject({ code: 409 });
+  });
+});
