@@ -83,6 +83,8 @@ export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean,
   if (rows.length > 0) lines.push(table(header, rows).trimEnd());
   else if (answer.outcome === 'api_inactive') lines.push('The API is not active: the gateway refuses every request to it before any key or limit.');
   else lines.push(answer.access === 'granted' ? 'No limit applies.' : `The key may not call this API (${answer.access}).`);
+  const t = answer.throttle;
+  if (t) lines.push('', `Throttled: a request its rate limits refuse waits in the gateway, looking again every ${t.interval} s up to ${t.retries} times, and is refused only if none finds room.`);
   for (const [title, list] of [['passed over (a more specific limit applies)', answer.passed_over], ['chosen over (lower effective rate)', answer.chosen_over]] as const) {
     if (list.length > 0) lines.push('', `${title}:`, ...list.map((a) => `  ${a.level}  ${sourceName(a.source)}${a.rule ? ` ${a.rule}` : ''}  ${rate(a)}`));
   }
