@@ -273,6 +273,6 @@ export function compile(input: CompileInput): CompileResult {
  */
 export function compileForApi(apiId: string, input: CompileInput): CompileResult {
   const catalogue = apiCatalogue(input.apiDefinitions, input.cache, input.lastGoodApis);
-  const granting = input.policies.filter((p) => policyCoversApi(p.spec?.access_rights ?? {}, apiId));
-  return assemble([apiId], granting, catalogue, input);
+  const covering = input.policies.filter((p) => policyCoversApi(p.spec?.access_rights ?? {}, apiId));
+  return assemble([apiId], covering, catalogue, input);
 }

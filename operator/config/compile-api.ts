@@ -20,6 +20,10 @@ const asPolicy = (obj: Policy): PolicyInput => ({ metadata: obj.metadata, spec: 
 
 export const apiIdOf = (api: Api): string => contractApiIdOf(api);
 
+/** The api_ids an ApiDefinition's change touches: its own now and before (one, unless it changed it). */
+export const apiIdsOfChange = (event: { object: Api; old?: Api | undefined }): Set<string> =>
+  new Set([event.object, event.old].flatMap((api) => (api ? [apiIdOf(api)] : [])));
+
 /** api_ids a Policy grants: the keys of its access_rights (what compileForApi selects on). */
 export function grantedApiIds(policy: Policy): string[] {
   return Object.keys(policy.spec.access_rights).sort();

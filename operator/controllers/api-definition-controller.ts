@@ -4,7 +4,7 @@ import { flatKey } from '../../common/flat-key.ts';
 import type { CompiledRate } from '../../crds/compiled.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
 import { EVERY_API } from '../../crds/policy-coverage.ts';
-import { ApiCompiler, apiIdOf, coveredApiIds, policiesOfConfigMap, type CompileInputs } from '../config/compile-api.ts';
+import { ApiCompiler, apiIdsOfChange, coveredApiIds, policiesOfConfigMap, type CompileInputs } from '../config/compile-api.ts';
 import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
@@ -58,7 +58,7 @@ export class ApiDefinitionController implements KindController {
       // An API going, or changing its api_id, may leave that api_id to another ApiDefinition (DuplicateApiId until then).
       watches(apis, (event) => {
         if (!specChanged(event)) return [];
-        const ids = new Set([event.verb === 'delete' ? undefined : event.object, event.old].flatMap((api) => (api ? [apiIdOf(api)] : [])));
+        const ids = apiIdsOfChange(event);
         const self = flatKey(event.object.metadata.namespace, event.object.metadata.name);
         return [...ids].flatMap((id) => ctx.indexes.apisById.get(id)).filter((api) => flatKey(api.metadata.namespace, api.metadata.name) !== self).map(requestFor);
       }),

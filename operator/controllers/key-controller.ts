@@ -1,5 +1,5 @@
 import { sessionFromKey } from '../../common/session-from-key.ts';
-import { apiIdOf } from '../config/compile-api.ts';
+import { apiIdsOfChange } from '../config/compile-api.ts';
 import type { KeyStatus } from '../../crds/schemas/key.ts';
 import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
@@ -81,7 +81,7 @@ export class KeyController implements KindController {
       // An API appearing, going or changing its api_id decides whether the keys granted it are Ready.
       watches(apis, (event) => {
         if (!specChanged(event)) return [];
-        const ids = new Set([event.object, event.old].flatMap((api) => (api ? [apiIdOf(api)] : [])));
+        const ids = apiIdsOfChange(event);
         return [...ids].flatMap((id) => keysByGrantedApi.get(id)).map(requestFor);
       }),
     ];

@@ -1,5 +1,5 @@
 import type { PolicyStatus } from '../../crds/schemas/policy.ts';
-import { apiIdOf, grantedApiIds, policyProblem } from '../config/compile-api.ts';
+import { apiIdsOfChange, grantedApiIds, policyProblem } from '../config/compile-api.ts';
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
 import type { Request } from '../kit/reconciler.ts';
@@ -31,7 +31,7 @@ export class PolicyController implements KindController {
       // An API appearing, changing (its api_id too: the old one's policies) or going changes whether the policies granting it are Ready.
       watches(apis, (event) => {
         if (!specChanged(event)) return [];
-        const ids = new Set([event.object, event.old].flatMap((api) => (api ? [apiIdOf(api)] : [])));
+        const ids = apiIdsOfChange(event);
         return [...ids].flatMap((id) => policiesByCoveredApi.get(id)).map(requestFor);
       }),
       // A key's apply_policies changes the key count of the policies it names.
