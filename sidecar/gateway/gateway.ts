@@ -272,6 +272,10 @@ export class Gateway {
       return;
     }
     this.#deps.metrics.requests.inc(api, '1xx');
-    this.#deps.upgrades.upgrade(req, socket, head, match.route.origin, match.upstreamPath);
+    this.#deps.upgrades.upgrade(req, socket, head, {
+      origin: match.route.origin,
+      path: match.upstreamPath,
+      answerHeaders: { ...admission.rateHeaders, ...idHeaders(requestId) },
+    });
   }
 }

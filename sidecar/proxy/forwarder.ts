@@ -79,7 +79,18 @@ export interface Forwarder {
   close(): Promise<void>;
 }
 
+/** Where an accepted upgrade goes, and what the gateway adds to the upstream's answer. */
+export interface UpgradeTarget {
+  origin: string;
+  path: string;
+  answerHeaders: Record<string, string>;
+}
+
 export interface UpgradeForwarder {
-  /** Carry an accepted connection upgrade (WebSocket) to the upstream. */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, origin: string, path: string): void;
+  /**
+   * Carry an accepted connection upgrade (WebSocket) to the upstream. `answerHeaders` (the request
+   * id, and the rate headers of its admission) go on the upstream's answer to the client, as on
+   * any request's answer.
+   */
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: UpgradeTarget): void;
 }

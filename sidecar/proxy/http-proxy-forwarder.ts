@@ -6,7 +6,7 @@ import httpProxy from 'http-proxy';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import { refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder } from './forwarder.ts';
+import { refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder, type UpgradeTarget } from './forwarder.ts';
 import { removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders, wantsClose } from './headers.ts';
 
 class UpstreamTimeoutError extends Error {
@@ -33,6 +33,16 @@ function filterResponseHeaders(proxyRes: IncomingMessage, req: IncomingMessage, 
   proxyRes.once('close', () => {
     if (!proxyRes.complete) res.destroy();
   });
+}
+
+/**
+ * The gateway's headers on the upstream's answer to an upgrade, in place before http-proxy
+ * writes it to the client: the request id replaces the upstream's, and the admission's rate
+ * headers replace its X-RateLimit-* (as `clientResponseHeaders` does for a request's answer).
+ */
+function stampUpgradeAnswer(upstreamAnswer: IncomingMessage, answerHeaders: Record<string, string>): void {
+  if ('x-ratelimit-limit' in answerHeaders) removeRateLimitHeaders(upstreamAnswer.headers);
+  Object.assign(upstreamAnswer.headers, answerHeaders);
 }
 
 /**
@@ -64,10 +74,22 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 128 });
   readonly #proxy = httpProxy.createProxyServer({ agent: this.#agent, changeOrigin: true, xfwd: false });
   readonly #options: ForwarderOptions;
+  /** Each upgrade's answer headers, until http-proxy opens its upstream request. */
+  readonly #upgradeAnswers = new WeakMap<IncomingMessage, Record<string, string>>();
 
   constructor(options: ForwarderOptions) {
     this.#options = options;
     this.#proxy.on('proxyRes', filterResponseHeaders);
+    // http-proxy emits no event with the upstream's answer to an upgrade, but it listens for that
+    // answer only after this event: listeners added here run first, while the headers can change.
+    this.#proxy.on('proxyReqWs', (proxyReq: ClientRequest, req: IncomingMessage) => {
+      const answerHeaders = this.#upgradeAnswers.get(req);
+      if (answerHeaders === undefined) return;
+      this.#upgradeAnswers.delete(req);
+      const stamp = (upstreamAnswer: IncomingMessage): void => stampUpgradeAnswer(upstreamAnswer, answerHeaders);
+      proxyReq.once('upgrade', stamp);
+      proxyReq.once('response', stamp);
+    });
     this.#proxy.on('proxyReq', (proxyReq: ClientRequest, _req: IncomingMessage, res: ServerResponse) => {
       // The upstream socket's idle time. A client that does not read holds the answer back and
       // idles the socket too, which is no upstream stall: it is let be, and the socket's next
@@ -134,12 +156,13 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     // Nothing to release.
   }
 
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, origin: string, path: string): void {
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, { origin, path, answerHeaders }: UpgradeTarget): void {
     // Connection and Upgrade must reach the upstream here: they are the upgrade itself. Every
     // other hop-by-hop header stays on the client's hop, as on any request.
     const protocol = req.headers.upgrade;
     req.headers = { ...upstreamRequestHeaders(req), connection: 'Upgrade', ...(protocol === undefined ? {} : { upgrade: protocol }) } as IncomingMessage['headers'];
     req.url = path;
+    this.#upgradeAnswers.set(req, answerHeaders);
     this.#proxy.ws(req, socket, head, { target: origin }, () => socket.destroy());
   }
 
