@@ -7,13 +7,14 @@ import type { HandlerContext, Reply } from './types.ts';
 
 /**
  * `{Name}`: the PortalProduct's own tag schema (non-empty, bounded), only that field, and
- * no control characters or unpaired surrogates (a tag is shown to people).
+ * no control characters (a tag is shown to people; unpaired surrogates are refused with any
+ * admin body's).
  */
 export const tagRequestSchema = portalProductSpecSchema.shape.tags
   .unwrap()
   .element.strict()
-  .refine((tag) => tag.Name.isWellFormed() && !/\p{Cc}/u.test(tag.Name), {
-    message: 'must not contain control characters or unpaired surrogates',
+  .refine((tag) => !/\p{Cc}/u.test(tag.Name), {
+    message: 'must not contain control characters',
     path: ['Name'],
   });
 

@@ -47,16 +47,28 @@ function checkContentEncoding(req: IncomingMessage): void {
  */
 const MAX_BODY_DEPTH = 64;
 
-/** Whether `value` holds objects or arrays more than `limit` deep; iterative, so no depth can overflow it. */
-function nestedDeeperThan(value: unknown, limit: number): boolean {
-  const pending: [unknown, number][] = [[value, 1]];
+/**
+ * What makes a parsed body unfit to store, with where it is: nesting deeper than `limit`, or a
+ * string (a value or a field name) with an unpaired surrogate, which JSON's `\\uD800` escapes can
+ * say but UTF-8 cannot carry, so the API server or a folder file would keep something else than
+ * the answer echoes. Iterative, so no depth can overflow it.
+ */
+function bodyProblem(value: unknown, limit: number): string | null {
+  const illFormed = (where: string): string => `${where}: must not contain unpaired surrogates`;
+  const pending: [unknown, number, string][] = [[value, 1, 'body']];
   for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
-    const [item, depth] = next;
+    const [item, depth, where] = next;
+    if (typeof item === 'string' && !item.isWellFormed()) return illFormed(where);
     if (typeof item !== 'object' || item === null) continue;
-    if (depth > limit) return true;
-    for (const child of Array.isArray(item) ? item : Object.values(item)) pending.push([child, depth + 1]);
+    if (depth > limit) return `body: nested more than ${limit} levels deep`;
+    const entries = Array.isArray(item) ? item.entries() : Object.entries(item);
+    for (const [name, child] of entries) {
+      const childWhere = where === 'body' ? String(name) : `${where}.${name}`;
+      if (typeof name === 'string' && !name.isWellFormed()) return illFormed(`${where} (a field name)`);
+      pending.push([child, depth + 1, childWhere]);
+    }
   }
-  return false;
+  return null;
 }
 
 /**
@@ -114,7 +126,8 @@ export async function readJsonBody(req: IncomingMessage, res: ServerResponse, li
   } catch {
     throw new AdminError(adminErrors.bodyMalformed);
   }
-  if (nestedDeeperThan(body, MAX_BODY_DEPTH)) throw new AdminError(adminErrors.bodyInvalid, `body: nested more than ${MAX_BODY_DEPTH} levels deep`);
+  const problem = bodyProblem(body, MAX_BODY_DEPTH);
+  if (problem !== null) throw new AdminError(adminErrors.bodyInvalid, problem);
   return body;
 }
 
