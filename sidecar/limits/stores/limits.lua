@@ -241,13 +241,16 @@ local function sentinel(log, flag, rate, per, m)
   return {1, rate, rate - count - 1, oldest_reset(log, per, false), 0, 0}
 end
 
--- Fixed window: one counter per window aligned to per (the key's suffix); expiry per.
+-- Fixed window: one counter per window aligned to per (the key's suffix; the base names per,
+-- so windows of two lengths that start together are two counters); expiry per. A refusal is
+-- not counted, so a rate raised mid-window admits at once.
 local function fixed(base, rate, per)
   local window_start = now - now % per
   local counter = base .. ':' .. string.format('%d', window_start)
   local n = redis.call('INCR', counter)
   if n == 1 then redis.call('PEXPIRE', counter, int(per)) end
   if n <= rate then return {1, rate, rate - n, window_start + per, 0, 0} end
+  redis.call('DECR', counter)
   return {0, rate, 0, window_start + per, 0, 0}
 end
 

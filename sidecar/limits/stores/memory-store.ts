@@ -19,6 +19,9 @@ const result = (allowed: boolean, limit: number, remaining: number, resetMs: num
 const peeked = (count: number, limit: number, resetMs: number): PeekResult => ({ count, limit, remaining: Math.max(0, limit - count), resetMs });
 
 /** A smoothed allowance kept between the limit's threshold and rate as they are now. */
+/** A fixed window's counter, named by its length and its start, as the Redis script names it. */
+const fixedWindowKey = (op: Op<'fixed_window'>, windowStart: number): string => `${op.limiterId}:${op.perMs}:${windowStart}`;
+
 const withinBounds = (allowance: number, threshold: number, rate: number): number => Math.max(threshold, Math.min(rate, allowance));
 
 /**
@@ -119,7 +122,7 @@ export class MemoryLimitStore implements LimitStore {
       }
       case 'fixed_window': {
         const windowStart = Math.floor(nowMs / op.perMs) * op.perMs;
-        return peeked(this.#counters.get(`${op.limiterId}:${windowStart}`, nowMs) ?? 0, op.rate, windowStart + op.perMs);
+        return peeked(this.#counters.get(fixedWindowKey(op, windowStart), nowMs) ?? 0, op.rate, windowStart + op.perMs);
       }
       case 'quota': {
         const { remaining, renews } = this.#quotaState(op, nowMs);
@@ -205,11 +208,12 @@ export class MemoryLimitStore implements LimitStore {
 
   #fixed(op: Op<'fixed_window'>, nowMs: number): Ran {
     const windowStart = Math.floor(nowMs / op.perMs) * op.perMs;
-    const key = `${op.limiterId}:${windowStart}`;
+    const key = fixedWindowKey(op, windowStart);
     const n = (this.#counters.get(key, nowMs) ?? 0) + 1;
     const windowEnd = windowStart + op.perMs;
-    this.#counters.set(key, n, windowEnd);
+    // A refusal is not counted, as in the Redis script.
     if (n > op.rate) return { result: result(false, op.rate, 0, windowEnd) };
+    this.#counters.set(key, n, windowEnd);
     // Undone within the same synchronous run: the counter still holds n.
     const undo = (): void => this.#counters.set(key, n - 1, windowEnd);
     return { result: result(true, op.rate, op.rate - n, windowEnd), undo };

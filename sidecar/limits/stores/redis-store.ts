@@ -111,8 +111,8 @@ function encodeOp(op: StoreOp): Encoded {
     case 'sentinel':
       return { keys: [limiterKey(op.limiterId, 'log'), limiterKey(op.limiterId, 'sentinel')], packed: packOp('S', op.rate, op.perMs) };
     case 'fixed_window': {
-      // The script names the window (`fw:<start>`) from Redis's time.
-      const key = limiterKey(op.limiterId, 'fw');
+      // The script names the window (`fw:<per>:<start>`) from Redis's time.
+      const key = limiterKey(op.limiterId, `fw:${op.perMs}`);
       return { keys: [key, key], packed: packOp('F', op.rate, op.perMs) };
     }
     case 'quota': {
@@ -127,8 +127,8 @@ function encodeOp(op: StoreOp): Encoded {
  * the call's first op, so its log entry is `<member>:1`); null when there is nothing to
  * undo. The sliding log and the sentinel logged the request either way (a level after the
  * refusing one would not have run on one server); a sentinel that admitted it set the block
- * flag itself when no allowance was left (remaining 0); a fixed window counted it either
- * way, in the window its reset ends.
+ * flag itself when no allowance was left (remaining 0); a fixed window counted it only when
+ * it admitted it, in the window its reset ends.
  */
 function encodeUndo(op: StoreOp, result: StoreResult): Encoded | null {
   switch (op.kind) {
@@ -137,7 +137,7 @@ function encodeUndo(op: StoreOp, result: StoreResult): Encoded | null {
     case 'sentinel':
       return { keys: encodeOnce(op).keys, packed: packOp('s', 1, result.allowed && result.remaining === 0 ? 1 : 0) };
     case 'fixed_window':
-      return { keys: encodeOnce(op).keys, packed: packOp('f', result.resetMs - op.perMs) };
+      return result.allowed ? { keys: encodeOnce(op).keys, packed: packOp('f', result.resetMs - op.perMs) } : null;
     case 'quota':
       return null;
   }

@@ -86,8 +86,9 @@ describe('one clock: gateways 5 s apart share one window', () => {
     expect(await outcomes(ahead, req, 3)).toEqual(['allowed', 'allowed', 'api_rate_limited']);
     expect(await outcomes(behind, req, 1)).toEqual(['api_rate_limited']);
     const counters = await behind.redis.keys(`${limiterKey(`a:${a.api_id}`, 'fw')}:*`);
-    expect(counters).toEqual([limiterKey(`a:${a.api_id}`, `fw:${windowStart}`)]);
-    expect(await behind.redis.get(counters[0]!)).toBe('6');
+    expect(counters).toEqual([limiterKey(`a:${a.api_id}`, `fw:4000:${windowStart}`)]);
+    // The 4 admitted; refusals are not counted.
+    expect(await behind.redis.get(counters[0]!)).toBe('4');
     const decision = await ahead.engine.decide(req);
     expect(decision.rate).toEqual({ limit: 4, remaining: 0, reset: (windowStart + 4000) / 1000 });
   });

@@ -146,6 +146,25 @@ const cases: [string, Step[]][] = [
     ],
   ],
   [
+    'fixed window: a refusal is not counted, so a rate raised mid-window admits at once',
+    [
+      { at: 0, ops: (s) => [fixed(s.id('f'), 1)], expect: [ok(1, 0, P)] },
+      { at: 1, ops: (s) => [fixed(s.id('f'), 1)], expect: [no(1, P)] },
+      { at: 2, ops: (s) => [fixed(s.id('f'), 1)], expect: [no(1, P)] },
+      { at: 3, ops: (s) => [fixed(s.id('f'), 3)], expect: [ok(3, 1, P)] },
+      { at: 4, peek: true, ops: (s) => [fixed(s.id('f'), 3)], expect: [{ count: 2, limit: 3, remaining: 1, resetMs: P }] },
+    ],
+  ],
+  [
+    'fixed window: a window of another length that starts with the old one counts from 0',
+    [
+      { at: 0, ops: (s) => [fixed(s.id('f'), 2)], expect: [ok(2, 1, P)] },
+      { at: 1, ops: (s) => [fixed(s.id('f'), 2)], expect: [ok(2, 0, P)] },
+      // The case starts on the hour: a window of 2P starts there too.
+      { at: 2, ops: (s) => [{ kind: 'fixed_window', limiterId: s.id('f'), rate: 2, perMs: 2 * P }], expect: [ok(2, 1, 2 * P)] },
+    ],
+  ],
+  [
     'quota: counts down, refuses at zero, and renews whole',
     [
       { at: 0, ops: (s) => [quota(s.id('q'), 3, P, 3, s.start + P)], expect: [ok(3, 2, P)] },
