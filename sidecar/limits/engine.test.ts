@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { CompiledConfig } from '../../crds/compiled.ts';
@@ -463,6 +464,27 @@ describe('throttling (real clock)', () => {
     const waited = Date.now() - started;
     expect(waited).toBeGreaterThanOrEqual(900);
     expect(waited).toBeLessThan(1900);
+  });
+
+  it('gives up with the headers of the limit as it is then, not as its first evaluation found it', async () => {
+    const tight = { session: session({ rate: 1, per: 1, throttle_interval: 1, throttle_retry_limit: 1 }), raw: 'k' };
+    const engine = createLimitEngine({ config: config({ settings, apis: [a] }), backends: memoryBackends(), events: collectingSink(), logger: silentLogger });
+    engines.push(engine);
+    expect((await engine.decide(request(a, tight))).outcome).toBe('allowed');
+    await sleep(500);
+    // Refused, so it waits a second for its one retry.
+    const givingUp = engine.decide(request(a, tight));
+    await sleep(600);
+    // The first request has left the window: another takes the room before the retry comes.
+    const tookRoomAt = Date.now();
+    expect((await engine.decide(request(a, tight))).outcome).toBe('allowed');
+    const gaveUp = await givingUp;
+    expect(gaveUp.outcome).toBe('key_rate_limited');
+    // The window that refused the retry ends a second after the request that took the room,
+    // where the first evaluation's ended a second after the first request.
+    expect(gaveUp.rate?.limit).toBe(1);
+    expect(gaveUp.rate?.remaining).toBe(0);
+    expect(gaveUp.rate!.reset).toBeGreaterThanOrEqual(Math.ceil((tookRoomAt + 1000) / 1000));
   });
 
   it.each([

@@ -8,13 +8,13 @@ import type { LimitBackends } from './backends.ts';
 import { DrlBuckets } from './drl-buckets.ts';
 import type { GatewayHeartbeat } from './heartbeat.ts';
 import { createLimitMetrics, type LimitMetrics } from './metrics.ts';
-import { isRateLimited, toDecision, type Evaluated, type Step, type StepResult } from './outcome.ts';
+import { isRateLimited, refusalFrom, toDecision, type Evaluated, type Step, type StepResult } from './outcome.ts';
 import { isApiScope } from './plan-types.ts';
 import type { PlannedLimit, QuotaPlan, RequestPlan, ThrottlePlan } from './plan-types.ts';
 import { Planner } from './plan.ts';
 import type { StoreHealth } from './store-health.ts';
-import type { LimitStore, StoreOp, StoreResult } from './stores/store.ts';
-import type { LimitDecision, LimitEngine, LimitExplanation, LimitReading, LimitRequest, SmoothingEventSink } from './types.ts';
+import type { LimitStore, PeekResult, StoreOp, StoreResult } from './stores/store.ts';
+import type { LimitDecision, LimitEngine, LimitExplanation, LimitReading, LimitRequest, RateHeaderData, SmoothingEventSink } from './types.ts';
 import { Sampler, TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
 
 export interface LimitEngineOptions {
@@ -154,31 +154,36 @@ class Engine implements LimitEngine {
       if (this.#now() + throttle.intervalMs > deadline || !(await this.#wait(throttle.intervalMs, signal))) break;
       // A retry the limits would refuse again is not made: the sliding log and the sentinel log
       // every refusal, so the gateway's own retries would keep the caller's window full
-      // (docs/behaviour.md#throttling).
-      if (await this.#wouldAdmit(plan)) evaluated = await this.#evaluate(plan, asEvaluated);
+      // (docs/behaviour.md#throttling). Its reading is the answer's, should the request give up.
+      const refusal = await this.#refusalNow(plan, evaluated.decision.quota);
+      evaluated = refusal ?? (await this.#evaluate(plan, asEvaluated));
     }
     return this.#counted(evaluated);
   }
 
   /**
-   * Whether every rate limit of `plan` has room for a request now, read without counting
-   * anything. A store that cannot be read leaves the answer to the evaluation itself, which
-   * meets the same fault and answers as the failure mode says.
+   * The refusal a request of `plan` would meet now, read without counting anything; null when
+   * every rate limit has room. A store that cannot be read leaves the answer to the
+   * evaluation itself (null), which meets the same fault and answers as the failure mode says.
    */
-  async #wouldAdmit(plan: RequestPlan): Promise<boolean> {
+  async #refusalNow(plan: RequestPlan, quota: RateHeaderData | null): Promise<Evaluated | null> {
     const nowMs = this.#now();
-    const ops: StoreOp[] = [];
-    for (const limit of plan.limits) {
-      const step = this.#step(limit);
-      if (step.algorithm !== 'drl') ops.push(opOf(step));
-      else if (this.#buckets.peek(limit.limiterId, step.share, limit.perMs, nowMs).remaining === 0) return false;
-    }
-    if (ops.length === 0) return true;
+    const steps = plan.limits.map((limit) => this.#step(limit));
+    const ops = steps.flatMap((step) => (step.algorithm === 'drl' ? [] : [opOf(step)]));
+    let stored: PeekResult[];
     try {
-      return (await this.#store.peek(ops)).every((held) => held.remaining > 0);
+      stored = ops.length > 0 ? await this.#store.peek(ops) : [];
     } catch {
-      return true;
+      return null;
     }
+    let next = 0;
+    // In evaluation order: the first limit with nothing left is the one that refuses.
+    for (const step of steps) {
+      const { limiterId, perMs } = step.limit;
+      const held = step.algorithm === 'drl' ? this.#buckets.peek(limiterId, step.share, perMs, nowMs) : stored[next++]!;
+      if (held.remaining === 0) return refusalFrom(step, { ...held, allowed: false }, quota);
+    }
+    return null;
   }
 
   async explain(request: LimitRequest): Promise<LimitExplanation> {

@@ -68,5 +68,17 @@ export function toDecision(
   };
 }
 
+/**
+ * The refusal a rate limit's reading (a peek, which counts nothing) says a request would meet
+ * now: a throttled request that gives up answers with the limits as they are when it does,
+ * not as its first evaluation found them.
+ */
+export function refusalFrom(step: Step, held: StepResult, quota: RateHeaderData | null): Evaluated {
+  return {
+    decision: { outcome: isApiScope(step.limit.scope) ? 'api_rate_limited' : 'key_rate_limited', rate: header(held), quota },
+    algorithm: step.algorithm,
+  };
+}
+
 export const isRateLimited = (decision: LimitDecision): boolean =>
   decision.outcome === 'api_rate_limited' || decision.outcome === 'key_rate_limited';
