@@ -33,7 +33,17 @@ export function webhookConfiguration(target: WebhookTarget, caBundle: string): V
         reinvocationPolicy: 'IfNeeded',
         clientConfig,
         rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
-        // Annotations cannot be selected on; these let a namespace or pod opt out without a call.
+        // Only a pod that asks for a gateway is sent (INJECT_ANNOTATION "true", as the injector
+        // reads it): the API server judges this itself, so while no operator answers, with
+        // failurePolicy Fail, the pods refused are those that must not run without their gateway,
+        // and every other pod of the cluster is created as usual.
+        matchConditions: [
+          {
+            name: 'asks-for-a-gateway',
+            expression: `has(object.metadata.annotations) && '${INJECT_ANNOTATION}' in object.metadata.annotations && object.metadata.annotations['${INJECT_ANNOTATION}'] == 'true'`,
+          },
+        ],
+        // Labels let a namespace or pod opt out even when annotated.
         namespaceSelector: {
           matchExpressions: [
             { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: target.excludedNamespaces },

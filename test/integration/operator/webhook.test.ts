@@ -3,6 +3,7 @@ import { AdmissionregistrationV1Api, CoreV1Api, type V1Container, type V1Pod } f
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Operator } from '../../../operator/operator.ts';
 import { issueServing } from '../../../operator/webhook/certs.ts';
+import { webhookConfiguration } from '../../../operator/webhook/webhook-configuration.ts';
 import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
 import { freePort, startOperator } from './support.ts';
 
@@ -29,6 +30,13 @@ async function untilInjecting(core: CoreV1Api, namespace: string): Promise<void>
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   throw new Error('the API server did not call the injection webhook within 10 s');
+}
+
+function expectUnchanged(created: V1Pod): void {
+  expect(created.spec?.initContainers ?? []).toEqual([]);
+  expect(created.metadata?.annotations?.['gw.dev/injected']).toBeUndefined();
+  expect(created.metadata?.labels).toBeUndefined();
+  expect(created.spec?.containers.map((c) => c.name)).toEqual(['app']);
 }
 
 function expectSidecar(sidecar: V1Container | undefined): void {
@@ -106,15 +114,43 @@ describe('operator: sidecar injection webhook', () => {
     const stored = await core.readNamespacedPod({ namespace: appNs, name: 'with-gateway' });
     expect(stored.spec?.initContainers?.map((c) => c.name)).toEqual(['gw-sidecar']);
 
-    const plain = await core.createNamespacedPod({ namespace: appNs, body: pod('without-gateway') });
-    expect(plain.spec?.initContainers ?? []).toEqual([]);
-    expect(plain.metadata?.annotations?.['gw.dev/injected']).toBeUndefined();
-    expect(plain.metadata?.labels).toBeUndefined();
-    expect(plain.spec?.containers.map((c) => c.name)).toEqual(['app']);
-    // Counted for gw_operator_webhook_reviews_total: one of each.
+    expectUnchanged(await core.createNamespacedPod({ namespace: appNs, body: pod('without-gateway') }));
+    expectUnchanged(await core.createNamespacedPod({ namespace: appNs, body: pod('declines-gateway', { 'gw.dev/inject': 'false' }) }));
+    // Counted for gw_operator_webhook_reviews_total: the pods that did not ask never reached it.
     const after = await reviews(operator);
     expect(after.injected - before.injected).toBe(1);
-    expect(after.unchanged - before.unchanged).toBe(1);
+    expect(after.unchanged - before.unchanged).toBe(0);
+  });
+
+  it('is not called for a pod that does not ask for a gateway: with no operator answering and failurePolicy Fail, only such pods are refused', async () => {
+    // A second configuration like the operator's, pointing at a port nobody listens on, and
+    // kept to this test's own namespace so that no other pod of the run can meet it.
+    const downNs = await createNamespace('operator-down');
+    const closedPort = await freePort();
+    const down = webhookConfiguration({ url: `https://127.0.0.1:${closedPort}/mutate`, failurePolicy: 'Fail', excludedNamespaces: ['kube-system'] }, Buffer.from('unused').toString('base64'));
+    const hook = down.webhooks![0]!;
+    hook.name = 'down.inject.gw.dev';
+    hook.namespaceSelector!.matchExpressions!.push({ key: 'kubernetes.io/metadata.name', operator: 'In', values: [downNs] });
+    await admission.createMutatingWebhookConfiguration({ body: { ...down, metadata: { name: 'gw-test-operator-down' } } });
+    try {
+      const create = (name: string, annotations?: Record<string, string>): Promise<unknown> =>
+        core.createNamespacedPod({ namespace: downNs, dryRun: 'All', body: pod(name, annotations) }).then(
+          () => 'created',
+          (err: unknown) => String((err as { body?: string }).body ?? err),
+        );
+      // The API server reads a new configuration from its cache a moment after the write.
+      let asked: unknown = 'created';
+      for (let attempt = 0; attempt < 40 && asked === 'created'; attempt++) {
+        asked = await create(`asks-${attempt}`, { 'gw.dev/inject': 'true' });
+        if (asked === 'created') await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      expect(asked).toMatch(/failed calling webhook \\"down\.inject\.gw\.dev\\"/);
+      expect(await create('plain')).toBe('created');
+      expect(await create('declines', { 'gw.dev/inject': 'false' })).toBe('created');
+      expect(await create('other-annotations', { 'example.com/team': 'payments' })).toBe('created');
+    } finally {
+      await admission.deleteMutatingWebhookConfiguration({ name: 'gw-test-operator-down' });
+    }
   });
 
   it('sizes the sidecar by the operator\'s default and the pod\'s annotations (V8\'s old space in proportion), with the configured pull policy', async () => {
