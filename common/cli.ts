@@ -38,6 +38,10 @@ export const listenOption = z
   .regex(/^(\[[^\]\s]+\]|[^:\s]*):\d{1,5}$/, 'must be HOST:PORT')
   .refine((listen) => !(Number(listen.slice(listen.lastIndexOf(':') + 1)) > 65535), 'the port must be from 0 to 65535');
 export const positiveIntOption = z.coerce.number().int().min(1);
+/** A namespace's name as the API server allows it (an RFC 1123 label): any other is one no object can be in. */
+export const namespaceOption = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name: lowercase letters, digits and -, starting and ending with a letter or digit, at most 63');
 /** GW_LOG_LEVEL: one of pino's levels, checked at start like any option (an unknown one made pino throw a stack trace). */
 export const logLevelOption = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info');
 /** The message of a bad URL never repeats the URL: it may hold a password. */
@@ -68,7 +72,8 @@ export function cliSchema<T extends CliTable>(table: T): z.ZodObject<CliShape<T>
   return z.object(shape) as z.ZodObject<CliShape<T>>;
 }
 
-const where = (option: CliOption): string => (option.flag ? `--${option.flag} (${option.env})` : option.env);
+/** How an option is named in a refusal: its flag and its variable. */
+export const optionName = (option: CliOption): string => (option.flag ? `--${option.flag} (${option.env})` : option.env);
 
 /**
  * Flags and environment into validated values. A flag wins over its variable, which wins
@@ -105,17 +110,19 @@ export function parseCli<T extends CliTable>(
     throw new OptionsError(
       result.error.issues
         .map((issue) => {
-          const option = table[String(issue.path[0])];
+          const key = String(issue.path[0]);
+          const option = table[key];
           // Inside a JSON value, the entry and field at fault too.
           const inside = issue.path.slice(1).join('.');
-          return option ? `${where(option)}: ${inside ? `${inside}: ` : ''}${issue.message}` : issue.message;
+          const message = raw[key] === undefined && issue.path.length === 1 ? 'is required' : issue.message;
+          return option ? `${optionName(option)}: ${inside ? `${inside}: ` : ''}${message}` : message;
         })
         .join('; '),
     );
   }
   const parsed = result.data as CliValues<T>;
   const problem = check?.(parsed);
-  if (problem) throw new OptionsError(`${where(table[problem.option]!)}: ${problem.message}`);
+  if (problem) throw new OptionsError(`${optionName(table[problem.option]!)}: ${problem.message}`);
   return parsed;
 }
 

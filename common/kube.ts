@@ -38,8 +38,12 @@ class ComponentKubeConfig extends KubeConfig {
  */
 export function loadKubeConfig(component: GwComponent, kubeconfigPath?: string): KubeConfig {
   const kc = new ComponentKubeConfig(component);
-  if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
-  else kc.loadFromDefault();
+  try {
+    if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
+    else kc.loadFromDefault();
+  } catch (error) {
+    throw new Error(`cannot read the kubeconfig: ${(error as Error).message}`, { cause: error });
+  }
   return kc;
 }
 

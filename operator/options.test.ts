@@ -31,11 +31,17 @@ describe('operator options', () => {
 
   it('names the flag and variable of an invalid value', () => {
     expect(() => parseOptions([], { ...base, GW_WEBHOOK_FAILURE_POLICY: 'Maybe' })).toThrow(/--webhook-failure-policy \(GW_WEBHOOK_FAILURE_POLICY\)/);
-    expect(() => parseOptions([], { GW_WEBHOOK: 'false' })).toThrow(/--redis-url \(GW_REDIS_URL\)/);
+    expect(() => parseOptions([], { GW_WEBHOOK: 'false' })).toThrow(/^--redis-url \(GW_REDIS_URL\): is required$/);
     expect(() => parseOptions([], { ...base, GW_HEALTH_LISTEN: 'nope' })).toThrow(OptionsError);
     expect(() => parseOptions(['--no-such-flag'], base)).toThrow(OptionsError);
     expect(() => parseOptions([], { GW_REDIS_URL: 'redis://r:6379' })).toThrow(/--webhook-service|GW_WEBHOOK_URL/);
-    expect(() => parseOptions([], { ...base, GW_WEBHOOK_URL: 'http://127.0.0.1:1/mutate' })).toThrow(/GW_WEBHOOK_URL/);
+    expect(() => parseOptions([], { ...base, GW_WEBHOOK_URL: 'http://127.0.0.1:1/mutate' })).toThrow(/^--webhook-url \(GW_WEBHOOK_URL\): must be an https:\/\/ URL/);
+    // Namespaces no object can be in: the operator would start, say it is ready, and do nothing.
+    expect(() => parseOptions(['--watch-namespaces', 'apps,Demo'], base)).toThrow(/^--watch-namespaces \(GW_WATCH_NAMESPACES\): 1: must be a namespace name/);
+    expect(() => parseOptions(['--watch-namespaces', 'x_y'], base)).toThrow(/^--watch-namespaces \(GW_WATCH_NAMESPACES\): 0: must be a namespace name/);
+    expect(() => parseOptions(['--namespace', 'Bad_NS'], base)).toThrow(/^--namespace \(GW_OPERATOR_NAMESPACE\): must be a namespace name/);
+    expect(() => parseOptions(['--namespace', 'x'.repeat(64)], base)).toThrow(/must be a namespace name/);
+    expect(parseOptions(['--watch-namespaces', ' apps , team-2 '], base)).toMatchObject({ watchNamespaces: ['apps', 'team-2'] });
     expect(() => parseOptions([], { ...base, GW_LOG_LEVEL: 'verbose' })).toThrow(/^GW_LOG_LEVEL: /);
     expect(parseOptions([], { ...base, GW_LOG_LEVEL: 'warn' })).toMatchObject({ logLevel: 'warn' });
   });

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, parseCli, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
+import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, namespaceOption, parseCli, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
 import { DEFAULT_SIDECAR_RESOURCES, sidecarResourcesSchema } from './webhook/sidecar-resources.ts';
 
 /** The operator's options: one table drives parsing, validation, their type and `--help` (common/cli.ts). */
@@ -11,15 +11,15 @@ const table = {
     flag: 'watch-namespaces',
     env: 'GW_WATCH_NAMESPACES',
     help: 'comma list of namespaces to watch; empty = all',
-    schema: z.string().default('').transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+    schema: z.string().default('').transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)).pipe(z.array(namespaceOption)),
   },
   settings: { flag: 'settings', env: 'GW_SETTINGS', help: 'gateway settings file (YAML) put into every compiled config; GW_<OPTION> env vars win over it', schema: z.string().optional() },
-  namespace: { flag: 'namespace', env: 'GW_OPERATOR_NAMESPACE', help: 'namespace of the operator: leader Lease and webhook certificate Secret (default: default)', schema: z.string().min(1).default('default') },
+  namespace: { flag: 'namespace', env: 'GW_OPERATOR_NAMESPACE', help: 'namespace of the operator: leader Lease and webhook certificate Secret (default: default)', schema: namespaceOption.default('default') },
   instanceId: { flag: 'instance-id', env: 'GW_INSTANCE_ID', help: 'identity in the leader Lease and Events (default: hostname-pid)', schema: z.string().min(1).default(`${hostname()}-${process.pid}`) },
   healthListen: { flag: 'health-listen', env: 'GW_HEALTH_LISTEN', help: '/healthz, /readyz and /metrics listener (default 0.0.0.0:8082)', schema: listenOption.default('0.0.0.0:8082') },
   webhookListen: { flag: 'webhook-listen', env: 'GW_WEBHOOK_LISTEN', help: 'HTTPS listener of the sidecar injection webhook (default 0.0.0.0:9443)', schema: listenOption.default('0.0.0.0:9443') },
   webhookService: { flag: 'webhook-service', env: 'GW_WEBHOOK_SERVICE', help: 'Service name in the webhook clientConfig (port 443, path /mutate)', schema: z.string().optional() },
-  webhookUrl: { flag: 'webhook-url', env: 'GW_WEBHOOK_URL', help: 'explicit webhook URL instead of a Service (outside a cluster)', schema: z.url({ protocol: /^https$/ }).optional() },
+  webhookUrl: { flag: 'webhook-url', env: 'GW_WEBHOOK_URL', help: 'explicit webhook URL instead of a Service (outside a cluster)', schema: z.url({ protocol: /^https$/, error: 'must be an https:// URL (the API server calls webhooks over TLS only)' }).optional() },
   webhookFailurePolicy: { flag: 'webhook-failure-policy', env: 'GW_WEBHOOK_FAILURE_POLICY', help: 'Fail or Ignore (default Fail)', schema: z.enum(['Fail', 'Ignore']).default('Fail') },
   webhook: { flag: 'webhook', env: 'GW_WEBHOOK', help: 'true/false: serve and register the injection webhook (default true)', schema: booleanOption.default(true) },
   webhookOwnerClusterRole: {

@@ -65,7 +65,7 @@ describe('sidecar flags', () => {
     expect(parseSidecarArgs(['--workers', '4', ...folder, ...redis], {})).toMatchObject({ workers: 4 });
     expect(parseSidecarArgs([...folder, ...redis], { GW_WORKERS: '2' })).toMatchObject({ workers: 2 });
     expect(parseSidecarArgs(['--workers', '1', ...folder], {})).toMatchObject({ workers: 1 });
-    expect(() => parseSidecarArgs(['--workers', 'many', ...folder], {})).toThrow(/^--workers \(GW_WORKERS\): /);
+    expect(() => parseSidecarArgs(['--workers', 'many', ...folder], {})).toThrow(/^--workers \(GW_WORKERS\): must be auto or a whole number from 1 to 64$/);
     expect(() => parseSidecarArgs(['--workers', '0', ...folder], {})).toThrow(/^--workers \(GW_WORKERS\): /);
     expect(() => parseSidecarArgs(['--workers', '2', ...folder], {})).toThrow('--workers (GW_WORKERS) 2 needs --redis-url (GW_REDIS_URL)');
     expect(() => parseSidecarArgs(['--workers', '2', '--listen', 'off', ...folder, ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs the proxy listener');
@@ -85,6 +85,22 @@ describe('sidecar flags', () => {
     expect(parseSidecarArgs(['--session-cache-size', '50000'], inCluster)).toMatchObject({ sessionCacheSize: 50_000 });
     expect(parseSidecarArgs([], { ...inCluster, GW_SESSION_CACHE_SIZE: '200' })).toMatchObject({ sessionCacheSize: 200 });
     for (const bad of ['0', '2.5', 'many', '1000001']) expect(() => parseSidecarArgs(['--session-cache-size', bad], inCluster)).toThrow(/^--session-cache-size \(GW_SESSION_CACHE_SIZE\): /);
+  });
+
+  it('refuses two of its own listeners on one port, naming both, before anything binds', () => {
+    expect(() => parseSidecarArgs(['--listen', '127.0.0.1:18303', '--health-listen', '127.0.0.1:18303'], inCluster)).toThrow(
+      '--listen (GW_LISTEN) and --health-listen (GW_HEALTH_LISTEN) both listen on port 18303: give each listener a port of its own',
+    );
+    // Every interface overlaps any address; 8081 is the admin listener's default.
+    expect(() => parseSidecarArgs(['--health-listen', '127.0.0.1:8081'], inCluster)).toThrow(/^--admin-listen \(GW_ADMIN_LISTEN\) and --health-listen/);
+    // Two addresses on one port, and ports chosen by the system, do not clash.
+    expect(parseSidecarArgs(['--listen', '127.0.0.1:9000', '--admin-listen', '127.0.0.2:9000', '--health-listen', '127.0.0.1:0'], inCluster)).toMatchObject({ listen: '127.0.0.1:9000' });
+    expect(parseSidecarArgs(['--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--health-listen', '127.0.0.1:0'], inCluster)).toMatchObject({ healthListen: '127.0.0.1:0' });
+  });
+
+  it('refuses a GW_NAMESPACE that cannot be a namespace', () => {
+    expect(() => parseSidecarArgs([], { ...inCluster, GW_NAMESPACE: 'Bad_NS' })).toThrow(/^GW_NAMESPACE: must be a namespace name/);
+    expect(parseSidecarArgs([], { ...inCluster, GW_NAMESPACE: 'team-2' })).toMatchObject({ namespace: 'team-2' });
   });
 
   it('--help asks for help; unknown flags throw', () => {

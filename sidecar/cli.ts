@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { cliHelpRows, jsonOption, listenOption, logLevelOption, OptionsError, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
+import { cliHelpRows, jsonOption, listenOption, logLevelOption, namespaceOption, optionName, OptionsError, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
 import { envVarOf } from '../common/settings-loader.ts';
 import { defaultGatewaySettings, gatewaySettingsSchema } from '../crds/settings.ts';
 import { staticTokensSchema } from './admin/bearer.ts';
@@ -103,7 +103,7 @@ const table = {
     help: 'In a cluster: comma list of api_ids this sidecar serves; * for all in its namespace. Default: *.',
     schema: z.string().default('*').transform(parseApis),
   },
-  namespace: { env: 'GW_NAMESPACE', help: 'Namespace whose compiled ConfigMaps are watched (the pod namespace). Default: default.', schema: z.string().min(1).default('default') },
+  namespace: { env: 'GW_NAMESPACE', help: 'Namespace whose compiled ConfigMaps are watched (the pod namespace). Default: default.', schema: namespaceOption.default('default') },
   instanceId: { env: INSTANCE_ID_ENV, help: 'This gateway instance (the pod name). Default: hostname-pid.', schema: z.string().min(1).default(`${hostname()}-${process.pid}`) },
   adminSecret: { env: 'GW_ADMIN_SECRET', help: 'Admin key for Admin-Auth and X-GW-Authorization.', schema: z.string().optional() },
   portalSecret: { env: 'GW_PORTAL_SECRET', help: 'API key for the portal Authorization header.', schema: z.string().optional() },
@@ -153,18 +153,44 @@ export function parseSidecarArgs(argv: string[], env: NodeJS.ProcessEnv): Sideca
   }
   const address = (listener: Listener): string => values[listener] ?? `${defaultHost(values.configDir !== undefined)}:${listenerPorts[listener]}`;
   const options = { ...values, listen: address('listen'), adminListen: address('adminListen'), healthListen: address('healthListen') };
-  if (values.workers !== 'auto' && values.workers > 1) {
-    const needs = workerNeeds(options);
-    const refusal = !needs.redis
-      ? 'needs --redis-url (GW_REDIS_URL): without Redis each process would count limits on its own'
-      : needs.proxy === 'off'
-        ? 'needs the proxy listener: with --listen off only one process serves (the admin operations)'
-        : needs.proxy === 'any-port'
-          ? 'needs a fixed proxy port: the workers share it through SO_REUSEPORT, so port 0 cannot be chosen by each'
-          : undefined;
-    if (refusal) throw new OptionsError(`--workers (GW_WORKERS) ${values.workers} ${refusal}`);
-  }
+  const refusal = listenerClash(options) ?? workersRefusal(options);
+  if (refusal) throw new OptionsError(refusal);
   return options;
+}
+
+/** Several workers given what they cannot share: why, or undefined. */
+function workersRefusal(options: Pick<SidecarOptions, 'redisUrl' | 'listen' | 'workers'>): string | undefined {
+  if (options.workers === 'auto' || options.workers === 1) return undefined;
+  const needs = workerNeeds(options);
+  const refusal = !needs.redis
+    ? 'needs --redis-url (GW_REDIS_URL): without Redis each process would count limits on its own'
+    : needs.proxy === 'off'
+      ? 'needs the proxy listener: with --listen off only one process serves (the admin operations)'
+      : needs.proxy === 'any-port'
+        ? 'needs a fixed proxy port: the workers share it through SO_REUSEPORT, so port 0 cannot be chosen by each'
+        : undefined;
+  return refusal && `--workers (GW_WORKERS) ${options.workers} ${refusal}`;
+}
+
+const wildcardHosts = new Set(['', '0.0.0.0', '::']);
+
+/**
+ * Two of the gateway's own listeners on one port (other than 0) of overlapping addresses: the
+ * second would fail to bind at start with EADDRINUSE, which names neither option.
+ */
+function listenerClash(options: Record<Listener, string>): string | undefined {
+  const bound = (Object.keys(listenerPorts) as Listener[])
+    .filter((listener) => options[listener] !== PROXY_OFF)
+    .map((listener) => ({ listener, ...splitHostPort(options[listener]) }));
+  for (const [i, a] of bound.entries()) {
+    for (const b of bound.slice(i + 1)) {
+      if (a.port === 0 || a.port !== b.port) continue;
+      if (a.host === b.host || wildcardHosts.has(a.host) || wildcardHosts.has(b.host)) {
+        return `${optionName(table[a.listener])} and ${optionName(table[b.listener])} both listen on port ${a.port}: give each listener a port of its own`;
+      }
+    }
+  }
+  return undefined;
 }
 
 function isFolder(path: string): boolean {
