@@ -32,4 +32,11 @@ describe('settings layers', () => {
     expect(() => loadLocalSettings(settingsFile('no_such_option: 1\n'), {})).toThrow(SettingsError);
     expect(() => loadLocalSettings(settingsFile('- a list\n'), {})).toThrow(/expected a mapping/);
   });
+
+  it('refuses a wait longer than a Node timer keeps, which would fire at once and spin', () => {
+    for (const name of ['UPSTREAM_TIMEOUT_MS', 'THROTTLE_MAX_WAIT_MS', 'STREAM_RATE_LIMIT_MAX_WAIT_MS']) {
+      expect(() => loadLocalSettings(undefined, { [`GW_${name}`]: '99999999999' })).toThrow(new RegExp(`invalid setting ${name.toLowerCase()} \\(from GW_${name}\\): .*2147483647`));
+      expect(resolveSettings(undefined, loadLocalSettings(undefined, { [`GW_${name}`]: '2147483647' }))).toMatchObject({ [name.toLowerCase()]: 2_147_483_647 });
+    }
+  });
 });

@@ -1,5 +1,8 @@
 import { z } from 'zod';
 
+/** The longest wait a Node timer keeps (2^31 − 1 ms, about 24.8 days); a longer one fires at once, and a wait re-armed on it spins. */
+const MAX_TIMER_MS = 2_147_483_647;
+
 /**
  * Gateway-wide settings (docs/architecture.md#settings). Names are the rate-limiting vocabulary's own. The operator puts the
  * cluster's settings into every compiled config; a sidecar's settings file and `GW_*`
@@ -48,17 +51,19 @@ export const gatewaySettingsSchema = z
       .min(0)
       .default(10 * 1024 * 1024)
       .describe('Largest request body proxied upstream; larger bodies get 413.'),
-    upstream_timeout_ms: z.number().int().min(1).default(30_000).describe('Time allowed for the upstream to answer.'),
+    upstream_timeout_ms: z.number().int().min(1).max(MAX_TIMER_MS).default(30_000).describe('Time allowed for the upstream to answer.'),
     throttle_max_wait_ms: z
       .number()
       .int()
       .min(0)
+      .max(MAX_TIMER_MS)
       .default(30_000)
       .describe('Upper bound on the total time a throttled request may wait for retries.'),
     stream_rate_limit_max_wait_ms: z
       .number()
       .int()
       .min(0)
+      .max(MAX_TIMER_MS)
       .nullable()
       .default(null)
       .describe(
