@@ -97,6 +97,25 @@ describe('injectionPatch', () => {
     expect(heapOf(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), withHeap)))).toBe(withHeap.nodeOptions);
     const denied = injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/sidecar-cpu-limit': 'fast' }), options);
     expect(denied).toEqual({ denied: expect.stringContaining('gw.dev/sidecar-cpu-limit') as string });
+    // A limit the gateway's Node process cannot start in.
+    expect(injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-limit': '1Mi' }), options)).toEqual({
+      denied: 'the gw-sidecar memory limit 1Mi is under 64Mi, less than its Node process holds idle (about 55 MiB): it would be killed as it starts',
+    });
+    expect(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-limit': '64Mi' }), options))).not.toEqual([]);
+  });
+
+  it('denies a pod whose containers declare a port the gateway listens on, naming the container and the port', () => {
+    const withPort = (containerPort: number, protocol?: string): V1Pod => ({
+      metadata: { name: 'app', annotations: { 'gw.dev/inject': 'true' } },
+      spec: { containers: [{ name: 'web', image: 'app:1', ports: [{ containerPort: 3000 }, { containerPort, protocol }] }] },
+    });
+    expect(injectionPatch(withPort(8080), options)).toEqual({ denied: expect.stringMatching(/^container web declares port 8080, which the gateway sidecar listens on \(proxy 8080, admin 8081, health 8082\)/) });
+    expect(injectionPatch(withPort(8082, 'TCP'), options)).toEqual({ denied: expect.stringContaining('declares port 8082') });
+    // Another port, or a UDP one, is the app's own.
+    expect(patchOf(injectionPatch(withPort(8083), options))).not.toEqual([]);
+    expect(patchOf(injectionPatch(withPort(8080, 'UDP'), options))).not.toEqual([]);
+    // A pod that does not ask for the gateway is left alone whatever its ports.
+    expect(injectionPatch({ ...withPort(8080), metadata: { name: 'app' } }, options)).toEqual({ patch: [] });
   });
 
   it("sets the configured pull policy, and leaves Kubernetes' default when none is configured", () => {

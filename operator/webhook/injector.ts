@@ -60,6 +60,8 @@ export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionRe
   if (!API_LIST.test(apis)) {
     return { denied: `annotation ${APIS_ANNOTATION} must be a comma-separated list of api_id values or "*", got ${JSON.stringify(apis.slice(0, 100))}` };
   }
+  const clash = portClash(all);
+  if (clash !== null) return { denied: clash };
   const resources = sidecarResourcesFor(annotations, options.resources);
   if ('error' in resources) return { denied: resources.error };
   const container = sidecarContainer(apis, { ...options, resources, nodeOptions: sidecarNodeOptionsFor(options.nodeOptions, options.resources, resources) });
@@ -68,6 +70,21 @@ export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionRe
     : [{ op: 'add', path: '/spec/initContainers', value: [container] }];
   patch.push({ op: 'add', path: `/metadata/annotations/${pointerToken(INJECTED_ANNOTATION)}`, value: 'true' }, gatewayLabel(pod));
   return { patch };
+}
+
+/**
+ * A container of the pod that declares a TCP port the gateway listens on: the containers of a
+ * pod share its network, so one of the two could not bind it, and the pod would not run.
+ */
+function portClash(containers: readonly V1Container[]): string | null {
+  const gatewayPorts: readonly number[] = Object.values(SIDECAR_PORTS);
+  for (const container of containers) {
+    const port = container.ports?.find((p) => gatewayPorts.includes(p.containerPort) && (p.protocol ?? 'TCP') === 'TCP');
+    if (port !== undefined) {
+      return `container ${container.name} declares port ${port.containerPort}, which the gateway sidecar listens on (proxy ${SIDECAR_PORTS.proxy}, admin ${SIDECAR_PORTS.admin}, health ${SIDECAR_PORTS.health}): move the app to another port, and point the ApiDefinition's target at it`;
+    }
+  }
+  return null;
 }
 
 /** Adds GATEWAY_POD_LABEL, creating the labels map when the pod has none. */

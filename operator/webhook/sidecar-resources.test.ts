@@ -22,8 +22,10 @@ describe('sidecar resources', () => {
   });
 
   it('brings a default request down to a lower annotated limit, as Kubernetes does for a limit alone', () => {
-    expect(sidecarResourcesFor({ 'gw.dev/sidecar-memory-limit': '48Mi' }, DEFAULT_SIDECAR_RESOURCES))
-      .toEqual({ requests: { cpu: '50m', memory: '48Mi' }, limits: { memory: '48Mi' } });
+    expect(sidecarResourcesFor({ 'gw.dev/sidecar-cpu-limit': '20m' }, DEFAULT_SIDECAR_RESOURCES))
+      .toEqual({ requests: { cpu: '20m', memory: '64Mi' }, limits: { cpu: '20m', memory: '256Mi' } });
+    expect(sidecarResourcesFor({ 'gw.dev/sidecar-memory-limit': '80Mi' }, { requests: { memory: '96Mi' }, limits: { memory: '256Mi' } }))
+      .toEqual({ requests: { memory: '80Mi' }, limits: { memory: '80Mi' } });
   });
 
   it('refuses a quantity it cannot read, and an annotated request above its limit, naming them', () => {

@@ -37,6 +37,9 @@ export const RESOURCE_ANNOTATIONS = {
   'gw.dev/sidecar-memory-limit': ['limits', 'memory'],
 } as const;
 
+/** The least memory limit a pod may give its sidecar (docs/architecture.md#the-images: it idles at 51 to 54 MiB). */
+const MIN_SIDECAR_MEMORY_LIMIT_BYTES = 64 * 1024 * 1024;
+
 /**
  * The sidecar's resources for a pod: the default with the pod's annotations on top. A default
  * request above an annotated limit comes down to the limit (as Kubernetes does for a limit
@@ -55,6 +58,10 @@ export function sidecarResourcesFor(annotations: Record<string, string>, default
     }
     resources[kind][resource] = value;
     annotated.add(`${kind}.${resource}`);
+  }
+  const memoryLimit = resources.limits.memory;
+  if (annotated.has('limits.memory') && memoryLimit !== undefined && quantityValue(memoryLimit)! < MIN_SIDECAR_MEMORY_LIMIT_BYTES) {
+    return { error: `the gw-sidecar memory limit ${memoryLimit} is under 64Mi, less than its Node process holds idle (about 55 MiB): it would be killed as it starts` };
   }
   for (const resource of ['cpu', 'memory'] as const) {
     const request = resources.requests[resource];
