@@ -85,11 +85,14 @@ const intervalRule = durationWithin<'interval', { interval: string }>({
   message: 'interval must be at least 1ms and at most 8760h',
 });
 
-/** An OAS limit's window, where the limit is in effect: over 0 (docs/behaviour.md#limits-and-their-scopes). */
+/**
+ * An OAS limit's window, where the limit is in effect: at least 1ms (docs/behaviour.md#limits-and-their-scopes),
+ * as the limiters count in whole ms: a window of 100ns would never hold a request.
+ */
 const oasPerRule = durationWithin<'per', { enabled: boolean; rate: number; per: string }>({
   field: 'per',
-  min: { cel: "> duration('0s')", holds: (ms) => ms > 0 },
-  message: 'per must be greater than 0 and at most 8760h when the limit is enabled with a rate above 0',
+  min: { cel: ">= duration('1ms')", holds: (ms) => ms >= 1 },
+  message: 'per must be at least 1ms and at most 8760h when the limit is enabled with a rate above 0',
   when: { cel: '(!has(self.enabled) || self.enabled) && self.rate > 0', holds: (limit) => limit.enabled && limit.rate > 0 },
 });
 
@@ -147,7 +150,7 @@ const oasRateLimitSchema = withRules(
   z.object({
     enabled: z.boolean().default(true).describe('Whether the limit is in effect.'),
     rate: rateField.describe('Requests allowed per `per`.'),
-    per: durationSchema.describe('Window as a duration string such as "10s" or "1m": over 0 and at most 8760h when the limit is enabled with a rate above 0.'),
+    per: durationSchema.describe('Window as a duration string such as "10s" or "1m": at least 1ms and at most 8760h when the limit is enabled with a rate above 0.'),
     smoothing: smoothingSchema.optional(),
   }),
   [thresholdRule, oasPerRule],
