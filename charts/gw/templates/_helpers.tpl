@@ -8,16 +8,22 @@ Prefix of every object name. Kept to 45 characters so the longest suffix
 ("-operator-webhook", 17) still fits in 63.
 */}}
 {{- define "gw.fullname" -}}
+{{- $full := "" }}
 {{- if .Values.fullnameOverride }}
-{{- .Values.fullnameOverride | trunc 45 | trimSuffix "-" }}
+{{- $full = .Values.fullnameOverride | trunc 45 | trimSuffix "-" }}
 {{- else }}
 {{- $name := default .Chart.Name .Values.nameOverride }}
 {{- if contains $name .Release.Name }}
-{{- .Release.Name | trunc 45 | trimSuffix "-" }}
+{{- $full = .Release.Name | trunc 45 | trimSuffix "-" }}
 {{- else }}
-{{- printf "%s-%s" .Release.Name $name | trunc 45 | trimSuffix "-" }}
+{{- $full = printf "%s-%s" .Release.Name $name | trunc 45 | trimSuffix "-" }}
 {{- end }}
 {{- end }}
+{{- /* Services are named from it, and a Service's name must start with a letter (RFC 1035). */ -}}
+{{- if not (regexMatch "^[a-z]" $full) }}
+{{- fail (printf "the resource name prefix %q must start with a letter (Service names do): use a release name or fullnameOverride that does" $full) }}
+{{- end }}
+{{- $full }}
 {{- end }}
 
 {{- define "gw.chart" -}}

@@ -440,6 +440,18 @@ describe('helm template with non-default values', () => {
     }
   });
 
+  it('refuses a release name or fullnameOverride that would name Services with a digit first, which the API server refuses', async () => {
+    const byRelease = await helm(['template', '1gw', CHART_DIR], { allowFail: true });
+    expect(byRelease.code).not.toBe(0);
+    expect(byRelease.stderr).toContain('the resource name prefix "1gw" must start with a letter');
+    const byOverride = await helm(['template', 'gw', CHART_DIR, ...setArgs({ fullnameOverride: '1gw' })], { allowFail: true });
+    expect(byOverride.code).not.toBe(0);
+    expect(byOverride.stderr).toContain("'1gw' does not match pattern");
+    // A release name with a digit first is fine when the override names the resources.
+    const objects = await renderChart(ns, { fullnameOverride: 'edge-gw' }, '1gw');
+    expect(findObject(objects, 'Service', 'edge-gw-admin').metadata.name).toBe('edge-gw-admin');
+  });
+
   it('adds common and pod labels once each, the selectors still matching; "-" asks for no storage class; an error ratio given by --set', async () => {
     const objects = await renderChart(ns, {
       commonLabels: { 'app.kubernetes.io/part-of': 'platform', 'example.com/team': 'edge' },
