@@ -161,6 +161,8 @@ describe('compile: classic ApiDefinitions', () => {
     ['a zero interval', { label: 'guard', resources: [{ label: 'guard', local: { interval: '0s' } }] }, 'spec.rate_limit_resources.0.local.interval', 'InvalidSpec'],
     ['an interval below 1ms', { label: 'guard', resources: [{ label: 'guard', local: { interval: '10us' } }] }, 'spec.rate_limit_resources.0.local.interval', 'InvalidSpec'],
     ['an interval over 8760h', { label: 'guard', resources: [{ label: 'guard', local: { interval: '8761h' } }] }, 'spec.rate_limit_resources.0.local.interval', 'InvalidSpec'],
+    // Under two bounds at once (every count's 0 and the stream's 1): said once.
+    ['a count of -1', { label: 'guard', resources: [{ label: 'guard', local: { count: -1 } }] }, 'spec.rate_limit_resources.0.local.count', 'InvalidSpec'],
   ])('reports a stream resource with %s', (_name, { label, resources }, field, reason) => {
     const { config, problems } = run({
       apiDefinitions: [classic('a', { proxy: { listen_path: '/a/', target_url: target, rate_limit: label }, rate_limit_resources: resources })],

@@ -105,13 +105,17 @@ function unknownFieldProblems(ref: ResourceRef, schema: z.ZodType, spec: unknown
   }));
 }
 
+/**
+ * One problem per field: the first the schema found. A field can fail several checks at once
+ * (a count of -1 is under the shared bound of 0 and the stream's own 1), and one says it.
+ */
 function invalidSpec(ref: ResourceRef, error: z.ZodError): CompileProblem[] {
-  return error.issues.map((issue) => ({
-    ref,
-    field: ['spec', ...issue.path.map(String)].join('.'),
-    reason: 'InvalidSpec',
-    message: issue.message,
-  }));
+  const byField = new Map<string, CompileProblem>();
+  for (const issue of error.issues) {
+    const field = ['spec', ...issue.path.map(String)].join('.');
+    if (!byField.has(field)) byField.set(field, { ref, field, reason: 'InvalidSpec', message: issue.message });
+  }
+  return [...byField.values()];
 }
 
 interface ApiEntry {
