@@ -11,7 +11,7 @@ import { StreamRateLimitWaitError } from '../limits/errors.ts';
 import { streamMaxWaitMs, type StreamSlot, type StreamSlots } from '../limits/stream-limiter.ts';
 import type { DecisionOutcome, LimitDecision, LimitEngine } from '../limits/types.ts';
 import { statusClass, type SidecarMetrics } from '../metrics.ts';
-import { clientGone, type Forwarder, type UpgradeForwarder } from '../proxy/forwarder.ts';
+import { clientGone, type Forwarder, type ForwardResult, type UpgradeForwarder } from '../proxy/forwarder.ts';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { rateHeadersFor } from './rate-headers.ts';
 import { requestIdOf } from '../http/request-id.ts';
@@ -244,13 +244,19 @@ export class Gateway {
       answerHeaders: idHeaders(requestId),
       signal,
     });
-    this.#deps.metrics.requests.inc(api, statusClass(result.status));
-    if (result.error !== null) {
-      this.#deps.metrics.gatewayErrors.inc(api, result.error.code);
-      // The upstream failed (502, 504): what an operator looks for first. Never the URL, as above.
-      if (result.status >= 500) this.#log(requestId).warn({ api, upstream: match.route.origin, status: result.status, code: result.error.code }, 'upstream failed');
-    }
+    this.#answered(req, requestId, api, match.route.origin, result);
     if (timed && result.upstreamSeconds !== null) this.#deps.metrics.upstreamSeconds.observe(result.upstreamSeconds, api);
+  }
+
+  /** What a forwarded request's answer is counted and logged as. Never the URL: a client may have put its key in the query string. */
+  #answered(req: IncomingMessage, requestId: string, api: string, upstream: string, result: ForwardResult): void {
+    this.#deps.metrics.requests.inc(api, statusClass(result.status));
+    // One line per answered request, for whoever runs at trace level: an access log.
+    if (this.#deps.logger.isLevelEnabled('trace')) this.#log(requestId).trace({ api, method: req.method, status: result.status }, 'request answered');
+    if (result.error === null) return;
+    this.#deps.metrics.gatewayErrors.inc(api, result.error.code);
+    // The upstream failed (502, 504): what an operator looks for first.
+    if (result.status >= 500) this.#log(requestId).warn({ api, upstream, status: result.status, code: result.error.code }, 'upstream failed');
   }
 
   /** Connection upgrades (WebSocket) pass the same route, auth and limits before http-proxy carries them. */
