@@ -13,7 +13,7 @@ const table = {
     help: 'comma list of namespaces to watch; empty = all',
     schema: z.string().default('').transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)).pipe(z.array(namespaceOption)),
   },
-  settings: { flag: 'settings', env: 'GW_SETTINGS', help: 'gateway settings file (YAML) put into every compiled config; GW_<OPTION> env vars win over it', schema: z.string().optional() },
+  settings: { flag: 'settings', env: 'GW_SETTINGS', help: 'gateway settings file (YAML or JSON) put into every compiled config; GW_<OPTION> env vars win over it', schema: z.string().optional() },
   namespace: { flag: 'namespace', env: 'GW_OPERATOR_NAMESPACE', help: 'namespace of the operator: leader Lease and webhook certificate Secret (default: default)', schema: namespaceOption.default('default') },
   instanceId: { flag: 'instance-id', env: 'GW_INSTANCE_ID', help: 'identity in the leader Lease and Events (default: hostname-pid)', schema: z.string().min(1).default(`${hostname()}-${process.pid}`) },
   healthListen: { flag: 'health-listen', env: 'GW_HEALTH_LISTEN', help: '/healthz, /readyz and /metrics listener (default 0.0.0.0:8082)', schema: listenOption.default('0.0.0.0:8082') },
