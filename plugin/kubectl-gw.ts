@@ -40,6 +40,15 @@ function formatOf(output: string | undefined): OutputFormat {
   throw new PluginError(`unable to match a printer suitable for the output format "${output}", allowed formats are: json,wide,yaml`);
 }
 
+/** --admin-url checked before anything is read: a mistyped one is the user's mistake, not a gateway's failure. */
+function adminUrlOf(adminUrl: string | undefined): string | undefined {
+  if (adminUrl === undefined) return undefined;
+  if (!URL.canParse(adminUrl) || !/^https?:$/.test(new URL(adminUrl).protocol)) {
+    throw new PluginError(`--admin-url must be an http:// or https:// URL, such as http://127.0.0.1:8081, got "${adminUrl.slice(0, 100)}"`);
+  }
+  return adminUrl;
+}
+
 /** Runs one command line; returns what to print. Throws PluginError for a user's mistake. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<string> {
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
@@ -53,7 +62,7 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<strin
     adminNamespace: values['admin-namespace'],
   });
   const allNamespaces = values['all-namespaces'] ?? false;
-  const access = { adminUrl: values['admin-url'], adminSecret: env.GW_ADMIN_SECRET };
+  const access = { adminUrl: adminUrlOf(values['admin-url']), adminSecret: env.GW_ADMIN_SECRET };
   switch (command) {
     case 'limits': {
       if (rest.length !== 1) throw new PluginError('limits takes one Key name: kubectl gw limits KEY --api API_ID');

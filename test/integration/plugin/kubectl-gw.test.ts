@@ -150,6 +150,8 @@ describe('kubectl gw', () => {
       [['limits', 'mobile', '-n', ns, '--api', 'nope', '--admin-url', sidecar.adminUrl], 'error: the admin gateway answered 404: API not found: no API nope is loaded on this gateway\n'],
       [['limits', 'mobile', '-n', ns, '--api', 'orders', '--context', 'nowhere'], 'error: context "nowhere" does not exist\n'],
       [['limts', 'mobile', '-n', ns], 'error: unknown command "limts" for "kubectl gw": see kubectl gw --help\n'],
+      [['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', 'notaurl'], 'error: --admin-url must be an http:// or https:// URL, such as http://127.0.0.1:8081, got "notaurl"\n'],
+      [['status', '-n', ns, '--admin-url', 'ftp://127.0.0.1:8081'], 'error: --admin-url must be an http:// or https:// URL, such as http://127.0.0.1:8081, got "ftp://127.0.0.1:8081"\n'],
     ];
     for (const [args, stderr] of cases) {
       const res = await kubectlGw(args, { GW_ADMIN_SECRET: ADMIN_SECRET });
