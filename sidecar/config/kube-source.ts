@@ -83,6 +83,8 @@ export class KubeConfigSource implements ConfigSource {
   #publishScheduled = false;
   /** The APIs whose ConfigMap was deleted, by ConfigMap name: each goes when its timer fires, unless the ConfigMap came back. */
   readonly #leaving = new Map<string, NodeJS.Timeout>();
+  /** Whether a list of the namespace's ConfigMaps came through: only then is an API missing from it. */
+  #listed = false;
 
   constructor(options: KubeSourceOptions) {
     this.#options = options;
@@ -104,7 +106,10 @@ export class KubeConfigSource implements ConfigSource {
       what: 'ConfigMap',
       baseMs: 1000,
       maxMs: maxRestartDelayMs,
-      onListed: () => this.#schedulePublish(),
+      onListed: () => {
+        this.#listed = true;
+        this.#schedulePublish();
+      },
     });
   }
 
@@ -248,7 +253,24 @@ export class KubeConfigSource implements ConfigSource {
   }
 
   problems(): ConfigProblem[] {
-    return [...this.#problems].map(([apiId, reason]) => ({ subject: `api ${apiId}`, reason }));
+    const problems = [...this.#problems].map(([apiId, reason]) => ({ subject: `api ${apiId}`, reason }));
+    return [...problems, ...this.#missing()];
+  }
+
+  /**
+   * The APIs GW_APIS names that no compiled ConfigMap of the namespace holds: a misspelt api_id
+   * would otherwise leave a ready gateway answering 404 with nothing said. (The operator may not
+   * have compiled a new API yet: the problem goes as its ConfigMap comes.)
+   */
+  #missing(): ConfigProblem[] {
+    if (this.#servedByLabel === '*' || !this.#listed) return [];
+    const held = new Set([...this.#entries.values()].map((entry) => entry.apiId));
+    return [...this.#servedByLabel.values()]
+      .filter((apiId) => !held.has(apiId))
+      .map((apiId) => ({
+        subject: `api ${apiId}`,
+        reason: `GW_APIS names it, and no compiled ConfigMap in namespace ${this.#options.namespace} holds it: is there an ApiDefinition with this api_id (the operator compiles it within seconds)?`,
+      }));
   }
 
   async stop(): Promise<void> {

@@ -226,11 +226,19 @@ describe('Kubernetes config source', () => {
     const other = compiledApi(uniqueId('api'), upstream.url);
     const filtered = await startTestSidecar({ ...sidecarOptions(namespace), apis: new Set([wanted.api_id]) });
     try {
+      // Named and held by no ConfigMap yet: /readyz says so, and the gateway stays ready.
+      const readyz = async (): Promise<{ status: string; problems: { subject: string; reason: string }[] }> => (await call(`${filtered.healthUrl}/readyz`)).json() as never;
+      await eventually(async () => (await readyz()).problems.length > 0, 10_000, 'the missing API reported');
+      expect(await readyz()).toMatchObject({
+        status: 'ready',
+        problems: [{ subject: `api ${wanted.api_id}`, reason: `GW_APIS names it, and no compiled ConfigMap in namespace ${namespace} holds it: is there an ApiDefinition with this api_id (the operator compiles it within seconds)?` }],
+      });
       await writeConfigMap(namespace, wanted.api_id, JSON.stringify(compiledConfig([wanted])));
       await writeConfigMap(namespace, other.api_id, JSON.stringify(compiledConfig([other])));
       await eventually(servesApi(filtered, wanted.api_id));
       await eventually(servesApi(sidecar, other.api_id));
       expect(servesApi(filtered, other.api_id)()).toBe(false);
+      expect((await readyz()).problems).toEqual([]);
     } finally {
       await filtered.close();
     }
