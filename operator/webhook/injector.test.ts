@@ -104,6 +104,13 @@ describe('injectionPatch', () => {
     expect(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-limit': '64Mi' }), options))).not.toEqual([]);
   });
 
+  it('leaves a pod that declines the gateway alone, and denies one whose gw.dev/inject it cannot read, saying what it takes', () => {
+    expect(injectionPatch(pod({ 'gw.dev/inject': 'false' }), options)).toEqual({ patch: [] });
+    expect(injectionPatch(pod({ 'gw.dev/inject': 'disabled' }), options)).toEqual({ patch: [] });
+    expect(injectionPatch(pod({ 'gw.dev/inject': 'yes' }), options)).toEqual({ denied: 'annotation gw.dev/inject must be "true" (inject the gateway) or "false", got "yes"' });
+    expect(injectionPatch(pod({ 'gw.dev/inject': 'True' }), options)).toEqual({ denied: expect.stringContaining('got "True"') });
+  });
+
   it('denies a pod whose containers declare a port the gateway listens on, naming the container and the port', () => {
     const withPort = (containerPort: number, protocol?: string): V1Pod => ({
       metadata: { name: 'app', annotations: { 'gw.dev/inject': 'true' } },

@@ -2,6 +2,8 @@ import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { sidecarNodeOptionsFor, sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
 
 export const INJECT_ANNOTATION = 'gw.dev/inject';
+/** INJECT_ANNOTATION values that ask for no gateway ("disabled" as the opt-out label says it). */
+export const DECLINED = new Set(['false', 'disabled']);
 export const APIS_ANNOTATION = 'gw.dev/apis';
 export const INJECTED_ANNOTATION = 'gw.dev/injected';
 /**
@@ -53,7 +55,8 @@ const API_LIST = /^(\*|[A-Za-z0-9][A-Za-z0-9._:-]{0,252}(,[A-Za-z0-9][A-Za-z0-9.
  */
 export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionResult {
   const annotations = pod.metadata?.annotations ?? {};
-  if (annotations[INJECT_ANNOTATION] !== 'true') return { patch: [] };
+  const asked = askedFor(annotations[INJECT_ANNOTATION]);
+  if (asked !== true) return asked;
   const all = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
   if (all.some((c) => c.name === SIDECAR_NAME)) return { patch: [] };
   const apis = (annotations[APIS_ANNOTATION] ?? '*').replace(/\s+/g, '');
@@ -70,6 +73,17 @@ export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionRe
     : [{ op: 'add', path: '/spec/initContainers', value: [container] }];
   patch.push({ op: 'add', path: `/metadata/annotations/${pointerToken(INJECTED_ANNOTATION)}`, value: 'true' }, gatewayLabel(pod));
   return { patch };
+}
+
+/**
+ * Whether INJECT_ANNOTATION asks for the gateway: true, or the answer for a pod that does not.
+ * A value the injector cannot read ("yes", "True") is refused rather than taken as either:
+ * the pod's owner meant something, and only they can say what.
+ */
+function askedFor(inject: string | undefined): true | InjectionResult {
+  if (inject === undefined || DECLINED.has(inject)) return { patch: [] };
+  if (inject === 'true') return true;
+  return { denied: `annotation ${INJECT_ANNOTATION} must be "true" (inject the gateway) or "false", got ${JSON.stringify(inject.slice(0, 40))}` };
 }
 
 /**

@@ -1,6 +1,6 @@
 import { AdmissionregistrationV1Api, ApiException, type KubeConfig, type V1MutatingWebhookConfiguration, type V1OwnerReference } from '@kubernetes/client-node';
 import { CONFIG_HASH_ANNOTATION, configHash } from '../../common/compiled-config-map.ts';
-import { INJECT_ANNOTATION } from './injector.ts';
+import { DECLINED, INJECT_ANNOTATION } from './injector.ts';
 
 export const WEBHOOK_CONFIGURATION = 'gw-sidecar-injector';
 
@@ -33,14 +33,15 @@ export function webhookConfiguration(target: WebhookTarget, caBundle: string): V
         reinvocationPolicy: 'IfNeeded',
         clientConfig,
         rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
-        // Only a pod that asks for a gateway is sent (INJECT_ANNOTATION "true", as the injector
-        // reads it): the API server judges this itself, so while no operator answers, with
-        // failurePolicy Fail, the pods refused are those that must not run without their gateway,
-        // and every other pod of the cluster is created as usual.
+        // Only a pod that says something of a gateway is sent (INJECT_ANNOTATION present, and not
+        // one of the DECLINED values): the API server judges this itself, so while no operator
+        // answers, with failurePolicy Fail, the pods refused are those that must not run without
+        // their gateway (or that the injector would refuse), and every other pod of the cluster
+        // is created as usual.
         matchConditions: [
           {
             name: 'asks-for-a-gateway',
-            expression: `has(object.metadata.annotations) && '${INJECT_ANNOTATION}' in object.metadata.annotations && object.metadata.annotations['${INJECT_ANNOTATION}'] == 'true'`,
+            expression: `has(object.metadata.annotations) && '${INJECT_ANNOTATION}' in object.metadata.annotations && !(object.metadata.annotations['${INJECT_ANNOTATION}'] in ${JSON.stringify([...DECLINED])})`,
           },
         ],
         // Labels let a namespace or pod opt out even when annotated.

@@ -147,6 +147,9 @@ describe('operator: sidecar injection webhook', () => {
       expect(asked).toMatch(/failed calling webhook \\"down\.inject\.gw\.dev\\"/);
       expect(await create('plain')).toBe('created');
       expect(await create('declines', { 'gw.dev/inject': 'false' })).toBe('created');
+      expect(await create('declines-as-the-label', { 'gw.dev/inject': 'disabled' })).toBe('created');
+      // A value the injector would refuse reaches the webhooks (the test's own operator refuses it first).
+      expect(await create('misspelt', { 'gw.dev/inject': 'yes' })).toMatch(/denied the request|failed calling webhook/);
       expect(await create('other-annotations', { 'example.com/team': 'payments' })).toBe('created');
     } finally {
       await admission.deleteMutatingWebhookConfiguration({ name: 'gw-test-operator-down' });
@@ -178,6 +181,9 @@ describe('operator: sidecar injection webhook', () => {
     await expect(attempt).rejects.toMatchObject({ code: 400 });
     await expect(attempt).rejects.toThrow(/gw\.dev\/apis/);
     await expect(core.readNamespacedPod({ namespace: appNs, name: 'bad-apis' })).rejects.toMatchObject({ code: 404 });
+    const misspelt = core.createNamespacedPod({ namespace: appNs, body: pod('inject-yes', { 'gw.dev/inject': 'yes' }) });
+    await expect(misspelt).rejects.toMatchObject({ code: 400 });
+    await expect(misspelt).rejects.toThrow(/gw\.dev\/inject must be \W+true\W+ \(inject the gateway\) or \W+false\W+, got \W+yes/);
   });
 
   it('reuses the stored certificate on restart', async () => {
