@@ -76,9 +76,13 @@ Call with (dict "ctx" $ "component" "operator" "podLabels" MAP "value" "operator
 The credentials a user gives in values (never generated ones, which would differ between
 two renders of one install): a pod annotation, so setting a new password or admin key on
 upgrade rolls the pods that read it. A Secret named by existingSecret is the user's to roll.
+Whoever may read pods may read the annotation, so it is derived through scrypt (sprig's
+derivePassword, salted by the release) rather than hashed once: a plain SHA-256 of a weak
+password is guessed offline at billions of tries a second.
 */}}
 {{- define "gw.credentialsChecksum" -}}
-{{- list .Values.auth .Values.redis.auth .Values.redis.external | toJson | sha256sum }}
+{{- $credentials := list .Values.auth .Values.redis.auth .Values.redis.external | toJson }}
+{{- derivePassword 1 "maximum" $credentials "gw-credentials" (printf "%s/%s" .Release.Namespace .Release.Name) | sha256sum }}
 {{- end }}
 
 {{- define "gw.operator.fullname" -}}

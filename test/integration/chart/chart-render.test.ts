@@ -486,6 +486,10 @@ describe('helm template with non-default values', () => {
     expect(adminKey[1]).not.toBe(before[1]);
     // Generated secrets differ between two renders without a cluster; they must not roll anything.
     expect(checksums(await renderChart(ns))).toEqual(checksums(await renderChart(ns)));
+    // Whoever reads pods reads the annotation: it is salted by the release (and slow to derive),
+    // so the same password does not give the same annotation in another release to guess against.
+    const otherRelease = await helm(['template', 'edge', CHART_DIR, '--namespace', ns, ...setArgs({ 'redis.auth.password': 'first-password', fullnameOverride: 'gw' })]);
+    expect(checksums(parseManifest(otherRelease.stdout))[0]).not.toBe(before[0]);
   });
 
   it('renders changed settings into the settings file and rolls the pods', async () => {
