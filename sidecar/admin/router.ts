@@ -31,7 +31,8 @@ export const splitPath = (path: string): string[] => path.slice(1).split('/');
 
 /**
  * A HEAD request is answered as the GET of its path, without the body (Node's response drops
- * it): RFC 9110 §9.3.2, and every general-purpose server supports both (§9.1).
+ * it): RFC 9110 §9.3.2, and every general-purpose server supports both (§9.1). Not a GET that
+ * acts (the reload): HEAD is a safe method, so it must not do what that GET does.
  */
 export function matchRoute(routes: readonly Route[], method: string, path: string): RouteMatch {
   const segments = splitPath(path);
@@ -39,9 +40,10 @@ export function matchRoute(routes: readonly Route[], method: string, path: strin
   for (const route of routes) {
     const params = matchSegments(route, segments);
     if (!params) continue;
-    if (route.method === method || (method === 'HEAD' && route.method === 'GET')) return { kind: 'found', route, params };
+    const headAsGet = route.method === 'GET' && route.actsOnGet !== true;
+    if (route.method === method || (method === 'HEAD' && headAsGet)) return { kind: 'found', route, params };
     allow.push(route.method);
-    if (route.method === 'GET') allow.push('HEAD');
+    if (headAsGet) allow.push('HEAD');
   }
   return allow.length > 0 ? { kind: 'wrong-method', allow } : { kind: 'none' };
 }

@@ -73,5 +73,6 @@ export const adminRoutes: readonly Route[] = [
     shape: 'gateway',
     failure: adminErrors.reloadFailed,
     handle: reload,
+    actsOnGet: true,
   },
 ];

@@ -66,4 +66,9 @@ export interface Route {
   /** What an unexpected failure inside the handler is reported as. */
   failure: ErrorDef;
   handle(ctx: HandlerContext): Promise<Reply>;
+  /**
+   * A GET that changes what is served (the specification's reload is a GET): HEAD, which
+   * monitors and link checkers send as a safe method, is not answered as it, but with 405.
+   */
+  actsOnGet?: true;
 }

@@ -42,7 +42,10 @@ describe('admin routing, shapes and metrics', () => {
     ['GET', '/admin/org/keys', 'POST', { Status: 'Error', Message: 'Method not allowed', Meta: null }],
     ['POST', '/gw/apis/x', 'DELETE', { status: 'error', message: 'Method not allowed' }],
     ['DELETE', '/portal-api/products/p/tags', 'POST', { errors: ['Method not allowed'] }],
-    ['POST', '/gw/reload', 'GET, HEAD', { status: 'error', message: 'Method not allowed' }],
+    ['POST', '/gw/reload', 'GET', { status: 'error', message: 'Method not allowed' }],
+    // HEAD is a safe method: it must not reload what the GET reloads.
+    ['HEAD', '/gw/reload', 'GET', undefined],
+    ['POST', '/gw/gateways', 'GET, HEAD', { status: 'error', message: 'Method not allowed' }],
   ])('answers 405 to %s %s with Allow', async (method, path, allow, body) => {
     const res = await admin.call(method, path);
     expect(res.status).toBe(405);
@@ -54,19 +57,19 @@ describe('admin routing, shapes and metrics', () => {
     const own = new Registry();
     const headAdmin = await startAdmin({ ...clusterDeps(namespace, redis).deps, registry: own });
     try {
-      const get = await headAdmin.call('GET', '/gw/reload', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
-      const head = await headAdmin.call('HEAD', '/gw/reload', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
+      const get = await headAdmin.call('GET', '/gw/gateways', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
+      const head = await headAdmin.call('HEAD', '/gw/gateways', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
       expect(head.status).toBe(200);
       expect(head.text).toBe('');
       expect(head.headers['content-type']).toBe('application/json');
       expect(head.headers['content-length']).toBe(get.headers['content-length']);
-      const refused = await headAdmin.call('HEAD', '/gw/reload', { headers: [['X-GW-Authorization', 'wrong']] });
+      const refused = await headAdmin.call('HEAD', '/gw/gateways', { headers: [['X-GW-Authorization', 'wrong']] });
       expect(refused.status).toBe(403);
       expect(refused.text).toBe('');
       expect(refused.headers['x-gw-error-code']).toBe('gateway_key_invalid');
       const text = await own.metrics();
-      expect(text).toContain('gw_admin_requests_total{operation="reload",code="ok"} 2');
-      expect(text).toContain('gw_admin_requests_total{operation="reload",code="gateway_key_invalid"} 1');
+      expect(text).toContain('gw_admin_requests_total{operation="live_gateways",code="ok"} 2');
+      expect(text).toContain('gw_admin_requests_total{operation="live_gateways",code="gateway_key_invalid"} 1');
     } finally {
       await headAdmin.close();
     }
