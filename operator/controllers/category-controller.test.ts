@@ -20,6 +20,16 @@ describe('CategoryController', () => {
     expect(caches.categories.get('ns', 'internal')?.status?.apis).toBe(1);
   });
 
+  it('counts an api_id once: a copy refused as DuplicateApiId is no API of its own', async () => {
+    const { ctx, caches } = fakeContext();
+    caches.categories.put(category('public'));
+    caches.apis.put(apiDefinition('billing', { api_id: 'billing-api', categories: ['public'] }));
+    caches.apis.put(apiDefinition('billing-copy', { api_id: 'billing-api', categories: ['public'] }));
+    caches.apis.put(apiDefinition('orders', { categories: ['public'] }));
+    await new CategoryController(ctx).reconcile({ namespace: 'ns', name: 'public' });
+    expect(caches.categories.get('ns', 'public')?.status).toMatchObject({ apis: 2, conditions: [{ message: '2 API(s) in category public' }] });
+  });
+
   it('recounts every category of the namespace when an API changes', () => {
     const { ctx, caches } = fakeContext();
     caches.categories.put(category('payments'));

@@ -4,6 +4,11 @@ import { countCategories } from './categories.ts';
 const api = (name: string, categories: string[]) => ({ apiId: name, namespace: 'ns', name, oas: false, categories });
 
 describe('countCategories', () => {
+  it('counts an api_id once: a copy refused as DuplicateApiId is no API of its own', () => {
+    const copy = { ...api('billing', ['public']), name: 'billing-copy' };
+    expect(countCategories([api('billing', ['public']), copy, api('orders', ['public'])], [])).toEqual([{ name: 'public', count: 2 }]);
+  });
+
   it('counts APIs per category, includes empty Category resources, sorts by name', () => {
     const result = countCategories(
       [api('a', ['payments', 'public']), api('b', ['public']), api('c', [])],

@@ -32,15 +32,21 @@ export async function apiCategories(ctx: HandlerContext): Promise<Reply> {
   return { status: 200, body: { categories: [...api.categories] } };
 }
 
-/** Every category named by a Category resource or an API, with how many APIs list it, by name. */
+/**
+ * Every category named by a Category resource or an API, with how many APIs list it, by name.
+ * An API is an api_id: a copy of one (DuplicateApiId, never served) is not counted again.
+ */
 export function countCategories(apis: readonly ApiEntry[], categories: readonly CategoryEntry[]): { name: string; count: number }[] {
-  const counts = new Map<string, number>(categories.map((c) => [c.name, 0]));
+  const members = new Map<string, Set<string>>(categories.map((c) => [c.name, new Set()]));
   for (const api of apis) {
-    for (const name of api.categories) counts.set(name, (counts.get(name) ?? 0) + 1);
+    for (const name of api.categories) {
+      const ids = members.get(name) ?? new Set<string>();
+      members.set(name, ids.add(api.apiId));
+    }
   }
-  return [...counts.entries()]
+  return [...members.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-    .map(([name, count]) => ({ name, count }));
+    .map(([name, ids]) => ({ name, count: ids.size }));
 }
 
 /** GET /api/apis/categories (docs/behaviour.md#admin-operations): needs `list` on apidefinitions and categories where the store reads. */
