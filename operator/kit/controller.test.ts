@@ -21,15 +21,17 @@ function harness(reconcile: (request: Request, signal: AbortSignal) => Promise<R
   const source = new MemorySource<ReturnType<typeof thing>>();
   const metrics = new OperatorMetrics(() => ({}), false);
   const reconciler: KindController = { kind: 'Category' satisfies KindName, watches: [forObjects(source)], reconcile };
-  const controller = new Controller(reconciler, { concurrency: 2, baseDelayMs: 20, maxDelayMs: 60_000, timeoutMs }, metrics, pino({ level: 'silent' }));
+  const logged: Record<string, unknown>[] = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(JSON.parse(line) as Record<string, unknown>) });
+  const controller = new Controller(reconciler, { concurrency: 2, baseDelayMs: 20, maxDelayMs: 60_000, timeoutMs }, metrics, log);
   const counts = async () => (await metrics.reconciles.get()).values.map((v) => `${v.labels.result}=${v.value}`).sort();
-  return { source, controller, counts };
+  return { source, controller, counts, logged };
 }
 
 describe('Controller', () => {
   it('counts reconciles by result, and its resync skips items reconciled within the period', async () => {
     const runs: string[] = [];
-    const { source, controller, counts } = harness(async ({ name }) => {
+    const { source, controller, counts, logged } = harness(async ({ name }) => {
       runs.push(name);
       if (name === 'bad') throw new TerminalError('boom');
     });
@@ -38,6 +40,9 @@ describe('Controller', () => {
     await settle();
     expect(runs.sort()).toEqual(['a', 'b', 'bad']);
     expect(await counts()).toEqual(['error=1', 'success=2']);
+    // A terminal error is the object's input, which its status names: a warning with the reason, no stack.
+    expect(logged).toEqual([expect.objectContaining({ level: 40, object: 'ns/bad', reason: 'boom', msg: 'reconcile failed; not retried until the object changes' })]);
+    expect(logged[0]).not.toHaveProperty('err');
 
     // 'bad' has no success to be fresh from; a and b reconciled just now.
     runs.length = 0;

@@ -122,7 +122,9 @@ export class Controller {
     } catch (error) {
       this.#metrics.reconciles.inc({ kind: this.kind, result: 'error' });
       if (error instanceof TerminalError) {
-        this.#log.error({ object: key, err: error }, 'reconcile failed; not retried until the object changes');
+        // The object's input is wrong and its status says why: the user's to fix, no operator
+        // fault, so a warning with the reason, not an error with a stack at every resync.
+        this.#log.warn({ object: key, reason: error.message }, 'reconcile failed; not retried until the object changes');
         return;
       }
       this.#log.warn({ object: key, err: error }, 'reconcile failed; will retry');
