@@ -103,6 +103,9 @@ export function createRedisClient(url: string, options: RedisOptions): Redis | C
     case 'cluster':
       return new Cluster(target.nodes, {
         enableAutoPipelining: options.enableAutoPipelining,
+        // Without it an FCALL went into the Cluster's auto-pipeline, which sent it without its
+        // command name: Redis read the function's name as the command and refused it.
+        autoPipeliningIgnoredCommands: options.autoPipeliningIgnoredCommands,
         enableOfflineQueue: options.enableOfflineQueue,
         lazyConnect: options.lazyConnect,
         redisOptions: { ...options, ...tls(target.tls), password: target.password },

@@ -97,6 +97,11 @@ describe('Redis Cluster through redis+cluster://', () => {
     expect(apiOut).toEqual({ allowed: 20, api_rate_limited: 40 });
     expect(keyOut).toEqual({ allowed: 15, key_rate_limited: 45 });
     expect(quotaOut).toEqual({ allowed: 10, quota_exceeded: 50 });
+    // As Redis Functions, as on one server: a Cluster of Redis 7 does not refuse them.
+    for (const gateway of gateways) {
+      expect(await metricValues(gateway.metrics.registry, 'gw_limit_script_function')).toEqual({ total: 1 });
+      expect(gateway.logs.filter((line) => line.includes('refused Redis Functions'))).toEqual([]);
+    }
 
     // Every key of one limiter sits in the slot of its hash tag, on one master.
     await sleep(100);
