@@ -60,6 +60,9 @@ function readUnlessLost(client: Redis | Cluster, connection: ConnectionWatch, ke
   return lost === undefined ? client.get(key) : Promise.reject(new ConnectionLostError('session read', lost));
 }
 
+/** ioredis's answer to a command that passed its `commandTimeout`. */
+const timedOut = (err: unknown): boolean => err instanceof Error && err.message === 'Command timed out';
+
 export class TrackedSessionReads implements SessionReads {
   /** The gateway's client (a Cluster's, for a master's reads): reads while untracked, or refused here. */
   readonly #main: Redis | Cluster;
@@ -88,6 +91,9 @@ export class TrackedSessionReads implements SessionReads {
       // The cache learns that this answer is untracked before it takes it, and then keeps it only briefly.
       if (refusedByRedis(err)) this.onUntracked(keyHash);
       else this.onLost();
+      // A stalled server answers the main connection no sooner: read again there, the request
+      // would wait a second timeout for its session before its limits' (README.md#gateway-settings).
+      if (timedOut(err)) throw err;
       return readUnlessLost(this.#main, this.#mainConnection, key);
     });
   }

@@ -11,7 +11,7 @@ import { sessionSchema } from '../../../crds/session.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { SESSION_TTL_MS } from '../../../sidecar/auth/session-cache.ts';
-import { reportedSessionCache } from '../../../sidecar/auth/session-changes.ts';
+import { reportedSessionCache, TrackedSessionReads } from '../../../sidecar/auth/session-changes.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues } from '../limits/helpers.ts';
 import { gatewayTold, killReportConnection, trackedKeys } from '../../support/session-changes.ts';
@@ -158,6 +158,30 @@ describe('sessions stay cached until Redis reports their change', () => {
       expect((await a.cache.get(x!))?.is_inactive).toBe(true);
     } finally {
       await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('a tracked read that times out is not read again on the main connection: a stalled Redis costs a session one timeout', async () => {
+    const own = await startRedis();
+    const admin = new RedisClient(own.url);
+    const base = new RedisClient(own.url, { commandTimeout: 300, maxRetriesPerRequest: 1 });
+    const reads = new TrackedSessionReads(base, quietLogger);
+    try {
+      await eventually(() => base.status === 'ready' && reads.reader.status === 'ready', 5_000, 'connected');
+      reads.tracked = true;
+      expect(await reads.getJson('0'.repeat(64))).toBeNull();
+      await admin.client('PAUSE', '1500', 'ALL');
+      const started = performance.now();
+      await expect(reads.getJson('0'.repeat(64))).rejects.toThrow('Command timed out');
+      const waited = performance.now() - started;
+      expect(waited).toBeGreaterThanOrEqual(290);
+      // Read again on the main connection, it waited a second 300 ms.
+      expect(waited).toBeLessThan(500);
+    } finally {
+      reads.reader.disconnect();
+      base.disconnect();
+      admin.disconnect();
+      await own.stop();
     }
   });
 
