@@ -101,9 +101,16 @@ interface Parts {
 }
 
 /** The gateway's session cache, told of session changes where Redis can report them (docs/architecture.md#sessions). */
-function cachedSessions({ sessions, redis, logger, metrics }: Parts, size: number, failsOpen: () => boolean): { cache: SessionCache; close: () => Promise<void> } {
+function cachedSessions({ sessions, redis, logger, metrics }: Parts, size: number, settings: () => GatewaySettings): { cache: SessionCache; close: () => Promise<void> } {
   if (redis === undefined) return { cache: new SessionCache(sessions, { size }), close: () => Promise.resolve() };
-  const { cache, changes } = reportedSessionCache(redis, { size, logger, tracked: metrics.sessionChangesTracked, servesStale: failsOpen });
+  const { cache, changes } = reportedSessionCache(redis, {
+    size,
+    logger,
+    tracked: metrics.sessionChangesTracked,
+    // Failing open, a key read lately keeps working while Redis is away (docs/behaviour.md#gateway-answers).
+    servesStale: () => settings().redis_failure_mode === 'open',
+    readTimeoutMs: () => settings().redis_timeout_ms,
+  });
   return { cache, close: () => changes.close() };
 }
 
@@ -301,8 +308,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
       for (const forwarder of [undici, httpProxy]) forwarder.retainOrigins(state.routes.origins);
     },
   });
-  // Failing open, a key read lately keeps working while Redis is away (docs/behaviour.md#gateway-answers).
-  const sessions = cachedSessions(parts, options.sessionCacheSize, () => runtime.state().settings.redis_failure_mode === 'open');
+  const sessions = cachedSessions(parts, options.sessionCacheSize, () => runtime.state().settings);
   const gateway = new Gateway({
     state: runtime.state,
     engine,

@@ -7,6 +7,7 @@ import { sessionKey, sessionKeyPrefix } from '../../common/redis-keys.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { SessionReads } from '../../common/session-store.ts';
 import { SESSION_TTL_MS, SessionCache, type SessionCacheOptions } from './session-cache.ts';
+import { withTimeout } from '../limits/stores/with-timeout.ts';
 
 /** The channel a RESP2 connection's own tracking reports on, when it redirects to itself. */
 const INVALIDATIONS = '__redis__:invalidate';
@@ -116,12 +117,26 @@ export class ClusterSessionReads implements SessionReads {
   /** Set by the feed: a session was read untracked. */
   onUntracked: (keyHash: string) => void = () => undefined;
 
-  constructor(cluster: Cluster) {
+  /** `redis_timeout_ms` as it is now: a read's bound. */
+  readonly #timeoutMs: () => number;
+
+  constructor(cluster: Cluster, timeoutMs: () => number) {
     this.#cluster = cluster;
     this.#connection = new ConnectionWatch(cluster);
+    this.#timeoutMs = timeoutMs;
   }
 
+  /**
+   * Bounded by `redis_timeout_ms` here, not by the nodes' command timeout alone: the Cluster
+   * client sends a read again on CLUSTERDOWN and on redirections, which held a request for
+   * seconds while a master was down.
+   */
   getJson(keyHash: string): Promise<string | null> {
+    const timeoutMs = this.#timeoutMs();
+    return withTimeout(this.#read(keyHash), timeoutMs, () => new Error(`session read did not answer within ${timeoutMs} ms`));
+  }
+
+  #read(keyHash: string): Promise<string | null> {
     const key = sessionKey(keyHash);
     const master = this.#cluster.slots[calculateSlot(key)]?.[0];
     const reads = master === undefined ? undefined : this.byMaster.get(master);
@@ -401,6 +416,8 @@ export class ClusterSessionChangeFeed implements SessionChanges {
 
 export interface ReportedSessionCacheOptions extends SessionCacheOptions {
   logger: Logger;
+  /** `redis_timeout_ms` as it is now, which bounds a read on a Cluster (default 250). */
+  readTimeoutMs?: () => number;
   /** 1 while changes are tracked (gw_session_changes_tracked). */
   tracked?: Gauge;
   heartbeatMs?: number;
@@ -411,13 +428,13 @@ export interface ReportedSessionCacheOptions extends SessionCacheOptions {
  * this gateway read: from the one server, the Sentinel set's master, or each Cluster master
  * (docs/architecture.md#sessions).
  */
-export function reportedSessionCache(redis: Redis | Cluster, { logger, tracked, heartbeatMs, ...cacheOptions }: ReportedSessionCacheOptions): { cache: SessionCache; changes: SessionChanges } {
+export function reportedSessionCache(redis: Redis | Cluster, { logger, tracked, heartbeatMs, readTimeoutMs = () => 250, ...cacheOptions }: ReportedSessionCacheOptions): { cache: SessionCache; changes: SessionChanges } {
   if (redis instanceof Redis) {
     const reads = new TrackedSessionReads(redis, logger);
     const cache = new SessionCache(reads, cacheOptions);
     return { cache, changes: new SessionChangeFeed(redis, reads, cache, logger, { tracked, heartbeatMs }) };
   }
-  const reads = new ClusterSessionReads(redis);
+  const reads = new ClusterSessionReads(redis, readTimeoutMs);
   const cache = new SessionCache(reads, cacheOptions);
   return { cache, changes: new ClusterSessionChangeFeed(redis, reads, cache, logger, { tracked, heartbeatMs }) };
 }

@@ -4,6 +4,8 @@ import { Cluster, type Redis } from 'ioredis';
 import { limiterKey, sessionKey } from '../../../common/redis-keys.ts';
 import { createRedisClient } from '../../../common/redis-url.ts';
 import { RedisSessionStore } from '../../../common/session-store.ts';
+import { reportedSessionCache } from '../../../sidecar/auth/session-changes.ts';
+import { sidecarRedisOptions } from '../../../sidecar/redis.ts';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import { api, config, session } from '../../support/compiled-fixtures.ts';
 import { keyHashOf, request } from '../../support/limits-fixtures.ts';
@@ -301,6 +303,35 @@ describe('Redis Cluster with a master gone', () => {
       }
     } finally {
       await stopAllGateways();
+      await own.dispose();
+    }
+  });
+});
+
+describe('Redis Cluster with a master gone: session reads', () => {
+  it('a key whose session is on the lost master is answered within redis_timeout_ms, not after the client\'s retries', async () => {
+    const own = await startRedisCluster();
+    const redis = createRedisClient(own.url, sidecarRedisOptions(300)) as Cluster;
+    redis.on('error', () => undefined);
+    const { cache, changes } = reportedSessionCache(redis, { logger: quietLogger, readTimeoutMs: () => 300 });
+    try {
+      await waitReady(redis);
+      // Hashes whose sessions sit on one master: the one that goes.
+      const owner = redis.slots[calculateSlot(sessionKey('a'.repeat(64)))]![0]!;
+      const onOwner = Array.from({ length: 400 }, (_, i) => i.toString(16).padStart(64, 'a')).filter((h) => redis.slots[calculateSlot(sessionKey(h))]![0] === owner).slice(0, 4);
+      expect(onOwner).toHaveLength(4);
+      // Read while the master is up (and cached as unknown, so not read again below).
+      expect(await cache.get(onOwner[0]!)).toBeNull();
+      await own.stopNode(Number(owner.split(':').at(-1)));
+      for (const hash of onOwner.slice(1)) {
+        const started = performance.now();
+        await expect(Promise.resolve(cache.get(hash))).rejects.toThrow();
+        // The Cluster client alone, sending it again on CLUSTERDOWN and redirections, held it 1 to 2 s.
+        expect(performance.now() - started).toBeLessThan(600);
+      }
+    } finally {
+      await changes.close();
+      redis.disconnect();
       await own.dispose();
     }
   });
