@@ -10,7 +10,7 @@ import type { KindName } from '../../../crds/kinds.ts';
 import type { Operator } from '../../../operator/operator.ts';
 import { retain } from '../../../sidecar/resources/retained-config-maps.ts';
 import { createNamespace, kubeConfig, kubectl, testEnv } from '../../harness/index.ts';
-import { client, ready, startOperator, waitFor } from './support.ts';
+import { client, ready, removeGwResources, startOperator, waitFor } from './support.ts';
 
 const examplesDir = join(import.meta.dirname, '../../../examples');
 
@@ -92,11 +92,7 @@ describe('operator: examples, configs, references, drift, keys', () => {
   });
 
   afterAll(async () => {
-    // Namespaces are never deleted without a controller manager: remove what this file made
-    // (example api_ids would otherwise collide with later tests' operators watching all
-    // namespaces). Keys carry the session finalizer, so the operator must still be running.
-    await kubectl(['delete', '-n', ns, 'apidefinitions,policies,keys,categories,portalproducts', '--all', '--wait=false'], { allowFail: true });
-    await waitFor('keys gone', async () => (await c.list('Key', ns)).length === 0, 30_000).catch(() => undefined);
+    await removeGwResources(kc, ns);
     await operator?.stop();
     redis?.disconnect();
   });

@@ -4,6 +4,7 @@ import { kinds, type KindName } from '../../../crds/kinds.ts';
 import { defaultGatewaySettings } from '../../../crds/settings.ts';
 import { Operator } from '../../../operator/operator.ts';
 import { optionsSchema, type OperatorOptionsInput } from '../../../operator/options.ts';
+import { kubectl } from '../../harness/index.ts';
 import { waitFor as pollUntil } from '../../support/wait-for.ts';
 
 /** An operator in this process, scoped to the test's namespaces so it never touches other tests' objects. */
@@ -89,6 +90,16 @@ export function client(kc: KubeConfig) {
 
 export function ready(resource: GwResource | undefined): { status: string; reason: string; message: string } | undefined {
   return resource?.status?.conditions?.find((c) => c.type === 'Ready');
+}
+
+/**
+ * Removes the gw resources a suite made in its namespace. Namespaces are never deleted without
+ * a controller manager, and example api_ids would collide with later suites' operators watching
+ * every namespace. Keys carry the session finalizer, so the suite's operator must still run.
+ */
+export async function removeGwResources(kc: KubeConfig, namespace: string): Promise<void> {
+  await kubectl(['delete', '-n', namespace, 'apidefinitions,policies,keys,categories,portalproducts', '--all', '--wait=false'], { allowFail: true });
+  await waitFor('keys gone', async () => (await client(kc).list('Key', namespace)).length === 0, 30_000).catch(() => undefined);
 }
 
 /** A free loopback port (the webhook URL must name its port before the server starts). */

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionKey } from '../../../common/redis-keys.ts';
 import type { KindName } from '../../../crds/kinds.ts';
 import type { Operator } from '../../../operator/operator.ts';
-import { createNamespace, kubectl, kubeConfig, testEnv } from '../../harness/index.ts';
-import { client, ready, startOperator, waitFor } from './support.ts';
+import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
+import { client, ready, removeGwResources, startOperator, waitFor } from './support.ts';
 
 /**
  * What the controllers' watches bring back at once, with the periodic resync too far away to
@@ -32,8 +32,7 @@ describe('operator: watches of one kind for another, without a resync', () => {
   });
 
   afterAll(async () => {
-    await kubectl(['delete', '-n', ns, 'apidefinitions,policies,keys', '--all', '--wait=false'], { allowFail: true });
-    await waitFor('keys gone', async () => (await c.list('Key', ns)).length === 0, 30_000).catch(() => undefined);
+    await removeGwResources(kc, ns);
     await operator?.stop();
     redis?.disconnect();
   });
