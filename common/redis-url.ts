@@ -125,13 +125,36 @@ export const reconnectBackoff = (attempt: number): number => Math.min(100 * 2 **
  * Connection errors logged once per `everyMs` while Redis stays away (not once per
  * reconnect attempt), counted by `onError`, and never thrown into the process: ioredis
  * keeps reconnecting, and the caller's own timeouts decide what a command does meanwhile.
+ *
+ * A SELECT that Redis refuses (GW_REDIS_URL names a database the server does not have) is
+ * one of them: ioredis only reports it and goes on, on database 0, where counts and sessions
+ * would land among another user's. The connection is dropped and tried again with its
+ * backoff instead, so nothing is written until the database exists.
+ *
+ * Returns the last error since the connection was last ready, for /readyz to name.
  */
-export function reportConnectionErrors(redis: Redis | Cluster, log: Logger, everyMs: number, onError?: () => void): void {
+export function handleConnectionErrors(redis: Redis | Cluster, log: Logger, everyMs: number, onError?: () => void): () => Error | undefined {
   let lastLogged = Number.NEGATIVE_INFINITY;
-  redis.on('error', (err: Error) => {
+  let last: Error | undefined;
+  redis.on('ready', () => (last = undefined));
+  redis.on('error', (raw: Error) => {
+    const err = refusedDatabase(raw) ?? raw;
+    if (err !== raw) redis.disconnect(true);
+    last = err;
     onError?.();
     if (Date.now() - lastLogged < everyMs) return;
     lastLogged = Date.now();
     log.warn({ err }, 'redis unavailable');
   });
+  return () => last;
+}
+
+/** ioredis names the command a reply error answered. */
+interface CommandReplyError extends Error {
+  command?: { name?: string; args?: unknown[] };
+}
+
+function refusedDatabase(err: CommandReplyError): Error | undefined {
+  if (err.command?.name !== 'select') return undefined;
+  return new Error(`Redis refused database ${String(err.command.args?.[0])} of GW_REDIS_URL (${err.message}): the server has fewer databases`);
 }

@@ -92,6 +92,8 @@ interface Parts {
   logger: Logger;
   metrics: SidecarMetrics;
   redis: Redis | Cluster | undefined;
+  /** The last error of the Redis connection since it was last ready, named by /readyz. */
+  redisError: () => Error | undefined;
   sessions: SessionStore;
   kubeConfig: KubeConfig | undefined;
   events: SmoothingEventSink & { close?: () => Promise<void> };
@@ -114,10 +116,17 @@ function cachedSessions({ sessions, redis, logger, metrics }: Parts, size: numbe
   return { cache, close: () => changes.close() };
 }
 
+/** The connection to `GW_REDIS_URL`; without one, the stores are in memory (one process). */
+function connectRedis(options: SidecarOptions, settings: GatewaySettings, logger: Logger, metrics: SidecarMetrics): Pick<Parts, 'redis' | 'redisError'> {
+  if (!options.redisUrl) return { redis: undefined, redisError: () => undefined };
+  const { client, lastError } = createRedis(options.redisUrl, settings.redis_timeout_ms, logger, metrics);
+  return { redis: client, redisError: lastError };
+}
+
 function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settings: GatewaySettings): Parts {
   const logger = overrides.logger ?? createLogger('gw-sidecar');
   const metrics = createSidecarMetrics();
-  const redis = options.redisUrl ? createRedis(options.redisUrl, settings.redis_timeout_ms, logger, metrics) : undefined;
+  const { redis, redisError } = connectRedis(options, settings, logger, metrics);
   const sessions = redis ? new RedisSessionStore(redis) : new MemorySessionStore();
   const loaded = options.configDir ? overrides.kubeConfig : (overrides.kubeConfig ?? loadKubeConfig('gw-sidecar', options.kubeconfig));
   // Every Kubernetes client of the sidecar is made from this one KubeConfig: one agent, reused connections.
@@ -152,7 +161,7 @@ function buildParts(options: SidecarOptions, overrides: SidecarOverrides, settin
     inCluster && kubeConfig
       ? new KubernetesResourceStore(kubeConfig, [options.namespace], { lateCreateFailed })
       : new FolderResourceStore(options.configDir ?? '.', options.namespace, overrides.worker && ((apiId) => overrides.worker!.others.retain(apiId)));
-  return { logger, metrics, redis, sessions, kubeConfig, events, engine, resources };
+  return { logger, metrics, redis, redisError, sessions, kubeConfig, events, engine, resources };
 }
 
 /**
@@ -171,6 +180,11 @@ async function retainedByOtherWorkers(options: SidecarOptions, overrides: Sideca
     parts.logger.warn({ err }, 'the other workers did not tell the APIs they retain: serving what the folder holds');
     return [];
   }
+}
+
+/** A connection state with the error that keeps it there, which tells a wrong password or CA from an outage. */
+function withCause(state: string, err: Error | undefined): string {
+  return err ? `${state}: ${err.message}` : state;
 }
 
 /** Calls `returned` each time Redis is ready again after having been lost (not on its first connection). */
@@ -291,7 +305,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   // Opened before anything starts: a pair that cannot serve stops the start here.
   const tls = await openTls(options, startLogger);
   const parts = buildParts(options, { ...overrides, logger: startLogger }, settings);
-  const { logger, metrics, engine, redis } = parts;
+  const { logger, metrics, engine, redis, redisError } = parts;
   const forwarderOptions = {
     timeoutMs: () => runtime.state().settings.upstream_timeout_ms,
     maxBodyBytes: () => runtime.state().settings.max_request_body_bytes,
@@ -329,7 +343,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     if (!runtime.loaded) reasons.push('config not loaded');
     if (!warmedUp) reasons.push('warming up');
     // A hung Redis keeps its connection up: its calls time out, which the store reports.
-    const redisState = redis && redis.status !== 'ready' ? redis.status : engine.storeFailing ? 'calls failing (timing out, or answered with errors)' : null;
+    const redisState = redis && redis.status !== 'ready' ? withCause(redis.status, redisError()) : engine.storeFailing ? 'calls failing (timing out, or answered with errors)' : null;
     if (redisState !== null) {
       if (runtime.state().settings.redis_failure_mode === 'closed') reasons.push(`redis ${redisState}`);
       else problems.push({ subject: 'Redis', reason: `${redisState}; requests admitted (redis_failure_mode open)` });

@@ -1,5 +1,5 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
-import { createRedisClient, reconnectBackoff, reportConnectionErrors } from '../common/redis-url.ts';
+import { createRedisClient, reconnectBackoff, handleConnectionErrors } from '../common/redis-url.ts';
 import type { Logger } from '../common/logger.ts';
 import { limitsCommand } from './limits/stores/limits-script.ts';
 import type { SidecarMetrics } from './metrics.ts';
@@ -28,14 +28,20 @@ export function sidecarRedisOptions(commandTimeoutMs: number): RedisOptions {
   };
 }
 
+/** The sidecar's Redis client, and the last error of its connection since it was last ready. */
+export interface SidecarRedis {
+  client: Redis | Cluster;
+  lastError: () => Error | undefined;
+}
+
 /**
  * The sidecar's Redis client (`sidecarRedisOptions`). The URL may name one server, a Sentinel
  * set or a Cluster (common/redis-url.ts). Errors are logged and counted; the engine's
  * failure mode decides what a request does meanwhile.
  */
-export function createRedis(url: string, commandTimeoutMs: number, logger: Logger, metrics: SidecarMetrics): Redis | Cluster {
-  const redis = createRedisClient(url, sidecarRedisOptions(commandTimeoutMs));
-  reportConnectionErrors(redis, logger, 5_000, () => metrics.redisErrors.inc());
-  redis.on('ready', () => logger.info('redis connected'));
-  return redis;
+export function createRedis(url: string, commandTimeoutMs: number, logger: Logger, metrics: SidecarMetrics): SidecarRedis {
+  const client = createRedisClient(url, sidecarRedisOptions(commandTimeoutMs));
+  const lastError = handleConnectionErrors(client, logger, 5_000, () => metrics.redisErrors.inc());
+  client.on('ready', () => logger.info('redis connected'));
+  return { client, lastError };
 }

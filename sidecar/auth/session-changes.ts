@@ -2,7 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import { Redis, ReplyError, type Cluster } from 'ioredis';
 import type { Gauge } from 'prom-client';
 import { ConnectionLostError, ConnectionWatch } from '../../common/redis-connection.ts';
-import { reconnectBackoff, reportConnectionErrors } from '../../common/redis-url.ts';
+import { reconnectBackoff, handleConnectionErrors } from '../../common/redis-url.ts';
 import { sessionKey, sessionKeyPrefix } from '../../common/redis-keys.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { SessionReads } from '../../common/session-store.ts';
@@ -82,7 +82,7 @@ export class TrackedSessionReads implements SessionReads {
     this.#main = main;
     this.#mainConnection = new ConnectionWatch(main);
     this.reader = server.duplicate({ protocol: 2, enableOfflineQueue: false, lazyConnect: false, retryStrategy: reconnectBackoff });
-    reportConnectionErrors(this.reader, logger, 5_000);
+    handleConnectionErrors(this.reader, logger, 5_000);
   }
 
   getJson(keyHash: string): Promise<string | null> {
@@ -201,7 +201,7 @@ export class SessionChangeFeed implements SessionChanges {
       lazyConnect: false,
       retryStrategy: reconnectBackoff,
     });
-    reportConnectionErrors(this.#connection, logger, 5_000);
+    handleConnectionErrors(this.#connection, logger, 5_000);
     this.#connection.on('ready', () => void this.#track(++this.#opened));
     this.#connection.on('close', () => {
       this.#redirect = undefined;

@@ -16,6 +16,8 @@ import { sleep, uniqueId } from '../limits/helpers.ts';
 export interface TopologyGateway {
   engine: LimitEngine;
   redis: Redis | Cluster;
+  /** The last error of the connection since it was last ready, as /readyz names it. */
+  lastError: () => Error | undefined;
   metrics: SidecarMetrics;
   logs: string[];
 }
@@ -30,7 +32,7 @@ export function startGateway(
   const logs: string[] = [];
   const logger = collectingLogger(logs);
   const metrics = createSidecarMetrics();
-  const redis = createRedis(url, options.commandTimeoutMs ?? 2000, logger, metrics);
+  const { client: redis, lastError } = createRedis(url, options.commandTimeoutMs ?? 2000, logger, metrics);
   const engine = createLimitEngine({
     config,
     backends: createLimitBackends({
@@ -44,7 +46,7 @@ export function startGateway(
     logger,
     registry: metrics.registry,
   });
-  const gateway = { engine, redis, metrics, logs };
+  const gateway = { engine, redis, lastError, metrics, logs };
   open.push(gateway);
   return gateway;
 }

@@ -58,6 +58,8 @@ describe('password-protected Redis through redis://:password@host:port', () => {
     expect(decisions.map((d) => d.outcome)).toEqual(Array(3).fill(whileFailing));
     expect((await metricValues(gateway.metrics.registry, 'gw_redis_errors_total')).total).toBeGreaterThanOrEqual(3);
     expect((await metricValues(gateway.metrics.registry, 'gw_redis_client_errors_total')).total).toBeGreaterThanOrEqual(1);
+    // What /readyz names beside the connection's state, so a wrong password reads apart from an outage.
+    expect(gateway.lastError()?.message).toMatch(/WRONGPASS|NOAUTH/);
     const logs = gateway.logs.join('');
     expect(logs).toMatch(/WRONGPASS|NOAUTH/);
     if (given) expect(logs).not.toContain(given);
@@ -69,6 +71,40 @@ describe('password-protected Redis through redis://:password@host:port', () => {
     } finally {
       admin.disconnect();
     }
+  });
+});
+
+describe('the database number of redis://host:port/<db>', () => {
+  const keysIn = async (db: number, apiId: string): Promise<string[]> => {
+    const admin = new Redis({ host: '127.0.0.1', port: redis.port, password, db, lazyConnect: true });
+    try {
+      await admin.connect();
+      return await admin.keys(`*${apiId}*`);
+    } finally {
+      admin.disconnect();
+    }
+  };
+
+  it('is where the counts go', async () => {
+    const target = api(uniqueId('db-3'), { api_limit: { rate: 2, per: 10 } });
+    const gateway = startGateway(config({ settings: { ...settings, redis_failure_mode: 'closed' }, apis: [target] }), `${redis.url}/3`);
+    await waitReady(gateway.redis);
+    expect(await burstOutcomes([gateway], request(target, null), 5)).toEqual({ allowed: 2, api_rate_limited: 3 });
+    expect(await keysIn(3, target.api_id)).not.toEqual([]);
+    expect(await keysIn(0, target.api_id)).toEqual([]);
+  });
+
+  it('that the server does not have is a connection error: nothing is written to database 0, and the error names the database', async () => {
+    const target = api(uniqueId('db-99'), { api_limit: { rate: 1, per: 10 } });
+    const gateway = startGateway(config({ settings: { ...settings, redis_failure_mode: 'open' }, apis: [target] }), `${redis.url}/99`, { commandTimeoutMs: 500 });
+    await sleep(500);
+    expect(gateway.redis.status).not.toBe('ready');
+    const decisions = await Promise.all(Array.from({ length: 3 }, () => gateway.engine.decide(request(target, null))));
+    // Failing open: each is admitted, and none is counted anywhere.
+    expect(decisions.map((d) => d.outcome)).toEqual(['allowed', 'allowed', 'allowed']);
+    expect(gateway.lastError()?.message).toMatch(/^Redis refused database 99 of GW_REDIS_URL \(ERR .*\): the server has fewer databases$/);
+    expect(gateway.logs.join('')).toContain('Redis refused database 99');
+    expect(await keysIn(0, target.api_id)).toEqual([]);
   });
 });
 

@@ -150,27 +150,50 @@ spec: { api_id: ${id}, name: ${id}, use_keyless: ${keyless}, ${limit} proxy: { l
     await upstream?.close();
   });
 
-  it('limits exactly over TLS, creates and serves a key with its quota, and is refused nothing', async () => {
-    await admin.call('ACL', 'LOG', 'RESET');
+  /** A gw-sidecar process on the config folder; `output` collects what it prints. */
+  async function startSidecarProcess(env: Record<string, string>): Promise<{ listen: number; adminPort: number; health: number; output: () => string }> {
     const [listen, adminPort, health] = await Promise.all([freePort(), freePort(), freePort()]);
     let output = '';
     child = spawn(
       process.execPath,
       ['sidecar/main.ts', '--config', config, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${adminPort}`, '--health-listen', `127.0.0.1:${health}`],
-      {
-        cwd: root,
-        env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'info', GW_REDIS_URL: redis.url, NODE_EXTRA_CA_CERTS: join(dir, 'ca.crt'), GW_ADMIN_SECRET: 'tls-admin-secret', GW_REDIS_FAILURE_MODE: 'closed', GW_WORKERS: '1' },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
+      { cwd: root, env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'info', GW_ADMIN_SECRET: 'tls-admin-secret', GW_WORKERS: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
     child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
     child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
+    return { listen, adminPort, health, output: () => output };
+  }
+
+  async function stopSidecarProcess(): Promise<void> {
+    child!.kill('SIGTERM');
+    expect(await new Promise((resolve) => child!.once('exit', resolve))).toBe(0);
+  }
+
+  it.each([
+    ['a CA it does not trust', () => redis.url, (): Record<string, string> => ({}), /^(connecting|reconnecting): .*certificate/],
+    ['a wrong password', () => redis.url.replace(encodeURIComponent(password), 'not-the-password'), () => ({ NODE_EXTRA_CA_CERTS: join(dir, 'ca.crt') }), /^(connecting|reconnecting): WRONGPASS/],
+  ])('with %s, /readyz names the cause beside the connection state (failing open, it stays ready)', async (_case, url, env, cause) => {
+    const { health, output } = await startSidecarProcess({ GW_REDIS_URL: url(), GW_REDIS_FAILURE_MODE: 'open', ...env() });
+    const redisProblem = async (): Promise<string | undefined> => {
+      const ready = await call(`http://127.0.0.1:${health}/readyz`).catch(() => undefined);
+      if (ready?.status !== 200) return undefined;
+      return (ready.json() as { problems: { subject: string; reason: string }[] }).problems.find((p) => p.subject === 'Redis')?.reason;
+    };
+    await eventually(async () => cause.test((await redisProblem()) ?? ''), 20_000, `the Redis problem names the cause: ${await redisProblem()}`);
+    expect(await redisProblem()).toMatch(/; requests admitted \(redis_failure_mode open\)$/);
+    expect(output()).not.toContain(password);
+    await stopSidecarProcess();
+  });
+
+  it('limits exactly over TLS, creates and serves a key with its quota, and is refused nothing', async () => {
+    await admin.call('ACL', 'LOG', 'RESET');
+    const { listen, adminPort, health, output: printed } = await startSidecarProcess({ GW_REDIS_URL: redis.url, NODE_EXTRA_CA_CERTS: join(dir, 'ca.crt'), GW_REDIS_FAILURE_MODE: 'closed' });
     const proxy = `http://127.0.0.1:${listen}`;
     await eventually(async () => (await call(`http://127.0.0.1:${health}/readyz`).catch(() => ({ status: 0 }))).status === 200, 20_000, 'ready');
 
     const statuses = [];
     for (let i = 0; i < 3; i++) statuses.push((await call(`${proxy}/tls-open/x`)).status);
-    expect(statuses, output).toEqual([200, 200, 429]);
+    expect(statuses, printed()).toEqual([200, 200, 429]);
 
     const created = await call(`http://127.0.0.1:${adminPort}/admin/org/keys`, {
       method: 'POST',
@@ -183,14 +206,13 @@ spec: { api_id: ${id}, name: ${id}, use_keyless: ${keyless}, ${limit} proxy: { l
     await eventually(async () => (await call(`${proxy}/tls-keyed/x`, { headers: { authorization: raw } })).status === 200, 10_000, 'the new key served');
     expect((await call(`${proxy}/tls-keyed/x`, { headers: { authorization: raw } })).status).toBe(403);
 
+    const output = printed();
     expect(output).toContain('redis connected');
     // Session changes are reported to it, within these rules (docs/architecture.md#sessions).
     expect(output).toContain('Redis reports session changes');
     expect(output).not.toMatch(/NOPERM|certificate|self.signed/i);
     expect(output).not.toContain(password);
     expect(await deniedSinceReset()).toEqual([]);
-
-    child.kill('SIGTERM');
-    expect(await new Promise((resolve) => child!.once('exit', resolve))).toBe(0);
+    await stopSidecarProcess();
   });
 });
