@@ -56,6 +56,13 @@ function opOf(step: Step): StoreOp {
   return op;
 }
 
+/** A plan's limits as they stand (`LimitEngine#read`): a reading per step, in order, and the quota's. */
+interface Readings {
+  steps: Step[];
+  held: Array<PeekResult | null>;
+  quota: PeekResult | null;
+}
+
 /** One evaluation's local part, waiting for the store's: `quotaAt` is the quota op's index among the store's ops. */
 interface Counted {
   steps: Step[];
@@ -167,37 +174,49 @@ class Engine implements LimitEngine {
    * evaluation itself (null), which meets the same fault and answers as the failure mode says.
    */
   async #refusalNow(plan: RequestPlan, quota: RateHeaderData | null): Promise<Evaluated | null> {
-    const nowMs = this.#now();
-    const steps = plan.limits.map((limit) => this.#step(limit));
-    const ops = steps.flatMap((step) => (step.algorithm === 'drl' ? [] : [opOf(step)]));
-    let stored: PeekResult[];
+    let read: Readings;
     try {
-      stored = ops.length > 0 ? await this.#store.peek(ops) : [];
+      // As the evaluation does, a DRL limit is read from this gateway's bucket, peer or not.
+      read = await this.#read(plan, this.#now(), { quota: false, drlWithoutPeer: true });
     } catch {
       return null;
     }
-    let next = 0;
     // In evaluation order: the first limit with nothing left is the one that refuses.
-    for (const step of steps) {
-      const { limiterId, perMs } = step.limit;
-      const held = step.algorithm === 'drl' ? this.#buckets.peek(limiterId, step.share, perMs, nowMs) : stored[next++]!;
+    for (const [i, step] of read.steps.entries()) {
+      const held = read.held[i]!;
       if (held.remaining === 0) return refusalFrom(step, { ...held, allowed: false }, quota);
     }
     return null;
   }
 
+  /**
+   * Each limit of `plan` as it stands, counting nothing, in evaluation order: the store's
+   * peeks merged with the DRL buckets' (null for a DRL limit of a gateway that is no DRL peer,
+   * unless `drlWithoutPeer`), and the quota's reading when asked for.
+   */
+  async #read(plan: RequestPlan, nowMs: number, options: { quota: boolean; drlWithoutPeer: boolean }): Promise<Readings> {
+    const steps = plan.limits.map((limit) => this.#step(limit));
+    const ops = steps.flatMap((step) => (step.algorithm === 'drl' ? [] : [opOf(step)]));
+    const quotaPlan = options.quota ? plan.quota : null;
+    // The quota's op goes last, so its reading is the one after the rate limits'.
+    if (quotaPlan) ops.push(quotaOp(quotaPlan));
+    const peeked = ops.length > 0 ? await this.#store.peek(ops) : [];
+    let next = 0;
+    const readsDrl = options.drlWithoutPeer || this.#drlPeer;
+    const held = steps.map(({ algorithm, limit, share }) => {
+      if (algorithm !== 'drl') return peeked[next++]!;
+      return readsDrl ? this.#buckets.peek(limit.limiterId, share, limit.perMs, nowMs) : null;
+    });
+    return { steps, held, quota: quotaPlan ? peeked[next]! : null };
+  }
+
   async explain(request: LimitRequest): Promise<LimitExplanation> {
     const nowMs = this.#now();
     const plan = this.#planner.plan(request, nowMs);
-    const steps = plan.limits.map((limit) => this.#step(limit));
-    const ops = steps.flatMap((step) => (step.algorithm === 'drl' ? [] : [opOf(step)]));
-    if (plan.quota) ops.push(quotaOp(plan.quota));
-    const peeked = ops.length > 0 ? await this.#store.peek(ops) : [];
-    let next = 0;
-    const limits = steps.map((step): LimitReading => {
-      const { limit, algorithm, share } = step;
+    const read = await this.#read(plan, nowMs, { quota: true, drlWithoutPeer: false });
+    const limits = read.steps.map(({ limit, algorithm, share }, i): LimitReading => {
       const drl = algorithm === 'drl';
-      const held = !drl ? peeked[next++]! : this.#drlPeer ? this.#buckets.peek(limit.limiterId, share, limit.perMs, nowMs) : null;
+      const held = read.held[i] ?? null;
       const smoothing = limit.smoothing?.settings ?? null;
       const smooths = algorithm === 'sliding_log';
       return {
@@ -212,14 +231,13 @@ class Engine implements LimitEngine {
         held,
       };
     });
-    // The quota's op went last, so its reading is the one after the rate limits'.
-    const quota = plan.quota && {
+    const quota = plan.quota && read.quota && {
       source: plan.quota.source,
       max: plan.quota.max,
       renewal: plan.quota.renewalMs / 1000,
-      used: peeked[next]!.count,
-      remaining: peeked[next]!.remaining,
-      resetMs: peeked[next]!.resetMs,
+      used: read.quota.count,
+      remaining: read.quota.remaining,
+      resetMs: read.quota.resetMs,
     };
     // Evaluation stops at the first level with nothing left; the quota counts only after every rate limit passed.
     const refusing = limits.find((reading) => reading.held?.remaining === 0);
