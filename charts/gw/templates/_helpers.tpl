@@ -75,7 +75,8 @@ Call with (dict "ctx" $ "component" "operator" "podLabels" MAP "value" "operator
 {{/*
 The credentials a user gives in values (never generated ones, which would differ between
 two renders of one install): a pod annotation, so setting a new password or admin key on
-upgrade rolls the pods that read it. A Secret named by existingSecret is the user's to roll.
+upgrade rolls the chart's pods that read it (not injected sidecars: README, "Install with Helm").
+A Secret named by existingSecret is the user's to roll.
 Whoever may read pods may read the annotation, so it is derived through scrypt (sprig's
 derivePassword, salted by the release) rather than hashed once: a plain SHA-256 of a weak
 password is guessed offline at billions of tries a second.
