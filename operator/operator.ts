@@ -28,7 +28,7 @@ import { createServer } from 'node:http';
 import { createHealthHandler, type Readiness } from '../common/health.ts';
 import { metricsOf } from '../common/metrics-text.ts';
 import { InformerSet } from './runtime/informer-set.ts';
-import { LeaderElector } from './runtime/leader-election.ts';
+import { LeaderElector, leaderOnlySessions } from './runtime/leader-election.ts';
 import { drain, listen } from '../common/listen.ts';
 import { OperatorMetrics } from './runtime/metrics.ts';
 import { createRedis, whenReady } from './runtime/redis-client.ts';
@@ -85,6 +85,8 @@ export class Operator {
     this.#informers = this.#makeInformers(kc, ownWrites);
     this.#events = new KubeEventRecorder(kc, options.instanceId, this.#log);
     this.metrics = new OperatorMetrics(() => Object.fromEntries(Object.values(this.#controllers).map((c) => [c.kind, c.depth()])), deps.processMetrics ?? true);
+    // Without election this process always leads; with it, only while its lease is fresh.
+    const holdsLease = (): boolean => this.#elector?.holdsLease() ?? this.#leading;
     const ctx: ControllerContext = {
       log: this.#log,
       caches: this.#informers,
@@ -94,11 +96,11 @@ export class Operator {
       finalizers: new KubeFinalizerWriter(kc, ownWrites),
       configMaps: new KubeConfigMapWriter(kc, ownWrites),
       keySecrets: new KubeKeySecrets(kc, ownWrites),
-      sessions: new RedisSessionStore(this.#redis),
+      sessions: leaderOnlySessions(new RedisSessionStore(this.#redis), holdsLease),
       settings: deps.settings,
       metrics: this.metrics,
     };
-    const controllerOptions: ControllerOptions = { concurrency: options.concurrency, baseDelayMs: 200, maxDelayMs: 30_000, timeoutMs: RECONCILE_TIMEOUT_MS, ownWrites };
+    const controllerOptions: ControllerOptions = { concurrency: options.concurrency, baseDelayMs: 200, maxDelayMs: 30_000, timeoutMs: RECONCILE_TIMEOUT_MS, ownWrites, mayReconcile: holdsLease };
     const controller = (reconciler: KindController) => new Controller(reconciler, controllerOptions, this.metrics, this.#log);
     this.#controllers = {
       ApiDefinition: controller(new ApiDefinitionController(ctx)),

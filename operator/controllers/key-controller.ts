@@ -3,7 +3,7 @@ import { apiIdsOfChange } from '../config/compile-api.ts';
 import type { KeyStatus } from '../../crds/schemas/key.ts';
 import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
-import { TerminalError, type Request, type Result } from '../kit/reconciler.ts';
+import { LeaseLapsedError, TerminalError, type Request, type Result } from '../kit/reconciler.ts';
 import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, type Watch } from '../kit/watch.ts';
 import { hashOfSecret, KEY_DATA, KEY_LABEL, keySecretName, SecretNameTakenError } from '../keys/key-secrets.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
@@ -114,6 +114,7 @@ export class KeyController implements KindController {
         return;
       }
     } catch (error) {
+      if (error instanceof LeaseLapsedError) throw error;
       await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message: `could not write the session: ${errorMessage(error)}`, fields });
       throw error;
     }
@@ -234,6 +235,7 @@ export class KeyController implements KindController {
     try {
       for (const hash of hashes) if (!this.#namedByOthers(hash, key)) await this.#ctx.sessions.delete(hash);
     } catch (error) {
+      if (error instanceof LeaseLapsedError) throw error;
       // The finalizer holds the Key until its session is gone: say so where kubectl shows it.
       const message = `the Key is deleted once its session is removed from Redis, which failed: ${errorMessage(error)}`;
       await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message, fields: { key_hash: key.status?.key_hash, secretName: key.status?.secretName, policies: key.status?.policies ?? [] } });

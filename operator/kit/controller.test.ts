@@ -4,7 +4,7 @@ import type { KindName } from '../../crds/kinds.ts';
 import { MemorySource } from '../controllers/fakes.ts';
 import { OperatorMetrics } from '../runtime/metrics.ts';
 import { Controller, type KindController } from './controller.ts';
-import { TerminalError, type Request, type Result } from './reconciler.ts';
+import { LeaseLapsedError, TerminalError, type Request, type Result } from './reconciler.ts';
 import { forObjects } from './watch.ts';
 
 const until = async (condition: () => boolean, timeoutMs = 2_000): Promise<void> => {
@@ -17,13 +17,13 @@ const until = async (condition: () => boolean, timeoutMs = 2_000): Promise<void>
 const settle = (ms = 30): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const thing = (name: string) => ({ metadata: { namespace: 'ns', name } });
 
-function harness(reconcile: (request: Request, signal: AbortSignal) => Promise<Result | void>, timeoutMs = 1_000) {
+function harness(reconcile: (request: Request, signal: AbortSignal) => Promise<Result | void>, timeoutMs = 1_000, mayReconcile?: () => boolean) {
   const source = new MemorySource<ReturnType<typeof thing>>();
   const metrics = new OperatorMetrics(() => ({}), false);
   const reconciler: KindController = { kind: 'Category' satisfies KindName, watches: [forObjects(source)], reconcile };
   const logged: Record<string, unknown>[] = [];
   const log = pino({ level: 'info' }, { write: (line: string) => void logged.push(JSON.parse(line) as Record<string, unknown>) });
-  const controller = new Controller(reconciler, { concurrency: 2, baseDelayMs: 20, maxDelayMs: 60_000, timeoutMs }, metrics, log);
+  const controller = new Controller(reconciler, { concurrency: 2, baseDelayMs: 20, maxDelayMs: 60_000, timeoutMs, mayReconcile }, metrics, log);
   const counts = async () => (await metrics.reconciles.get()).values.map((v) => `${v.labels.result}=${v.value}`).sort();
   return { source, controller, counts, logged };
 }
@@ -122,6 +122,37 @@ describe('Controller', () => {
     source.put(thing('after-stop'));
     await settle();
     expect(runs.sort()).toEqual(['before-start', 'while-running']);
+  });
+
+  it('reconciles nothing while the lease is not known to be held, and everything put off once it is', async () => {
+    const runs: string[] = [];
+    let held = false;
+    const { source, controller, counts } = harness(async ({ name }) => void runs.push(name), 1_000, () => held);
+    source.put(thing('a'));
+    source.put(thing('b'));
+    controller.start();
+    await settle(100);
+    expect(runs).toEqual([]);
+    expect(await counts()).toEqual([]);
+    held = true;
+    await until(() => runs.length === 2, 2_000);
+    expect(runs.sort()).toEqual(['a', 'b']);
+    expect(await counts()).toEqual(['success=2']);
+    await controller.stop();
+  });
+
+  it('puts off, uncounted and unlogged as a failure, a reconcile whose write found the lease lapsed', async () => {
+    let calls = 0;
+    const { source, controller, counts, logged } = harness(async () => {
+      calls += 1;
+      if (calls === 1) throw new LeaseLapsedError('not written');
+    });
+    source.put(thing('a'));
+    controller.start();
+    await until(() => calls === 2, 2_000);
+    expect(await counts()).toEqual(['success=1']);
+    expect(logged.filter((line) => line.level === 40)).toEqual([]);
+    await controller.stop();
   });
 
   it('brings an object back after the requeueAfterMs its reconcile returned', async () => {

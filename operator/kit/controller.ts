@@ -2,7 +2,7 @@ import type { Logger } from '../../common/logger.ts';
 import type { KindName } from '../../crds/kinds.ts';
 import type { OperatorMetrics } from '../runtime/metrics.ts';
 import { WorkQueue } from '../runtime/work-queue.ts';
-import { requestKey, requestOf, TerminalError, type Reconciler, type Result } from './reconciler.ts';
+import { LeaseLapsedError, requestKey, requestOf, TerminalError, type Reconciler, type Result } from './reconciler.ts';
 import type { OwnWrites } from './own-writes.ts';
 import type { Cause, Watch } from './watch.ts';
 
@@ -20,10 +20,14 @@ export interface ControllerOptions {
   timeoutMs: number;
   /** The operator's own writes: a change that is one of them does not bring an object back. */
   ownWrites?: OwnWrites;
+  /** Whether this process may act as the leader now (LeaderElector#holdsLease); always, without election. */
+  mayReconcile?: () => boolean;
 }
 
 /** How often a spread resync queues its next slice. */
 const RESYNC_SLICE_MS = 100;
+/** When an object put off because the lease lapsed is tried again (by then a renewal has said whether this process leads). */
+const LEASE_LAPSED_RETRY_MS = 500;
 
 export class ReconcileTimeoutError extends Error {
   override readonly name = 'ReconcileTimeoutError';
@@ -40,6 +44,7 @@ export class Controller {
   readonly #reconciler: KindController;
   readonly #queue: WorkQueue<Cause>;
   readonly #timeoutMs: number;
+  readonly #mayReconcile: () => boolean;
   readonly #metrics: OperatorMetrics;
   readonly #log: Logger;
   /** When each item last reconciled successfully: the resync skips what is fresh. */
@@ -52,6 +57,7 @@ export class Controller {
     this.kind = reconciler.kind;
     this.#reconciler = reconciler;
     this.#timeoutMs = options.timeoutMs;
+    this.#mayReconcile = options.mayReconcile ?? (() => true);
     this.#metrics = metrics;
     this.#log = log.child({ controller: reconciler.kind });
     const { ownWrites } = options;
@@ -113,6 +119,9 @@ export class Controller {
   }
 
   async #run(key: string): Promise<void> {
+    // A leader that stalled past its lease resumes with overdue resyncs and a cache that may
+    // still hold what was deleted meanwhile: it acts on none of it before it has renewed.
+    if (!this.#mayReconcile()) return this.#putOff(key);
     const end = this.#metrics.reconcileSeconds.startTimer({ kind: this.kind });
     try {
       const result = await this.#withTimeLimit(key);
@@ -120,6 +129,7 @@ export class Controller {
       this.#lastSuccess.set(key, Date.now());
       if (result?.requeueAfterMs !== undefined) this.#queue.addAfter(key, result.requeueAfterMs);
     } catch (error) {
+      if (error instanceof LeaseLapsedError) return this.#putOff(key);
       this.#metrics.reconciles.inc({ kind: this.kind, result: 'error' });
       if (error instanceof TerminalError) {
         // The object's input is wrong and its status says why: the user's to fix, no operator
@@ -132,6 +142,11 @@ export class Controller {
     } finally {
       end();
     }
+  }
+
+  #putOff(key: string): void {
+    this.#log.debug({ object: key }, 'reconcile put off: the lease is not known to be held');
+    this.#queue.addAfter(key, LEASE_LAPSED_RETRY_MS);
   }
 
   async #withTimeLimit(key: string): Promise<Result | void> {

@@ -28,6 +28,15 @@ export class TerminalError extends Error {
   override readonly name = 'TerminalError';
 }
 
+/**
+ * A write refused because this process cannot tell that it still leads: it stalled past its
+ * renew deadline (operator/runtime/leader-election.ts#holdsLease), and another may lead now.
+ * Not a failure of the object: it waits until a renewal says whether this process leads.
+ */
+export class LeaseLapsedError extends Error {
+  override readonly name = 'LeaseLapsedError';
+}
+
 export const requestKey = (request: Request): string => flatKey(request.namespace, request.name);
 
 export function requestOf(key: string): Request {

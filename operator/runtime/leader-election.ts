@@ -1,5 +1,8 @@
 import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease, type V1OwnerReference } from '@kubernetes/client-node';
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '../../common/logger.ts';
+import type { SessionStore } from '../../common/session-store.ts';
+import { LeaseLapsedError } from '../kit/reconciler.ts';
 
 export interface LeaderElectionOptions {
   namespace: string;
@@ -22,6 +25,10 @@ export interface LeaderElectionOptions {
  * A leader that cannot renew within the lease duration steps down before anyone else
  * may take over.
  */
+
+/** The part of a lease duration within which a leader must renew, as client-go's renew deadline (10 s of 15). */
+const RENEW_DEADLINE = 0.66;
+
 export class LeaderElector {
   readonly #api: CoordinationV1Api;
   readonly #options: LeaderElectionOptions;
@@ -30,6 +37,7 @@ export class LeaderElector {
   #timer: NodeJS.Timeout | undefined;
   #observedRecord = '';
   #observedAt = 0;
+  /** When the last successful renewal was sent, on the monotonic clock. */
   #lastRenewAt = 0;
   #running: Promise<void> | undefined;
 
@@ -41,6 +49,15 @@ export class LeaderElector {
 
   isLeader(): boolean {
     return this.#leading;
+  }
+
+  /**
+   * Whether this process may act as the leader now: it leads, and its last renewal is within
+   * the renew deadline. A process that stalled past it (stopped, starved) runs its overdue
+   * timers before the renewal that tells it whether it still leads; another may lead by then.
+   */
+  holdsLease(): boolean {
+    return this.#leading && performance.now() - this.#lastRenewAt < this.#options.leaseDurationSeconds * 1000 * RENEW_DEADLINE;
   }
 
   start(): void {
@@ -73,15 +90,15 @@ export class LeaderElector {
   }
 
   async #tick(): Promise<void> {
+    // Counted from the attempt, not its answer: the others time the lease from when they see it change.
+    const attemptAt = performance.now();
     try {
       const acquired = await this.#tryAcquireOrRenew();
-      if (acquired) this.#lastRenewAt = Date.now();
+      if (acquired) this.#lastRenewAt = attemptAt;
       this.#setLeading(acquired);
     } catch (error) {
       this.#log.warn({ err: error }, 'lease update failed');
-      if (this.#leading && Date.now() - this.#lastRenewAt > this.#options.leaseDurationSeconds * 1000 * 0.66) {
-        this.#setLeading(false);
-      }
+      if (!this.holdsLease()) this.#setLeading(false);
     }
   }
 
@@ -141,4 +158,19 @@ export class LeaderElector {
       throw error;
     }
   }
+}
+
+/**
+ * `store`, writing only while `holdsLease()`. A reconcile that was under way when its process
+ * stalled past the lease would otherwise finish its write after another leader acted: a
+ * session put back for a Key deleted meanwhile is a revoked key valid again, which no Key owns.
+ */
+export function leaderOnlySessions(store: SessionStore, holdsLease: () => boolean): SessionStore {
+  const lapsed = (): Promise<never> => Promise.reject(new LeaseLapsedError('not written: the leader lease is not known to be held'));
+  return {
+    get: (keyHash) => store.get(keyHash),
+    getJson: (keyHash) => store.getJson(keyHash),
+    put: (keyHash, session) => (holdsLease() ? store.put(keyHash, session) : lapsed()),
+    delete: (keyHash) => (holdsLease() ? store.delete(keyHash) : lapsed()),
+  };
 }
