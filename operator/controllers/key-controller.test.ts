@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../common/logger.ts';
 import { keyHash } from '../../crds/key-hash.ts';
 import { keySpecSchema } from '../../crds/schemas/index.ts';
 import { TerminalError } from '../kit/reconciler.ts';
@@ -25,6 +26,8 @@ describe('KeyController', () => {
 
   it('removes the session and the Secret of a deleted key, then its finalizer', async () => {
     const { ctx, caches, sessions } = fakeContext();
+    const logged: string[] = [];
+    ctx.log = createLogger('gw-operator', 'info', { write: (line: string) => void logged.push(line) });
     const controller = new KeyController(ctx);
     caches.keys.put(key());
     await controller.reconcile(request, signal);
@@ -34,6 +37,7 @@ describe('KeyController', () => {
     expect(await sessions.get(keyHash('raw-1'))).toBeNull();
     expect(caches.secrets.list()).toEqual([]);
     expect(caches.keys.get('ns', 'alice')).toBeUndefined();
+    expect(logged.map((line) => JSON.parse(line) as Record<string, unknown>)).toContainEqual(expect.objectContaining({ msg: 'key session removed', object: 'ns/alice' }));
   });
 
   it('says why a deleted Key waits while its session cannot be removed, and keeps its finalizer', async () => {

@@ -244,7 +244,8 @@ export class KeyController implements KindController {
     await this.#ctx.keySecrets.delete(key);
     signal.throwIfAborted();
     await removeFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
-    this.#ctx.log.info({ key: `${key.metadata.namespace}/${key.metadata.name}` }, 'key session removed');
+    // Not under `key`, which the logger redacts as a credential: the line would name no Key.
+    this.#ctx.log.info({ object: `${key.metadata.namespace}/${key.metadata.name}` }, 'key session removed');
   }
 
   /** Another Key, not being deleted, names `hash`: its session is that Key's to keep (or to take over). */

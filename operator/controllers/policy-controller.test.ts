@@ -51,6 +51,10 @@ describe('PolicyController', () => {
     expect(enqueuedBy(new PolicyController(ctx), () => caches.apis.put(api('orders')))).toEqual(['ns/gold']);
     expect(enqueuedBy(new PolicyController(ctx), () => caches.apis.put(api('unrelated')))).toEqual([]);
     expect(enqueuedBy(new PolicyController(ctx), () => caches.keys.put(key('alice', ['gold', 'silver'])))).toEqual(['ns/gold', 'ns/silver']);
+    // The policy a key stops applying counts one key fewer.
+    const edited = key('alice', ['bronze']);
+    edited.metadata.generation = 2;
+    expect(enqueuedBy(new PolicyController(ctx), () => caches.keys.put(edited))).toEqual(['ns/bronze', 'ns/gold', 'ns/silver']);
   });
 
   it('re-checks the policies of the api_id an API gives up: they grant an API no longer there', () => {

@@ -34,10 +34,12 @@ export class PolicyController implements KindController {
         const ids = apiIdsOfChange(event);
         return [...ids].flatMap((id) => policiesByCoveredApi.get(id)).map(requestFor);
       }),
-      // A key's apply_policies changes the key count of the policies it names.
-      watches(keys, (event) =>
-        specChanged(event) ? (event.object.spec.apply_policies ?? []).map((name) => ({ namespace: event.object.metadata.namespace, name })) : [],
-      ),
+      // A key's apply_policies changes the key count of the policies it names, and of those it named before.
+      watches(keys, (event) => {
+        if (!specChanged(event)) return [];
+        const names = new Set([...(event.old?.spec.apply_policies ?? []), ...(event.object.spec.apply_policies ?? [])]);
+        return [...names].map((name) => ({ namespace: event.object.metadata.namespace, name }));
+      }),
     ];
   }
 
