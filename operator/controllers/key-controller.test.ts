@@ -167,6 +167,21 @@ describe('KeyController', () => {
     expect(status?.conditions).toMatchObject([{ status: 'False', reason: 'SecretHoldsNoKey' }]);
   });
 
+  it.each([
+    ['a trailing newline', 'my-own-key\n'],
+    ['a leading space', ' my-own-key'],
+    ['only spaces', '   '],
+  ])('refuses a key of its own with %s, which no HTTP client can send, as holding no usable key', async (_case, raw) => {
+    const { ctx, caches, sessions } = fakeContext();
+    caches.keys.put(key());
+    caches.secrets.put({ metadata: { namespace: 'ns', name: 'gw-key-alice', labels: { 'gw.dev/key': 'alice' } }, data: { key: Buffer.from(raw).toString('base64') } });
+    await expect(new KeyController(ctx).reconcile(request, signal)).rejects.toBeInstanceOf(TerminalError);
+    const status = caches.keys.get('ns', 'alice')!.status;
+    expect(status?.conditions).toMatchObject([{ status: 'False', reason: 'SecretHoldsNoKey', message: expect.stringContaining("begins or ends with whitespace, such as echo's newline") }]);
+    expect(status?.key_hash).toBeUndefined();
+    expect(await sessions.get(keyHash(raw))).toBeNull();
+  });
+
   it('says an expired Key is not in force, and a Key expiring later is', async () => {
     const { ctx, caches, sessions } = fakeContext();
     const controller = new KeyController(ctx);
@@ -187,7 +202,7 @@ describe('KeyController', () => {
     caches.keys.put(key());
     caches.secrets.put({ metadata: { namespace: 'ns', name: 'gw-key-alice', labels: { 'gw.dev/key': 'alice' } }, data: {} });
     await expect(new KeyController(ctx).reconcile(request, signal)).rejects.toBeInstanceOf(TerminalError);
-    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'False', reason: 'SecretHoldsNoKey', message: expect.stringContaining('Secret gw-key-alice holds no key') }]);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'False', reason: 'SecretHoldsNoKey', message: expect.stringContaining('Secret gw-key-alice holds no usable key') }]);
     expect(events.events.map((e) => e.reason)).toEqual(['SecretHoldsNoKey']);
   });
 

@@ -201,7 +201,7 @@ export class KeyController implements KindController {
         throw error;
       }
       // Retrying cannot fill the Secret: a change to it enqueues the Key again.
-      if (!hash) return { reason: 'SecretHoldsNoKey', message: `Secret ${secretName} holds no key in its "${KEY_DATA}" entry: put one there, or delete the Secret for a new one to be generated` };
+      if (!hash) return { reason: 'SecretHoldsNoKey', message: secretHoldsNoKey(secretName) };
       identity = { hash, secretName };
     }
     const previous = key.status?.key_hash;
@@ -273,4 +273,12 @@ export class KeyController implements KindController {
   async #setStatus(key: Key, desired: DesiredStatus<KeyStatus>): Promise<void> {
     await setStatus(this.#ctx, 'Key', key, desired);
   }
+}
+
+function secretHoldsNoKey(secretName: string): string {
+  return (
+    `Secret ${secretName} holds no usable key in its "${KEY_DATA}" entry (it is empty, or begins or ends with whitespace, ` +
+    "such as echo's newline, which no HTTP client can send): put one there (kubectl create secret generic --from-literal), " +
+    'or delete the Secret for a new one to be generated'
+  );
 }

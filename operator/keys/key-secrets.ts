@@ -16,14 +16,18 @@ export const generateRawKey = (): string => randomBytes(32).toString('hex');
 /** Hashes of the raw keys of cached Secrets whose data the cache dropped (keepOnlyKeyHash). */
 const cachedHashes = new WeakMap<V1Secret, string | undefined>();
 
-/** The hash of the raw key a Secret holds, or undefined when it holds none. */
+/**
+ * The hash of the raw key a Secret holds, or undefined when it holds none a client could send:
+ * an HTTP header value loses its leading and trailing whitespace, so a key with some (the
+ * newline of `echo KEY | base64`) would be stored under a hash no request can match.
+ */
 export function hashOfSecret(secret: V1Secret | undefined): string | undefined {
   if (secret === undefined) return undefined;
   if (cachedHashes.has(secret)) return cachedHashes.get(secret);
   const encoded = secret.data?.[KEY_DATA];
   if (!encoded) return undefined;
   const raw = Buffer.from(encoded, 'base64').toString('utf8');
-  return raw === '' ? undefined : keyHash(raw);
+  return raw === '' || raw.trim() !== raw ? undefined : keyHash(raw);
 }
 
 /**
