@@ -1,3 +1,4 @@
+import { ApiException } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import type { KindName } from '../../crds/kinds.ts';
@@ -151,6 +152,39 @@ describe('Controller', () => {
     controller.start();
     await until(() => calls === 2, 2_000);
     expect(await counts()).toEqual(['success=1']);
+    expect(logged.filter((line) => line.level === 40)).toEqual([]);
+    await controller.stop();
+  });
+
+  it('logs a failure with its stack once, and its retries failing the same way only at debug', async () => {
+    const runs: string[] = [];
+    const { source, controller, logged } = harness(async ({ name }) => {
+      runs.push(name);
+      if (runs.length <= 3) throw new Error('Redis is not connected');
+      if (runs.length === 4) throw new Error('another cause');
+    });
+    source.put(thing('a'));
+    controller.start();
+    await until(() => runs.length === 5);
+    const warnings = logged.filter((line) => line.level === 40);
+    expect(warnings.map((line) => (line.err as { message: string }).message)).toEqual(['Redis is not connected', 'another cause']);
+    expect(warnings[0]!.err).toHaveProperty('stack');
+    await controller.stop();
+  });
+
+  it('does not retry a write its namespace refused as being deleted', async () => {
+    const runs: string[] = [];
+    const terminating = new ApiException(403, 'Forbidden', JSON.stringify({ kind: 'Status', reason: 'Forbidden', code: 403, details: { causes: [{ reason: 'NamespaceTerminating', message: 'namespace ns is being terminated' }] } }), {});
+    const { source, controller, counts, logged } = harness(async ({ name }) => {
+      runs.push(name);
+      throw terminating;
+    });
+    source.put(thing('a'));
+    controller.start();
+    await until(() => runs.length === 1);
+    await settle(300);
+    expect(runs).toHaveLength(1);
+    expect(await counts()).toEqual(['error=1']);
     expect(logged.filter((line) => line.level === 40)).toEqual([]);
     await controller.stop();
   });

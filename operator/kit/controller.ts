@@ -2,6 +2,8 @@ import type { Logger } from '../../common/logger.ts';
 import type { KindName } from '../../crds/kinds.ts';
 import type { OperatorMetrics } from '../runtime/metrics.ts';
 import { WorkQueue } from '../runtime/work-queue.ts';
+import { errorMessage } from '../runtime/informer-set.ts';
+import { isNamespaceTerminating } from './controllerutil.ts';
 import { LeaseLapsedError, requestKey, requestOf, TerminalError, type Reconciler, type Result } from './reconciler.ts';
 import type { OwnWrites } from './own-writes.ts';
 import type { Cause, Watch } from './watch.ts';
@@ -49,6 +51,8 @@ export class Controller {
   readonly #log: Logger;
   /** When each item last reconciled successfully: the resync skips what is fresh. */
   readonly #lastSuccess = new Map<string, number>();
+  /** The failure last logged at warn for each item retrying: the same again is logged at debug. */
+  readonly #lastFailure = new Map<string, string>();
   #running = false;
   /** The timer that queues the next slice of a spread resync. */
   #resyncSlices: NodeJS.Timeout | undefined;
@@ -104,6 +108,7 @@ export class Controller {
     const now = Date.now();
     const listed = new Set(this.#reconciler.watches.flatMap((watch) => watch.resyncRequests().map(requestKey)));
     for (const key of this.#lastSuccess.keys()) if (!listed.has(key)) this.#lastSuccess.delete(key);
+    for (const key of this.#lastFailure.keys()) if (!listed.has(key)) this.#lastFailure.delete(key);
     const stale = [...listed].filter((key) => now - (this.#lastSuccess.get(key) ?? 0) >= maxAgeMs);
     clearTimeout(this.#resyncSlices);
     const slices = Math.max(1, Math.floor(spreadMs / RESYNC_SLICE_MS));
@@ -127,6 +132,7 @@ export class Controller {
       const result = await this.#withTimeLimit(key);
       this.#metrics.reconciles.inc({ kind: this.kind, result: 'success' });
       this.#lastSuccess.set(key, Date.now());
+      this.#lastFailure.delete(key);
       if (result?.requeueAfterMs !== undefined) this.#queue.addAfter(key, result.requeueAfterMs);
     } catch (error) {
       if (error instanceof LeaseLapsedError) return this.#putOff(key);
@@ -137,11 +143,30 @@ export class Controller {
         this.#log.warn({ object: key, reason: error.message }, 'reconcile failed; not retried until the object changes');
         return;
       }
-      this.#log.warn({ object: key, err: error }, 'reconcile failed; will retry');
+      if (isNamespaceTerminating(error)) {
+        this.#log.debug({ object: key, reason: errorMessage(error) }, 'reconcile stopped: the namespace is being deleted');
+        return;
+      }
+      this.#logRetry(key, error);
       throw error;
     } finally {
       end();
     }
+  }
+
+  /**
+   * A failure is logged at warn with its stack once; its retries failing the same way are
+   * logged at debug. With Redis away, 500 Keys retrying with backoff logged 3,000 stacks in
+   * 25 s, which buried the one line that said Redis was away.
+   */
+  #logRetry(key: string, error: unknown): void {
+    const message = errorMessage(error);
+    if (this.#lastFailure.get(key) === message) {
+      this.#log.debug({ object: key, reason: message }, 'reconcile failed again; will retry');
+      return;
+    }
+    this.#lastFailure.set(key, message);
+    this.#log.warn({ object: key, err: error }, 'reconcile failed; will retry');
   }
 
   #putOff(key: string): void {
