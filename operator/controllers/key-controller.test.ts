@@ -24,6 +24,20 @@ describe('KeyController', () => {
     expect(events.events.map((e) => e.reason)).toEqual(['SessionCreated']);
   });
 
+  it('says so, as a Warning, when it stores again a session Redis lost, and counts it', async () => {
+    const { ctx, caches, sessions, events } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key());
+    await controller.reconcile(request, signal);
+    await controller.reconcile(request, signal);
+    await sessions.delete(keyHash('raw-1'));
+    await controller.reconcile(request, signal);
+    expect(await sessions.get(keyHash('raw-1'))).not.toBeNull();
+    expect(events.events.map((e) => `${e.type} ${e.reason}`)).toEqual(['Normal SessionCreated', 'Warning SessionRestored']);
+    expect(events.events[1]!.message).toBe('session was missing from Redis (restarted empty, flushed or evicted) and is stored again (raw key in Secret gw-key-alice)');
+    expect((await ctx.metrics.sessionsRestored.get()).values[0]?.value).toBe(1);
+  });
+
   it('removes the session and the Secret of a deleted key, then its finalizer', async () => {
     const { ctx, caches, sessions } = fakeContext();
     const logged: string[] = [];

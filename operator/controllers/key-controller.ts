@@ -221,7 +221,12 @@ export class KeyController implements KindController {
     // A session this Key object writes for the first time (one create-key stored before the
     // Key existed, or one of a Key made again under the same hash) is stored for it.
     const updated = existing !== null && existing.key_uid === key.metadata.uid;
-    this.#ctx.events.record(key, 'Normal', updated ? 'SessionUpdated' : 'SessionCreated', `session ${updated ? 'updated' : 'stored'} in Redis${where}`);
+    if (existing === null && storedBefore(key, hash)) {
+      this.#ctx.metrics.sessionsRestored.inc();
+      this.#ctx.events.record(key, 'Warning', 'SessionRestored', `session was missing from Redis (restarted empty, flushed or evicted) and is stored again${where}`);
+    } else {
+      this.#ctx.events.record(key, 'Normal', updated ? 'SessionUpdated' : 'SessionCreated', `session ${updated ? 'updated' : 'stored'} in Redis${where}`);
+    }
     return { ok: true };
   }
 
@@ -281,4 +286,13 @@ function secretHoldsNoKey(secretName: string): string {
     "such as echo's newline, which no HTTP client can send): put one there (kubectl create secret generic --from-literal), " +
     'or delete the Secret for a new one to be generated'
   );
+}
+
+/** The Ready reasons of a Key whose session had been stored under its status.key_hash. */
+const SESSION_STORED_REASONS: ReadonlySet<string> = new Set(['SessionStored', 'MissingPolicy', 'MissingApi', 'Expired']);
+
+/** Whether the status says this Key's session was stored under `hash`: then a missing one was lost from Redis. */
+function storedBefore(key: Key, hash: string): boolean {
+  const ready = key.status?.conditions?.find((condition) => condition.type === 'Ready');
+  return key.status?.key_hash === hash && ready !== undefined && SESSION_STORED_REASONS.has(ready.reason);
 }

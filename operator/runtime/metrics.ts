@@ -9,6 +9,7 @@ export class OperatorMetrics {
   readonly leader: Gauge;
   readonly configMapWrites: Counter<'action'>;
   readonly webhookReviews: Counter<'result'>;
+  readonly sessionsRestored: Counter;
 
   constructor(queueDepths: () => Record<string, number>, withDefaults = true) {
     if (withDefaults) collectDefaultMetrics({ register: this.registry, prefix: 'gw_operator_' });
@@ -43,6 +44,11 @@ export class OperatorMetrics {
       name: 'gw_operator_configmap_writes_total',
       help: 'Compiled ConfigMaps created, updated or deleted.',
       labelNames: ['action'],
+      registers: [this.registry],
+    });
+    this.sessionsRestored = new Counter({
+      name: 'gw_operator_sessions_restored_total',
+      help: "Keys' sessions found missing from Redis (restarted empty, flushed, evicted) and stored again.",
       registers: [this.registry],
     });
     this.webhookReviews = new Counter({
