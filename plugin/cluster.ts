@@ -25,6 +25,30 @@ const ADMIN_SELECTOR = 'app.kubernetes.io/part-of=gw,app.kubernetes.io/component
 
 export class PluginError extends Error {}
 
+/**
+ * An API server's refusal as kubectl words it (`Error from server (Forbidden): …`), from the
+ * Status it answered; a 401 comes without one, as client-node keeps no body for it.
+ */
+export function serverRefusal(code: number, body: unknown): string {
+  const status = statusOf(body);
+  const reason = status?.reason || (code === 401 ? 'Unauthorized' : `HTTP ${code}`);
+  const message = status?.message || (code === 401 ? 'you must be logged in to the server' : 'no message');
+  return `from the API server (${reason}): ${message}`;
+}
+
+/** A Kubernetes Status (`kind: Status`) in an answer's body, as client-node keeps it (text) or parsed. */
+function statusOf(body: unknown): { reason?: string; message?: string } | null {
+  let parsed = body;
+  if (typeof body === 'string') {
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      return null;
+    }
+  }
+  return typeof parsed === 'object' && parsed !== null && (parsed as { kind?: unknown }).kind === 'Status' ? (parsed as { reason?: string; message?: string }) : null;
+}
+
 /** The cluster as kubectl would reach it with the same flags. */
 export class Cluster {
   readonly kc: KubeConfig;
@@ -91,7 +115,10 @@ export class Cluster {
     const url = new URL(`${this.kc.getCurrentCluster()?.server ?? ''}/api/v1/namespaces/${service.namespace}/services/${service.scheme}:${service.name}:${service.port}/proxy${path}`);
     const options: { headers: Record<string, string> } = { headers };
     await this.kc.applyToHTTPSOptions(options);
-    return get(url, { ...options, headers: { ...options.headers, ...headers } });
+    const res = await get(url, { ...options, headers: { ...options.headers, ...headers } });
+    // The proxy's own refusals (no services/proxy right, no endpoint) are a Status; the gateway's answers never are.
+    if (res.status !== 200 && statusOf(res.body)) throw new PluginError(serverRefusal(res.status, res.body));
+    return res;
   }
 
   async #adminDeployment(): Promise<V1Deployment> {

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
-import { Cluster, PluginError } from './cluster.ts';
+import { ApiException } from '@kubernetes/client-node';
+import { Cluster, PluginError, serverRefusal } from './cluster.ts';
 import { events, limits, status } from './commands.ts';
 import { outputFormats, type OutputFormat } from './output.ts';
 
@@ -95,8 +96,7 @@ export async function main(): Promise<void> {
   try {
     process.stdout.write(await run(process.argv.slice(2), process.env));
   } catch (error) {
-    const known = error instanceof PluginError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
-    process.stderr.write(`error: ${known ? (error as Error).message : oneLine(error)}\n`);
+    process.stderr.write(`error: ${error instanceof ApiException ? serverRefusal(error.code, error.body) : oneLine(error)}\n`);
     process.exitCode = 1;
   }
 }

@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { AppsV1Api, CoreV1Api } from '@kubernetes/client-node';
+import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { stringify } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { keyLimitsAnswerSchema } from '../../../crds/admin-answers.ts';
@@ -169,6 +169,62 @@ describe('kubectl gw', () => {
     expect([res.code, res.stdout]).toEqual([1, '']);
     expect(res.stderr).toBe(`error: fetch failed: connect ECONNREFUSED 127.0.0.1:${closedPort}\n`);
     await rm(dir, { recursive: true, force: true });
+  });
+
+  /** A kubeconfig of the test bed's API server that signs in as ServiceAccount `name` of ns, holding `rules` there. */
+  async function serviceAccountKubeconfig(name: string, rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[]): Promise<string> {
+    const core = kc.makeApiClient(CoreV1Api);
+    const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
+    await core.createNamespacedServiceAccount({ namespace: ns, body: { metadata: { name } } });
+    if (rules.length > 0) {
+      await rbac.createNamespacedRole({ namespace: ns, body: { metadata: { name }, rules } });
+      await rbac.createNamespacedRoleBinding({ namespace: ns, body: { metadata: { name }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name }, subjects: [{ kind: 'ServiceAccount', name, namespace: ns }] } });
+    }
+    const { status } = await core.createNamespacedServiceAccountToken({ namespace: ns, name, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+    const config = JSON.parse(kc.exportConfig()) as { users: unknown[]; contexts: { context: { user: string } }[] };
+    config.users = [{ name, user: { token: status!.token } }];
+    for (const context of config.contexts) context.context.user = name;
+    const file = join(prefix, `${name}.kubeconfig`);
+    await writeFile(file, JSON.stringify(config));
+    return file;
+  }
+
+  it('an API server\'s refusal is one line naming it, as kubectl\'s `Error from server (Forbidden)`', async () => {
+    const nobody = await serviceAccountKubeconfig('nobody', []);
+    const user = `User "system:serviceaccount:${ns}:nobody"`;
+    const refusals: [string[], RegExp][] = [
+      [['limits', 'mobile', '-n', ns, '--api', 'orders'], new RegExp(`^error: from the API server \\(Forbidden\\): keys\\.gw\\.dev "mobile" is forbidden: ${user} cannot get resource "keys" in API group "gw\\.dev" in the namespace "${ns}"\n$`)],
+      [['status', '-n', ns], new RegExp(`^error: from the API server \\(Forbidden\\): [a-z]+\\.gw\\.dev is forbidden: ${user} cannot list resource "[a-z]+" in API group "gw\\.dev" in the namespace "${ns}"\n$`)],
+      [['events', '-n', ns], new RegExp(`^error: from the API server \\(Forbidden\\): events\\.events\\.k8s\\.io is forbidden: ${user} cannot list resource "events" in API group "events\\.k8s\\.io" in the namespace "${ns}"\n$`)],
+    ];
+    for (const [args, stderr] of refusals) {
+      const res = await kubectlGw(args, { KUBECONFIG: nobody, GW_ADMIN_SECRET: ADMIN_SECRET });
+      expect([args.join(' '), res.code, res.stdout]).toEqual([args.join(' '), 1, '']);
+      expect(res.stderr).toMatch(stderr);
+    }
+    const badToken = join(prefix, 'bad-token.kubeconfig');
+    const config = JSON.parse(kc.exportConfig()) as { users: { user: unknown }[] };
+    for (const u of config.users) u.user = { token: 'not-a-token' };
+    await writeFile(badToken, JSON.stringify(config));
+    const unauthorized = await kubectlGw(['events', '-n', ns], { KUBECONFIG: badToken });
+    expect([unauthorized.code, unauthorized.stdout, unauthorized.stderr]).toEqual([1, '', 'error: from the API server (Unauthorized): you must be logged in to the server\n']);
+  });
+
+  it('status: the API server\'s proxy refusing the admin gateway is named as the API server\'s refusal', async () => {
+    const labels = { 'app.kubernetes.io/part-of': 'gw', 'app.kubernetes.io/component': 'admin' };
+    await kc.makeApiClient(CoreV1Api).createNamespacedService({ namespace: ns, body: { metadata: { name: 'gw-admin', labels }, spec: { selector: labels, ports: [{ name: 'http', port: 8081 }] } } });
+    // README.md#kubectl-gw's rights but services/proxy.
+    const reader = await serviceAccountKubeconfig('reader', [
+      { apiGroups: ['gw.dev'], resources: ['apidefinitions', 'policies', 'keys', 'categories', 'portalproducts'], verbs: ['get', 'list'] },
+      { apiGroups: ['events.k8s.io'], resources: ['events'], verbs: ['list'] },
+      { apiGroups: ['apps'], resources: ['deployments'], verbs: ['list'] },
+      { apiGroups: [''], resources: ['services'], verbs: ['list'] },
+      { apiGroups: [''], resources: ['secrets'], verbs: ['get'] },
+    ]);
+    const res = await kubectlGw(['status', '-n', ns, '--admin-namespace', ns], { KUBECONFIG: reader, GW_ADMIN_SECRET: ADMIN_SECRET });
+    expect([res.code, res.stderr]).toEqual([0, '']);
+    expect(res.stdout).toMatch(/^KIND\s+NAME/);
+    expect(res.stdout).toContain(`\nGateways not read: from the API server (Forbidden): services "http:gw-admin:8081" is forbidden: User "system:serviceaccount:${ns}:reader" cannot get resource "services/proxy" in API group "" in the namespace "${ns}"\n`);
   });
 
   it('status: every gw resource not Ready, with its reason, and the gateways seen live', async () => {
