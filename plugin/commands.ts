@@ -1,7 +1,7 @@
 import type { EventsV1Event } from '@kubernetes/client-node';
 import { keyLimitsAnswerSchema, liveGatewaysAnswerSchema, type KeyLimitsAnswer, type LiveGatewaysAnswer } from '../crds/admin-answers.ts';
 import { kindNames } from '../crds/kinds.ts';
-import { PluginError, type Cluster, type GwResource } from './cluster.ts';
+import { PluginError, type Cluster } from './cluster.ts';
 import { age, structured, table, type OutputFormat } from './output.ts';
 
 /** How the plugin reaches the admin gateway. */
@@ -123,7 +123,7 @@ export async function status(cluster: Cluster, allNamespaces: boolean, access: A
   const resources = (await Promise.all(kindNames.map((kind) => cluster.listResources(kind, namespace)))).flat();
   const notReady = resources.flatMap((r): NotReady[] => {
     const ready = r.status?.conditions?.find((c) => c.type === 'Ready');
-    if (ready?.status === 'True' || !hasReadyCondition(r)) return [];
+    if (ready?.status === 'True') return [];
     return [{ namespace: r.metadata.namespace, kind: r.kind, name: r.metadata.name, ready: ready?.status ?? 'Unknown', reason: ready?.reason ?? 'NotReconciled', message: ready?.message ?? 'the operator has not reported on it yet', since: ready?.lastTransitionTime ?? r.metadata.creationTimestamp }];
   });
   const live = await gatewaysOf(cluster, access);
@@ -133,9 +133,6 @@ export async function status(cluster: Cluster, allNamespaces: boolean, access: A
   const resourcesPart = notReady.length === 0 ? `All ${resources.length} gw resources${namespace ? ` in namespace ${namespace}` : ''} are Ready.\n` : table(header, rows);
   return `${resourcesPart}\n${gatewaysTable(live)}`;
 }
-
-/** Categories and products carry no Ready condition: they are served as they are. */
-const hasReadyCondition = (r: GwResource): boolean => r.kind === 'ApiDefinition' || r.kind === 'Policy' || r.kind === 'Key';
 
 const whenOf = (e: EventsV1Event): Date =>
   new Date(e.series?.lastObservedTime ?? e.eventTime ?? e.deprecatedLastTimestamp ?? e.metadata?.creationTimestamp ?? 0);

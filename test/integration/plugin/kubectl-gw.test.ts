@@ -229,6 +229,11 @@ describe('kubectl gw', () => {
 
   it('status: every gw resource not Ready, with its reason, and the gateways seen live', async () => {
     await waitFor('the orphan Key reported', async () => ready(await c.get('Key', ns, 'orphan'))?.reason === 'MissingPolicy');
+    // A second product of the same id: not Ready, as a Key can be, and shown so.
+    await c.create('PortalProduct', ns, { metadata: { name: 'shop' }, spec: { id: 'shop' } });
+    await waitFor('the first product Ready', async () => ready(await c.get('PortalProduct', ns, 'shop'))?.status === 'True');
+    await c.create('PortalProduct', ns, { metadata: { name: 'shop-copy' }, spec: { id: 'shop' } });
+    await waitFor('the copy reported', async () => ready(await c.get('PortalProduct', ns, 'shop-copy'))?.reason === 'DuplicateProductId');
     await waitFor('the DRL gateway serving orders', async () => drlSidecar.runtime.apis().some((api) => api.api_id === 'orders'));
     const args = ['status', '-n', ns, '--admin-url', drlSidecar.adminUrl];
     const res = await kubectlGw([...args, '-o', 'wide', '--kubeconfig', testEnv().kubeconfig], { KUBECONFIG: '/nonexistent', GW_ADMIN_SECRET: ADMIN_SECRET });
@@ -236,12 +241,14 @@ describe('kubectl gw', () => {
     const [resources, gateways] = res.stdout.trimEnd().split('\n\n');
     const [header, ...rows] = resources!.split('\n');
     expect(header).toMatch(/^KIND\s+NAME\s+READY\s+REASON\s+AGE\s+MESSAGE$/);
-    expect(rows).toHaveLength(1);
-    expect(rows[0]).toMatch(/^Key\s+orphan\s+False\s+MissingPolicy\s+\d+[smhd]\s+apply_policies names no-such-plan, not a Policy in namespace /);
+    expect(rows).toHaveLength(2);
+    expect(rows).toContainEqual(expect.stringMatching(/^Key\s+orphan\s+False\s+MissingPolicy\s+\d+[smhd]\s+apply_policies names no-such-plan, not a Policy in namespace /));
+    expect(rows).toContainEqual(expect.stringMatching(new RegExp(`^PortalProduct\\s+shop-copy\\s+False\\s+DuplicateProductId\\s+\\d+[smhd]\\s+product_id "shop" reaches PortalProduct ${ns}/shop,`)));
     expect(gateways!.split('\n')).toEqual(['Gateways seen live (their DRL heartbeats):', expect.stringMatching(/^API\s+LIVE\s+GATEWAYS$/), expect.stringMatching(new RegExp(`^orders\\s+1\\s+${drlInstance}$`))]);
 
     const json = JSON.parse((await kubectlGw([...args, '-o', 'json'], { GW_ADMIN_SECRET: ADMIN_SECRET })).stdout) as { not_ready: { kind: string; name: string; reason: string }[]; gateways: unknown };
-    expect(json.not_ready.map(({ kind, name, reason }) => ({ kind, name, reason }))).toEqual([{ kind: 'Key', name: 'orphan', reason: 'MissingPolicy' }]);
+    expect(json.not_ready.map(({ kind, name, reason }) => ({ kind, name, reason }))).toEqual(expect.arrayContaining([{ kind: 'Key', name: 'orphan', reason: 'MissingPolicy' }, { kind: 'PortalProduct', name: 'shop-copy', reason: 'DuplicateProductId' }]));
+    expect(json.not_ready).toHaveLength(2);
     expect(json.gateways).toEqual({ heartbeats: true, apis: [{ api_id: 'orders', gateways: [drlInstance] }] });
 
     // The sliding-log gateway beats for nobody, and says so; a wrong secret still shows the resources.
