@@ -35,6 +35,61 @@ const options = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
+type OptionName = keyof typeof options;
+const isOption = (name: string): name is OptionName => Object.hasOwn(options, name);
+const shorthands = new Map(Object.entries(options).flatMap(([name, option]) => ('short' in option ? [[option.short as string, name as OptionName]] : [])));
+
+/** A flag as read so far: parseArgs' form of it, or a string flag whose value is the next argument. */
+type Flag = string | { name: OptionName; shown: string };
+
+/** pflag's booleans (strconv.ParseBool): `--all-namespaces=false` turns it off, as a later flag wins. */
+function booleanFlag(name: OptionName, value: string): string {
+  if (/^(1|t|T|true|TRUE|True)$/.test(value)) return `--${name}`;
+  if (/^(0|f|F|false|FALSE|False)$/.test(value)) return `--no-${name}`;
+  throw new PluginError(`invalid argument "${value}" for "--${name}" flag: it takes true or false`);
+}
+
+function longFlag(arg: string): Flag {
+  const [, name = '', value] = /^--([^=]*)(?:=(.*))?$/s.exec(arg) ?? [];
+  if (!isOption(name)) throw new PluginError(`unknown flag: --${name}`);
+  if (options[name].type === 'boolean') return value === undefined ? arg : booleanFlag(name, value);
+  return value === undefined ? { name, shown: arg } : arg;
+}
+
+/** `-A`, `-An demo`, `-ndemo`, `-n=demo`, `-ojson`, `-A=false`: a group of shorthands, the last string one taking the rest. */
+function shorthandFlags(arg: string): Flag[] {
+  const flags: Flag[] = [];
+  for (let i = 1; i < arg.length; i++) {
+    const name = shorthands.get(arg[i]!);
+    if (!name) throw new PluginError(`unknown shorthand flag: '${arg[i]}' in ${arg}`);
+    const rest = arg.slice(i + 1);
+    if (options[name].type === 'string') return [...flags, rest === '' ? { name, shown: `'${arg[i]}' in ${arg}` } : `--${name}=${rest.replace(/^=/, '')}`];
+    if (rest.startsWith('=')) return [...flags, booleanFlag(name, rest.slice(1))];
+    flags.push(`--${name}`);
+  }
+  return flags;
+}
+
+/**
+ * The command line in the forms parseArgs reads (`--name=value`, `--name`, `--no-name`), from
+ * kubectl's (pflag's), which parseArgs reads otherwise or refuses: `-n=demo` would be namespace
+ * "=demo", `-A=true` an unknown option. A string flag takes the next argument whatever it is.
+ */
+function pflagForms(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') return [...out, ...argv.slice(i)];
+    const flags = arg.startsWith('--') ? [longFlag(arg)] : arg.startsWith('-') && arg !== '-' ? shorthandFlags(arg) : [arg];
+    for (const flag of flags) {
+      if (typeof flag === 'string') out.push(flag);
+      else if (i + 1 < argv.length) out.push(`--${flag.name}=${argv[++i]}`);
+      else throw new PluginError(`flag needs an argument: ${flag.shown}`);
+    }
+  }
+  return out;
+}
+
 function formatOf(output: string | undefined): OutputFormat {
   if (output === undefined) return 'table';
   if ((outputFormats as readonly string[]).includes(output) && output !== 'table') return output as OutputFormat;
@@ -50,9 +105,14 @@ function adminUrlOf(adminUrl: string | undefined): string | undefined {
   return adminUrl;
 }
 
+/** As kubectl refuses them: an argument a command would not read is a mistake, such as flags after `--`. */
+function noArguments(command: string, rest: string[]): void {
+  if (rest.length > 0) throw new PluginError(`unexpected arguments: ${rest.join(' ')} (kubectl gw ${command} takes none)`);
+}
+
 /** Runs one command line; returns what to print. Throws PluginError for a user's mistake. */
 export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<string> {
-  const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  const { values, positionals } = parseArgs({ args: pflagForms(argv), options, allowPositionals: true, allowNegative: true, strict: true });
   const [command, ...rest] = positionals;
   if (values.help || command === undefined || command === 'help') return usage;
   const format = formatOf(values.output);
@@ -73,8 +133,10 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<strin
       return limits(cluster, { key: rest[0]!, api: values.api, path: values.path, method: values.method, ...access }, format);
     }
     case 'status':
+      noArguments(command, rest);
       return status(cluster, allNamespaces, access, format);
     case 'events':
+      noArguments(command, rest);
       return events(cluster, allNamespaces, format);
     default:
       throw new PluginError(`unknown command "${command}" for "kubectl gw": see kubectl gw --help`);

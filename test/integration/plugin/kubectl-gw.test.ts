@@ -152,6 +152,15 @@ describe('kubectl gw', () => {
       [['limts', 'mobile', '-n', ns], 'error: unknown command "limts" for "kubectl gw": see kubectl gw --help\n'],
       [['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', 'notaurl'], 'error: --admin-url must be an http:// or https:// URL, such as http://127.0.0.1:8081, got "notaurl"\n'],
       [['status', '-n', ns, '--admin-url', 'ftp://127.0.0.1:8081'], 'error: --admin-url must be an http:// or https:// URL, such as http://127.0.0.1:8081, got "ftp://127.0.0.1:8081"\n'],
+      // kubectl's (pflag's) wording for a flag it does not read, and arguments it would not.
+      [['status', '-n', ns, '--foo'], 'error: unknown flag: --foo\n'],
+      [['status', '-Ax'], 'error: unknown shorthand flag: \'x\' in -Ax\n'],
+      [['status', '-A=maybe'], 'error: invalid argument "maybe" for "--all-namespaces" flag: it takes true or false\n'],
+      [['status', '-n'], 'error: flag needs an argument: \'n\' in -n\n'],
+      [['events', '--namespace'], 'error: flag needs an argument: --namespace\n'],
+      [['status', 'extra', '-n', ns], 'error: unexpected arguments: extra (kubectl gw status takes none)\n'],
+      [['events', 'mobile', '-n', ns], 'error: unexpected arguments: mobile (kubectl gw events takes none)\n'],
+      [['--', 'status', '-n', ns], `error: unexpected arguments: -n ${ns} (kubectl gw status takes none)\n`],
     ];
     for (const [args, stderr] of cases) {
       const res = await kubectlGw(args, { GW_ADMIN_SECRET: ADMIN_SECRET });
@@ -272,5 +281,15 @@ describe('kubectl gw', () => {
     expect(listed.every((e) => e.reportingController.startsWith('gw.dev/'))).toBe(true);
     const times = listed.map((e) => new Date(e.series?.lastObservedTime ?? e.eventTime ?? 0).getTime());
     expect(times).toEqual([...times].sort((a, b) => b - a));
+  });
+
+  it('reads kubectl\'s flag forms: -n=NS, -nNS, --namespace=NS, -o=FORMAT, -oFORMAT, -A=BOOL, --all-namespaces=BOOL', async () => {
+    for (const form of [[`-n=${ns}`, '-o=json'], [`--namespace=${ns}`, '-ojson'], [`-n${ns}`, '--output=json', '-A=false'], ['-A', `-n=${ns}`, '--all-namespaces=false', '-o', 'json']]) {
+      const res = await kubectlGw(['limits', 'mobile', '--api', 'orders', `--admin-url=${sidecar.adminUrl}`, ...form], { GW_ADMIN_SECRET: ADMIN_SECRET });
+      expect([form.join(' '), res.stderr, res.code]).toEqual([form.join(' '), '', 0]);
+      expect(keyLimitsAnswerSchema.parse(JSON.parse(res.stdout)).refused_by).toBe('key_global');
+    }
+    expect((await kubectlGw(['events', '-A=true'])).stdout).toMatch(/^NAMESPACE\s+LAST SEEN\s/);
+    expect((await kubectlGw(['events', '-A', '--all-namespaces=false', '-n', ns])).stdout).toMatch(/^LAST SEEN\s/);
   });
 });
