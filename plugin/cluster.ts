@@ -1,11 +1,15 @@
 import { request } from 'node:https';
+import { existsSync } from 'node:fs';
 import { request as plainRequest } from 'node:http';
+import { delimiter } from 'node:path';
 import { AppsV1Api, CoreV1Api, CustomObjectsApi, EventsV1Api, KubeConfig, type V1Deployment } from '@kubernetes/client-node';
 import { group, kinds, version, type KindName } from '../crds/kinds.ts';
 
 /** What the plugin was told about the cluster: kubectl's own flags. */
 export interface ClusterFlags {
   kubeconfig?: string | undefined;
+  /** KUBECONFIG: files separated by the platform's path delimiter. */
+  kubeconfigList?: string | undefined;
   context?: string | undefined;
   namespace?: string | undefined;
   /** Where gw is installed; unset: its admin gateway is looked for in every namespace. */
@@ -59,12 +63,14 @@ export class Cluster {
     this.#adminNamespace = flags.adminNamespace;
     this.kc = new KubeConfig();
     if (flags.kubeconfig) this.kc.loadFromFile(flags.kubeconfig);
+    else if (flags.kubeconfigList) loadKubeconfigList(this.kc, flags.kubeconfigList);
     else this.kc.loadFromDefault();
     if (flags.context) {
       if (!this.kc.getContextObject(flags.context)) throw new PluginError(`context "${flags.context}" does not exist`);
       this.kc.setCurrentContext(flags.context);
     }
-    this.namespace = flags.namespace ?? this.kc.getContextObject(this.kc.getCurrentContext())?.namespace ?? 'default';
+    // An empty namespace is no namespace given, as kubectl takes `-n ""`.
+    this.namespace = flags.namespace || this.kc.getContextObject(this.kc.getCurrentContext())?.namespace || 'default';
   }
 
   async getResource(kind: KindName, namespace: string, name: string): Promise<GwResource | null> {
@@ -147,6 +153,28 @@ export class Cluster {
     if (items.length > 1) throw new PluginError(`${items.length} gw admin ${what}s found; choose one with --admin-namespace`);
     return items[0];
   }
+}
+
+/**
+ * KUBECONFIG as kubectl merges it: every file of the list that exists, the first file to name a
+ * cluster, user or context, or to set the current context, winning. client-node's
+ * loadFromDefault reads a missing file as an error and a name given twice as a duplicate.
+ */
+function loadKubeconfigList(kc: KubeConfig, list: string): void {
+  const files = list.split(delimiter).filter((file) => file !== '' && existsSync(file));
+  if (files.length === 0) throw new PluginError(`none of the KUBECONFIG files exists: ${list}`);
+  const configs = files.map((file) => {
+    const config = new KubeConfig();
+    config.loadFromFile(file);
+    return config;
+  });
+  const firstOfEachName = <T extends { name: string }>(items: T[]): T[] => items.filter((item, i) => items.findIndex((other) => other.name === item.name) === i);
+  kc.loadFromOptions({
+    clusters: firstOfEachName(configs.flatMap((config) => config.clusters)),
+    users: firstOfEachName(configs.flatMap((config) => config.users)),
+    contexts: firstOfEachName(configs.flatMap((config) => config.contexts)),
+    currentContext: configs.map((config) => config.currentContext).find(Boolean) ?? '',
+  });
 }
 
 function get(url: URL, options: Record<string, unknown>): Promise<{ status: number; body: string }> {

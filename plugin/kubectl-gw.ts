@@ -117,7 +117,8 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<strin
   if (values.help || command === undefined || command === 'help') return usage;
   const format = formatOf(values.output);
   const cluster = new Cluster({
-    kubeconfig: values.kubeconfig ?? env.KUBECONFIG?.split(':')[0],
+    kubeconfig: values.kubeconfig,
+    kubeconfigList: env.KUBECONFIG,
     context: values.context,
     namespace: values.namespace,
     adminNamespace: values['admin-namespace'],

@@ -292,4 +292,27 @@ describe('kubectl gw', () => {
     expect((await kubectlGw(['events', '-A=true'])).stdout).toMatch(/^NAMESPACE\s+LAST SEEN\s/);
     expect((await kubectlGw(['events', '-A', '--all-namespaces=false', '-n', ns])).stdout).toMatch(/^LAST SEEN\s/);
   });
+
+  it('reads every KUBECONFIG file that exists as kubectl merges them, and -n "" as the context\'s namespace', async () => {
+    const config = JSON.parse(kc.exportConfig()) as { contexts: { name: string; context: { cluster: string; user: string; namespace?: string } }[] };
+    const inNs = { name: 'in-ns', context: { ...config.contexts[0]!.context, namespace: ns } };
+    // The first file to set a current context wins; the clusters and users come from a later file.
+    const contextOnly = join(prefix, 'context-only.kubeconfig');
+    await writeFile(contextOnly, stringify({ apiVersion: 'v1', kind: 'Config', contexts: [inNs], 'current-context': 'in-ns' }));
+    const complete = join(prefix, 'in-ns.kubeconfig');
+    await writeFile(complete, JSON.stringify({ ...config, contexts: [inNs], 'current-context': 'in-ns' }));
+    // Not Ready (no operator watches its namespace), and not to be shown: it is of another namespace.
+    await c.create('Key', await createNamespace('plugin-other'), { metadata: { name: 'elsewhere' }, spec: { apply_policies: ['plan'] } });
+    const status = ['status', '--admin-url', drlSidecar.adminUrl];
+    for (const [args, env] of [
+      [status, { KUBECONFIG: [join(prefix, 'missing.kubeconfig'), contextOnly, testEnv().kubeconfig].join(':') }],
+      [[...status, '-n', '', '--kubeconfig', complete], {}],
+    ] as const) {
+      const res = await kubectlGw([...args], { ...env, GW_ADMIN_SECRET: ADMIN_SECRET });
+      expect([args.join(' '), res.stderr, res.code]).toEqual([args.join(' '), '', 0]);
+      const [header, ...rows] = res.stdout.split('\n\n')[0]!.split('\n');
+      expect(header).toMatch(/^KIND\s+NAME\s+READY\s+REASON\s+AGE$/);
+      expect(rows.map((row) => row.split(/\s+/).slice(0, 2).join('/')).sort()).toEqual(['Key/orphan', 'PortalProduct/shop-copy']);
+    }
+  });
 });
