@@ -156,6 +156,11 @@ function oneLine(error: unknown): string {
 
 /** The executable: prints the result, or `error: …` on stderr and exits 1, as kubectl does. */
 export async function main(): Promise<void> {
+  // A reader that stopped reading (`kubectl gw events -o yaml | head`) wants no more: no error.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EPIPE') process.stderr.write(`error: ${oneLine(error)}\n`);
+    process.exit(error.code === 'EPIPE' ? undefined : 1);
+  });
   try {
     process.stdout.write(await run(process.argv.slice(2), process.env));
   } catch (error) {

@@ -37,12 +37,9 @@ describe('kubectl gw', () => {
   let refused: CallResult;
   const planSmoothing = { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 60 };
 
-  const kubectlGw = (args: string[], env: NodeJS.ProcessEnv = {}): Promise<ToolResult> =>
-    runTool(findKubectl(), ['gw', ...args], {
-      timeoutMs: 30_000,
-      allowFail: true,
-      env: { ...process.env, PATH: `${join(prefix, 'bin')}:${dirname(findKubectl())}:${process.env.PATH ?? ''}`, KUBECONFIG: testEnv().kubeconfig, GW_ADMIN_SECRET: '', ...env },
-    });
+  /** kubectl, and the plugin installed, on PATH. */
+  const pluginEnv = (env: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({ ...process.env, PATH: `${join(prefix, 'bin')}:${dirname(findKubectl())}:${process.env.PATH ?? ''}`, KUBECONFIG: testEnv().kubeconfig, GW_ADMIN_SECRET: '', ...env });
+  const kubectlGw = (args: string[], env: NodeJS.ProcessEnv = {}): Promise<ToolResult> => runTool(findKubectl(), ['gw', ...args], { timeoutMs: 30_000, allowFail: true, env: pluginEnv(env) });
 
   beforeAll(async () => {
     prefix = await mkdtemp(join(tmpdir(), 'gw-plugin-'));
@@ -314,5 +311,10 @@ describe('kubectl gw', () => {
       expect(header).toMatch(/^KIND\s+NAME\s+READY\s+REASON\s+AGE$/);
       expect(rows.map((row) => row.split(/\s+/).slice(0, 2).join('/')).sort()).toEqual(['Key/orphan', 'PortalProduct/shop-copy']);
     }
+  });
+
+  it('stops quietly when its reader closes the pipe early', async () => {
+    const res = await runTool('bash', ['-c', 'set -o pipefail; kubectl gw events -A -o yaml | true'], { timeoutMs: 30_000, allowFail: true, env: pluginEnv() });
+    expect([res.code, res.stdout, res.stderr]).toEqual([0, '', '']);
   });
 });
