@@ -52,13 +52,22 @@ export async function limits(cluster: Cluster, req: LimitsRequest, format: Outpu
   return limitsTable(`${cluster.namespace}/${req.key}`, answer, format === 'wide', Date.now());
 }
 
+/**
+ * The gateway's message, else a summary of a body that is not its JSON (a proxy's HTML page:
+ * its title), on one line, as an error line and status' "Gateways not read" are.
+ */
 function messageOf(body: string): string {
+  let message = body;
   try {
     const parsed = JSON.parse(body) as { message?: unknown };
-    return typeof parsed.message === 'string' ? parsed.message : body;
+    if (typeof parsed.message === 'string') message = parsed.message;
   } catch {
-    return body;
+    // Not JSON: the body itself, summarised.
   }
+  const title = /<title>([^<]*)<\/title>/i.exec(message)?.[1];
+  const text = (title ?? message.replace(/<[^>]*>/g, ' ')).replace(/\s+/g, ' ').trim();
+  if (text === '') return '(no message)';
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
 }
 
 export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean, nowMs: number): string {

@@ -4,8 +4,12 @@ import { stringify } from 'yaml';
 export const outputFormats = ['table', 'wide', 'json', 'yaml'] as const;
 export type OutputFormat = (typeof outputFormats)[number];
 
+/** A cell's first line, `...` marking the rest, as kubectl prints a message of several: a row stays one line. */
+const firstLine = (cell: string): string => cell.replace(/\r?\n[^]*$/, '...');
+
 /** Columns padded to their widest cell and three spaces apart, as kubectl prints. */
-export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+export function table(header: readonly string[], cells: readonly (readonly string[])[]): string {
+  const rows = cells.map((row) => row.map(firstLine));
   const widths = header.map((title, i) => Math.max(title.length, ...rows.map((row) => row[i]?.length ?? 0)));
   const line = (cells: readonly string[]): string =>
     cells

@@ -1,4 +1,6 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { AppsV1Api, CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
@@ -316,5 +318,35 @@ describe('kubectl gw', () => {
   it('stops quietly when its reader closes the pipe early', async () => {
     const res = await runTool('bash', ['-c', 'set -o pipefail; kubectl gw events -A -o yaml | true'], { timeoutMs: 30_000, allowFail: true, env: pluginEnv() });
     expect([res.code, res.stdout, res.stderr]).toEqual([0, '', '']);
+  });
+
+  it('keeps a message of several lines to one line: a table row, an error, a gateway\'s HTML error page', async () => {
+    // A core/v1 Event, as older reporters write them, about a gw resource.
+    const now = new Date();
+    await kc.makeApiClient(CoreV1Api).createNamespacedEvent({
+      namespace: ns,
+      body: { metadata: { name: 'multiline' }, involvedObject: { apiVersion: 'gw.dev/v1alpha1', kind: 'Key', name: 'mobile', namespace: ns }, reason: 'Multiline', type: 'Normal', message: 'first line\nsecond line', count: 5, source: { component: 'gw.dev/legacy' }, firstTimestamp: now, lastTimestamp: now },
+    });
+    const listed = await kubectlGw(['events', '-n', ns]);
+    expect(listed.stdout.split('\n')).toContainEqual(expect.stringMatching(/^\d+s\s+Normal\s+Multiline\s+Key\/mobile\s+first line\.\.\.$/));
+    expect(listed.stdout).not.toContain('second line');
+
+    const page = '<html>\n<head><title>502 Bad Gateway</title></head>\n<body>\n<center><h1>502 Bad Gateway</h1></center>\n</body>\n</html>\n';
+    const paths: string[] = [];
+    const proxy = createServer((req, res) => {
+      paths.push(req.url ?? '');
+      res.writeHead(502, { 'content-type': 'text/html' }).end(page);
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const adminUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    try {
+      const limits = await kubectlGw(['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', adminUrl], { GW_ADMIN_SECRET: ADMIN_SECRET });
+      expect([limits.code, limits.stdout, limits.stderr]).toEqual([1, '', 'error: the admin gateway answered 502: 502 Bad Gateway\n']);
+      const status = await kubectlGw(['status', '-n', ns, '--admin-url', adminUrl], { GW_ADMIN_SECRET: ADMIN_SECRET });
+      expect(status.stdout).toMatch(/\n\nGateways not read: the admin gateway answered 502: 502 Bad Gateway\n$/);
+    } finally {
+      proxy.close();
+    }
+    expect(paths).toHaveLength(2);
   });
 });
