@@ -116,7 +116,8 @@ export class Cluster {
    */
   async adminGet(path: string, secret: string, adminUrl: string | undefined): Promise<{ status: number; body: string }> {
     const headers = { 'x-gw-authorization': secret, accept: 'application/json' };
-    if (adminUrl) return get(new URL(path, adminUrl), { headers });
+    // Under the URL's own path, such as an Ingress' /gw-admin/: `new URL(path, adminUrl)` would drop it.
+    if (adminUrl) return get(new URL(`${adminUrl.replace(/\/+$/, '')}${path}`), { headers });
     const service = await this.#adminService();
     const url = new URL(`${this.kc.getCurrentCluster()?.server ?? ''}/api/v1/namespaces/${service.namespace}/services/${service.scheme}:${service.name}:${service.port}/proxy${path}`);
     const options: { headers: Record<string, string> } = { headers };

@@ -320,7 +320,7 @@ describe('kubectl gw', () => {
     expect([res.code, res.stdout, res.stderr]).toEqual([0, '', '']);
   });
 
-  it('keeps a message of several lines to one line: a table row, an error, a gateway\'s HTML error page', async () => {
+  it('keeps a message of several lines to one line: a table row, an error, a gateway\'s HTML error page; asks under --admin-url\'s path', async () => {
     // A core/v1 Event, as older reporters write them, about a gw resource.
     const now = new Date();
     await kc.makeApiClient(CoreV1Api).createNamespacedEvent({
@@ -338,7 +338,8 @@ describe('kubectl gw', () => {
       res.writeHead(502, { 'content-type': 'text/html' }).end(page);
     });
     await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
-    const adminUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+    // As an Ingress would serve the admin gateway, under a path of its own.
+    const adminUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/gw-admin/`;
     try {
       const limits = await kubectlGw(['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', adminUrl], { GW_ADMIN_SECRET: ADMIN_SECRET });
       expect([limits.code, limits.stdout, limits.stderr]).toEqual([1, '', 'error: the admin gateway answered 502: 502 Bad Gateway\n']);
@@ -347,6 +348,6 @@ describe('kubectl gw', () => {
     } finally {
       proxy.close();
     }
-    expect(paths).toHaveLength(2);
+    expect(paths).toEqual([expect.stringMatching(/^\/gw-admin\/gw\/keys\/[^/]+\/limits\?api_id=orders$/), '/gw-admin/gw/gateways']);
   });
 });
