@@ -149,11 +149,23 @@ const whenOf = (e: EventsV1Event): Date =>
 /** gw's own Events (the operator's, the sidecars' smoothing) and any Event about a gw resource. */
 const isGwEvent = (e: EventsV1Event): boolean => (e.reportingController ?? '').startsWith('gw.dev/') || (e.regarding?.apiVersion ?? '').startsWith('gw.dev/');
 
+/**
+ * The Events as `kubectl get events.events.k8s.io -o json` prints them: a v1 List whose items say
+ * their apiVersion and kind (a list's items come without), less the server's managedFields.
+ */
+function eventList(found: EventsV1Event[]) {
+  const items = found.map(({ metadata, ...event }) => {
+    const { managedFields: _managedFields, ...meta } = metadata ?? {};
+    return { apiVersion: 'events.k8s.io/v1', kind: 'Event', metadata: meta, ...event };
+  });
+  return { apiVersion: 'v1', kind: 'List', items };
+}
+
 /** `kubectl gw events`: gw's Events, newest first. */
 export async function events(cluster: Cluster, allNamespaces: boolean, format: OutputFormat): Promise<string> {
   const list = await cluster.events(allNamespaces ? null : cluster.namespace);
   const found = list.items.filter(isGwEvent).sort((a, b) => whenOf(b).getTime() - whenOf(a).getTime());
-  if (format === 'json' || format === 'yaml') return structured(format, found);
+  if (format === 'json' || format === 'yaml') return structured(format, eventList(found));
   if (found.length === 0) return `No gw Events${allNamespaces ? '' : ` in namespace ${cluster.namespace}`}.\n`;
   const wide = format === 'wide';
   const header = [...(allNamespaces ? ['NAMESPACE'] : []), 'LAST SEEN', 'TYPE', 'REASON', 'OBJECT', ...(wide ? ['COUNT', 'REPORTER'] : []), 'MESSAGE'];

@@ -275,8 +275,17 @@ describe('kubectl gw', () => {
     const [header, ...rows] = res.stdout.trimEnd().split('\n');
     expect(header).toMatch(/^LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+COUNT\s+REPORTER\s+MESSAGE$/);
     expect(rows.some((row) => /Warning\s+MissingPolicy\s+Key\/orphan\s+\d+\s+gw\.dev\/operator\s+apply_policies names no-such-plan/.test(row))).toBe(true);
-    const listed = JSON.parse((await kubectlGw(['events', '-n', ns, '-o', 'json'])).stdout) as { reportingController: string; eventTime?: string; series?: { lastObservedTime: string } }[];
+    // As kubectl prints a list: a v1 List of items that say their kind, less managedFields.
+    const list = JSON.parse((await kubectlGw(['events', '-n', ns, '-o', 'json'])).stdout) as {
+      apiVersion: string;
+      kind: string;
+      items: { apiVersion: string; kind: string; metadata: Record<string, unknown>; reportingController: string; eventTime?: string; series?: { lastObservedTime: string } }[];
+    };
+    expect([list.apiVersion, list.kind]).toEqual(['v1', 'List']);
+    const listed = list.items;
     expect(listed.length).toBeGreaterThan(0);
+    expect(listed.every((e) => e.apiVersion === 'events.k8s.io/v1' && e.kind === 'Event' && !('managedFields' in e.metadata))).toBe(true);
+    expect((await kubectlGw(['events', '-n', ns, '-o', 'yaml'])).stdout).toMatch(/^apiVersion: v1\nkind: List\nitems:\n {2}- apiVersion: events\.k8s\.io\/v1\n {4}kind: Event\n/);
     expect(listed.every((e) => e.reportingController.startsWith('gw.dev/'))).toBe(true);
     const times = listed.map((e) => new Date(e.series?.lastObservedTime ?? e.eventTime ?? 0).getTime());
     expect(times).toEqual([...times].sort((a, b) => b - a));
