@@ -161,6 +161,9 @@ function eventList(found: EventsV1Event[]) {
   return { apiVersion: 'v1', kind: 'List', items };
 }
 
+/** COUNT and REPORTER: a core/v1 Event, as the events.k8s.io API shows it, keeps them in its deprecated fields. */
+const countAndReporter = (e: EventsV1Event): string[] => [String(e.series?.count ?? e.deprecatedCount ?? 1), e.reportingController || e.deprecatedSource?.component || ''];
+
 /** `kubectl gw events`: gw's Events, newest first. */
 export async function events(cluster: Cluster, allNamespaces: boolean, format: OutputFormat): Promise<string> {
   const list = await cluster.events(allNamespaces ? null : cluster.namespace);
@@ -175,7 +178,7 @@ export async function events(cluster: Cluster, allNamespaces: boolean, format: O
     e.type ?? '',
     e.reason ?? '',
     `${e.regarding?.kind ?? ''}/${e.regarding?.name ?? ''}`,
-    ...(wide ? [String(e.series?.count ?? 1), e.reportingController ?? ''] : []),
+    ...(wide ? countAndReporter(e) : []),
     e.note ?? '',
   ]);
   return table(header, rows);

@@ -339,6 +339,8 @@ describe('kubectl gw', () => {
     const listed = await kubectlGw(['events', '-n', ns]);
     expect(listed.stdout.split('\n')).toContainEqual(expect.stringMatching(/^\d+s\s+Normal\s+Multiline\s+Key\/mobile\s+first line\.\.\.$/));
     expect(listed.stdout).not.toContain('second line');
+    // Its count and reporter, which the events.k8s.io API shows as deprecatedCount and deprecatedSource.
+    expect((await kubectlGw(['events', '-n', ns, '-o', 'wide'])).stdout.split('\n')).toContainEqual(expect.stringMatching(/^\d+s\s+Normal\s+Multiline\s+Key\/mobile\s+5\s+gw\.dev\/legacy\s+first line\.\.\.$/));
 
     const page = '<html>\n<head><title>502 Bad Gateway</title></head>\n<body>\n<center><h1>502 Bad Gateway</h1></center>\n</body>\n</html>\n';
     const paths: string[] = [];
