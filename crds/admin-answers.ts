@@ -53,7 +53,8 @@ export const keyLimitsAnswerSchema = z.object({
   quota: z
     .object({ source: resource, max: z.number(), renewal: z.number(), used: z.number(), remaining: z.number(), reset: z.number() })
     .nullable(),
-  throttle: z.object({ interval: z.number(), retries: z.number() }).nullable(),
+  /** A throttled key's: a request its rate limits refuse waits, looking again every interval s, up to retries times and max_wait s in all. */
+  throttle: z.object({ interval: z.number(), retries: z.number(), max_wait: z.number() }).nullable(),
   passed_over: z.array(alternative),
   chosen_over: z.array(alternative),
 });

@@ -70,11 +70,21 @@ function messageOf(body: string): string {
   return text.length > 200 ? `${text.slice(0, 200)}...` : text;
 }
 
+/**
+ * What a request now gets. A throttled key's request that a rate limit refuses is held in the
+ * gateway and admitted if a retry finds room (docs/behaviour.md#throttling): refused only then.
+ */
+function verdictOf(answer: KeyLimitsAnswer): string {
+  if (!answer.answer) return 'is allowed';
+  const refusal = `refused by ${answer.refused_by ?? (answer.outcome === 'api_inactive' ? 'the API (not active)' : `access (${answer.access})`)}: ${answer.answer.status} ${answer.answer.code}`;
+  const t = answer.throttle;
+  const rateLimited = answer.outcome === 'key_rate_limited' || answer.outcome === 'api_rate_limited';
+  if (!t || !rateLimited) return `is ${refusal}`;
+  return `waits in the gateway (throttled: up to ${t.retries} retries every ${t.interval} s, at most ${t.max_wait} s), and is ${refusal} only if no retry finds room`;
+}
+
 export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean, nowMs: number): string {
-  const verdict = answer.answer
-    ? `refused by ${answer.refused_by ?? (answer.outcome === 'api_inactive' ? 'the API (not active)' : `access (${answer.access})`)}: ${answer.answer.status} ${answer.answer.code}`
-    : 'allowed';
-  const lines = [`Key ${key} on API ${answer.api_id}, ${answer.method} ${answer.path}: a request now is ${verdict}`, ''];
+  const lines = [`Key ${key} on API ${answer.api_id}, ${answer.method} ${answer.path}: a request now ${verdictOf(answer)}`, ''];
   const header = ['LEVEL', 'SOURCE', 'RULE', 'ALGORITHM', 'COUNT', 'LIMIT', 'REMAINING', 'RESET', ...(wide ? ['RATE', 'DRL SHARE', 'SMOOTHING'] : [])];
   const rows = answer.limits.map((l) => [
     l.level,
@@ -93,7 +103,7 @@ export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean,
   else if (answer.outcome === 'api_inactive') lines.push('The API is not active: the gateway refuses every request to it before any key or limit.');
   else lines.push(answer.access === 'granted' ? 'No limit applies.' : `The key may not call this API (${answer.access}).`);
   const t = answer.throttle;
-  if (t) lines.push('', `Throttled: a request its rate limits refuse waits in the gateway, looking again every ${t.interval} s up to ${t.retries} times, and is refused only if none finds room.`);
+  if (t) lines.push('', `Throttled: a request its rate limits refuse waits in the gateway, looking again every ${t.interval} s up to ${t.retries} times (at most ${t.max_wait} s), and is refused only if none finds room.`);
   for (const [title, list] of [['passed over (a more specific limit applies)', answer.passed_over], ['chosen over (lower effective rate)', answer.chosen_over]] as const) {
     if (list.length > 0) lines.push('', `${title}:`, ...list.map((a) => `  ${a.level}  ${sourceName(a.source)}${a.rule ? ` ${a.rule}` : ''}  ${rate(a)}`));
   }

@@ -144,7 +144,7 @@ function explanationBody({ outcome, refusedBy, limits, quota, throttle, passedOv
       remaining: quota.remaining,
       reset: quota.resetMs === 0 ? 0 : unixSeconds(quota.resetMs),
     },
-    throttle: throttle && { interval: throttle.intervalMs / 1000, retries: throttle.retries },
+    throttle: throttle && { interval: throttle.intervalMs / 1000, retries: throttle.retries, max_wait: throttle.maxWaitMs / 1000 },
     passed_over: passedOver.map(alternativeOf),
     chosen_over: outranked.map(alternativeOf),
   };

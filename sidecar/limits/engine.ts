@@ -246,7 +246,7 @@ class Engine implements LimitEngine {
     return {
       limits,
       quota,
-      throttle: plan.throttle,
+      throttle: plan.throttle && { ...plan.throttle, maxWaitMs: this.#config.settings.throttle_max_wait_ms },
       passedOver,
       outranked,
       outcome: refusing ? (isApiScope(refusing.scope) ? 'api_rate_limited' : 'key_rate_limited') : quotaRefuses ? 'quota_exceeded' : 'allowed',

@@ -104,7 +104,8 @@ export interface QuotaReading {
 export interface LimitExplanation {
   limits: LimitReading[];
   quota: QuotaReading | null;
-  throttle: ThrottlePlan | null;
+  /** With the gateway's throttle_max_wait_ms, which bounds the whole wait whatever the retries. */
+  throttle: (ThrottlePlan & { maxWaitMs: number }) | null;
   passedOver: Alternative[];
   outranked: Alternative[];
   /** What a request now would get (before any throttle retry), and the level that would refuse it. */
