@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { KeyLimitsAnswer } from '../crds/admin-answers.ts';
 import { limitsTable } from './commands.ts';
+import { age } from './output.ts';
 
 const nowMs = 1_800_000_000_000;
 const refusedByKey: KeyLimitsAnswer = {
@@ -57,5 +58,19 @@ describe('kubectl gw limits', () => {
     // Throttling holds rate-limit refusals only: a spent quota refuses at once.
     const quotaSpent = { ...refusedByKey, throttle, outcome: 'quota_exceeded', refused_by: 'quota', answer: { status: 403, code: 'quota_exceeded' } } as const;
     expect(headline(quotaSpent)).toBe('Key ns/thr-key on API orders, GET /orders/: a request now is refused by quota: 403 quota_exceeded');
+  });
+});
+
+describe('kubectl gw durations', () => {
+  it('prints AGE and LAST SEEN as kubectl does, with a second unit where it keeps one', () => {
+    const now = new Date(nowMs);
+    const ages = [45, 119, 314, 600, 3 * 3600 - 1, 7 * 3600 + 180, 20 * 3600, 3 * 86_400 + 5 * 3600, 4 * 86_400, 30 * 86_400, 800 * 86_400, 9 * 365 * 86_400];
+    expect(ages.map((s) => age(new Date(nowMs - s * 1000), now))).toEqual(['45s', '119s', '5m14s', '10m', '179m', '7h3m', '20h', '3d5h', '4d', '30d', '2y70d', '9y']);
+  });
+
+  it('prints a quota\'s RESET as a duration, not a count of seconds', () => {
+    const quota = { source: { kind: 'Policy', namespace: 'ns', name: 'thr' }, max: 100, renewal: 3600, used: 100, remaining: 0, reset: nowMs / 1000 + 3592 };
+    const [, , , , row] = limitsTable('ns/thr-key', { ...refusedByKey, quota }, false, nowMs).split('\n');
+    expect(row).toMatch(/^quota\s+Policy\/thr\s+-\s+-\s+100\s+100\s+0\s+59m$/);
   });
 });

@@ -2,7 +2,7 @@ import type { EventsV1Event } from '@kubernetes/client-node';
 import { keyLimitsAnswerSchema, liveGatewaysAnswerSchema, type KeyLimitsAnswer, type LiveGatewaysAnswer } from '../crds/admin-answers.ts';
 import { kindNames } from '../crds/kinds.ts';
 import { PluginError, type Cluster } from './cluster.ts';
-import { age, structured, table, type OutputFormat } from './output.ts';
+import { age, duration, structured, table, type OutputFormat } from './output.ts';
 
 /** How the plugin reaches the admin gateway. */
 export interface AdminAccess {
@@ -36,7 +36,8 @@ function smoothingCell({ smoothing, unused_smoothing: unused, algorithm }: KeyLi
   return unused ? `not applied: ${algorithm} does not smooth (sliding log only)` : '-';
 }
 const orDash = (value: number | string | null): string => (value === null ? '-' : String(value));
-const inSeconds = (reset: number | null, nowMs: number): string => (reset === null || reset === 0 ? '-' : `${Math.max(0, reset - Math.floor(nowMs / 1000))}s`);
+/** RESET: the time until, as kubectl's ages read (59m52s, not 3592s). */
+const untilReset = (reset: number | null, nowMs: number): string => (reset === null || reset === 0 ? '-' : duration(reset - Math.floor(nowMs / 1000)));
 
 /** `kubectl gw limits KEY --api ID`: the effective-limits read of the Key's hash, as a table. */
 export async function limits(cluster: Cluster, req: LimitsRequest, format: OutputFormat): Promise<string> {
@@ -94,11 +95,11 @@ export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean,
     orDash(l.count),
     orDash(l.limit),
     orDash(l.remaining),
-    inSeconds(l.reset, nowMs),
+    untilReset(l.reset, nowMs),
     ...(wide ? [rate(l), l.drl ? `${l.drl.share} of ${l.drl.gateways} gateways` : '-', smoothingCell(l)] : []),
   ]);
   const q = answer.quota;
-  if (q) rows.push(['quota', sourceName(q.source), '-', '-', String(q.used), String(q.max), String(q.remaining), inSeconds(q.reset, nowMs), ...(wide ? [`${q.max}/${q.renewal}s`, '-', '-'] : [])]);
+  if (q) rows.push(['quota', sourceName(q.source), '-', '-', String(q.used), String(q.max), String(q.remaining), untilReset(q.reset, nowMs), ...(wide ? [`${q.max}/${q.renewal}s`, '-', '-'] : [])]);
   if (rows.length > 0) lines.push(table(header, rows).trimEnd());
   else if (answer.outcome === 'api_inactive') lines.push('The API is not active: the gateway refuses every request to it before any key or limit.');
   else lines.push(answer.access === 'granted' ? 'No limit applies.' : `The key may not call this API (${answer.access}).`);

@@ -24,11 +24,30 @@ export function structured(format: 'json' | 'yaml', data: unknown): string {
   return format === 'json' ? `${JSON.stringify(data, null, 2)}\n` : stringify(data);
 }
 
-/** kubectl's ages: 45s, 12m, 3h, 2d. */
-export function age(since: Date, now = new Date()): string {
-  const seconds = Math.max(0, Math.floor((now.getTime() - since.getTime()) / 1000));
-  if (seconds < 120) return `${seconds}s`;
-  if (seconds < 7200) return `${Math.floor(seconds / 60)}m`;
-  if (seconds < 172_800) return `${Math.floor(seconds / 3600)}h`;
-  return `${Math.floor(seconds / 86_400)}d`;
+const MINUTE = 60;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+const YEAR = 365 * DAY;
+
+/** Two units, the second left out when 0: 5m14s, 3d, 2y17d. */
+const twoUnits = (seconds: number, big: number, bigUnit: string, small: number, smallUnit: string): string => {
+  const rest = Math.floor((seconds % big) / small);
+  return `${Math.floor(seconds / big)}${bigUnit}${rest === 0 ? '' : `${rest}${smallUnit}`}`;
+};
+
+/** A duration as kubectl's ages print it (its HumanDuration): 45s, 5m14s, 12m, 7h3m, 20h, 3d5h, 30d, 2y17d. */
+export function duration(totalSeconds: number): string {
+  const seconds = Math.max(0, Math.floor(totalSeconds));
+  if (seconds < 2 * MINUTE) return `${seconds}s`;
+  if (seconds < 10 * MINUTE) return twoUnits(seconds, MINUTE, 'm', 1, 's');
+  if (seconds < 3 * HOUR) return `${Math.floor(seconds / MINUTE)}m`;
+  if (seconds < 8 * HOUR) return twoUnits(seconds, HOUR, 'h', MINUTE, 'm');
+  if (seconds < 2 * DAY) return `${Math.floor(seconds / HOUR)}h`;
+  if (seconds < 8 * DAY) return twoUnits(seconds, DAY, 'd', HOUR, 'h');
+  if (seconds < 2 * YEAR) return `${Math.floor(seconds / DAY)}d`;
+  if (seconds < 8 * YEAR) return twoUnits(seconds, YEAR, 'y', DAY, 'd');
+  return `${Math.floor(seconds / YEAR)}y`;
 }
+
+/** kubectl's AGE and LAST SEEN: the time since. */
+export const age = (since: Date, now = new Date()): string => duration((now.getTime() - since.getTime()) / 1000);
