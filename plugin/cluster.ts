@@ -130,7 +130,7 @@ export class Cluster {
 
   async #adminDeployment(): Promise<V1Deployment> {
     const apps = this.kc.makeApiClient(AppsV1Api);
-    const found = await this.#theAdmin('gateway (Deployment)', (namespace) =>
+    const found = await this.#theAdmin('gateways (Deployments)', (namespace) =>
       namespace ? apps.listNamespacedDeployment({ namespace, labelSelector: ADMIN_SELECTOR }) : apps.listDeploymentForAllNamespaces({ labelSelector: ADMIN_SELECTOR }),
     );
     // Only the admin secret is read from it: --admin-url alone does not say the secret.
@@ -140,7 +140,7 @@ export class Cluster {
 
   async #adminService(): Promise<{ namespace: string; name: string; port: number; scheme: string }> {
     const core = this.kc.makeApiClient(CoreV1Api);
-    const service = await this.#theAdmin('Service', (namespace) =>
+    const service = await this.#theAdmin('Services', (namespace) =>
       namespace ? core.listNamespacedService({ namespace, labelSelector: ADMIN_SELECTOR }) : core.listServiceForAllNamespaces({ labelSelector: ADMIN_SELECTOR }),
     );
     const port = service?.spec?.ports?.[0];
@@ -148,10 +148,10 @@ export class Cluster {
     return { namespace: service.metadata.namespace ?? 'default', name: service.metadata.name, port: port.port, scheme: port.name?.startsWith('https') ? 'https' : 'http' };
   }
 
-  /** The one object of the chart's admin gateway that `list` finds, in --admin-namespace or anywhere. */
+  /** The one object of the chart's admin gateway that `list` finds, in --admin-namespace or anywhere; `what`: their plural. */
   async #theAdmin<T>(what: string, list: (namespace: string | undefined) => Promise<{ items: T[] }>): Promise<T | undefined> {
     const { items } = await list(this.#adminNamespace);
-    if (items.length > 1) throw new PluginError(`${items.length} gw admin ${what}s found; choose one with --admin-namespace`);
+    if (items.length > 1) throw new PluginError(`${items.length} gw admin ${what} found; choose one with --admin-namespace`);
     return items[0];
   }
 }

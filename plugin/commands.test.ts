@@ -61,6 +61,14 @@ describe('kubectl gw limits', () => {
   });
 });
 
+describe('kubectl gw limits -o wide', () => {
+  it('shows a DRL share with the number of gateways sharing the rate', () => {
+    const drl = (gateways: number) => ({ ...refusedByKey, limits: [{ ...refusedByKey.limits[0]!, algorithm: 'drl' as const, drl: { share: 2, gateways } }] });
+    expect(limitsTable('ns/thr-key', drl(1), true, nowMs).split('\n')[3]).toMatch(/\s2\/3s\s+2 \(1 gateway\)\s/);
+    expect(limitsTable('ns/thr-key', drl(3), true, nowMs).split('\n')[3]).toMatch(/\s2\/3s\s+2 \(3 gateways\)\s/);
+  });
+});
+
 describe('kubectl gw durations', () => {
   it('prints AGE and LAST SEEN as kubectl does, with a second unit where it keeps one', () => {
     const now = new Date(nowMs);

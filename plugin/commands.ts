@@ -1,4 +1,5 @@
 import type { EventsV1Event } from '@kubernetes/client-node';
+import type { z } from 'zod';
 import { keyLimitsAnswerSchema, liveGatewaysAnswerSchema, type KeyLimitsAnswer, type LiveGatewaysAnswer } from '../crds/admin-answers.ts';
 import { kindNames } from '../crds/kinds.ts';
 import { PluginError, type Cluster } from './cluster.ts';
@@ -19,12 +20,26 @@ export interface LimitsRequest extends AdminAccess {
   method: string | undefined;
 }
 
-/** An admin read's JSON answer; anything but 200 is the user's error, with the gateway's message. */
-async function adminRead(cluster: Cluster, access: AdminAccess, path: string): Promise<unknown> {
+/**
+ * An admin read's JSON answer; anything but 200 is the user's error, with the gateway's message,
+ * and an answer of another shape (a gateway of another version) is named by its first problem.
+ */
+async function adminRead<T>(cluster: Cluster, access: AdminAccess, path: string, schema: z.ZodType<T>): Promise<T> {
   const secret = access.adminSecret || (await cluster.adminSecret());
+  // No request header carries a newline, and the gateway compares its secret as it is.
+  if (/[\r\n]/.test(secret)) throw new PluginError('the admin secret (GW_ADMIN_SECRET, else the admin gateway\'s Secret) holds a newline, often a trailing one from a file: no request can carry it; set it without');
   const res = await cluster.adminGet(path, secret, access.adminUrl);
   if (res.status !== 200) throw new PluginError(`the admin gateway answered ${res.status}: ${messageOf(res.body)}`);
-  return JSON.parse(res.body);
+  let body: unknown;
+  try {
+    body = JSON.parse(res.body);
+  } catch {
+    // Not JSON: the schema names it.
+  }
+  const parsed = schema.safeParse(body);
+  if (parsed.success) return parsed.data;
+  const [issue] = parsed.error.issues;
+  throw new PluginError(`the admin gateway's answer to ${path.split('?')[0]} is not one this plugin reads (a gateway of another gw version?): ${issue?.path.join('.') || 'the answer'}: ${issue?.message}`);
 }
 
 const sourceName = (source: { kind: string; name: string }): string => `${source.kind}/${source.name}`;
@@ -35,6 +50,7 @@ function smoothingCell({ smoothing, unused_smoothing: unused, algorithm }: KeyLi
   if (smoothing) return `threshold ${smoothing.threshold}, step ${smoothing.step}`;
   return unused ? `not applied: ${algorithm} does not smooth (sliding log only)` : '-';
 }
+const plural = (count: number, noun: string): string => `${count} ${noun}${count === 1 ? '' : 's'}`;
 const orDash = (value: number | string | null): string => (value === null ? '-' : String(value));
 /** RESET: the time until, as kubectl's ages read (59m52s, not 3592s). */
 const untilReset = (reset: number | null, nowMs: number): string => (reset === null || reset === 0 ? '-' : duration(reset - Math.floor(nowMs / 1000)));
@@ -44,11 +60,11 @@ export async function limits(cluster: Cluster, req: LimitsRequest, format: Outpu
   const key = await cluster.getResource('Key', cluster.namespace, req.key);
   if (!key) throw new PluginError(`Key ${cluster.namespace}/${req.key} not found`);
   const hash = key.status?.key_hash ?? (typeof key.spec?.key_hash === 'string' ? key.spec.key_hash : undefined);
-  if (!hash) throw new PluginError(`Key ${cluster.namespace}/${req.key} has no hash yet: the operator has not reconciled it (kubectl get gwkey ${req.key})`);
+  if (!hash) throw new PluginError(`Key ${cluster.namespace}/${req.key} has no hash yet: the operator has not reconciled it (kubectl get gwkey ${req.key} -n ${cluster.namespace})`);
   const query = new URLSearchParams({ api_id: req.api });
   if (req.path) query.set('path', req.path);
   if (req.method) query.set('method', req.method);
-  const answer = keyLimitsAnswerSchema.parse(await adminRead(cluster, req, `/gw/keys/${hash}/limits?${query.toString()}`));
+  const answer = await adminRead(cluster, req, `/gw/keys/${hash}/limits?${query.toString()}`, keyLimitsAnswerSchema);
   if (format === 'json' || format === 'yaml') return structured(format, answer);
   return limitsTable(`${cluster.namespace}/${req.key}`, answer, format === 'wide', Date.now());
 }
@@ -96,7 +112,7 @@ export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean,
     orDash(l.limit),
     orDash(l.remaining),
     untilReset(l.reset, nowMs),
-    ...(wide ? [rate(l), l.drl ? `${l.drl.share} of ${l.drl.gateways} gateways` : '-', smoothingCell(l)] : []),
+    ...(wide ? [rate(l), l.drl ? `${l.drl.share} (${plural(l.drl.gateways, 'gateway')})` : '-', smoothingCell(l)] : []),
   ]);
   const q = answer.quota;
   if (q) rows.push(['quota', sourceName(q.source), '-', '-', String(q.used), String(q.max), String(q.remaining), untilReset(q.reset, nowMs), ...(wide ? [`${q.max}/${q.renewal}s`, '-', '-'] : [])]);
@@ -124,7 +140,7 @@ interface NotReady {
 /** The live gateways, or why they could not be read: status shows the resources either way. */
 async function gatewaysOf(cluster: Cluster, access: AdminAccess): Promise<{ gateways: LiveGatewaysAnswer | null; gatewaysError?: string }> {
   try {
-    return { gateways: liveGatewaysAnswerSchema.parse(await adminRead(cluster, access, '/gw/gateways')) };
+    return { gateways: await adminRead(cluster, access, '/gw/gateways', liveGatewaysAnswerSchema) };
   } catch (error) {
     return { gateways: null, gatewaysError: (error as Error).message };
   }

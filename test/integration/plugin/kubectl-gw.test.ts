@@ -117,12 +117,12 @@ describe('kubectl gw', () => {
     }
   });
 
-  it('limits: finds the admin secret in the Secret the admin gateway\'s Deployment reads', async () => {
-    // The chart's admin gateway, as far as the API server knows it (nothing runs it here).
+  /** The chart's admin gateway in `namespace`, as far as the API server knows it (nothing runs it here), reading `secret`. */
+  async function createAdminGateway(namespace: string, secret: string): Promise<void> {
     const labels = { 'app.kubernetes.io/part-of': 'gw', 'app.kubernetes.io/component': 'admin', app: 'plugin-test' };
-    await kc.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gw-auth' }, stringData: { 'admin-secret': ADMIN_SECRET } } });
+    await kc.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace, body: { metadata: { name: 'gw-auth' }, stringData: { 'admin-secret': secret } } });
     await kc.makeApiClient(AppsV1Api).createNamespacedDeployment({
-      namespace: ns,
+      namespace,
       body: {
         metadata: { name: 'gw-admin', labels },
         spec: {
@@ -135,6 +135,21 @@ describe('kubectl gw', () => {
         },
       },
     });
+  }
+
+  /** An HTTP server answering every request `status` and `body`, as a proxy before the admin gateway may; it keeps the paths asked. */
+  async function startFakeAdmin(status: number, contentType: string, body: string): Promise<{ url: string; paths: string[]; close: () => void }> {
+    const paths: string[] = [];
+    const server = createServer((req, res) => {
+      paths.push(req.url ?? '');
+      res.writeHead(status, { 'content-type': contentType }).end(body);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, paths, close: () => server.close() };
+  }
+
+  it('limits: finds the admin secret in the Secret the admin gateway\'s Deployment reads', async () => {
+    await createAdminGateway(ns, ADMIN_SECRET);
     const res = await kubectlGw(['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', sidecar.adminUrl, '--admin-namespace', ns, '-o', 'yaml']);
     expect(res.stderr).toBe('');
     expect(res.stdout).toContain('refused_by: key_global');
@@ -343,14 +358,9 @@ describe('kubectl gw', () => {
     expect((await kubectlGw(['events', '-n', ns, '-o', 'wide'])).stdout.split('\n')).toContainEqual(expect.stringMatching(/^\d+s\s+Normal\s+Multiline\s+Key\/mobile\s+5\s+gw\.dev\/legacy\s+first line\.\.\.$/));
 
     const page = '<html>\n<head><title>502 Bad Gateway</title></head>\n<body>\n<center><h1>502 Bad Gateway</h1></center>\n</body>\n</html>\n';
-    const paths: string[] = [];
-    const proxy = createServer((req, res) => {
-      paths.push(req.url ?? '');
-      res.writeHead(502, { 'content-type': 'text/html' }).end(page);
-    });
-    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const proxy = await startFakeAdmin(502, 'text/html', page);
     // As an Ingress would serve the admin gateway, under a path of its own.
-    const adminUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}/gw-admin/`;
+    const adminUrl = `${proxy.url}/gw-admin/`;
     try {
       const limits = await kubectlGw(['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', adminUrl], { GW_ADMIN_SECRET: ADMIN_SECRET });
       expect([limits.code, limits.stdout, limits.stderr]).toEqual([1, '', 'error: the admin gateway answered 502: 502 Bad Gateway\n']);
@@ -359,6 +369,34 @@ describe('kubectl gw', () => {
     } finally {
       proxy.close();
     }
-    expect(paths).toEqual([expect.stringMatching(/^\/gw-admin\/gw\/keys\/[^/]+\/limits\?api_id=orders$/), '/gw-admin/gw/gateways']);
+    expect(proxy.paths).toEqual([expect.stringMatching(/^\/gw-admin\/gw\/keys\/[^/]+\/limits\?api_id=orders$/), '/gw-admin/gw/gateways']);
+  });
+
+  it('names what is wrong in one line: several admin gateways, a secret with a newline, a Key with no hash, an answer of another shape', async () => {
+    // Two admin gateways, one of whose Secret ends with a newline, as one written from a file does.
+    const other = await createNamespace('plugin-admin');
+    await createAdminGateway(other, `${ADMIN_SECRET}\n`);
+    await createAdminGateway(await createNamespace('plugin-admin'), ADMIN_SECRET);
+    await c.create('Key', other, { metadata: { name: 'unhashed' }, spec: { apply_policies: ['plan'] } });
+    const limits = ['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', sidecar.adminUrl];
+    const several = await kubectlGw(limits);
+    expect([several.code, several.stdout]).toEqual([1, '']);
+    expect(several.stderr).toMatch(/^error: \d+ gw admin gateways \(Deployments\) found; choose one with --admin-namespace\n$/);
+    const newline = await kubectlGw([...limits, '--admin-namespace', other]);
+    expect([newline.code, newline.stdout, newline.stderr]).toEqual([1, '', 'error: the admin secret (GW_ADMIN_SECRET, else the admin gateway\'s Secret) holds a newline, often a trailing one from a file: no request can carry it; set it without\n']);
+    // No operator watches that namespace: the Key has no hash, and the hint names its namespace.
+    const unhashed = await kubectlGw(['limits', 'unhashed', '-n', other, '--api', 'orders'], { GW_ADMIN_SECRET: ADMIN_SECRET });
+    expect([unhashed.code, unhashed.stdout, unhashed.stderr]).toEqual([1, '', `error: Key ${other}/unhashed has no hash yet: the operator has not reconciled it (kubectl get gwkey unhashed -n ${other})\n`]);
+    // A gateway of another version, as far as its answer tells.
+    const fake = await startFakeAdmin(200, 'application/json', '{"heartbeats": "yes"}');
+    try {
+      const shape = await kubectlGw(['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', fake.url], { GW_ADMIN_SECRET: ADMIN_SECRET });
+      expect([shape.code, shape.stdout]).toEqual([1, '']);
+      expect(shape.stderr).toMatch(/^error: the admin gateway's answer to \/gw\/keys\/[0-9a-f]{64}\/limits is not one this plugin reads \(a gateway of another gw version\?\): key_hash: [^\n]+\n$/);
+      const status = await kubectlGw(['status', '-n', ns, '--admin-url', fake.url], { GW_ADMIN_SECRET: ADMIN_SECRET });
+      expect(status.stdout).toMatch(/\n\nGateways not read: the admin gateway's answer to \/gw\/gateways is not one this plugin reads \(a gateway of another gw version\?\): heartbeats: [^\n]+\n$/);
+    } finally {
+      fake.close();
+    }
   });
 });
