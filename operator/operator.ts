@@ -32,13 +32,13 @@ import { LeaderElector, leaderOnlySessions } from './runtime/leader-election.ts'
 import { drain, listen } from '../common/listen.ts';
 import { OperatorMetrics } from './runtime/metrics.ts';
 import { createRedis, whenReady } from './runtime/redis-client.ts';
+import { releaseNames } from './runtime/release-names.ts';
 import { releaseOwner } from './runtime/release-owner.ts';
 import { keepOnlyKeyHash } from './keys/key-secrets.ts';
 import { configMapType, customResourceType, secretType } from './runtime/resources.ts';
 import { KubeStatusWriter } from './runtime/status.ts';
 import { WebhookRunner } from './webhook/webhook-runner.ts';
 
-const LEASE_NAME = 'gw-operator-leader';
 /** Longest a reconcile may run: a deposed leader stops writing within this, however stuck a call is. */
 const RECONCILE_TIMEOUT_MS = 30_000;
 /** How long a starting operator waits for Redis before reconciling (operator/runtime/redis-client.ts#whenReady). */
@@ -114,7 +114,7 @@ export class Operator {
           kc,
           {
             namespace: options.namespace,
-            name: LEASE_NAME,
+            name: releaseNames(options.releaseName).lease,
             identity: options.instanceId,
             leaseDurationSeconds: options.leaseDurationSeconds,
             retryPeriodMs: Math.max(200, (options.leaseDurationSeconds * 1000) / 5),

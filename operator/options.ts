@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, namespaceOption, parseCli, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
+import { DEFAULT_RELEASE_NAME } from './runtime/release-names.ts';
 import { DEFAULT_SIDECAR_RESOURCES, sidecarResourcesSchema } from './webhook/sidecar-resources.ts';
 
 /** The operator's options: one table drives parsing, validation, their type and `--help` (common/cli.ts). */
@@ -15,6 +16,15 @@ const table = {
   },
   settings: { flag: 'settings', env: 'GW_SETTINGS', help: 'gateway settings file (YAML or JSON) put into every compiled config; GW_<OPTION> env vars win over it', schema: z.string().optional() },
   namespace: { flag: 'namespace', env: 'GW_OPERATOR_NAMESPACE', help: 'namespace of the operator: leader Lease and webhook certificate Secret (default: default)', schema: namespaceOption.default('default') },
+  releaseName: {
+    flag: 'release-name',
+    env: 'GW_RELEASE_NAME',
+    help: `prefix of the operator's own objects: MutatingWebhookConfiguration NAME-sidecar-injector, Lease NAME-operator-leader and Secret NAME-webhook-tls; each operator of a cluster needs its own (the chart gives its fullname; default ${DEFAULT_RELEASE_NAME})`,
+    schema: z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be lowercase letters, digits and -, starting and ending with a letter or digit, at most 63')
+      .default(DEFAULT_RELEASE_NAME),
+  },
   instanceId: { flag: 'instance-id', env: 'GW_INSTANCE_ID', help: 'identity in the leader Lease and Events (default: hostname-pid)', schema: z.string().min(1).default(`${hostname()}-${process.pid}`) },
   healthListen: { flag: 'health-listen', env: 'GW_HEALTH_LISTEN', help: '/healthz, /readyz and /metrics listener (default 0.0.0.0:8082)', schema: listenOption.default('0.0.0.0:8082') },
   webhookListen: { flag: 'webhook-listen', env: 'GW_WEBHOOK_LISTEN', help: 'HTTPS listener of the sidecar injection webhook (default 0.0.0.0:9443)', schema: listenOption.default('0.0.0.0:9443') },

@@ -2,8 +2,6 @@ import { ApiException, CoreV1Api, type KubeConfig, type V1OwnerReference, type V
 import type { Logger } from '../../common/logger.ts';
 import { issueCa, issueServing, rotationNeeded, type WebhookPki } from './certs.ts';
 
-export const WEBHOOK_SECRET = 'gw-webhook-tls';
-
 const decode = (secret: V1Secret, key: string): string => Buffer.from(secret.data?.[key] ?? '', 'base64').toString('utf8');
 const encode = (value: string): string => Buffer.from(value).toString('base64');
 
@@ -25,14 +23,16 @@ export function caBundle(pki: StoredPki): string {
 export class CertStore {
   readonly #api: CoreV1Api;
   readonly #namespace: string;
+  readonly #secretName: string;
   readonly #names: { dns: string[]; ips: string[] };
   readonly #log: Logger;
   readonly #owner: () => Promise<V1OwnerReference[] | undefined>;
 
-  constructor(kc: KubeConfig, namespace: string, names: { dns: string[]; ips: string[] }, log: Logger,
+  constructor(kc: KubeConfig, secret: { namespace: string; name: string }, names: { dns: string[]; ips: string[] }, log: Logger,
     owner: () => Promise<V1OwnerReference[] | undefined> = async () => undefined) {
     this.#api = kc.makeApiClient(CoreV1Api);
-    this.#namespace = namespace;
+    this.#namespace = secret.namespace;
+    this.#secretName = secret.name;
     this.#names = names;
     this.#log = log;
     this.#owner = owner;
@@ -50,7 +50,7 @@ export class CertStore {
         return next;
       }
     }
-    throw new Error(`could not store the webhook certificate in Secret ${this.#namespace}/${WEBHOOK_SECRET}`);
+    throw new Error(`could not store the webhook certificate in Secret ${this.#namespace}/${this.#secretName}`);
   }
 
   async #issue(pki: StoredPki | undefined, needed: 'ca' | 'serving' | 'none'): Promise<StoredPki> {
@@ -61,7 +61,7 @@ export class CertStore {
 
   async #read(): Promise<V1Secret | undefined> {
     try {
-      return await this.#api.readNamespacedSecret({ name: WEBHOOK_SECRET, namespace: this.#namespace });
+      return await this.#api.readNamespacedSecret({ name: this.#secretName, namespace: this.#namespace });
     } catch (error) {
       if (error instanceof ApiException && error.code === 404) return undefined;
       throw error;
@@ -71,7 +71,7 @@ export class CertStore {
   async #write(current: V1Secret | undefined, pki: StoredPki): Promise<boolean> {
     const body: V1Secret = {
       metadata: {
-        name: WEBHOOK_SECRET,
+        name: this.#secretName,
         namespace: this.#namespace,
         resourceVersion: current?.metadata?.resourceVersion,
         labels: { 'app.kubernetes.io/managed-by': 'gw-operator' },
@@ -87,7 +87,7 @@ export class CertStore {
       },
     };
     try {
-      if (current) await this.#api.replaceNamespacedSecret({ name: WEBHOOK_SECRET, namespace: this.#namespace, body });
+      if (current) await this.#api.replaceNamespacedSecret({ name: this.#secretName, namespace: this.#namespace, body });
       else await this.#api.createNamespacedSecret({ namespace: this.#namespace, body });
       return true;
     } catch (error) {

@@ -4,9 +4,10 @@ import type { Logger } from '../../common/logger.ts';
 import type { OperatorOptions } from '../options.ts';
 import { drain, listen } from '../../common/listen.ts';
 import { clusterReleaseOwner, releaseOwner } from '../runtime/release-owner.ts';
-import { caBundle, CertStore } from './cert-store.ts';
+import { caBundle, CertStore, type StoredPki } from './cert-store.ts';
 import { servingNames } from './certs.ts';
-import { applyWebhookConfiguration, webhookConfiguration, type WebhookTarget } from './webhook-configuration.ts';
+import { releaseNames } from '../runtime/release-names.ts';
+import { applyWebhookConfiguration, removeLegacyWebhookConfiguration, webhookConfiguration, type WebhookTarget } from './webhook-configuration.ts';
 import { createWebhookServer, type WebhookServer } from './webhook-server.ts';
 import type { ReviewResult } from './admission.ts';
 
@@ -34,7 +35,7 @@ export class WebhookRunner {
     this.#count = count;
     this.#options = options;
     this.#log = log.child({ component: 'webhook' });
-    this.#certs = new CertStore(kc, options.namespace, servingNames(options.webhookService, options.namespace), this.#log,
+    this.#certs = new CertStore(kc, { namespace: options.namespace, name: releaseNames(options.releaseName).webhookSecret }, servingNames(options.webhookService, options.namespace), this.#log,
       () => releaseOwner(kc, options.namespace, options.webhookService));
   }
 
@@ -83,8 +84,7 @@ export class WebhookRunner {
     this.#server = server;
     server.rotate(pki);
     if (!server.server.listening) await listen(server.server, this.#options.webhookListen);
-    await applyWebhookConfiguration(this.#kc, webhookConfiguration(this.#target(), caBundle(pki)),
-      await clusterReleaseOwner(this.#kc, this.#options.webhookOwnerClusterRole));
+    await this.#register(pki);
     this.#timer = setInterval(() => void this.#refresh(), CERT_CHECK_MS);
     this.#timer.unref();
     this.#log.info({ port: this.port() }, 'injection webhook serving');
@@ -101,20 +101,30 @@ export class WebhookRunner {
     try {
       const pki = await this.#certs.ensure();
       this.#server?.rotate(pki);
-      await applyWebhookConfiguration(this.#kc, webhookConfiguration(this.#target(), caBundle(pki)),
-      await clusterReleaseOwner(this.#kc, this.#options.webhookOwnerClusterRole));
+      await this.#register(pki);
     } catch (error) {
       this.#log.warn({ err: error }, 'webhook certificate refresh failed; will retry');
     }
   }
 
-  #target(): WebhookTarget {
-    const { webhookUrl, webhookService, namespace, webhookFailurePolicy } = this.#options;
-    return {
-      url: webhookUrl,
-      service: webhookService ? { name: webhookService, namespace, port: 443 } : undefined,
-      failurePolicy: webhookFailurePolicy,
-      excludedNamespaces: [...new Set(['kube-system', namespace])],
-    };
+  /** Writes the release's webhook configuration with the CA bundle of the PKI. */
+  async #register(pki: StoredPki): Promise<void> {
+    const target = webhookTarget(this.#options);
+    const owner = await clusterReleaseOwner(this.#kc, this.#options.webhookOwnerClusterRole);
+    await applyWebhookConfiguration(this.#kc, webhookConfiguration(target, caBundle(pki)), owner);
+    await removeLegacyWebhookConfiguration(this.#kc, target.name, owner);
   }
+}
+
+/** Where the API server sends the pods of the namespaces an operator with these options serves. */
+export function webhookTarget(options: OperatorOptions): WebhookTarget {
+  const { webhookUrl, webhookService, namespace, webhookFailurePolicy, releaseName, watchNamespaces } = options;
+  return {
+    name: releaseNames(releaseName).webhookConfiguration,
+    watchNamespaces,
+    url: webhookUrl,
+    service: webhookService ? { name: webhookService, namespace, port: 443 } : undefined,
+    failurePolicy: webhookFailurePolicy,
+    excludedNamespaces: [...new Set(['kube-system', namespace])],
+  };
 }

@@ -117,6 +117,7 @@ describe('end to end: operator + sidecar processes, driven with kubectl', () => 
     stack = await startGwStack({
       kubeconfig: env.kubeconfig,
       operatorKubeconfig: identities.operatorKubeconfig,
+      operatorReleaseName: identities.operatorReleaseName,
       sidecarKubeconfig: identities.gatewayKubeconfig,
       dir,
       redisUrl: env.redisUrl,

@@ -12,6 +12,8 @@ export interface GwStackOptions {
   kubeconfig: string;
   /** Identities of their own for the two processes (as their pods' ServiceAccounts); `kubeconfig` otherwise. */
   operatorKubeconfig?: string;
+  /** GW_RELEASE_NAME of the operator: with the chart's identity, the chart's (its Role names the Lease after it). */
+  operatorReleaseName?: string;
   sidecarKubeconfig?: string;
   redisUrl: string;
   /** The namespace the operator watches and the sidecar runs in (its "pod namespace"). */
@@ -75,6 +77,7 @@ export async function startGwStack(o: GwStackOptions): Promise<GwStack> {
       GW_WEBHOOK: 'false',
       GW_LEADER_ELECTION: 'true',
       GW_LOG_LEVEL: o.logLevel ?? 'info',
+      ...(o.operatorReleaseName === undefined ? {} : { GW_RELEASE_NAME: o.operatorReleaseName }),
     },
   });
   let sidecar: GwProcess | undefined;

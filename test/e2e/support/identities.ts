@@ -10,6 +10,8 @@ type Kubectl = (args: string[], opts?: { input?: string; allowFail?: boolean }) 
 export interface PodIdentities {
   /** Kubeconfig of the chart's operator ServiceAccount. */
   operatorKubeconfig: string;
+  /** GW_RELEASE_NAME the chart gives the operator: the Lease its Role lets it write is named after it. */
+  operatorReleaseName: string;
   /** Kubeconfig of the chart's admin gateway ServiceAccount (the gateway that serves the admin operations). */
   gatewayKubeconfig: string;
   /** Kubeconfig of the chart's ServiceAccount for injected sidecars in `namespace` (`sidecar.namespaces`). */
@@ -37,6 +39,7 @@ const COMPONENT = 'app.kubernetes.io/component';
 interface Manifest {
   kind: string;
   metadata: { name: string; labels?: Record<string, string> };
+  spec?: { template: { spec: { containers: Array<{ env?: Array<{ name: string; value?: string }> }> } } };
 }
 
 /** The rendered objects a namespace of the release needs for its processes' identities. */
@@ -79,9 +82,13 @@ export async function chartIdentities(o: IdentityOptions): Promise<PodIdentities
     '--set', 'redis.enabled=false',
     '--set-string', `redis.external.url=${o.redisUrl}`,
   ]);
-  const objects = parseAllDocuments(rendered)
+  const all = parseAllDocuments(rendered)
     .map((doc) => doc.toJS() as Manifest | null)
-    .filter((m): m is Manifest => m !== null && applied(m));
+    .filter((m): m is Manifest => m !== null);
+  const objects = all.filter(applied);
+  const operatorEnv = all.find((m) => m.kind === 'Deployment' && m.metadata.labels?.[COMPONENT] === 'operator')?.spec?.template.spec.containers[0]?.env ?? [];
+  const operatorReleaseName = operatorEnv.find((e) => e.name === 'GW_RELEASE_NAME')?.value;
+  if (operatorReleaseName === undefined) throw new Error('the chart gives the operator no GW_RELEASE_NAME');
   const cleanup = async (): Promise<void> => {
     await o.kubectl(['delete', 'clusterrole,clusterrolebinding', '-l', `app.kubernetes.io/instance=${release}`, '--ignore-not-found'], { allowFail: true });
   };
@@ -97,6 +104,7 @@ export async function chartIdentities(o: IdentityOptions): Promise<PodIdentities
   try {
     return {
       operatorKubeconfig: tokenKubeconfig(o.kubeconfig, await token(account('operator')), join(o.dir, 'operator.kubeconfig')),
+      operatorReleaseName,
       gatewayKubeconfig: tokenKubeconfig(o.kubeconfig, await token(account('admin')), join(o.dir, 'gateway.kubeconfig')),
       sidecarKubeconfig: tokenKubeconfig(o.kubeconfig, await token(account('sidecar')), join(o.dir, 'sidecar.kubeconfig')),
       sidecarEnvSecret: named('Secret', 'sidecar'),

@@ -76,7 +76,7 @@ beforeAll(async () => {
   // The operator creates its webhook CA Secret at run time; the chart must never own or overwrite it.
   await core().createNamespacedSecret({
     namespace: ns,
-    body: { metadata: { name: 'gw-webhook-tls', labels: { 'app.kubernetes.io/managed-by': 'gw-operator' } }, stringData: { 'ca.crt': 'CA-PEM', 'ca.key': 'CA-KEY' } },
+    body: { metadata: { name: `${prefix}-webhook-tls`, labels: { 'app.kubernetes.io/managed-by': 'gw-operator' } }, stringData: { 'ca.crt': 'CA-PEM', 'ca.key': 'CA-KEY' } },
   });
   // The global setup applied the same CRDs already (the CRD check of chart-render compares them).
   const install = await helm(['install', release, CHART_DIR, '--namespace', ns, '--skip-crds', ...setArgs({ 'sidecar.namespaces': [appNs] })]);
@@ -156,14 +156,19 @@ describe('helm install', () => {
       // Events are written as events.k8s.io/v1 only; the core/v1 path stays closed.
       [{ verb: 'create', resource: 'events', namespace: 'app' }, false],
       [{ verb: 'create', resource: 'leases', group: 'coordination.k8s.io', namespace: 'release' }, true],
-      [{ verb: 'update', resource: 'leases', group: 'coordination.k8s.io', name: 'gw-operator-leader', namespace: 'release' }, true],
+      [{ verb: 'update', resource: 'leases', group: 'coordination.k8s.io', name: `${prefix}-operator-leader`, namespace: 'release' }, true],
       [{ verb: 'update', resource: 'leases', group: 'coordination.k8s.io', name: 'kube-scheduler', namespace: 'release' }, false],
-      [{ verb: 'get', resource: 'secrets', name: 'gw-webhook-tls', namespace: 'release' }, true],
+      [{ verb: 'get', resource: 'secrets', name: `${prefix}-webhook-tls`, namespace: 'release' }, true],
+      // The names of another release's operator are not this one's.
+      [{ verb: 'update', resource: 'leases', group: 'coordination.k8s.io', name: 'gw-operator-leader', namespace: 'release' }, false],
+      [{ verb: 'update', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: 'gw-sidecar-injector', namespace: 'cluster' }, false],
+      // Except to delete it when this release owns it: the one name every release had before (the operator checks the owner).
+      [{ verb: 'delete', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: 'gw-sidecar-injector', namespace: 'cluster' }, true],
       [{ verb: 'create', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', namespace: 'cluster' }, true],
-      [{ verb: 'update', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: 'gw-sidecar-injector', namespace: 'cluster' }, true],
+      [{ verb: 'update', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: `${prefix}-sidecar-injector`, namespace: 'cluster' }, true],
       // Forbidden samples: other webhooks, spec writes, other API groups, escalation paths.
       [{ verb: 'update', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: 'someone-elses', namespace: 'cluster' }, false],
-      [{ verb: 'delete', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: 'gw-sidecar-injector', namespace: 'cluster' }, false],
+      [{ verb: 'delete', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: `${prefix}-sidecar-injector`, namespace: 'cluster' }, false],
       [{ verb: 'create', resource: 'validatingwebhookconfigurations', group: 'admissionregistration.k8s.io', namespace: 'cluster' }, false],
       [{ verb: 'update', resource: 'apidefinitions', group: 'gw.dev', namespace: 'app' }, false],
       [{ verb: 'delete', resource: 'apidefinitions', group: 'gw.dev', namespace: 'app' }, false],
@@ -220,7 +225,7 @@ describe('helm upgrade', () => {
     const redisBefore = decoded(await readSecret(`${prefix}-redis`));
     const sidecarEnvBefore = decoded(await readSecret('gw-sidecar-env', appNs));
     expect(sidecarEnvBefore.GW_REDIS_URL).toBe(`redis://:${redisBefore.password}@${prefix}-redis.${ns}.svc:6379/0`);
-    const caBefore = await readSecret('gw-webhook-tls');
+    const caBefore = await readSecret(`${prefix}-webhook-tls`);
     expect(authBefore['admin-secret']).toMatch(/^[A-Za-z0-9]{40}$/);
     expect(authBefore['portal-secret']).toMatch(/^[A-Za-z0-9]{40}$/);
 
@@ -230,7 +235,7 @@ describe('helm upgrade', () => {
     expect(decoded(await readSecret(`${prefix}-auth`))).toEqual(authBefore);
     expect(decoded(await readSecret(`${prefix}-redis`))).toEqual(redisBefore);
     expect(decoded(await readSecret('gw-sidecar-env', appNs))).toEqual(sidecarEnvBefore);
-    const caAfter = await readSecret('gw-webhook-tls');
+    const caAfter = await readSecret(`${prefix}-webhook-tls`);
     expect(caAfter.metadata?.resourceVersion).toBe(caBefore.metadata?.resourceVersion);
     expect(decoded(caAfter)).toEqual({ 'ca.crt': 'CA-PEM', 'ca.key': 'CA-KEY' });
     expect(caAfter.metadata?.annotations?.['meta.helm.sh/release-name']).toBeUndefined();
@@ -270,6 +275,6 @@ describe('helm uninstall', () => {
     const input = JSON.stringify({ apiVersion: 'v1', kind: 'List', items: current });
     const left = await kubectl(['get', '-f', '-', '-o', 'name', '--ignore-not-found'], { input });
     expect(left.stdout.trim()).toBe('');
-    expect(decoded(await readSecret('gw-webhook-tls'))).toEqual({ 'ca.crt': 'CA-PEM', 'ca.key': 'CA-KEY' });
+    expect(decoded(await readSecret(`${prefix}-webhook-tls`))).toEqual({ 'ca.crt': 'CA-PEM', 'ca.key': 'CA-KEY' });
   });
 });

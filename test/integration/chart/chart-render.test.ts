@@ -4,7 +4,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { defaultGatewaySettings, gatewaySettingsSchema } from '../../../crds/settings.ts';
-import { parseOptions } from '../../../operator/options.ts';
+import { parseOptions, type OperatorOptions } from '../../../operator/options.ts';
+import { releaseNames } from '../../../operator/runtime/release-names.ts';
+import { webhookConfiguration } from '../../../operator/webhook/webhook-configuration.ts';
+import { webhookTarget } from '../../../operator/webhook/webhook-runner.ts';
 import { GATEWAY_POD_LABEL } from '../../../operator/webhook/injector.ts';
 import { createNamespace, kubectl } from '../../harness/index.ts';
 import { runTool } from '../../harness/run-tool.ts';
@@ -517,6 +520,43 @@ describe('helm template with non-default values', () => {
     const adminReads = objects.filter((o) => o.kind === 'RoleBinding' && o.metadata.name === 'gw-admin-read');
     expect(adminReads.map((o) => o.metadata.namespace)).toEqual([ns]);
     await serverValidate(objects);
+  });
+
+  it('names the operator\'s webhook configuration, Lease and Secret after the release, as its RBAC does, and keeps the webhook to the watched namespaces', async () => {
+    const render = async (release: string, values: Record<string, unknown>) => {
+      const objects = await renderChart(ns, values, release);
+      const prefix = release === 'gw' ? 'gw' : String(values.fullnameOverride);
+      const env = containerEnv(findObject(objects, 'Deployment', `${prefix}-operator`));
+      const literal = Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+      // The Redis URL comes from a Secret and the namespace from the pod: stand-ins here.
+      const options = parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', GW_OPERATOR_NAMESPACE: ns, ...literal }) as OperatorOptions;
+      const rules = (kind: string, name: string): Array<{ resources: string[]; resourceNames?: string[]; verbs: string[] }> => findObject(objects, kind, name).rules;
+      const named = (kind: string, name: string, resource: string, verb: string): string[] =>
+        rules(kind, name).filter((r) => r.resources.includes(resource) && r.verbs.includes(verb)).flatMap((r) => r.resourceNames ?? []);
+      return {
+        names: releaseNames(options.releaseName),
+        rbac: {
+          webhookConfiguration: named('ClusterRole', `${prefix}-operator-webhook`, 'mutatingwebhookconfigurations', 'update'),
+          lease: named('Role', `${prefix}-operator`, 'leases', 'update'),
+          webhookSecret: named('Role', `${prefix}-operator`, 'secrets', 'update'),
+          legacyDelete: named('ClusterRole', `${prefix}-operator-webhook`, 'mutatingwebhookconfigurations', 'delete'),
+        },
+        selector: webhookConfiguration(webhookTarget(options), '').webhooks?.[0]?.namespaceSelector?.matchExpressions,
+      };
+    };
+    // The default release keeps the names it always had.
+    const gw = await render('gw', {});
+    expect(gw.names).toEqual({ webhookConfiguration: 'gw-sidecar-injector', lease: 'gw-operator-leader', webhookSecret: 'gw-webhook-tls' });
+    expect(gw.rbac).toEqual({ webhookConfiguration: ['gw-sidecar-injector'], lease: ['gw-operator-leader'], webhookSecret: ['gw-webhook-tls'], legacyDelete: [] });
+    expect(gw.selector).toEqual([
+      { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', ns] },
+      { key: 'gw.dev/inject', operator: 'NotIn', values: ['disabled'] },
+    ]);
+    const acme = await render('acme', { fullnameOverride: 'acme', watchNamespaces: [appNs] });
+    expect(acme.names).toEqual({ webhookConfiguration: 'acme-sidecar-injector', lease: 'acme-operator-leader', webhookSecret: 'acme-webhook-tls' });
+    // It may delete the configuration of the one fixed name only (the operator checks it owns it).
+    expect(acme.rbac).toEqual({ webhookConfiguration: ['acme-sidecar-injector'], lease: ['acme-operator-leader'], webhookSecret: ['acme-webhook-tls'], legacyDelete: ['gw-sidecar-injector'] });
+    expect(acme.selector).toContainEqual({ key: 'kubernetes.io/metadata.name', operator: 'In', values: [appNs] });
   });
 
   it('runs two operator replicas with a disruption budget, and can leave the admin gateway out', async () => {

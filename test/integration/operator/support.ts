@@ -1,4 +1,4 @@
-import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap, type V1ManagedFieldsEntry } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1ConfigMap, type V1ManagedFieldsEntry, type V1Pod } from '@kubernetes/client-node';
 import { createLogger } from '../../../common/logger.ts';
 import { kinds, type KindName } from '../../../crds/kinds.ts';
 import { defaultGatewaySettings } from '../../../crds/settings.ts';
@@ -104,3 +104,22 @@ export async function removeGwResources(kc: KubeConfig, namespace: string): Prom
 
 /** A free loopback port (the webhook URL must name its port before the server starts). */
 export { freePort } from '../../harness/ports.ts';
+
+/** A one-container pod, with the annotations given (gw.dev/inject asks for a gateway). */
+export const pod = (name: string, annotations?: Record<string, string>): V1Pod => ({
+  metadata: { name, annotations },
+  spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] },
+});
+
+/**
+ * The API server picks a new webhook configuration up from its own cache a moment after the write,
+ * and failurePolicy Ignore admits a pod unchanged until then: wait until a dry-run create is injected.
+ */
+export async function untilInjecting(core: CoreV1Api, namespace: string): Promise<void> {
+  for (let attempt = 0; attempt < 40; attempt++) {
+    const probe = await core.createNamespacedPod({ namespace, dryRun: 'All', body: pod(`probe-${attempt}`, { 'gw.dev/inject': 'true' }) });
+    if (probe.spec?.initContainers?.some((c) => c.name === 'gw-sidecar')) return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error('the API server did not call the injection webhook within 10 s');
+}

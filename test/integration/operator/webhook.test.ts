@@ -5,31 +5,13 @@ import type { Operator } from '../../../operator/operator.ts';
 import { issueServing } from '../../../operator/webhook/certs.ts';
 import { webhookConfiguration } from '../../../operator/webhook/webhook-configuration.ts';
 import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
-import { freePort, startOperator } from './support.ts';
-
-const pod = (name: string, annotations?: Record<string, string>): V1Pod => ({
-  metadata: { name, annotations },
-  spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] },
-});
+import { freePort, pod, startOperator, untilInjecting } from './support.ts';
 
 /** gw_operator_webhook_reviews_total of one operator, by result. */
 async function reviews(operator: Operator): Promise<{ injected: number; unchanged: number }> {
   const values = (await operator.metrics.webhookReviews.get()).values;
   const of = (result: string): number => values.find((v) => v.labels.result === result)?.value ?? 0;
   return { injected: of('injected'), unchanged: of('unchanged') };
-}
-
-/**
- * The API server picks a new webhook configuration up from its own cache a moment after the write,
- * and failurePolicy Ignore admits a pod unchanged until then: wait until a dry-run create is injected.
- */
-async function untilInjecting(core: CoreV1Api, namespace: string): Promise<void> {
-  for (let attempt = 0; attempt < 40; attempt++) {
-    const probe = await core.createNamespacedPod({ namespace, dryRun: 'All', body: pod(`probe-${attempt}`, { 'gw.dev/inject': 'true' }) });
-    if (probe.spec?.initContainers?.some((c) => c.name === 'gw-sidecar')) return;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error('the API server did not call the injection webhook within 10 s');
 }
 
 function expectUnchanged(created: V1Pod): void {
@@ -127,11 +109,10 @@ describe('operator: sidecar injection webhook', () => {
     // kept to this test's own namespace so that no other pod of the run can meet it.
     const downNs = await createNamespace('operator-down');
     const closedPort = await freePort();
-    const down = webhookConfiguration({ url: `https://127.0.0.1:${closedPort}/mutate`, failurePolicy: 'Fail', excludedNamespaces: ['kube-system'] }, Buffer.from('unused').toString('base64'));
+    const down = webhookConfiguration({ name: 'gw-test-operator-down', url: `https://127.0.0.1:${closedPort}/mutate`, failurePolicy: 'Fail', excludedNamespaces: ['kube-system'], watchNamespaces: [downNs] }, Buffer.from('unused').toString('base64'));
     const hook = down.webhooks![0]!;
     hook.name = 'down.inject.gw.dev';
-    hook.namespaceSelector!.matchExpressions!.push({ key: 'kubernetes.io/metadata.name', operator: 'In', values: [downNs] });
-    await admission.createMutatingWebhookConfiguration({ body: { ...down, metadata: { name: 'gw-test-operator-down' } } });
+    await admission.createMutatingWebhookConfiguration({ body: down });
     try {
       const create = (name: string, annotations?: Record<string, string>): Promise<unknown> =>
         core.createNamespacedPod({ namespace: downNs, dryRun: 'All', body: pod(name, annotations) }).then(
