@@ -55,6 +55,23 @@ describe('operator options', () => {
     }
   });
 
+  it('refuses a default no sidecar could run with: a memory limit under 64Mi, a request above its limit', () => {
+    const refusal = (resources: string): string => {
+      try {
+        parseOptions([], { ...base, GW_SIDECAR_RESOURCES: resources });
+      } catch (error) {
+        expect(error).toBeInstanceOf(OptionsError);
+        return (error as Error).message;
+      }
+      throw new Error(`${resources} was taken`);
+    };
+    expect(refusal('{"limits":{"memory":"32Mi"}}')).toBe('--sidecar-resources (GW_SIDECAR_RESOURCES): the gw-sidecar memory limit 32Mi is under 64Mi, less than its Node process holds idle (about 55 MiB): it would be killed as it starts');
+    expect(refusal('{"requests":{"memory":"512Mi"},"limits":{"memory":"256Mi"}}')).toContain('the gw-sidecar memory request 512Mi is above its limit 256Mi');
+    expect(refusal('{"requests":{"cpu":"2"},"limits":{"cpu":"500m"}}')).toContain('the gw-sidecar cpu request 2 is above its limit 500m');
+    expect(parseOptions([], { ...base, GW_SIDECAR_RESOURCES: '{"requests":{"memory":"64Mi"},"limits":{"memory":"64Mi"}}' }))
+      .toMatchObject({ sidecarResources: { limits: { memory: '64Mi' } } });
+  });
+
   it('accepts the Sentinel and Cluster URLs the chart renders', () => {
     const sentinel = 'redis+sentinel://:s3cret@sentinel-0:26379,sentinel-1:26379/mymaster/2';
     expect(parseOptions([], { ...base, GW_REDIS_URL: sentinel })).toMatchObject({ redisUrl: sentinel });

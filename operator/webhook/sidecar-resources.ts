@@ -20,12 +20,40 @@ export function quantityValue(quantity: string): number | null {
   return Number(match[1]) * SUFFIX[match[2] ?? '']!;
 }
 
+/** The least memory limit the sidecar runs with (docs/architecture.md#the-images: it idles at 51 to 54 MiB). */
+export const MIN_SIDECAR_MEMORY_LIMIT = '64Mi';
+
+/** Why a sidecar given this memory limit could not run, or null when it can (or there is none). */
+export function memoryLimitProblem(limit: string | undefined): string | null {
+  const bytes = limit === undefined ? null : quantityValue(limit);
+  if (bytes === null || bytes >= quantityValue(MIN_SIDECAR_MEMORY_LIMIT)!) return null;
+  return `the gw-sidecar memory limit ${limit} is under ${MIN_SIDECAR_MEMORY_LIMIT}, less than its Node process holds idle (about 55 MiB): it would be killed as it starts`;
+}
+
+/** Why a request above its limit cannot be, or null when it is not above it. */
+function requestAboveLimit(resource: string, request: string | undefined, limit: string | undefined): string | null {
+  if (request === undefined || limit === undefined) return null;
+  const [requested, limited] = [quantityValue(request), quantityValue(limit)];
+  if (requested === null || limited === null || requested <= limited) return null;
+  return `the gw-sidecar ${resource} request ${request} is above its limit ${limit}`;
+}
+
 // Helm's toJson writes `cpu: 1` as a number.
 const quantity = z.union([z.string(), z.number().nonnegative().transform(String)])
   .refine((q) => quantityValue(q) !== null, 'must be a Kubernetes quantity such as 100m, 0.5, 128Mi or 1Gi');
 const pair = z.strictObject({ 'cpu': quantity.optional(), 'memory': quantity.optional(), 'ephemeral-storage': quantity.optional() });
 
-export const sidecarResourcesSchema = z.strictObject({ requests: pair.optional(), limits: pair.optional() });
+/**
+ * The operator's default: one that no pod could run with (a memory limit under the least, a
+ * request above its limit) stops the operator at start, rather than every injected pod.
+ */
+export const sidecarResourcesSchema = z.strictObject({ requests: pair.optional(), limits: pair.optional() }).superRefine((resources, ctx) => {
+  const problems = [
+    memoryLimitProblem(resources.limits?.memory),
+    ...(['cpu', 'memory'] as const).map((resource) => requestAboveLimit(resource, resources.requests?.[resource], resources.limits?.[resource])),
+  ];
+  for (const message of problems) if (message !== null) ctx.addIssue({ code: 'custom', message });
+});
 export type SidecarResources = z.infer<typeof sidecarResourcesSchema>;
 
 export const DEFAULT_SIDECAR_RESOURCES: SidecarResources = { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } };
@@ -36,9 +64,6 @@ export const RESOURCE_ANNOTATIONS = {
   'gw.dev/sidecar-cpu-limit': ['limits', 'cpu'],
   'gw.dev/sidecar-memory-limit': ['limits', 'memory'],
 } as const;
-
-/** The least memory limit a pod may give its sidecar (docs/architecture.md#the-images: it idles at 51 to 54 MiB). */
-const MIN_SIDECAR_MEMORY_LIMIT_BYTES = 64 * 1024 * 1024;
 
 /**
  * The sidecar's resources for a pod: the default with the pod's annotations on top. A default
@@ -59,18 +84,13 @@ export function sidecarResourcesFor(annotations: Record<string, string>, default
     resources[kind][resource] = value;
     annotated.add(`${kind}.${resource}`);
   }
-  const memoryLimit = resources.limits.memory;
-  if (annotated.has('limits.memory') && memoryLimit !== undefined && quantityValue(memoryLimit)! < MIN_SIDECAR_MEMORY_LIMIT_BYTES) {
-    return { error: `the gw-sidecar memory limit ${memoryLimit} is under 64Mi, less than its Node process holds idle (about 55 MiB): it would be killed as it starts` };
-  }
+  const memoryLimit = memoryLimitProblem(resources.limits.memory);
+  if (memoryLimit !== null) return { error: memoryLimit };
   for (const resource of ['cpu', 'memory'] as const) {
-    const request = resources.requests[resource];
-    const limit = resources.limits[resource];
-    if (request === undefined || limit === undefined || quantityValue(request)! <= quantityValue(limit)!) continue;
-    if (annotated.has(`requests.${resource}`)) {
-      return { error: `the gw-sidecar ${resource} request ${request} is above its limit ${limit}` };
-    }
-    resources.requests[resource] = limit;
+    const aboveLimit = requestAboveLimit(resource, resources.requests[resource], resources.limits[resource]);
+    if (aboveLimit === null) continue;
+    if (annotated.has(`requests.${resource}`)) return { error: aboveLimit };
+    resources.requests[resource] = resources.limits[resource];
   }
   return resources;
 }

@@ -236,3 +236,39 @@ redis+cluster://[:password@]host:port,host:port.
 - name: tmp
   mountPath: /tmp
 {{- end }}
+
+{{/*
+The value of a Kubernetes quantity in base units (cores, bytes), as a float: the plain forms
+values.schema.json allows (a number, or digits with one of the suffixes).
+*/}}
+{{- define "gw.quantityValue" -}}
+{{- if kindIs "string" . }}
+{{- $units := dict "" 1 "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "Pi" 1125899906842624 "Ei" 1152921504606846976 }}
+{{- mulf (regexReplaceAll "[a-zA-Z]+$" . "" | float64) (index $units (regexReplaceAll "^[0-9.]+" . "")) }}
+{{- else }}
+{{- float64 . }}
+{{- end }}
+{{- end }}
+
+{{/*
+Refuses sidecar.resources no injected sidecar could run with, with the reasons the operator
+gives (operator/webhook/sidecar-resources.ts): under 64Mi of memory its Node process, idle at
+about 55 MiB, would be killed as it starts, in every injected pod; a request above its limit
+is refused by the API server in every injected pod.
+*/}}
+{{- define "gw.sidecar.checkResources" -}}
+{{- $requests := .Values.sidecar.resources.requests | default dict }}
+{{- $limits := .Values.sidecar.resources.limits | default dict }}
+{{- if hasKey $limits "memory" }}
+{{- if lt (include "gw.quantityValue" $limits.memory | float64) (include "gw.quantityValue" "64Mi" | float64) }}
+{{- fail (printf "sidecar.resources.limits.memory: the gw-sidecar memory limit %v is under 64Mi, less than its Node process holds idle (about 55 MiB): it would be killed as it starts" (toJson $limits.memory | trimAll "\"")) }}
+{{- end }}
+{{- end }}
+{{- range $resource := list "cpu" "memory" }}
+{{- if and (hasKey $requests $resource) (hasKey $limits $resource) }}
+{{- if gt (include "gw.quantityValue" (index $requests $resource) | float64) (include "gw.quantityValue" (index $limits $resource) | float64) }}
+{{- fail (printf "sidecar.resources: the gw-sidecar %s request %s is above its limit %s" $resource (toJson (index $requests $resource) | trimAll "\"") (toJson (index $limits $resource) | trimAll "\"")) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -8,6 +8,7 @@ import { parseOptions, type OperatorOptions } from '../../../operator/options.ts
 import { releaseNames } from '../../../operator/runtime/release-names.ts';
 import { webhookConfiguration } from '../../../operator/webhook/webhook-configuration.ts';
 import { webhookTarget } from '../../../operator/webhook/webhook-runner.ts';
+import { memoryLimitProblem } from '../../../operator/webhook/sidecar-resources.ts';
 import { GATEWAY_POD_LABEL } from '../../../operator/webhook/injector.ts';
 import { createNamespace, kubectl } from '../../harness/index.ts';
 import { runTool } from '../../harness/run-tool.ts';
@@ -440,6 +441,27 @@ describe('helm template with non-default values', () => {
       const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(values)], { allowFail: true });
       expect(result.code, JSON.stringify(values)).not.toBe(0);
       expect(result.stderr).toContain(message);
+    }
+  });
+
+  it('refuses sidecar resources no injected sidecar could run with, for the reason the operator and its webhook give', async () => {
+    const refusals: Array<[Record<string, unknown>, string]> = [
+      [{ 'sidecar.resources.limits.memory': '32Mi' }, `sidecar.resources.limits.memory: ${memoryLimitProblem('32Mi')}`],
+      [{ 'sidecar.resources.limits.memory': '0.05Gi' }, 'the gw-sidecar memory limit 0.05Gi is under 64Mi'],
+      [{ 'sidecar.resources.requests.memory': '512Mi' }, 'sidecar.resources: the gw-sidecar memory request 512Mi is above its limit 256Mi'],
+      [{ 'sidecar.resources.limits.cpu': '20m' }, 'sidecar.resources: the gw-sidecar cpu request 50m is above its limit 20m'],
+    ];
+    for (const [values, message] of refusals) {
+      const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(values)], { allowFail: true });
+      expect(result.code, JSON.stringify(values)).not.toBe(0);
+      expect(result.stderr).toContain(message);
+    }
+    // The least the sidecar runs with, and a limit given as a number of bytes, render; the operator takes them.
+    for (const memory of ['64Mi', 1073741824]) {
+      const env = containerEnv(findObject(await renderChart(ns, { 'sidecar.resources.limits.memory': memory, 'sidecar.resources.requests.memory': '64Mi' }), 'Deployment', 'gw-operator'));
+      const literal = Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+      expect(parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', ...literal }))
+        .toMatchObject({ sidecarResources: { limits: { memory: String(memory) } } });
     }
   });
 

@@ -32,6 +32,10 @@ describe('gw-operator bin', () => {
     const badSetting = run([], { GW_REDIS_URL: 'redis://127.0.0.1:1', GW_WEBHOOK: 'false', GW_DRL_THRESHOLD: '-3' });
     expect(await badSetting.exited).toBe(2);
     expect(badSetting.err()).toContain('drl_threshold');
+    // A sidecar default every injected pod would be killed with stops the operator instead.
+    const smallSidecar = run([], { GW_REDIS_URL: 'redis://127.0.0.1:1', GW_WEBHOOK: 'false', GW_SIDECAR_RESOURCES: '{"limits":{"memory":"32Mi"}}' });
+    expect(await smallSidecar.exited).toBe(2);
+    expect(smallSidecar.err()).toContain('GW_SIDECAR_RESOURCES): the gw-sidecar memory limit 32Mi is under 64Mi');
   });
 
   it('runs against the API server, reconciles, and on SIGTERM releases its lease and exits 0', async () => {
