@@ -74,19 +74,29 @@ function tokenKubeconfig(adminKubeconfig: string, token: string, path: string): 
  */
 export async function chartIdentities(o: IdentityOptions): Promise<PodIdentities> {
   const release = `e2e-${randomBytes(3).toString('hex')}`;
-  const rendered = await helmTemplate(o.helmBin, [
-    'template', release, join(REPO_ROOT, 'charts', 'gw'),
-    '--namespace', o.namespace,
-    '--set', `watchNamespaces={${o.namespace}}`,
-    '--set', `sidecar.namespaces={${o.namespace}}`,
-    '--set', 'redis.enabled=false',
-    '--set-string', `redis.external.url=${o.redisUrl}`,
-  ]);
-  const all = parseAllDocuments(rendered)
-    .map((doc) => doc.toJS() as Manifest | null)
-    .filter((m): m is Manifest => m !== null);
-  const objects = all.filter(applied);
-  const operatorEnv = all.find((m) => m.kind === 'Deployment' && m.metadata.labels?.[COMPONENT] === 'operator')?.spec?.template.spec.containers[0]?.env ?? [];
+  const render = async (releaseNamespace: string, values: string[]): Promise<Manifest[]> => {
+    const rendered = await helmTemplate(o.helmBin, [
+      'template', release, join(REPO_ROOT, 'charts', 'gw'),
+      '--namespace', releaseNamespace,
+      '--set', `watchNamespaces={${o.namespace}}`,
+      '--set', 'redis.enabled=false',
+      '--set-string', `redis.external.url=${o.redisUrl}`,
+      ...values,
+    ]);
+    return parseAllDocuments(rendered)
+      .map((doc) => doc.toJS() as Manifest | null)
+      .filter((m): m is Manifest => m !== null);
+  };
+  // The chart refuses its own namespace as a sidecar namespace (the webhook never injects
+  // there): the sidecar's objects come from the same release rendered in another namespace,
+  // of which only they are applied.
+  const isSidecar = (m: Manifest): boolean => m.metadata.labels?.[COMPONENT] === 'sidecar';
+  const own = await render(o.namespace, []);
+  const objects = [
+    ...own.filter((m) => applied(m) && !isSidecar(m)),
+    ...(await render(`${release}-system`, ['--set', `sidecar.namespaces={${o.namespace}}`, '--set', 'admin.enabled=false'])).filter((m) => applied(m) && isSidecar(m)),
+  ];
+  const operatorEnv = own.find((m) => m.kind === 'Deployment' && m.metadata.labels?.[COMPONENT] === 'operator')?.spec?.template.spec.containers[0]?.env ?? [];
   const operatorReleaseName = operatorEnv.find((e) => e.name === 'GW_RELEASE_NAME')?.value;
   if (operatorReleaseName === undefined) throw new Error('the chart gives the operator no GW_RELEASE_NAME');
   const cleanup = async (): Promise<void> => {

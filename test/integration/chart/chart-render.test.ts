@@ -465,6 +465,19 @@ describe('helm template with non-default values', () => {
     }
   });
 
+  it('refuses sidecar namespaces the injection webhook never injects in: the release namespace and kube-system', async () => {
+    const env = containerEnv(findObject(await renderChart(ns), 'Deployment', 'gw-operator'));
+    const literal = Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+    const options = parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', GW_OPERATOR_NAMESPACE: ns, ...literal }) as OperatorOptions;
+    const excluded = webhookTarget(options).excludedNamespaces;
+    expect(excluded.sort()).toEqual(['kube-system', ns].sort());
+    for (const namespace of excluded) {
+      const result = await helm(['template', 'gw', CHART_DIR, '--namespace', ns, ...setArgs({ 'sidecar.namespaces': [appNs, namespace] })], { allowFail: true });
+      expect(result.code, namespace).not.toBe(0);
+      expect(result.stderr).toContain(`sidecar.namespaces must not hold ${namespace}: the injection webhook never injects in the release's namespace nor in kube-system`);
+    }
+  });
+
   it('refuses a release name or fullnameOverride that would name Services with a digit first, which the API server refuses', async () => {
     const byRelease = await helm(['template', '1gw', CHART_DIR], { allowFail: true });
     expect(byRelease.code).not.toBe(0);
