@@ -60,6 +60,7 @@ describe('helm lint', () => {
       'redis.external.mode': 'sentinel',
       'redis.external.nodes': ['s1.redis:26379', 's2.redis:26379'],
       watchNamespaces: ['a', 'b'],
+      'admin.targetNamespace': 'a',
       'operator.replicas': 2,
     };
     const strict = await helm(['lint', '--strict', CHART_DIR, ...setArgs(values)]);
@@ -478,6 +479,23 @@ describe('helm template with non-default values', () => {
     }
   });
 
+  it('refuses sidecar namespaces and an admin namespace the watched namespaces do not hold, naming them', async () => {
+    const refusals: Array<[Record<string, unknown>, string]> = [
+      [{ watchNamespaces: ['demo'], 'admin.targetNamespace': 'demo', 'sidecar.namespaces': ['demo', 'demo2'] }, 'sidecar.namespaces holds demo2, which watchNamespaces (demo) does not: the operator would never compile its APIs, nor the webhook inject its pods'],
+      [{ watchNamespaces: ['demo'], 'admin.targetNamespace': 'elsewhere' }, 'admin.targetNamespace is elsewhere, which watchNamespaces (demo) does not hold: the operator would never reconcile the Keys the admin operations create there'],
+      [{ watchNamespaces: ['demo', 'demo2'] }, `admin.targetNamespace (empty: the release namespace) is ${ns}, which watchNamespaces (demo, demo2) does not hold`],
+    ];
+    for (const [values, message] of refusals) {
+      const result = await helm(['template', 'gw', CHART_DIR, '--namespace', ns, ...setArgs(values)], { allowFail: true });
+      expect(result.code, JSON.stringify(values)).not.toBe(0);
+      expect(result.stderr).toContain(message);
+    }
+    // Inside the watched namespaces, or without the admin gateway, or watching all: rendered.
+    await renderChart(ns, { watchNamespaces: ['demo', 'demo2'], 'admin.targetNamespace': 'demo', 'sidecar.namespaces': ['demo2'] });
+    await renderChart(ns, { watchNamespaces: ['demo'], 'admin.enabled': false });
+    await renderChart(ns, { 'admin.targetNamespace': 'elsewhere', 'sidecar.namespaces': ['demo2'] });
+  });
+
   it('refuses a release name or fullnameOverride that would name Services with a digit first, which the API server refuses', async () => {
     const byRelease = await helm(['template', '1gw', CHART_DIR], { allowFail: true });
     expect(byRelease.code).not.toBe(0);
@@ -546,14 +564,14 @@ describe('helm template with non-default values', () => {
 
   it('scopes operator reads to the watched namespaces, and admin reads to the one namespace it works in', async () => {
     const other = await createNamespace('chart-watch');
-    const objects = await renderChart(ns, { watchNamespaces: [appNs, other] });
+    const objects = await renderChart(ns, { watchNamespaces: [appNs, other], 'admin.targetNamespace': appNs });
     expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'GW_WATCH_NAMESPACES').value).toBe(`${appNs},${other}`);
     expect(objects.filter((o) => o.kind === 'ClusterRoleBinding').map((o) => o.metadata.name).sort()).toEqual(['gw-admin-review', 'gw-operator-webhook']);
     const watchBindings = objects.filter((o) => o.kind === 'RoleBinding' && o.metadata.name === 'gw-operator-watch');
     expect(watchBindings.map((o) => o.metadata.namespace).sort()).toEqual([appNs, other].sort());
     // The admin gateway's resource store reads only the namespace it writes Keys to.
     const adminReads = objects.filter((o) => o.kind === 'RoleBinding' && o.metadata.name === 'gw-admin-read');
-    expect(adminReads.map((o) => o.metadata.namespace)).toEqual([ns]);
+    expect(adminReads.map((o) => o.metadata.namespace)).toEqual([appNs]);
     await serverValidate(objects);
   });
 
@@ -587,7 +605,7 @@ describe('helm template with non-default values', () => {
       { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', ns] },
       { key: 'gw.dev/inject', operator: 'NotIn', values: ['disabled'] },
     ]);
-    const acme = await render('acme', { fullnameOverride: 'acme', watchNamespaces: [appNs] });
+    const acme = await render('acme', { fullnameOverride: 'acme', watchNamespaces: [appNs], 'admin.targetNamespace': appNs });
     expect(acme.names).toEqual({ webhookConfiguration: 'acme-sidecar-injector', lease: 'acme-operator-leader', webhookSecret: 'acme-webhook-tls' });
     // It may delete the configuration of the one fixed name only (the operator checks it owns it).
     expect(acme.rbac).toEqual({ webhookConfiguration: ['acme-sidecar-injector'], lease: ['acme-operator-leader'], webhookSecret: ['acme-webhook-tls'], legacyDelete: ['gw-sidecar-injector'] });
