@@ -431,12 +431,13 @@ describe('helm template with non-default values', () => {
     expect(noNodes.stderr).toContain('redis.external.nodes');
   });
 
-  it('refuses labels that would take a selector label, and one port for two listeners, saying which', async () => {
+  it('refuses labels that would take a selector label, one port for two listeners, and replicas without a leader, saying which', async () => {
     const refusals: Array<[Record<string, unknown>, string]> = [
       [{ commonLabels: { 'app.kubernetes.io/name': 'myapp' } }, "commonLabels must not set app.kubernetes.io/name: the chart's selectors use it"],
       [{ 'admin.podLabels': { 'app.kubernetes.io/component': 'x' } }, "admin.podLabels must not set app.kubernetes.io/component: the chart's selectors use it"],
       [{ 'admin.port': 8082 }, 'admin.port and admin.healthPort are both 8082'],
       [{ 'operator.webhook.port': 8082 }, 'operator.webhook.port and operator.healthPort are both 8082'],
+      [{ 'operator.leaderElection': false, 'operator.replicas': 2 }, 'operator.leaderElection is false with operator.replicas 2: every replica would reconcile the same resources'],
     ];
     for (const [values, message] of refusals) {
       const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(values)], { allowFail: true });
