@@ -1,3 +1,4 @@
+import { ReplyError } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '../../common/logger.ts';
 import { keyHash } from '../../crds/key-hash.ts';
@@ -65,8 +66,23 @@ describe('KeyController', () => {
     await expect(controller.reconcile(request, signal)).rejects.toThrow('Connection is closed.');
     const waiting = caches.keys.get('ns', 'alice')!;
     expect(waiting.metadata.finalizers).toEqual([KEY_FINALIZER]);
-    expect(waiting.status?.conditions).toMatchObject([{ status: 'False', reason: 'SessionStoreUnavailable', message: expect.stringContaining('deleted once its session is removed') }]);
+    expect(waiting.status?.conditions).toMatchObject([{ status: 'False', reason: 'SessionStoreUnavailable', message: 'the Key is deleted once its session is removed from Redis, which failed: Redis is not connected' }]);
     expect(events.events.map((e) => e.reason)).toEqual(['SessionCreated', 'SessionStoreUnavailable']);
+  });
+
+  it('says a session it cannot write is for Redis not being connected, or in Redis\'s own words when Redis refused it', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key());
+    const failures: Array<[Error, string]> = [
+      [new Error("Stream isn't writeable and enableOfflineQueue options is false"), 'could not write the session: Redis is not connected'],
+      [new ReplyError('OOM command not allowed when used memory > \'maxmemory\''), "could not write the session: Redis refused it: OOM command not allowed when used memory > 'maxmemory'"],
+    ];
+    for (const [error, message] of failures) {
+      sessions.put = () => Promise.reject(error);
+      await expect(controller.reconcile(request, signal)).rejects.toBe(error);
+      expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'False', reason: 'SessionStoreUnavailable', message }]);
+    }
   });
 
   it('says which applied policies are missing, and drops the old session when the identity changes', async () => {

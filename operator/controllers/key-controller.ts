@@ -1,3 +1,4 @@
+import { ReplyError } from 'ioredis';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { apiIdsOfChange } from '../config/compile-api.ts';
 import type { KeyStatus } from '../../crds/schemas/key.ts';
@@ -6,7 +7,6 @@ import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/c
 import { LeaseLapsedError, TerminalError, type Request, type Result } from '../kit/reconciler.ts';
 import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, type Watch } from '../kit/watch.ts';
 import { hashOfSecret, KEY_DATA, KEY_LABEL, keySecretName, SecretNameTakenError } from '../keys/key-secrets.ts';
-import { errorMessage } from '../runtime/informer-set.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import type { DesiredStatus, StatusFields } from '../runtime/status.ts';
 import { keyHashOf, type ControllerContext } from './context.ts';
@@ -115,7 +115,7 @@ export class KeyController implements KindController {
       }
     } catch (error) {
       if (error instanceof LeaseLapsedError) throw error;
-      await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message: `could not write the session: ${errorMessage(error)}`, fields });
+      await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message: `could not write the session: ${sessionStoreProblem(error)}`, fields });
       throw error;
     }
     await this.#setStatus(key, this.#readiness(key, fields));
@@ -242,7 +242,7 @@ export class KeyController implements KindController {
     } catch (error) {
       if (error instanceof LeaseLapsedError) throw error;
       // The finalizer holds the Key until its session is gone: say so where kubectl shows it.
-      const message = `the Key is deleted once its session is removed from Redis, which failed: ${errorMessage(error)}`;
+      const message = `the Key is deleted once its session is removed from Redis, which failed: ${sessionStoreProblem(error)}`;
       await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message, fields: { key_hash: key.status?.key_hash, secretName: key.status?.secretName, policies: key.status?.policies ?? [] } });
       throw error;
     }
@@ -295,4 +295,15 @@ const SESSION_STORED_REASONS: ReadonlySet<string> = new Set(['SessionStored', 'M
 function storedBefore(key: Key, hash: string): boolean {
   const ready = key.status?.conditions?.find((condition) => condition.type === 'Ready');
   return key.status?.key_hash === hash && ready !== undefined && SESSION_STORED_REASONS.has(ready.reason);
+}
+
+/**
+ * A failed session write or removal as a Key's status and Events say it: a refusal from Redis
+ * itself (a reply such as OOM) in its words, anything else as Redis not being connected. The
+ * client library's wording ("Stream isn't writeable and enableOfflineQueue options is false")
+ * means nothing to the Key's owner; the error stays in the operator's log, where the failed
+ * reconcile is logged with it.
+ */
+function sessionStoreProblem(error: unknown): string {
+  return error instanceof ReplyError && error instanceof Error ? `Redis refused it: ${error.message}` : 'Redis is not connected';
 }

@@ -38,6 +38,8 @@ describe('operator: Redis outage', () => {
       return ready(key)?.reason === 'SessionStoreUnavailable' ? key : undefined;
     });
     expect(ready(failing)?.status).toBe('False');
+    // What the Key's owner can act on, not the Redis client's wording (that stays in the operator's log).
+    expect(ready(failing)?.message).toBe('could not write the session: Redis is not connected');
     expect(failing.metadata.finalizers).toContain('gw.dev/key-session');
     expect(failing.status?.key_hash).toMatch(/^[0-9a-f]{64}$/);
     const res = await fetch(`http://127.0.0.1:${operator.healthPort()}/healthz`);
