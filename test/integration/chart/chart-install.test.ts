@@ -116,6 +116,11 @@ describe('helm install', () => {
     expect(bare.stdout).toContain('kubectl -n demo create rolebinding gw-sidecar');
     expect(bare.stdout).toContain('An injected gateway also needs Secret gw-sidecar-env (its GW_REDIS_URL)');
     expect(bare.stdout).toContain(`helm upgrade notes-only <chart> -n ${ns} --reuse-values --set 'sidecar.namespaces={demo}'`);
+    // Over HTTPS, the command calls a name the certificate can hold, sent to the port-forward.
+    const tls = await helm(['install', 'notes-tls', CHART_DIR, '--namespace', ns, '--skip-crds', '--dry-run=server', ...setArgs({ 'admin.tls.secretName': 'gw-admin-tls' })]);
+    const host = `notes-tls-gw-admin.${ns}.svc`;
+    expect(tls.stdout).toContain(`curl -s --cacert ca.crt --resolve ${host}:8081:127.0.0.1 -X POST https://${host}:8081/admin/org/keys`);
+    expect(tls.stdout).not.toContain('https://127.0.0.1');
   });
 
   it('lets the sidecar account read ConfigMaps and write Events in its namespace, and nothing of Secrets', async () => {
