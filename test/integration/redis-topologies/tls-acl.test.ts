@@ -132,6 +132,8 @@ describe('gw-sidecar on rediss:// as that user (the CA given by NODE_EXTRA_CA_CE
   let upstream: EchoUpstream;
   let config: string;
   let child: ChildProcess | undefined;
+  /** Every process started, so a test that fails before stopping its own leaves none behind. */
+  const started: ChildProcess[] = [];
 
   beforeAll(async () => {
     upstream = await startEchoUpstream();
@@ -146,7 +148,7 @@ spec: { api_id: ${id}, name: ${id}, use_keyless: ${keyless}, ${limit} proxy: { l
   });
 
   afterAll(async () => {
-    if (child && child.exitCode === null) child.kill('SIGKILL');
+    for (const sidecar of started) if (sidecar.exitCode === null && sidecar.signalCode === null) sidecar.kill('SIGKILL');
     await upstream?.close();
   });
 
@@ -159,6 +161,7 @@ spec: { api_id: ${id}, name: ${id}, use_keyless: ${keyless}, ${limit} proxy: { l
       ['sidecar/main.ts', '--config', config, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${adminPort}`, '--health-listen', `127.0.0.1:${health}`],
       { cwd: root, env: { PATH: process.env.PATH, GW_LOG_LEVEL: 'info', GW_ADMIN_SECRET: 'tls-admin-secret', GW_WORKERS: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
     );
+    started.push(child);
     child.stdout?.on('data', (c: Buffer) => (output += c.toString()));
     child.stderr?.on('data', (c: Buffer) => (output += c.toString()));
     return { listen, adminPort, health, output: () => output };
