@@ -257,28 +257,29 @@ end
 -- The quota as a request now finds it: renewed if its period has ended.
 -- A quota's state: remaining 'r', renewal time 'n', and the max 'm' it was counted against.
 -- What a period has used stays used when the max changes (a Policy edit): a raised max gives
--- the difference at once, a lowered one takes it away (memory-store.ts does the same).
+-- the difference at once, a lowered one takes it away (memory-store.ts does the same). So 'r'
+-- goes below 0 when a max is lowered under the use: what was used then reads as used, and a max
+-- raised again gives back only what the period has not used. Returns the balance (at most max).
 local function quota_state(key, max, renewal, init_remaining, init_renews)
   local state = redis.call('HMGET', key, 'r', 'n', 'm')
-  local remaining = tonumber(state[1]) or init_remaining
   local renews = tonumber(state[2]) or init_renews
   if renewal > 0 and now >= renews then
     return max, now + renewal, state
   end
-  local counted_max = tonumber(state[3])
-  if counted_max then remaining = remaining + max - counted_max end
-  return math.max(0, math.min(remaining, max)), renews, state
+  local stored = tonumber(state[1])
+  if not stored then return math.max(0, math.min(init_remaining, max)), renews, state end
+  return math.min(stored + max - (tonumber(state[3]) or max), max), renews, state
 end
 
 -- Checked last: nothing after it can refuse, so a quota is never given back.
 local function quota(key, max, renewal, init_remaining, init_renews)
-  local remaining, renews, state = quota_state(key, max, renewal, init_remaining, init_renews)
-  local allowed = remaining > 0
-  if allowed then remaining = remaining - 1 end
-  redis.call('HSET', key, 'r', int(remaining), 'n', int(renews), 'm', int(max))
+  local balance, renews, state = quota_state(key, max, renewal, init_remaining, init_renews)
+  local allowed = balance > 0
+  if allowed then balance = balance - 1 end
+  redis.call('HSET', key, 'r', int(balance), 'n', int(renews), 'm', int(max))
   -- HSET keeps the key's expiry, which only moves when the renewal time does.
   if renewal > 0 and (renews ~= tonumber(state[2]) or not state[1]) then redis.call('PEXPIREAT', key, int(renews + renewal)) end
-  return {allowed and 1 or 0, max, remaining, renews, 0, 0}
+  return {allowed and 1 or 0, max, math.max(0, balance), renews, 0, 0}
 end
 
 -- Peeks: what a limiter holds now, as a request arriving now would find it; nothing is
@@ -314,8 +315,8 @@ local function peek_fixed(base, rate, per)
 end
 
 local function peek_quota(key, max, renewal, init_remaining, init_renews)
-  local remaining, renews = quota_state(key, max, renewal, init_remaining, init_renews)
-  return {remaining > 0 and 1 or 0, max, remaining, renews, max - remaining, 0}
+  local balance, renews = quota_state(key, max, renewal, init_remaining, init_renews)
+  return {balance > 0 and 1 or 0, max, math.max(0, balance), renews, math.max(0, max - balance), 0}
 end
 
 local function peek(k, a, nops)

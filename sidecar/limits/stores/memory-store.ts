@@ -48,8 +48,11 @@ export class MemoryLimitStore implements LimitStore {
   readonly #flags = new TtlMap<number>();
   readonly #smoothing = new TtlMap<SmoothingState>();
   readonly #counters = new TtlMap<number>();
-  /** `max`: the quota's max the remaining count was counted against (limits.lua's quota_state). */
-  readonly #quotas = new TtlMap<{ remaining: number; renews: number; max: number }>();
+  /**
+   * `balance`: what is left, below 0 once a lowered max took away more than was left;
+   * `max`: the quota's max it was counted against (limits.lua's quota_state).
+   */
+  readonly #quotas = new TtlMap<{ balance: number; renews: number; max: number }>();
   readonly #sweeper: NodeJS.Timeout;
   readonly #now: () => number;
 
@@ -125,8 +128,8 @@ export class MemoryLimitStore implements LimitStore {
         return peeked(this.#counters.get(fixedWindowKey(op, windowStart), nowMs) ?? 0, op.rate, windowStart + op.perMs);
       }
       case 'quota': {
-        const { remaining, renews } = this.#quotaState(op, nowMs);
-        return { count: op.max - remaining, limit: op.max, remaining, resetMs: renews };
+        const { balance, renews } = this.#quotaState(op, nowMs);
+        return { count: Math.max(0, op.max - balance), limit: op.max, remaining: Math.max(0, balance), resetMs: renews };
       }
     }
   }
@@ -220,21 +223,24 @@ export class MemoryLimitStore implements LimitStore {
   }
 
   /** The quota's state as a request now finds it: renewed if its period has ended. */
-  #quotaState(op: Op<'quota'>, nowMs: number): { remaining: number; renews: number } {
-    const state = this.#quotas.get(op.quotaId, nowMs) ?? { remaining: op.initRemaining, renews: op.initRenewsMs, max: op.max };
-    if (op.renewalMs > 0 && nowMs >= state.renews) return { remaining: op.max, renews: nowMs + op.renewalMs };
-    // What the period has used stays used when the max changes (a Policy edit).
-    return { remaining: Math.max(0, Math.min(state.remaining + op.max - state.max, op.max)), renews: state.renews };
+  #quotaState(op: Op<'quota'>, nowMs: number): { balance: number; renews: number } {
+    const state = this.#quotas.get(op.quotaId, nowMs);
+    const renews = state?.renews ?? op.initRenewsMs;
+    if (op.renewalMs > 0 && nowMs >= renews) return { balance: op.max, renews: nowMs + op.renewalMs };
+    if (!state) return { balance: Math.max(0, Math.min(op.initRemaining, op.max)), renews };
+    // What the period has used stays used when the max changes (a Policy edit), also across a
+    // max lowered under the use and raised again.
+    return { balance: Math.min(state.balance + op.max - state.max, op.max), renews };
   }
 
   #quota(op: Op<'quota'>, nowMs: number): StoreResult {
     const state = this.#quotaState(op, nowMs);
     const { renews } = state;
-    let { remaining } = state;
-    const allowed = remaining > 0;
-    if (allowed) remaining -= 1;
-    this.#quotas.set(op.quotaId, { remaining, renews, max: op.max }, op.renewalMs > 0 ? renews + op.renewalMs : Infinity);
-    return result(allowed, op.max, remaining, renews);
+    let { balance } = state;
+    const allowed = balance > 0;
+    if (allowed) balance -= 1;
+    this.#quotas.set(op.quotaId, { balance, renews, max: op.max }, op.renewalMs > 0 ? renews + op.renewalMs : Infinity);
+    return result(allowed, op.max, Math.max(0, balance), renews);
   }
 
   #sweep(): void {

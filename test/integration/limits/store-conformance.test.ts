@@ -186,6 +186,10 @@ const cases: [string, Step[]][] = [
       // Lowered to 4: 3 used, 1 left; lowered to 2, none.
       { at: 5, ops: (s) => [quota(s.id('q'), 4, P, 4, s.start + P)], expect: [ok(4, 0, P)] },
       { at: 6, ops: (s) => [quota(s.id('q'), 2, P, 2, s.start + P)], expect: [no(2, P)] },
+      // Under the new max, the 4 used still read as used; raised to 5 again, 1 is left, not 3.
+      { at: 7, peek: true, ops: (s) => [quota(s.id('q'), 2, P, 2, s.start + P)], expect: [{ limit: 2, remaining: 0, resetMs: P, count: 4 }] },
+      { at: 8, ops: (s) => [quota(s.id('q'), 5, P, 5, s.start + P)], expect: [ok(5, 0, P)] },
+      { at: 9, ops: (s) => [quota(s.id('q'), 5, P, 5, s.start + P)], expect: [no(5, P)] },
       { at: P, ops: (s) => [quota(s.id('q'), 2, P, 2, s.start + P)], expect: [ok(2, 1, 2 * P)] },
     ],
   ],
