@@ -5,13 +5,20 @@ import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { productNamed } from '../../crds/product-id.ts';
 import { apiEntryOf, categoryEntryOf, productOf } from './entries.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
-import { createFile, documentsOf, editableFile, readFolder, saveFile, saveFileText, textWithItemAppended, type FoundDoc, type YamlFile } from './yaml-folder.ts';
+import { createFile, documentsOf, editableFile, FileChangedError, readFolder, saveFile, saveFileText, textWithItemAppended, type FoundDoc, type YamlFile } from './yaml-folder.ts';
 
 /**
  * Files gw writes are read by YAML 1.2 (gw) and by YAML 1.1 (`kubectl apply`, where `yes`, `on`
  * or `n` are booleans): written as YAML 1.1, every such string is quoted, which reads the same in both.
  */
 const yaml11Safe = { version: '1.1' } as const;
+
+/**
+ * How many times a write is made again from a fresh read of the folder when its file changed
+ * between the read and the write (a hand edit, another gateway): past it,
+ * the operation fails rather than undo the change.
+ */
+const WRITE_TRIES = 5;
 
 /**
  * A Key's file text. Its `meta_data` is whatever the caller sent, nested up to the admin body's
@@ -76,8 +83,21 @@ export class FolderResourceStore implements ResourceStore {
     this.#retainElsewhere = retainElsewhere;
   }
 
+  /**
+   * Runs a write alone, and again from its start (reading the folder afresh) when its file
+   * changed under it: a write never undoes what it did not read.
+   */
   #exclusive<T>(work: () => Promise<T>): Promise<T> {
-    const run = this.#queue.then(work, work);
+    const retried = async (): Promise<T> => {
+      for (let tries = 1; ; tries++) {
+        try {
+          return await work();
+        } catch (error) {
+          if (!(error instanceof FileChangedError) || tries >= WRITE_TRIES) throw error;
+        }
+      }
+    };
+    const run = this.#queue.then(retried, retried);
     this.#queue = run.catch(() => undefined);
     return run;
   }
@@ -155,11 +175,15 @@ export class FolderResourceStore implements ResourceStore {
   }
 
   deleteApi(apiId: string): Promise<boolean> {
+    // A try that removed documents from one file before another file changed under it did
+    // delete the API: the next try, finding no document left, still answers that it did.
+    let removedSome = false;
     return this.#exclusive(async () => {
       // Every document claiming the api_id goes: a duplicate left behind would be served under it
       // at the next folder load, before any reload, in place of the API deleted.
       const found = (await this.#documents(kinds.ApiDefinition.kind)).filter((d) => apiEntryOf(d.object, this.#defaultNamespace)?.apiId === apiId);
       if (found.length === 0) {
+        if (removedSome) return true;
         this.#throwIfUnparsed(`api_id "${apiId}"`);
         return false;
       }
@@ -176,9 +200,10 @@ export class FolderResourceStore implements ResourceStore {
             editable,
             editable.docs.filter((_, index) => !indexes.has(index)),
           );
+          removedSome = true;
         }
       } catch (error) {
-        if (!retainedAlready) this.#deleted.delete(apiId);
+        if (!retainedAlready && !removedSome) this.#deleted.delete(apiId);
         throw error;
       }
       return true;

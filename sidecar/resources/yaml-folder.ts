@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { link, open, readdir, rename, unlink, writeFile } from 'node:fs/promises';
+import { type BigIntStats, renameSync, statSync, unlinkSync } from 'node:fs';
+import { link, lstat, open, readdir, unlink, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { Composer, Document, isCollection, isMap, isNode, parseAllDocuments, Parser, type Node, type ToStringOptions, type YAMLError, type YAMLSeq } from 'yaml';
@@ -12,7 +13,9 @@ import { apiVersion } from '../../crds/kinds.ts';
  * Writes keep what the user wrote: a document an edit does not touch keeps its text byte
  * for byte, and an edited one goes through the yaml Document model (comments, blank lines,
  * quoting) written in the style its source uses. Files are replaced atomically (write
- * beside, then rename) so a watcher never reads half a file.
+ * beside, then rename) so a watcher never reads half a file, and only while they still hold
+ * what the edit was built from, so an edit made meanwhile by hand or by another gateway is
+ * not undone.
  */
 
 /**
@@ -46,21 +49,29 @@ export class UnreadableFileError extends Error {}
 /** A file system error as a short reason: its code (`ENOENT`), else its message. */
 const errnoOf = (err: unknown): string => (err as NodeJS.ErrnoException).code ?? (err as Error).message;
 
-/** The file's text; an entry that is no readable regular file, or is over MAX_FILE_BYTES, throws UnreadableFileError. */
-async function readLimited(path: string): Promise<string> {
+/** A file gone from the folder since its name was listed: it is left out, as if never listed. */
+class GoneError extends Error {}
+
+/**
+ * The file's text and what its inode said just before it was read; an entry that is no
+ * readable regular file, or is over MAX_FILE_BYTES, throws UnreadableFileError, and one no
+ * longer there (nor a broken symbolic link under its name) GoneError.
+ */
+async function readLimited(path: string): Promise<{ text: string; stats: BigIntStats }> {
   let handle;
   try {
     handle = await open(path, 'r');
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT' && (await lstat(path).catch(() => null)) === null) throw new GoneError(path);
     throw new UnreadableFileError(`cannot be opened (${errnoOf(err)}); a broken symbolic link?`);
   }
   try {
-    const stats = await handle.stat();
+    const stats = await handle.stat({ bigint: true });
     if (!stats.isFile()) throw new UnreadableFileError('is not a regular file');
     if (stats.size > MAX_FILE_BYTES) {
-      throw new UnreadableFileError(`holds ${(stats.size / 1048576).toFixed(1)} MiB, over the ${MAX_FILE_BYTES / 1048576} MiB a config file may hold; split it into several files`);
+      throw new UnreadableFileError(`holds ${(Number(stats.size) / 1048576).toFixed(1)} MiB, over the ${MAX_FILE_BYTES / 1048576} MiB a config file may hold; split it into several files`);
     }
-    return await handle.readFile('utf8');
+    return { text: await handle.readFile('utf8'), stats };
   } catch (err) {
     if (err instanceof UnreadableFileError) throw err;
     throw new UnreadableFileError(`cannot be read (${errnoOf(err)})`);
@@ -100,13 +111,15 @@ async function parseInPieces(text: string, each: (doc: Document.Parsed) => void)
   }
 }
 
-async function readYamlFile(path: string, earlier: YamlFile | undefined): Promise<YamlFile> {
+/** The file, or null when it went between the listing of the folder and its reading. */
+async function readYamlFile(path: string, earlier: YamlFile | undefined): Promise<YamlFile | null> {
   let text: string;
   try {
-    text = await readLimited(path);
+    ({ text } = await readLimited(path));
   } catch (err) {
     // One entry that cannot be read is that file's problem, not the folder's: the others apply.
     if (err instanceof UnreadableFileError) return { path, text: '', objects: [], errors: [err] };
+    if (err instanceof GoneError) return null;
     throw err;
   }
   if (earlier?.text === text) return earlier;
@@ -137,12 +150,13 @@ export async function editableFile(file: YamlFile): Promise<EditableFile> {
  */
 export async function readFolder(dir: string, earlier: ReadonlyMap<string, YamlFile> = new Map()): Promise<YamlFile[]> {
   const names = (await readdir(dir)).filter(isResourceFile).sort();
-  return Promise.all(
+  const files = await Promise.all(
     names.map((name) => {
       const path = join(dir, name);
       return readYamlFile(path, earlier.get(path));
     }),
   );
+  return files.filter((file) => file !== null);
 }
 
 function asObject(doc: Document.Parsed): Record<string, unknown> | null {
@@ -166,18 +180,55 @@ export function documentsOf(files: readonly YamlFile[], kind: string): FoundDoc[
   return found;
 }
 
-/**
- * Writes beside the target then renames (replace) or hard-links (create: fails when the
- * target exists) it into place, so a watcher never sees a half-written file.
- */
-async function writeAtomically(path: string, text: string, mode: 'replace' | 'create'): Promise<void> {
+/** A new file beside `path`, holding `text`, to be renamed or linked into place. */
+async function writtenBeside(path: string, text: string): Promise<string> {
   const temp = join(dirname(path), `.gw-${randomBytes(6).toString('hex')}.tmp`);
   await writeFile(temp, text, { flag: 'wx' });
+  return temp;
+}
+
+/** A new file; fails (EEXIST) when one of that name exists. Written beside, then hard-linked into place, so a watcher never sees half of it. */
+export async function createFile(path: string, text: string): Promise<void> {
+  const temp = await writtenBeside(path, text);
   try {
-    if (mode === 'replace') await rename(temp, path);
-    else await link(temp, path);
+    await link(temp, path);
   } finally {
     await unlink(temp).catch(() => undefined);
+  }
+}
+
+/**
+ * The file changed or went since it was read: an edit built from that read would undo the
+ * change (or bring the file back). The write is not made; the caller reads the folder again
+ * and makes its edit on what it finds.
+ */
+export class FileChangedError extends Error {}
+
+/** Whether two stats of one path are the same file, unchanged: ctime moves on any write or rename onto it. */
+const sameVersion = (a: BigIntStats, b: BigIntStats): boolean =>
+  a.dev === b.dev && a.ino === b.ino && a.size === b.size && a.mtimeNs === b.mtimeNs && a.ctimeNs === b.ctimeNs;
+
+/**
+ * Replaces the file by `text`, or removes it (null), provided it still holds `file.text`, the
+ * text the edit was built from; else throws FileChangedError and leaves it as it is. The new
+ * text is written beside first, then the file is read again and compared. Its inode's stat,
+ * taken as that read opened it, is taken again right before the rename; that stat and the
+ * rename are synchronous, so no other work of this process runs between them. What a change
+ * can still slip into unseen is the few microseconds between them (and an in-place write
+ * after that read that keeps the file's size and falls in the same tick of its timestamps):
+ * the file system has no rename that checks first.
+ */
+async function replaceIfUnchanged(file: YamlFile, text: string | null): Promise<void> {
+  const temp = text === null ? null : await writtenBeside(file.path, text);
+  try {
+    const now = await readLimited(file.path).catch(() => null);
+    if (now === null || now.text !== file.text) throw new FileChangedError(`${file.path} changed since it was read`);
+    const latest = statSync(file.path, { bigint: true, throwIfNoEntry: false });
+    if (latest === undefined || !sameVersion(latest, now.stats)) throw new FileChangedError(`${file.path} changed since it was read`);
+    if (temp === null) unlinkSync(file.path);
+    else renameSync(temp, file.path);
+  } finally {
+    if (temp !== null) await unlink(temp).catch(() => undefined);
   }
 }
 
@@ -289,22 +340,21 @@ function refuseUnparsed({ file }: EditableFile): void {
   if (file.errors.length > 0) throw new Error(`${file.path} holds a YAML document that does not parse; not rewriting it`);
 }
 
-/** Writes a file back as `text` (textWithItemAppended's). */
+/** Writes a file back as `text` (textWithItemAppended's); FileChangedError when the file changed since it was read. */
 export async function saveFileText(editable: EditableFile, text: string): Promise<void> {
   refuseUnparsed(editable);
-  await writeAtomically(editable.file.path, text, 'replace');
+  await replaceIfUnchanged(editable.file, text);
 }
 
 /**
- * Writes a file back as `docs` (its documents, some perhaps left out). Documents not in
- * `edited` are written from the file's own text; edited ones are serialised in their
- * source's style.
+ * Writes a file back as `docs` (its documents, some perhaps left out; none removes the file).
+ * Documents not in `edited` are written from the file's own text; edited ones are serialised
+ * in their source's style. FileChangedError when the file changed since it was read.
  */
 export async function saveFile(editable: EditableFile, docs: readonly Document.Parsed[], edited: ReadonlySet<Document.Parsed> = new Set()): Promise<void> {
-  const { file } = editable;
   refuseUnparsed(editable);
   if (docs.length === 0) {
-    await unlink(file.path);
+    await replaceIfUnchanged(editable.file, null);
     return;
   }
   const { texts, tail } = documentTexts(editable);
@@ -312,10 +362,5 @@ export async function saveFile(editable: EditableFile, docs: readonly Document.P
     const source = texts[editable.docs.indexOf(doc)] ?? '';
     return edited.has(doc) ? asSourceHadIt(doc.toString(styleOf(source)), source, doc.comment) : source;
   });
-  await writeAtomically(file.path, written.join('') + tail, 'replace');
-}
-
-/** A new file; fails when one of that name exists. */
-export function createFile(path: string, text: string): Promise<void> {
-  return writeAtomically(path, text, 'create');
+  await replaceIfUnchanged(editable.file, written.join('') + tail);
 }
