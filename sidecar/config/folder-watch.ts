@@ -1,4 +1,5 @@
 import { type FSWatcher, watch } from 'node:fs';
+import { isGatewayOwnFile } from '../resources/yaml-folder.ts';
 
 export interface FolderWatchOptions {
   dir: string;
@@ -18,11 +19,12 @@ export interface FolderWatch {
  * Calls `onChange` once the folder has been quiet for `debounceMs` after any change in
  * it. The folder itself is watched, not its files: editors that save by writing a new
  * file and renaming it over the old one (vim, most IDEs), and mounted ConfigMaps that
- * swap a symlink, replace the file a per-file watch would follow. Every event counts,
- * whatever its file name: telling an editor's temporary files from a real change is left
- * to the caller, which compares what it reads with what it has. A watch that fails is
- * reported and set up again after `retryMs`, followed by a change (what happened meanwhile
- * went unseen).
+ * swap a symlink, replace the file a per-file watch would follow. Every event counts but
+ * those of the gateway's own files (its write lock, the files it writes beside their target:
+ * the rename into place is an event of the target's name): telling an editor's temporary
+ * files from a real change is left to the caller, which compares what it reads with what it
+ * has. A watch that fails is reported and set up again after `retryMs`, followed by a change
+ * (what happened meanwhile went unseen).
  */
 export function watchFolder(options: FolderWatchOptions): FolderWatch {
   let watcher: FSWatcher | undefined;
@@ -30,7 +32,8 @@ export function watchFolder(options: FolderWatchOptions): FolderWatch {
   let retry: NodeJS.Timeout | undefined;
   let closed = false;
 
-  const changed = (): void => {
+  const changed = (_event?: string, name?: string | null): void => {
+    if (name && isGatewayOwnFile(name)) return;
     clearTimeout(debounce);
     debounce = setTimeout(() => {
       if (!closed) options.onChange();

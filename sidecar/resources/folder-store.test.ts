@@ -207,6 +207,16 @@ metadata: {name: cat}
     expect(tags.sort()).toEqual(['a', 'b', 'c', 'd', 'existing']);
   });
 
+  it('keeps every tag written through two stores of one folder (two gateways) at once', async () => {
+    const other = new FolderResourceStore(dir, 'default');
+    const tags = Array.from({ length: 20 }, (_, i) => `t${i}`);
+    const outcomes = await Promise.allSettled(tags.map((tag, i) => (i % 2 === 0 ? store : other).addProductTag('prod-1', tag)));
+    expect(outcomes.map((outcome) => (outcome.status === 'fulfilled' ? outcome.value : String(outcome.reason)))).toEqual(tags.map(() => 'added'));
+    const written = (parse(await readFile(join(dir, 'product.yml'), 'utf8')).spec.tags as { Name: string }[]).map((t) => t.Name);
+    expect(written.sort()).toEqual(['existing', ...tags].sort());
+    expect(await readdir(dir)).not.toContain('.gw-write.lock');
+  });
+
   it('writes a new Key into its own file and refuses a second of the same name', async () => {
     const key = { namespace: 'default', name: 'key-abc', spec: { key_hash: 'f'.repeat(64), rate: 1, per: 1 } };
     await store.createKey(key);

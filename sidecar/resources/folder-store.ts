@@ -5,6 +5,7 @@ import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { productNamed } from '../../crds/product-id.ts';
 import { apiEntryOf, categoryEntryOf, productOf } from './entries.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
+import { withFolderLock } from './folder-lock.ts';
 import { createFile, documentsOf, editableFile, FileChangedError, readFolder, saveFile, saveFileText, textWithItemAppended, type FoundDoc, type YamlFile } from './yaml-folder.ts';
 
 /**
@@ -15,8 +16,8 @@ const yaml11Safe = { version: '1.1' } as const;
 
 /**
  * How many times a write is made again from a fresh read of the folder when its file changed
- * between the read and the write (a hand edit, another gateway): past it,
- * the operation fails rather than undo the change.
+ * between the read and the write (a hand edit; another gateway, holding a lock taken over from
+ * it as left over): past it, the operation fails rather than undo the change.
  */
 const WRITE_TRIES = 5;
 
@@ -60,7 +61,10 @@ export class FolderResourceStore implements ResourceStore {
   readonly namespaces: readonly string[] = [];
   readonly #dir: string;
   readonly #defaultNamespace: string;
-  /** Writes of this process run one at a time, each on a fresh read of the folder. */
+  /**
+   * Writes of this process run one at a time, each on a fresh read of the folder, and those of
+   * every process serving the folder too, under its write lock (folder-lock.ts).
+   */
   #queue: Promise<unknown> = Promise.resolve();
   /** api_ids deleted here and not yet released by a reload: the gateway keeps serving them. */
   readonly #deleted = new Set<string>();
@@ -84,8 +88,8 @@ export class FolderResourceStore implements ResourceStore {
   }
 
   /**
-   * Runs a write alone, and again from its start (reading the folder afresh) when its file
-   * changed under it: a write never undoes what it did not read.
+   * Runs a write alone, holding the folder's write lock, and again from its start (reading the
+   * folder afresh) when its file changed under it: a write never undoes what it did not read.
    */
   #exclusive<T>(work: () => Promise<T>): Promise<T> {
     const retried = async (): Promise<T> => {
@@ -97,7 +101,8 @@ export class FolderResourceStore implements ResourceStore {
         }
       }
     };
-    const run = this.#queue.then(retried, retried);
+    const locked = (): Promise<T> => withFolderLock(this.#dir, retried);
+    const run = this.#queue.then(locked, locked);
     this.#queue = run.catch(() => undefined);
     return run;
   }

@@ -180,6 +180,13 @@ export function documentsOf(files: readonly YamlFile[], kind: string): FoundDoc[
   return found;
 }
 
+/**
+ * Whether a name of the folder is one of the gateway's own files: the write lock
+ * (folder-lock.ts) and the files written beside their target. They are hidden, so never
+ * read as config, and a change of one is no change of the config.
+ */
+export const isGatewayOwnFile = (name: string): boolean => name.startsWith('.gw-');
+
 /** A new file beside `path`, holding `text`, to be renamed or linked into place. */
 async function writtenBeside(path: string, text: string): Promise<string> {
   const temp = join(dirname(path), `.gw-${randomBytes(6).toString('hex')}.tmp`);

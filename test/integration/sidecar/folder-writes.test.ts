@@ -2,6 +2,7 @@ import { access, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promis
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { parseAllDocuments } from 'yaml';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { testEnv } from '../../harness/index.ts';
 import { freePort } from '../../harness/ports.ts';
@@ -52,6 +53,8 @@ const postTag = (gateway: Gateway, productId: string, tag: string): Promise<numb
     headers: { authorization: PORTAL_SECRET, 'content-type': 'application/json' },
     body: JSON.stringify({ Name: tag }),
   }).then((res) => res.status);
+
+const tagsIn = (text: string): string[] => (parseAllDocuments(text)[0]!.toJS() as { spec: { tags: { Name: string }[] } }).spec.tags.map((t) => t.Name);
 
 const exists = (path: string): Promise<boolean> =>
   access(path).then(
@@ -119,5 +122,23 @@ describe('folder writes racing other writers of the folder', () => {
     expect(resurrected).toEqual([]);
     // Tagged before the delete (200), or found gone (404): never a failure.
     expect([...statuses].filter((status) => status !== 200 && status !== 404)).toEqual([]);
+  });
+
+  it('keeps every tag write answered 200 by either of two gateways serving one folder, and both see them all', async () => {
+    const path = join(dir, 'shared.yaml');
+    await writeFile(path, sharedFile('kept'));
+    const pair = await Promise.all([startGateway(dir), startGateway(dir)]);
+    gateways.push(...pair);
+    const tags = Array.from({ length: 20 }, (_, i) => `t${i}`);
+    const statuses = await Promise.all(tags.map((tag, i) => postTag(pair[i % 2]!, 'prod-shared', tag)));
+    const acknowledged = tags.filter((_, i) => statuses[i] === 200);
+    const text = await readFile(path, 'utf8');
+    expect(acknowledged.filter((tag) => !tagsIn(text).includes(tag))).toEqual([]);
+    expect(statuses).toEqual(tags.map(() => 200));
+    // A tag a gateway reads in the file answers 200 and writes nothing: tagged again through
+    // both, the file stays as it is.
+    for (const gateway of pair) for (const tag of acknowledged) expect(await postTag(gateway, 'prod-shared', tag)).toBe(200);
+    expect(await readFile(path, 'utf8')).toBe(text);
+    expect(await exists(join(dir, '.gw-write.lock'))).toBe(false);
   });
 });
