@@ -62,6 +62,28 @@ describe('SessionCache', () => {
     await expect(cache.get('h')).rejects.toThrow('redis away');
   });
 
+  it('never answers a failed read from a session whose change was reported since it was read: a revoked key stays revoked', async () => {
+    const store = new CountingStore();
+    await store.put('revoked', sessionSchema.parse({ alias: 'revoked' }));
+    await store.put('kept', sessionSchema.parse({ alias: 'kept' }));
+    await store.put('racing', sessionSchema.parse({ alias: 'racing' }));
+    const cache = new SessionCache(store, { ttlMs: 10, servesStale: () => true });
+    cache.trackingStarted();
+    await Promise.all([cache.get('revoked'), cache.get('kept')]);
+    // Deleted with its Key; the report comes, the key is not sent again before the outage.
+    await store.delete('revoked');
+    cache.changed('revoked');
+    // A read under way when its change is reported may bring what was there before it.
+    const racing = cache.get('racing');
+    cache.changed('racing');
+    await racing;
+    cache.trackingStopped();
+    store.getJson = () => Promise.reject(new Error('redis away'));
+    await expect(cache.get('revoked')).rejects.toThrow('redis away');
+    await expect(cache.get('racing')).rejects.toThrow('redis away');
+    expect((await cache.get('kept'))?.alias).toBe('kept');
+  });
+
   it('keeps the session it parsed while the stored JSON stays the same, and parses a changed one', async () => {
     const store = new CountingStore();
     await store.put('h', sessionSchema.parse({ alias: 'same' }));

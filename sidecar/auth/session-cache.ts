@@ -38,6 +38,11 @@ interface Entry {
   /** SHA-1 of the stored JSON the session was parsed from; null when there was none. */
   digest: string | null;
   expiresAt: number;
+  /**
+   * A change to the stored session was reported since it was read (deleted with its Key, its
+   * Secret rotated, edited): no longer what Redis holds, so a failed read never falls back on it.
+   */
+  changedSinceRead: boolean;
 }
 
 /** A store read under way, shared by the requests that wait for it. */
@@ -45,6 +50,8 @@ interface Read {
   result: Promise<Session | null>;
   /** Changes were tracked from before the read, and none of this key has been reported since. */
   tracked: boolean;
+  /** A change of this key was reported while the read was under way: it may bring what was before. */
+  changeReported: boolean;
 }
 
 /**
@@ -107,17 +114,18 @@ export class SessionCache {
         const digest = json === null ? null : hash('sha1', json, 'base64');
         const previous = this.#entries.get(keyHash);
         const session = previous !== undefined && previous.digest === digest ? previous.session : parseSession(json);
-        this.#remember(keyHash, session, digest, read.tracked ? this.#trackedTtlMs : this.#ttlMs);
+        this.#remember(keyHash, { session, digest, expiresAt: Date.now() + (read.tracked ? this.#trackedTtlMs : this.#ttlMs), changedSinceRead: read.changeReported });
         return session;
       },
       (err: unknown) => {
         this.#inFlight.delete(keyHash);
-        // Expired entries stay until replaced or pushed out: the last session read is still here.
+        // Expired entries stay until replaced or pushed out: the last session read is still here,
+        // served while it is the last Redis is known to hold, never once a change to it was reported.
         const last = this.#entries.get(keyHash) ?? this.#unknown.get(keyHash);
-        if (last !== undefined && this.#servesStale()) return last.session;
+        if (last !== undefined && !last.changedSinceRead && this.#servesStale()) return last.session;
         throw err;
       },
-    ), tracked: this.#tracking };
+    ), tracked: this.#tracking, changeReported: false };
     this.#inFlight.set(keyHash, read);
     return read.result;
   }
@@ -140,17 +148,27 @@ export class SessionCache {
   }
 
   /**
-   * The stored session of `keyHash` changed: its next request reads it again. A read under
+   * The stored session of `keyHash` changed: its next request reads it again, and until a read
+   * succeeds the entry is no answer (a revoked key must not come back in an outage). A read under
    * way may have answered before the change, so what it brings is kept for the short TTL only.
    */
   changed(keyHash: string): void {
     const entry = this.#entries.get(keyHash) ?? this.#unknown.get(keyHash);
-    if (entry !== undefined) entry.expiresAt = 0;
+    if (entry !== undefined) {
+      entry.expiresAt = 0;
+      entry.changedSinceRead = true;
+    }
     const pending = this.#inFlight.get(keyHash);
-    if (pending !== undefined) pending.tracked = false;
+    if (pending !== undefined) {
+      pending.tracked = false;
+      pending.changeReported = true;
+    }
   }
 
-  /** Any stored session may have changed (the store was flushed, or reports were lost). */
+  /**
+   * Any stored session may have changed (the store was flushed, or reports were lost). Nothing
+   * says which, so each entry stays the last session read of its key for a failed read to fall back on.
+   */
   allChanged(): void {
     for (const entry of this.#entries.values()) entry.expiresAt = 0;
     for (const entry of this.#unknown.values()) entry.expiresAt = 0;
@@ -172,15 +190,15 @@ export class SessionCache {
     this.#hashes.set(rawKey, hash);
   }
 
-  #remember(keyHash: string, session: Session | null, digest: string | null, ttlMs: number): void {
+  #remember(keyHash: string, entry: Entry): void {
     this.#entries.delete(keyHash);
     this.#unknown.delete(keyHash);
-    const entries = session === null ? this.#unknown : this.#entries;
+    const entries = entry.session === null ? this.#unknown : this.#entries;
     if (entries.size >= this.#maxEntries) {
       // Maps iterate in insertion order: the first entry is the oldest.
       const oldest = entries.keys().next().value;
       if (oldest !== undefined) entries.delete(oldest);
     }
-    entries.set(keyHash, { session, digest, expiresAt: Date.now() + ttlMs });
+    entries.set(keyHash, entry);
   }
 }

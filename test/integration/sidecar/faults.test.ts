@@ -60,15 +60,23 @@ describe('Redis faults with redis_failure_mode: closed', () => {
     await writeConfigMap(namespace, keyed.api_id, JSON.stringify(compiledConfig([keyed])));
     await eventually(() => servesApi(sidecar, keyless.api_id)() && servesApi(sidecar, keyed.api_id)());
     const key = await storeSession(client, { access_rights: { [keyed.api_id]: { api_id: keyed.api_id } } });
+    const revoked = await storeSession(client, { access_rights: { [keyed.api_id]: { api_id: keyed.api_id } } });
     expect((await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status).toBe(200);
     await eventually(() => servesApi(failingOpen, keyed.api_id)());
     for (const gateway of [sidecar, failingOpen]) expect((await call(`${gateway.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: key } })).status).toBe(200);
+    expect((await call(`${failingOpen.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: revoked } })).status).toBe(200);
+    // Revoked (its Key deleted) and not sent again before the outage: Redis reports the deletion
+    // to the gateway that read it within milliseconds; a second is ample.
+    await client.del(sessionKey(keyHash(revoked)));
+    await new Promise((resolve) => setTimeout(resolve, 1000));
 
     await redis.stop();
     // A key read before Redis went away: failing open it is served from the session last read; failing closed, refused.
     await eventually(async () => (await call(`${sidecar.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: key } })).status === 503, 10_000, 'closed refuses the key');
     for (let i = 0; i < 3; i += 1) expect((await call(`${failingOpen.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: key } })).status).toBe(200);
     expect((await call(`${failingOpen.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: `${key}-other` } })).status).toBe(503);
+    // A key whose session Redis reported deleted is not served from the read before it.
+    expect((await call(`${failingOpen.proxyUrl}/${keyed.api_id}/`, { headers: { authorization: revoked } })).status).toBe(503);
     const limited = await call(`${sidecar.proxyUrl}/${keyless.api_id}/`);
     expect(limited.status).toBe(503);
     expect(limited.json()).toEqual({ error: 'Rate limit store unavailable' });
