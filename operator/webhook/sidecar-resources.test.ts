@@ -1,14 +1,45 @@
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_SIDECAR_RESOURCES, quantityValue, sidecarNodeOptionsFor, sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
+import { DEFAULT_SIDECAR_RESOURCES, quantityValue, sidecarNodeOptionsFor, sidecarResourcesFor, sidecarResourcesSchema, type SidecarResources } from './sidecar-resources.ts';
 
 describe('sidecar resources', () => {
-  it('reads the plain forms of a Kubernetes quantity', () => {
+  it('reads every form of a Kubernetes quantity, as the API server does', () => {
     expect(quantityValue('100m')).toBeCloseTo(0.1);
     expect(quantityValue('2')).toBe(2);
     expect(quantityValue('0.5')).toBe(0.5);
     expect(quantityValue('128Mi')).toBe(128 * 2 ** 20);
     expect(quantityValue('1G')).toBe(1e9);
-    for (const bad of ['', 'lots', '-1', '1.5.5', '10mb', ' 1Gi', '1Gi;']) expect(quantityValue(bad)).toBeNull();
+    // Leading dot, trailing dot, a sign, a decimal exponent, the smallest decimal suffixes.
+    expect(quantityValue('.5')).toBe(0.5);
+    expect(quantityValue('1.')).toBe(1);
+    expect(quantityValue('+128Mi')).toBe(128 * 2 ** 20);
+    expect(quantityValue('-1')).toBe(-1);
+    expect(quantityValue('1e3')).toBe(1000);
+    expect(quantityValue('2E9')).toBe(2e9);
+    expect(quantityValue('5e-1')).toBe(0.5);
+    expect(quantityValue('1.5e+2')).toBe(150);
+    expect(quantityValue('500u')).toBeCloseTo(5e-4);
+    expect(quantityValue('7n')).toBeCloseTo(7e-9);
+    // E alone is exa; with digits, an exponent.
+    expect(quantityValue('2E')).toBe(2e18);
+    for (const bad of ['', 'lots', '.', '+', '1.5.5', '10mb', ' 1Gi', '1Gi;', '128mi', '1e', '1e1.5', '1Ki5', '--1', 'e3']) expect(quantityValue(bad), bad).toBeNull();
+  });
+
+  it('refuses a negative quantity and one above what a sidecar can use, naming the annotation', () => {
+    const sized = (annotation: string, value: string) => sidecarResourcesFor({ [annotation]: value }, DEFAULT_SIDECAR_RESOURCES);
+    expect(sized('gw.dev/sidecar-memory-limit', '1000Ei')).toEqual({
+      error: 'annotation gw.dev/sidecar-memory-limit: the gw-sidecar memory limit 1000Ei is above 1Ti, more than a gateway sidecar can use: check the suffix',
+    });
+    expect(sized('gw.dev/sidecar-cpu-limit', '2e3')).toEqual({ error: expect.stringContaining('the gw-sidecar cpu limit 2e3 is above 1000') as string });
+    expect(sized('gw.dev/sidecar-cpu-request', '-1')).toEqual({ error: 'annotation gw.dev/sidecar-cpu-request: the gw-sidecar cpu request -1 is negative' });
+    // The forms Kubernetes takes are taken, up to the bound itself.
+    expect(sized('gw.dev/sidecar-cpu-limit', '1e3')).toMatchObject({ limits: { cpu: '1e3' } });
+    expect(sized('gw.dev/sidecar-cpu-limit', '.5')).toMatchObject({ limits: { cpu: '.5' } });
+    expect(sized('gw.dev/sidecar-memory-limit', '+128Mi')).toMatchObject({ limits: { memory: '+128Mi' } });
+    expect(sized('gw.dev/sidecar-memory-limit', '2e9')).toMatchObject({ limits: { memory: '2e9' } });
+    expect(sized('gw.dev/sidecar-memory-limit', '1Ti')).toMatchObject({ limits: { memory: '1Ti' } });
+    // The operator's default is held to the same bounds.
+    expect(sidecarResourcesSchema.safeParse({ limits: { memory: '2Ti' } }).error?.issues[0]?.message).toBe('the gw-sidecar memory limit 2Ti is above 1Ti, more than a gateway sidecar can use: check the suffix');
+    expect(sidecarResourcesSchema.safeParse({ requests: { cpu: '-50m' } }).error?.issues[0]?.message).toBe('the gw-sidecar cpu request -50m is negative');
   });
 
   it('keeps the default without annotations, and puts each annotation on top of it', () => {

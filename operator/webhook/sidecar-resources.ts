@@ -7,17 +7,39 @@ import { z } from 'zod';
  */
 
 const SUFFIX: Record<string, number> = {
-  '': 1, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
+  '': 1, n: 1e-9, u: 1e-6, m: 1e-3, k: 1e3, M: 1e6, G: 1e9, T: 1e12, P: 1e15, E: 1e18,
   Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60,
 };
-/** The plain forms of a Kubernetes quantity (no exponent), which is what people write. */
-const QUANTITY = /^(\d+(?:\.\d+)?)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
+/**
+ * Kubernetes' quantity grammar (k8s.io/apimachinery resource.Quantity): a signed number with an
+ * optional fraction (`1`, `1.`, `.5`, `+2.5`), then a binary suffix, a decimal one, or a decimal
+ * exponent with a signed integer (`1e3`, `2E-3`). `E` alone is exa, `E` with digits an exponent.
+ */
+const QUANTITY = /^([+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d+))?$/;
 
 /** A quantity's value in base units (cores, bytes), or null when it is not one. */
 export function quantityValue(quantity: string): number | null {
   const match = QUANTITY.exec(quantity);
   if (!match) return null;
-  return Number(match[1]) * SUFFIX[match[2] ?? '']!;
+  const [, number, suffix, exponent] = match;
+  return exponent === undefined ? Number(number) * SUFFIX[suffix ?? '']! : Number(`${number}e${exponent}`);
+}
+
+/**
+ * The most CPU and memory a sidecar may be given: far above what any gateway uses (it idles at
+ * about 55 MiB, docs/architecture.md#the-images), so a value above is a slip of the suffix
+ * (`1000Ei`, `500` for `500m`) that would, for memory, also size V8's heap from it.
+ */
+export const MAX_SIDECAR_RESOURCES = { cpu: '1000', memory: '1Ti' } as const;
+
+/** Why the sidecar cannot be given this much or this little of a resource, or null when it can. */
+function boundProblem(resource: 'cpu' | 'memory', kind: 'request' | 'limit', quantity: string | undefined): string | null {
+  const value = quantity === undefined ? null : quantityValue(quantity);
+  if (value === null) return null;
+  if (value < 0) return `the gw-sidecar ${resource} ${kind} ${quantity} is negative`;
+  const most = MAX_SIDECAR_RESOURCES[resource];
+  if (value > quantityValue(most)!) return `the gw-sidecar ${resource} ${kind} ${quantity} is above ${most}, more than a gateway sidecar can use: check the suffix`;
+  return null;
 }
 
 /** The least memory limit the sidecar runs with (docs/architecture.md#the-images: it idles at 51 to 54 MiB). */
@@ -45,10 +67,15 @@ const pair = z.strictObject({ 'cpu': quantity.optional(), 'memory': quantity.opt
 
 /**
  * The operator's default: one that no pod could run with (a memory limit under the least, a
- * request above its limit) stops the operator at start, rather than every injected pod.
+ * request above its limit) or that is out of bounds (MAX_SIDECAR_RESOURCES) stops the operator at
+ * start, rather than every injected pod.
  */
 export const sidecarResourcesSchema = z.strictObject({ requests: pair.optional(), limits: pair.optional() }).superRefine((resources, ctx) => {
   const problems = [
+    ...(['cpu', 'memory'] as const).flatMap((resource) => [
+      boundProblem(resource, 'request', resources.requests?.[resource]),
+      boundProblem(resource, 'limit', resources.limits?.[resource]),
+    ]),
     memoryLimitProblem(resources.limits?.memory),
     ...(['cpu', 'memory'] as const).map((resource) => requestAboveLimit(resource, resources.requests?.[resource], resources.limits?.[resource])),
   ];
@@ -68,9 +95,9 @@ export const RESOURCE_ANNOTATIONS = {
 /**
  * The sidecar's resources for a pod: the default with the pod's annotations on top. A default
  * request above an annotated limit comes down to the limit (as Kubernetes does for a limit
- * given alone). An invalid annotation, or an annotated request above its limit, is an error
- * message for the webhook to deny the pod with, so the mistake shows at `kubectl apply` and
- * not as a pod that never starts.
+ * given alone). An invalid annotation (not a quantity, negative, above MAX_SIDECAR_RESOURCES), or
+ * an annotated request above its limit, is an error message for the webhook to deny the pod
+ * with, so the mistake shows at `kubectl apply` and not as a pod that never starts.
  */
 export function sidecarResourcesFor(annotations: Record<string, string>, defaults: SidecarResources): SidecarResources | { error: string } {
   const resources = { requests: { ...defaults.requests }, limits: { ...defaults.limits } };
@@ -81,6 +108,8 @@ export function sidecarResourcesFor(annotations: Record<string, string>, default
     if (quantityValue(value) === null) {
       return { error: `annotation ${annotation} must be a Kubernetes quantity such as 100m, 128Mi or 1Gi, got ${JSON.stringify(value.slice(0, 40))}` };
     }
+    const bound = boundProblem(resource, kind === 'requests' ? 'request' : 'limit', value);
+    if (bound !== null) return { error: `annotation ${annotation}: ${bound}` };
     resources[kind][resource] = value;
     annotated.add(`${kind}.${resource}`);
   }

@@ -151,6 +151,14 @@ describe('operator: sidecar injection webhook', () => {
     expect(sized.spec?.initContainers?.[0]?.resources).toEqual({ requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '500m', memory: '64Mi' } });
     // 240 MiB of 384Mi is 40 MiB of 64Mi.
     expect(nodeOptions(sized)).toBe('--max-semi-space-size=8 --max-old-space-size=40');
+    // Every form of a quantity the API server takes is taken: it stores them canonical.
+    const forms = await core.createNamespacedPod({
+      namespace: appNs,
+      body: pod('quantity-forms', { 'gw.dev/inject': 'true', 'gw.dev/sidecar-cpu-limit': '.5', 'gw.dev/sidecar-memory-limit': '2e8', 'gw.dev/sidecar-memory-request': '+64Mi' }),
+    });
+    expect(forms.spec?.initContainers?.[0]?.resources).toEqual({ requests: { cpu: '100m', memory: '64Mi' }, limits: { cpu: '500m', memory: '200e6' } });
+    const absurd = core.createNamespacedPod({ namespace: appNs, body: pod('absurd-size', { 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-limit': '1000Ei' }) });
+    await expect(absurd).rejects.toThrow(/gw\.dev\/sidecar-memory-limit: the gw-sidecar memory limit 1000Ei is above 1Ti/);
     const attempt = core.createNamespacedPod({ namespace: appNs, body: pod('bad-size', { 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-request': 'plenty' }) });
     await expect(attempt).rejects.toMatchObject({ code: 400 });
     await expect(attempt).rejects.toThrow(/gw\.dev\/sidecar-memory-request/);
