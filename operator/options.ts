@@ -70,6 +70,12 @@ const table = {
     schema: z.coerce.number().int().min(1).max(1_000_000).optional(),
   },
   sidecarRedisUrl: { flag: 'sidecar-redis-url', env: 'GW_SIDECAR_REDIS_URL', help: 'GW_REDIS_URL given to injected sidecars (default: --redis-url)', schema: redisUrlOption.optional() },
+  sidecarServiceAccount: {
+    flag: 'sidecar-service-account',
+    env: 'GW_SIDECAR_SERVICE_ACCOUNT',
+    help: "ServiceAccount granted the injected sidecar's access in each sidecar namespace (the chart's sidecar.serviceAccount.name); a pod injected to run as another gets a warning (default: unset, no warning)",
+    schema: z.string().optional(),
+  },
   sidecarEnvSecret: { flag: 'sidecar-env-secret', env: 'GW_SIDECAR_ENV_SECRET', help: "Secret whose keys become env of injected sidecars (the chart's holds GW_REDIS_URL)", schema: z.string().optional() },
   leaderElection: { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)', schema: booleanOption.default(true) },
   leaseDurationSeconds: { flag: 'lease-duration-seconds', env: 'GW_LEASE_DURATION_SECONDS', help: 'leader Lease duration (default 15)', schema: positiveIntOption.default(15) },

@@ -29,7 +29,18 @@ describe('admissionResponse', () => {
     const answer = body as Answer;
     expect(answer.response).toMatchObject({ uid: 'uid-1', allowed: true, patchType: 'JSONPatch' });
     const patch = JSON.parse(Buffer.from(answer.response.patch!, 'base64').toString('utf8')) as Array<{ path: string }>;
-    expect(patch.map((op) => op.path)).toEqual(['/spec/initContainers', '/metadata/annotations/gw.dev~1injected', '/metadata/labels']);
+    expect(patch.map((op) => op.path)).toEqual(['/spec/initContainers', '/metadata/annotations/gw.dev~1injected', '/metadata/labels', '/spec/volumes', '/spec/serviceAccountName']);
+    expect(answer.response).not.toHaveProperty('warnings');
+  });
+
+  it('answers with the warnings of the injection, which kubectl prints', () => {
+    const { body, result } = admissionResponse(
+      review({ metadata: { annotations: { 'gw.dev/inject': 'true' } }, spec: { serviceAccountName: 'shop', containers: [{ name: 'app' }] } }),
+      { ...options, serviceAccountName: 'gw-sidecar' },
+      log,
+    );
+    expect(result).toBe('injected');
+    expect((body as Answer & { response: { warnings?: string[] } }).response.warnings).toEqual([expect.stringMatching(/^gw-sidecar runs as ServiceAccount shop, /)]);
   });
 
   it('allows other pods and other kinds without a patch', () => {

@@ -27,7 +27,7 @@ function reply(res: ServerResponse, status: number, body: unknown): void {
 
 /**
  * The mutating webhook endpoint (`POST /mutate`): an AdmissionReview for a Pod comes
- * back allowed with the injection JSONPatch (possibly empty), or denied with the reason
+ * back allowed with the injection JSONPatch (possibly empty) and any warnings kubectl prints, or denied with the reason
  * when the pod's annotations are invalid. A malformed review gets 400 with a JSON error.
  */
 export function admissionHandler(options: SidecarOptions, log: Logger, count: (result: ReviewResult) => void) {
@@ -83,13 +83,15 @@ function review(request: z.infer<typeof admissionReviewSchema>['request'], optio
     log.info({ namespace: request.namespace, reason: injection.denied }, 'pod injection denied');
     return { result: 'denied', body: { ...base, response: { uid: request.uid, allowed: false, status: { code: 400, reason: 'BadRequest', message: injection.denied } } } };
   }
-  if (injection.patch.length === 0) return { result: 'unchanged', body: { ...base, response: { uid: request.uid, allowed: true } } };
+  const warnings = injection.warnings ? { warnings: injection.warnings } : {};
+  if (injection.patch.length === 0) return { result: 'unchanged', body: { ...base, response: { uid: request.uid, allowed: true, ...warnings } } };
   log.info({ namespace: request.namespace }, 'gateway sidecar injected');
   return { result: 'injected', body: {
     ...base,
     response: {
       uid: request.uid,
       allowed: true,
+      ...warnings,
       patchType: 'JSONPatch',
       patch: Buffer.from(JSON.stringify(injection.patch)).toString('base64'),
     },

@@ -56,7 +56,50 @@ describe('injectionPatch', () => {
   it('leaves pods that do not ask for it, or already have it, unchanged', () => {
     expect(patchOf(injectionPatch(pod(undefined), options))).toEqual([]);
     expect(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'false' }), options))).toEqual([]);
-    expect(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }, [{ name: SIDECAR_NAME, image: 'x' }]), options))).toEqual([]);
+    expect(patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/injected': 'true' }, [{ name: SIDECAR_NAME, image: 'x', restartPolicy: 'Always' }]), options))).toEqual([]);
+  });
+
+  it('gives the sidecar its own service-account token volume, mounted in it alone, whatever the pod says of automounting', () => {
+    const automountOff = { ...pod({ 'gw.dev/inject': 'true' }), spec: { automountServiceAccountToken: false, containers: [{ name: 'app', image: 'app:1' }] } };
+    const patch = patchOf(injectionPatch(automountOff, options));
+    const container = (patch[0]!.value as V1Container[])[0]!;
+    expect(container.volumeMounts).toEqual([{ name: 'gw-sidecar-token', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }]);
+    expect(patch[3]).toEqual({
+      op: 'add',
+      path: '/spec/volumes',
+      value: [{
+        name: 'gw-sidecar-token',
+        projected: {
+          defaultMode: 0o644,
+          sources: [
+            { serviceAccountToken: { path: 'token', expirationSeconds: 3607 } },
+            { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+            { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+          ],
+        },
+      }],
+    });
+    // Nothing else of the pod changes, the app containers keep the token the pod gives them; a
+    // pod naming no ServiceAccount is given the one Kubernetes runs it as, which a token needs.
+    expect(patch.map((op) => op.path)).toEqual(['/spec/initContainers', '/metadata/annotations/gw.dev~1injected', '/metadata/labels', '/spec/volumes', '/spec/serviceAccountName']);
+    expect(patch[4]).toEqual({ op: 'add', path: '/spec/serviceAccountName', value: 'default' });
+    const withVolumes = { ...pod({ 'gw.dev/inject': 'true' }), spec: { containers: [{ name: 'app', image: 'app:1' }], volumes: [{ name: 'data', emptyDir: {} }] } };
+    expect(patchOf(injectionPatch(withVolumes, options))[3]).toMatchObject({ op: 'add', path: '/spec/volumes/-', value: { name: 'gw-sidecar-token' } });
+    const taken = { ...pod({ 'gw.dev/inject': 'true' }), spec: { containers: [{ name: 'app', image: 'app:1' }], volumes: [{ name: 'gw-sidecar-token', emptyDir: {} }] } };
+    expect(injectionPatch(taken, options)).toEqual({ denied: "the pod has a volume named gw-sidecar-token, the name of the gateway sidecar's service-account token volume: rename it" });
+  });
+
+  it('warns of a pod that runs as another ServiceAccount than the one granted the sidecar\'s access, and injects it', () => {
+    const runningAs = (serviceAccountName: string | undefined): V1Pod => ({ ...pod({ 'gw.dev/inject': 'true' }), spec: { serviceAccountName, containers: [{ name: 'app', image: 'app:1' }] } });
+    const granted = { ...options, serviceAccountName: 'gw-sidecar' };
+    expect(injectionPatch(runningAs('gw-sidecar'), granted)).not.toHaveProperty('warnings');
+    expect(injectionPatch(runningAs('shop'), granted)).toMatchObject({
+      warnings: ['gw-sidecar runs as ServiceAccount shop, which needs get, list and watch on configmaps and create on events.k8s.io events in this namespace; the chart grants them to gw-sidecar'],
+    });
+    expect(injectionPatch(runningAs(undefined), granted)).toMatchObject({ warnings: [expect.stringContaining('runs as ServiceAccount default,')] });
+    expect(patchOf(injectionPatch(runningAs('shop'), granted))).toHaveLength(4);
+    // An operator not told the sidecar's ServiceAccount warns of none.
+    expect(injectionPatch(runningAs('shop'), options)).not.toHaveProperty('warnings');
   });
 
   it('denies an invalid api list with a message naming the annotation', () => {

@@ -1,4 +1,4 @@
-import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
 import { sidecarNodeOptionsFor, sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
 
 export const INJECT_ANNOTATION = 'gw.dev/inject';
@@ -12,6 +12,10 @@ export const INJECTED_ANNOTATION = 'gw.dev/injected';
  */
 export const GATEWAY_POD_LABEL = 'gw.dev/gateway';
 export const SIDECAR_NAME = 'gw-sidecar';
+/** The sidecar's own service-account token volume (README.md#install-with-helm). */
+export const SIDECAR_TOKEN_VOLUME = 'gw-sidecar-token';
+/** Where client-node (and every Kubernetes client) looks for the in-cluster token, CA and namespace. */
+const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 export const SIDECAR_PORTS = { proxy: 8080, admin: 8081, health: 8082 } as const;
 
@@ -34,6 +38,11 @@ export interface SidecarOptions {
   redisUrl: string | undefined;
   /** A Secret whose keys become the sidecar's environment (admin and portal secrets, GW_REDIS_URL). */
   envSecretName: string | undefined;
+  /**
+   * The ServiceAccount the chart creates and grants the sidecar's access in each sidecar
+   * namespace: a pod that runs as another is injected with a warning. Unset, none is given.
+   */
+  serviceAccountName?: string | undefined;
 }
 
 export interface JsonPatchOp {
@@ -42,37 +51,87 @@ export interface JsonPatchOp {
   value: unknown;
 }
 
-export type InjectionResult = { patch: JsonPatchOp[] } | { denied: string };
+export type InjectionResult = { patch: JsonPatchOp[]; warnings?: string[] } | { denied: string };
 
 /** api_id values: what the compile step accepts as an id, comma separated; `*` = all. */
 const API_LIST = /^(\*|[A-Za-z0-9][A-Za-z0-9._:-]{0,252}(,[A-Za-z0-9][A-Za-z0-9._:-]{0,252})*)$/;
 
 /**
  * The JSONPatch that adds the gateway to a pod as a native sidecar (an init container
- * with restartPolicy Always, first so it is up before other init containers run). A pod
- * not asking for it, or already carrying it, gets an empty patch: re-invocation and
- * re-submission change nothing.
+ * with restartPolicy Always, first so it is up before other init containers run), with its
+ * own service-account token. A pod not asking for it, or already carrying it, gets an empty
+ * patch: re-invocation and re-submission change nothing.
  */
 export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionResult {
   const annotations = pod.metadata?.annotations ?? {};
   const asked = askedFor(annotations[INJECT_ANNOTATION]);
   if (asked !== true) return asked;
-  const all = [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
-  if (all.some((c) => c.name === SIDECAR_NAME)) return { patch: [] };
+  if (containersOf(pod).some((c) => c.name === SIDECAR_NAME)) return { patch: [] };
+  return firstPatch(pod, annotations, options);
+}
+
+/** The gateway added to a pod that has none. */
+function firstPatch(pod: V1Pod, annotations: Record<string, string>, options: SidecarOptions): InjectionResult {
   const apis = (annotations[APIS_ANNOTATION] ?? '*').replace(/\s+/g, '');
   if (!API_LIST.test(apis)) {
     return { denied: `annotation ${APIS_ANNOTATION} must be a comma-separated list of api_id values or "*", got ${JSON.stringify(apis.slice(0, 100))}` };
   }
-  const clash = portClash(all);
+  const clash = portClash(containersOf(pod));
   if (clash !== null) return { denied: clash };
+  if (pod.spec?.volumes?.some((v) => v.name === SIDECAR_TOKEN_VOLUME)) {
+    return { denied: `the pod has a volume named ${SIDECAR_TOKEN_VOLUME}, the name of the gateway sidecar's service-account token volume: rename it` };
+  }
   const resources = sidecarResourcesFor(annotations, options.resources);
   if ('error' in resources) return { denied: resources.error };
   const container = sidecarContainer(apis, { ...options, resources, nodeOptions: sidecarNodeOptionsFor(options.nodeOptions, options.resources, resources) });
-  const patch: JsonPatchOp[] = pod.spec?.initContainers
-    ? [{ op: 'add', path: '/spec/initContainers/0', value: container }]
-    : [{ op: 'add', path: '/spec/initContainers', value: [container] }];
-  patch.push({ op: 'add', path: `/metadata/annotations/${pointerToken(INJECTED_ANNOTATION)}`, value: 'true' }, gatewayLabel(pod));
-  return { patch };
+  const patch: JsonPatchOp[] = [
+    pod.spec?.initContainers
+      ? { op: 'add', path: '/spec/initContainers/0', value: container }
+      : { op: 'add', path: '/spec/initContainers', value: [container] },
+    { op: 'add', path: `/metadata/annotations/${pointerToken(INJECTED_ANNOTATION)}`, value: 'true' },
+    gatewayLabel(pod),
+    pod.spec?.volumes
+      ? { op: 'add', path: '/spec/volumes/-', value: tokenVolume() }
+      : { op: 'add', path: '/spec/volumes', value: [tokenVolume()] },
+  ];
+  // A projected token needs a named account: the one the ServiceAccount admission plugin names
+  // when it runs (before webhooks), and the one Kubernetes runs a pod as that names none.
+  if (!pod.spec?.serviceAccountName) patch.push({ op: 'add', path: '/spec/serviceAccountName', value: 'default' });
+  const warning = serviceAccountWarning(pod, options.serviceAccountName);
+  return warning === null ? { patch } : { patch, warnings: [warning] };
+}
+
+const containersOf = (pod: V1Pod): V1Container[] => [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
+
+/**
+ * A ServiceAccount other than the sidecar's, which the chart grants what the gateway does:
+ * the injection goes on (the pod's owner may have granted it), with a warning kubectl prints.
+ */
+function serviceAccountWarning(pod: V1Pod, expected: string | undefined): string | null {
+  const actual = pod.spec?.serviceAccountName || 'default';
+  if (expected === undefined || expected === '' || actual === expected) return null;
+  return `${SIDECAR_NAME} runs as ServiceAccount ${actual}, which needs get, list and watch on configmaps and create on events.k8s.io events in this namespace; the chart grants them to ${expected}`;
+}
+
+/**
+ * The sidecar's own token, CA and namespace, the three files of the volume the ServiceAccount
+ * admission plugin mounts: with `automountServiceAccountToken: false` the plugin mounts none,
+ * and without a token the sidecar could not read its configs. The plugin leaves alone a
+ * container that mounts this path already, so the app containers keep what their pod says.
+ */
+function tokenVolume(): V1Volume {
+  return {
+    name: SIDECAR_TOKEN_VOLUME,
+    projected: {
+      defaultMode: 0o644,
+      sources: [
+        // The plugin's lifetime: the kubelet renews the token at 80% of it, client-node rereads the file every minute.
+        { serviceAccountToken: { path: 'token', expirationSeconds: 3607 } },
+        { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+        { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+      ],
+    },
+  };
 }
 
 /**
@@ -148,6 +207,7 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
       { name: 'gw-health', containerPort: SIDECAR_PORTS.health, protocol: 'TCP' },
     ],
     resources: options.resources,
+    volumeMounts: [{ name: SIDECAR_TOKEN_VOLUME, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true }],
     startupProbe: probe('/healthz', 1, 60),
     livenessProbe: probe('/healthz', 10, 3),
     readinessProbe: probe('/readyz', 5, 3),

@@ -79,6 +79,7 @@ export class WebhookRunner {
       sessionCacheSize: this.#options.sidecarSessionCacheSize,
       redisUrl: this.#options.sidecarRedisUrl ?? this.#options.redisUrl,
       envSecretName: this.#options.sidecarEnvSecret,
+      serviceAccountName: this.#options.sidecarServiceAccount,
     };
     const server = this.#server ?? createWebhookServer(pki, sidecar, this.#log, this.#count);
     this.#server = server;

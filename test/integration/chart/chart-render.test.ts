@@ -273,6 +273,8 @@ describe('helm template with default values', () => {
     const sidecarEnv = findObject(objects, 'Secret', 'gw-sidecar-env');
     expect(Buffer.from(sidecarEnv.data.GW_REDIS_URL, 'base64').toString()).toBe(`redis://:${password}@gw-redis.${ns}.svc:6379/0`);
     expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'GW_SIDECAR_ENV_SECRET').value).toBe('gw-sidecar-env');
+    // The ServiceAccount the chart grants the sidecar's access: the webhook warns of a pod that runs as another.
+    expect(envValue(containerEnv(findObject(objects, 'Deployment', 'gw-operator')), 'GW_SIDECAR_SERVICE_ACCOUNT').value).toBe('gw-sidecar');
   });
 
   // Each heap setting reaches its Deployment: the operator's own NODE_OPTIONS, the injected

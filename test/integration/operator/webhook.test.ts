@@ -62,6 +62,7 @@ describe('operator: sidecar injection webhook', () => {
       sidecarImagePullPolicy: 'IfNotPresent',
       sidecarResources: '{"requests":{"cpu":"100m","memory":"96Mi"},"limits":{"memory":"384Mi"}}',
       sidecarNodeOptions: '--max-semi-space-size=8 --max-old-space-size=240',
+      sidecarServiceAccount: 'gw-sidecar',
     });
     await untilInjecting(core, appNs);
   });
@@ -173,6 +174,23 @@ describe('operator: sidecar injection webhook', () => {
     const misspelt = core.createNamespacedPod({ namespace: appNs, body: pod('inject-yes', { 'gw.dev/inject': 'yes' }) });
     await expect(misspelt).rejects.toMatchObject({ code: 400 });
     await expect(misspelt).rejects.toThrow(/gw\.dev\/inject must be \W+true\W+ \(inject the gateway\) or \W+false\W+, got \W+yes/);
+  });
+
+  it('gives the sidecar its own token though the pod turns automounting off, and warns of a ServiceAccount not granted its access', async () => {
+    const body = pod('no-automount', { 'gw.dev/inject': 'true' });
+    body.spec = { ...body.spec!, automountServiceAccountToken: false, serviceAccountName: 'shop' };
+    const created = await core.createNamespacedPodWithHttpInfo({ namespace: appNs, body });
+    expect(created.headers.warning).toContain('gw-sidecar runs as ServiceAccount shop, which needs get, list and watch on configmaps and create on events.k8s.io events in this namespace; the chart grants them to gw-sidecar');
+    const stored = await core.readNamespacedPod({ namespace: appNs, name: 'no-automount' });
+    expect(stored.spec?.volumes?.map((v) => v.name)).toEqual(['gw-sidecar-token']);
+    expect(stored.spec?.volumes?.[0]?.projected?.sources?.map((source) => Object.keys(source)[0])).toEqual(['serviceAccountToken', 'configMap', 'downwardAPI']);
+    expect(stored.spec?.initContainers?.[0]?.volumeMounts).toEqual([{ name: 'gw-sidecar-token', mountPath: '/var/run/secrets/kubernetes.io/serviceaccount', readOnly: true }]);
+    expect(stored.spec?.containers[0]?.volumeMounts).toBeUndefined();
+    expect(stored.spec?.automountServiceAccountToken).toBe(false);
+    // Run as the sidecar's own ServiceAccount, no warning.
+    const asSidecar = pod('as-sidecar-account', { 'gw.dev/inject': 'true' });
+    asSidecar.spec = { ...asSidecar.spec!, serviceAccountName: 'gw-sidecar' };
+    expect((await core.createNamespacedPodWithHttpInfo({ namespace: appNs, body: asSidecar })).headers.warning).toBeUndefined();
   });
 
   it('reuses the stored certificate on restart', async () => {
