@@ -43,6 +43,17 @@ describe('admissionResponse', () => {
     expect((body as Answer & { response: { warnings?: string[] } }).response.warnings).toEqual([expect.stringMatching(/^gw-sidecar runs as ServiceAccount shop, /)]);
   });
 
+  it('moves the sidecar of a re-invoked pod back first, counting nothing injected', () => {
+    const pod = {
+      metadata: { annotations: { 'gw.dev/inject': 'true', 'gw.dev/injected': 'true' } },
+      spec: { initContainers: [{ name: 'later', image: 'l' }, { name: 'gw-sidecar', image: 'gw', restartPolicy: 'Always' }], containers: [{ name: 'app' }] },
+    };
+    const { body, result } = admissionResponse(review(pod), options, log);
+    expect(result).toBe('unchanged');
+    const answer = body as Answer;
+    expect(JSON.parse(Buffer.from(answer.response.patch!, 'base64').toString('utf8'))).toEqual([{ op: 'move', from: '/spec/initContainers/1', path: '/spec/initContainers/0' }]);
+  });
+
   it('allows other pods and other kinds without a patch', () => {
     for (const text of [review({ metadata: {}, spec: { containers: [] } }), review({ metadata: {} }, { group: 'apps', version: 'v1', kind: 'Deployment' })]) {
       const { body, result } = admissionResponse(text, options, log);

@@ -85,8 +85,10 @@ function review(request: z.infer<typeof admissionReviewSchema>['request'], optio
   }
   const warnings = injection.warnings ? { warnings: injection.warnings } : {};
   if (injection.patch.length === 0) return { result: 'unchanged', body: { ...base, response: { uid: request.uid, allowed: true, ...warnings } } };
-  log.info({ namespace: request.namespace }, 'gateway sidecar injected');
-  return { result: 'injected', body: {
+  // A re-invoked pod's patch only moves the sidecar it has already: nothing is injected.
+  const injected = injection.patch.some((op) => op.op === 'add');
+  log.info({ namespace: request.namespace }, injected ? 'gateway sidecar injected' : 'gateway sidecar moved first among the init containers');
+  return { result: injected ? 'injected' : 'unchanged', body: {
     ...base,
     response: {
       uid: request.uid,

@@ -102,6 +102,40 @@ describe('injectionPatch', () => {
     expect(injectionPatch(runningAs('shop'), options)).not.toHaveProperty('warnings');
   });
 
+  it('refuses a pod on the node\'s network, and a Windows pod, saying why', () => {
+    const withSpec = (spec: Partial<NonNullable<V1Pod['spec']>>): V1Pod => ({ ...pod({ 'gw.dev/inject': 'true' }), spec: { containers: [{ name: 'app', image: 'app:1' }], ...spec } });
+    expect(injectionPatch(withSpec({ hostNetwork: true }), options)).toEqual({
+      denied: "the pod uses the node's network (spec.hostNetwork: true): the gateway sidecar would listen on ports 8080, 8081, 8082 of the node, and no second such pod could run there; remove hostNetwork, or gw.dev/inject",
+    });
+    expect(injectionPatch(withSpec({ os: { name: 'windows' } }), options)).toEqual({
+      denied: 'the pod runs on Windows (spec.os.name: windows), and the gateway sidecar is a Linux container: remove gw.dev/inject',
+    });
+    expect(patchOf(injectionPatch(withSpec({ hostNetwork: false, os: { name: 'linux' } }), options))).not.toEqual([]);
+  });
+
+  it('refuses a pod with a container of its own named gw-sidecar, which would stand for the gateway', () => {
+    const message = 'the pod has a container named gw-sidecar, the name of the gateway sidecar the webhook injects: rename the container';
+    expect(injectionPatch(pod({ 'gw.dev/inject': 'true' }, [{ name: SIDECAR_NAME, image: 'mine:1' }]), options)).toEqual({ denied: message });
+    const asApp = { ...pod({ 'gw.dev/inject': 'true' }), spec: { containers: [{ name: SIDECAR_NAME, image: 'mine:1' }] } };
+    expect(injectionPatch(asApp, options)).toEqual({ denied: message });
+    // Marked injected, but not the native sidecar the injector adds.
+    expect(injectionPatch({ ...asApp, metadata: { annotations: { 'gw.dev/inject': 'true', 'gw.dev/injected': 'true' } } }, options)).toEqual({ denied: message });
+  });
+
+  it('re-invoked after a later webhook, moves the sidecar back first and refuses a container added on its ports', () => {
+    const sidecar: V1Container = { name: SIDECAR_NAME, image: 'gw', restartPolicy: 'Always', ports: [{ containerPort: 8080 }] };
+    const injected = (initContainers: V1Container[], containers: V1Container[] = [{ name: 'app', image: 'app:1' }]): V1Pod => ({
+      metadata: { name: 'app', annotations: { 'gw.dev/inject': 'true', 'gw.dev/injected': 'true' } },
+      spec: { initContainers, containers },
+    });
+    expect(injectionPatch(injected([sidecar, { name: 'migrate', image: 'm' }]), options)).toEqual({ patch: [] });
+    expect(injectionPatch(injected([{ name: 'zinit', image: 'z' }, { name: 'mine', image: 'm' }, sidecar]), options)).toEqual({
+      patch: [{ op: 'move', from: '/spec/initContainers/2', path: '/spec/initContainers/0' }],
+    });
+    expect(injectionPatch(injected([sidecar], [{ name: 'app', image: 'app:1' }, { name: 'zmetrics', image: 'z', ports: [{ containerPort: 8080 }] }]), options))
+      .toEqual({ denied: expect.stringMatching(/^container zmetrics declares port 8080, which the gateway sidecar listens on/) as string });
+  });
+
   it('denies an invalid api list with a message naming the annotation', () => {
     for (const apis of ['a,,b', '../etc', 'x y;z', ',']) {
       const result = injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/apis': apis }), options);

@@ -46,9 +46,12 @@ export interface SidecarOptions {
 }
 
 export interface JsonPatchOp {
-  op: 'add' | 'replace';
+  op: 'add' | 'move';
   path: string;
-  value: unknown;
+  /** The value an `add` puts at `path`. */
+  value?: unknown;
+  /** Where a `move` takes the value from. */
+  from?: string;
 }
 
 export type InjectionResult = { patch: JsonPatchOp[]; warnings?: string[] } | { denied: string };
@@ -59,15 +62,15 @@ const API_LIST = /^(\*|[A-Za-z0-9][A-Za-z0-9._:-]{0,252}(,[A-Za-z0-9][A-Za-z0-9.
 /**
  * The JSONPatch that adds the gateway to a pod as a native sidecar (an init container
  * with restartPolicy Always, first so it is up before other init containers run), with its
- * own service-account token. A pod not asking for it, or already carrying it, gets an empty
- * patch: re-invocation and re-submission change nothing.
+ * own service-account token. A pod not asking for it gets an empty patch.
  */
 export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionResult {
   const annotations = pod.metadata?.annotations ?? {};
   const asked = askedFor(annotations[INJECT_ANNOTATION]);
   if (asked !== true) return asked;
-  if (containersOf(pod).some((c) => c.name === SIDECAR_NAME)) return { patch: [] };
-  return firstPatch(pod, annotations, options);
+  const unfit = unfitPod(pod);
+  if (unfit !== null) return { denied: unfit };
+  return injectedBefore(pod) ? reinvocationPatch(pod) : firstPatch(pod, annotations, options);
 }
 
 /** The gateway added to a pod that has none. */
@@ -101,7 +104,39 @@ function firstPatch(pod: V1Pod, annotations: Record<string, string>, options: Si
   return warning === null ? { patch } : { patch, warnings: [warning] };
 }
 
+/**
+ * A pod the injector gave the gateway, back on re-invocation because a later webhook changed
+ * it: a container that webhook added may take the gateway's ports, and an init container it
+ * put first would run before the gateway is up.
+ */
+function reinvocationPatch(pod: V1Pod): InjectionResult {
+  const clash = portClash(containersOf(pod).filter((c) => c.name !== SIDECAR_NAME));
+  if (clash !== null) return { denied: clash };
+  const at = (pod.spec?.initContainers ?? []).findIndex((c) => c.name === SIDECAR_NAME);
+  return { patch: at > 0 ? [{ op: 'move', from: `/spec/initContainers/${at}`, path: '/spec/initContainers/0' }] : [] };
+}
+
 const containersOf = (pod: V1Pod): V1Container[] => [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])];
+
+/** Whether the injector gave this pod its gateway (a pod re-invoked, or created again from an injected one). */
+function injectedBefore(pod: V1Pod): boolean {
+  return pod.metadata?.annotations?.[INJECTED_ANNOTATION] === 'true'
+    && (pod.spec?.initContainers ?? []).some((c) => c.name === SIDECAR_NAME && c.restartPolicy === 'Always');
+}
+
+/** Why a pod that asks for the gateway cannot have it, or null when it can. */
+function unfitPod(pod: V1Pod): string | null {
+  if (pod.spec?.hostNetwork === true) {
+    return `the pod uses the node's network (spec.hostNetwork: true): the gateway sidecar would listen on ports ${Object.values(SIDECAR_PORTS).join(', ')} of the node, and no second such pod could run there; remove hostNetwork, or ${INJECT_ANNOTATION}`;
+  }
+  if (pod.spec?.os?.name === 'windows') {
+    return `the pod runs on Windows (spec.os.name: windows), and the gateway sidecar is a Linux container: remove ${INJECT_ANNOTATION}`;
+  }
+  if (!injectedBefore(pod) && containersOf(pod).some((c) => c.name === SIDECAR_NAME)) {
+    return `the pod has a container named ${SIDECAR_NAME}, the name of the gateway sidecar the webhook injects: rename the container`;
+  }
+  return null;
+}
 
 /**
  * A ServiceAccount other than the sidecar's, which the chart grants what the gateway does:

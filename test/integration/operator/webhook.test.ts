@@ -1,8 +1,9 @@
 import { X509Certificate } from 'node:crypto';
+import { createServer as createHttps, type Server } from 'node:https';
 import { AdmissionregistrationV1Api, CoreV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Operator } from '../../../operator/operator.ts';
-import { issueServing } from '../../../operator/webhook/certs.ts';
+import { issueCa, issueServing } from '../../../operator/webhook/certs.ts';
 import { webhookConfiguration } from '../../../operator/webhook/webhook-configuration.ts';
 import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
 import { freePort, pod, startOperator, untilInjecting } from './support.ts';
@@ -191,6 +192,72 @@ describe('operator: sidecar injection webhook', () => {
     const asSidecar = pod('as-sidecar-account', { 'gw.dev/inject': 'true' });
     asSidecar.spec = { ...asSidecar.spec!, serviceAccountName: 'gw-sidecar' };
     expect((await core.createNamespacedPodWithHttpInfo({ namespace: appNs, body: asSidecar })).headers.warning).toBeUndefined();
+  });
+
+  it('refuses a pod on the node\'s network, saying why, and stores nothing', async () => {
+    const body = pod('host-network', { 'gw.dev/inject': 'true' });
+    body.spec = { ...body.spec!, hostNetwork: true };
+    const attempt = core.createNamespacedPod({ namespace: appNs, body });
+    await expect(attempt).rejects.toMatchObject({ code: 400 });
+    await expect(attempt).rejects.toThrow(/the pod uses the node's network \(spec\.hostNetwork: true\): the gateway sidecar would listen on ports 8080, 8081, 8082 of the node/);
+    await expect(core.readNamespacedPod({ namespace: appNs, name: 'host-network' })).rejects.toMatchObject({ code: 404 });
+  });
+
+  it('re-invoked after a later webhook, keeps the sidecar first and refuses a container that webhook added on its ports', async () => {
+    // A webhook called after gw's (configurations are called by name): it puts an init container
+    // first, and, when the pod asks, adds a container on port 8080.
+    const ca = await issueCa();
+    const serving = await issueServing(ca, { dns: [], ips: ['127.0.0.1'] });
+    const later: Server = createHttps({ cert: serving.tlsCert, key: serving.tlsKey }, (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const { request } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { request: { uid: string; object: V1Pod } };
+        const spec = request.object.spec!;
+        const patch: unknown[] = [];
+        if (!(spec.initContainers ?? []).some((c) => c.name === 'later-init')) {
+          const init = { name: 'later-init', image: 'registry.example/init:1' };
+          patch.push(spec.initContainers ? { op: 'add', path: '/spec/initContainers/0', value: init } : { op: 'add', path: '/spec/initContainers', value: [init] });
+        }
+        if (request.object.metadata?.annotations?.['example.com/metrics'] && !spec.containers.some((c) => c.name === 'metrics')) {
+          patch.push({ op: 'add', path: '/spec/containers/-', value: { name: 'metrics', image: 'registry.example/metrics:1', ports: [{ containerPort: 8080 }] } });
+        }
+        const response = { uid: request.uid, allowed: true, ...(patch.length > 0 ? { patchType: 'JSONPatch', patch: Buffer.from(JSON.stringify(patch)).toString('base64') } : {}) };
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response }));
+      });
+    });
+    const port = await freePort();
+    await new Promise<void>((resolve) => later.listen(port, '127.0.0.1', resolve));
+    const name = 'zz-gw-test-later';
+    await admission.createMutatingWebhookConfiguration({
+      body: {
+        metadata: { name },
+        webhooks: [{
+          name: 'later.test.gw.dev', admissionReviewVersions: ['v1'], sideEffects: 'None', failurePolicy: 'Fail', reinvocationPolicy: 'Never',
+          clientConfig: { url: `https://127.0.0.1:${port}/mutate`, caBundle: Buffer.from(ca.caCert).toString('base64') },
+          rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'] }],
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': appNs } },
+          matchConditions: [{ name: 'later-test-pods', expression: "has(object.metadata.annotations) && 'example.com/later' in object.metadata.annotations" }],
+        }],
+      },
+    });
+    try {
+      const create = (podName: string, annotations: Record<string, string>) => core.createNamespacedPod({ namespace: appNs, dryRun: 'All', body: pod(podName, { 'gw.dev/inject': 'true', 'example.com/later': 'true', ...annotations }) });
+      // The API server reads a new configuration from its cache a moment after the write.
+      let created: V1Pod | undefined;
+      for (let attempt = 0; attempt < 40; attempt++) {
+        created = await create(`later-${attempt}`, {});
+        if (created.spec?.initContainers?.some((c) => c.name === 'later-init')) break;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      expect(created?.spec?.initContainers?.map((c) => c.name)).toEqual(['gw-sidecar', 'later-init']);
+      const clash = create('later-metrics', { 'example.com/metrics': 'true' });
+      await expect(clash).rejects.toMatchObject({ code: 400 });
+      await expect(clash).rejects.toThrow(/container metrics declares port 8080, which the gateway sidecar listens on/);
+    } finally {
+      await admission.deleteMutatingWebhookConfiguration({ name });
+      await new Promise((resolve) => later.close(resolve));
+    }
   });
 
   it('reuses the stored certificate on restart', async () => {
