@@ -113,6 +113,22 @@ describe('injectionPatch', () => {
     expect(patchOf(injectionPatch(withSpec({ hostNetwork: false, os: { name: 'linux' } }), options))).not.toEqual([]);
   });
 
+  it('refuses a gw.dev/ annotation it does not know, naming it and the known ones, and takes every one it writes or reads', () => {
+    for (const annotations of [{ 'gw.dev/inject': 'true', 'gw.dev/api': 'orders' } as Record<string, string>, { 'gw.dev/inject': 'true', 'gw.dev/sidecar-memory-limits': '1Gi' }, { 'gw.dev/injects': 'true' }, { 'gw.dev/inject': 'false', 'gw.dev/apis ': 'x' }]) {
+      const typo = Object.keys(annotations).find((k) => k !== 'gw.dev/inject')!;
+      expect(injectionPatch(pod(annotations), options)).toEqual({
+        denied: `annotation ${typo} is not one gw knows (gw owns the gw.dev/ prefix); the known ones are gw.dev/inject, gw.dev/apis, gw.dev/injected, gw.dev/sidecar-cpu-request, gw.dev/sidecar-memory-request, gw.dev/sidecar-cpu-limit, gw.dev/sidecar-memory-limit`,
+      });
+    }
+    const every = {
+      'gw.dev/inject': 'true', 'gw.dev/apis': 'orders', 'gw.dev/injected': 'true', 'gw.dev/sidecar-cpu-request': '10m', 'gw.dev/sidecar-memory-request': '64Mi',
+      'gw.dev/sidecar-cpu-limit': '1', 'gw.dev/sidecar-memory-limit': '256Mi', 'example.com/gw.dev': 'x', 'app.gw.dev/x': 'y',
+    };
+    expect(patchOf(injectionPatch(pod(every), options))).not.toEqual([]);
+    // Re-invoked, an injected pod carries gw.dev/injected.
+    expect(injectionPatch(pod(every, [{ name: SIDECAR_NAME, image: 'x', restartPolicy: 'Always' }]), options)).toEqual({ patch: [] });
+  });
+
   it('refuses a pod with a container of its own named gw-sidecar, which would stand for the gateway', () => {
     const message = 'the pod has a container named gw-sidecar, the name of the gateway sidecar the webhook injects: rename the container';
     expect(injectionPatch(pod({ 'gw.dev/inject': 'true' }, [{ name: SIDECAR_NAME, image: 'mine:1' }]), options)).toEqual({ denied: message });
@@ -134,6 +150,14 @@ describe('injectionPatch', () => {
     });
     expect(injectionPatch(injected([sidecar], [{ name: 'app', image: 'app:1' }, { name: 'zmetrics', image: 'z', ports: [{ containerPort: 8080 }] }]), options))
       .toEqual({ denied: expect.stringMatching(/^container zmetrics declares port 8080, which the gateway sidecar listens on/) as string });
+  });
+
+  it('leaves a mirror pod alone, and a pod that declines the gateway by the label, as by the annotation', () => {
+    expect(injectionPatch(pod({ 'gw.dev/inject': 'true', 'kubernetes.io/config.mirror': 'abc' }), options)).toEqual({ patch: [] });
+    for (const value of ['false', 'disabled']) {
+      const labelled = { ...pod({ 'gw.dev/inject': 'true' }), metadata: { name: 'app', labels: { 'gw.dev/inject': value }, annotations: { 'gw.dev/inject': 'true' } } };
+      expect(injectionPatch(labelled, options)).toEqual({ patch: [] });
+    }
   });
 
   it('denies an invalid api list with a message naming the annotation', () => {

@@ -1,5 +1,5 @@
 import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
-import { sidecarNodeOptionsFor, sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
+import { RESOURCE_ANNOTATIONS, sidecarNodeOptionsFor, sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
 
 export const INJECT_ANNOTATION = 'gw.dev/inject';
 /** INJECT_ANNOTATION values that ask for no gateway ("disabled" as the opt-out label says it). */
@@ -12,6 +12,11 @@ export const INJECTED_ANNOTATION = 'gw.dev/injected';
  */
 export const GATEWAY_POD_LABEL = 'gw.dev/gateway';
 export const SIDECAR_NAME = 'gw-sidecar';
+/** The pod annotations gw reads or writes: it owns the gw.dev/ prefix, and refuses any other key under it. */
+export const KNOWN_ANNOTATIONS: readonly string[] = [INJECT_ANNOTATION, APIS_ANNOTATION, INJECTED_ANNOTATION, ...Object.keys(RESOURCE_ANNOTATIONS)];
+const GW_PREFIX = 'gw.dev/';
+/** What the kubelet marks the API server's copy of a static pod with: a change to it would never reach the pod it runs. */
+const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
 /** The sidecar's own service-account token volume (README.md#install-with-helm). */
 export const SIDECAR_TOKEN_VOLUME = 'gw-sidecar-token';
 /** Where client-node (and every Kubernetes client) looks for the in-cluster token, CA and namespace. */
@@ -62,10 +67,14 @@ const API_LIST = /^(\*|[A-Za-z0-9][A-Za-z0-9._:-]{0,252}(,[A-Za-z0-9][A-Za-z0-9.
 /**
  * The JSONPatch that adds the gateway to a pod as a native sidecar (an init container
  * with restartPolicy Always, first so it is up before other init containers run), with its
- * own service-account token. A pod not asking for it gets an empty patch.
+ * own service-account token. A pod not asking for it gets an empty patch, and so does a pod
+ * that declines it by the label, as the webhook's objectSelector says, or a mirror pod.
  */
 export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionResult {
   const annotations = pod.metadata?.annotations ?? {};
+  if (MIRROR_POD_ANNOTATION in annotations || DECLINED.has(pod.metadata?.labels?.[INJECT_ANNOTATION] ?? '')) return { patch: [] };
+  const unknown = unknownAnnotation(annotations);
+  if (unknown !== null) return { denied: unknown };
   const asked = askedFor(annotations[INJECT_ANNOTATION]);
   if (asked !== true) return asked;
   const unfit = unfitPod(pod);
@@ -136,6 +145,13 @@ function unfitPod(pod: V1Pod): string | null {
     return `the pod has a container named ${SIDECAR_NAME}, the name of the gateway sidecar the webhook injects: rename the container`;
   }
   return null;
+}
+
+/** A gw.dev/ annotation gw does not know (a misspelt one would be ignored, and the pod run otherwise than meant), or null. */
+function unknownAnnotation(annotations: Record<string, string>): string | null {
+  const key = Object.keys(annotations).find((k) => k.startsWith(GW_PREFIX) && !KNOWN_ANNOTATIONS.includes(k));
+  if (key === undefined) return null;
+  return `annotation ${key.slice(0, 100)} is not one gw knows (gw owns the ${GW_PREFIX} prefix); the known ones are ${KNOWN_ANNOTATIONS.join(', ')}`;
 }
 
 /**

@@ -175,6 +175,10 @@ describe('operator: sidecar injection webhook', () => {
     const misspelt = core.createNamespacedPod({ namespace: appNs, body: pod('inject-yes', { 'gw.dev/inject': 'yes' }) });
     await expect(misspelt).rejects.toMatchObject({ code: 400 });
     await expect(misspelt).rejects.toThrow(/gw\.dev\/inject must be \W+true\W+ \(inject the gateway\) or \W+false\W+, got \W+yes/);
+    // A misspelt key would be ignored, and the pod serve every API.
+    const unknownKey = core.createNamespacedPod({ namespace: appNs, body: pod('api-singular', { 'gw.dev/inject': 'true', 'gw.dev/api': 'orders' }) });
+    await expect(unknownKey).rejects.toMatchObject({ code: 400 });
+    await expect(unknownKey).rejects.toThrow(/annotation gw\.dev\/api is not one gw knows \(gw owns the gw\.dev\/ prefix\); the known ones are gw\.dev\/inject, gw\.dev\/apis, /);
   });
 
   it('gives the sidecar its own token though the pod turns automounting off, and warns of a ServiceAccount not granted its access', async () => {
