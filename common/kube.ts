@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { type ApiConstructor, type ApiType, createConfiguration, KubeConfig, ServerConfiguration, setHeaderMiddleware } from '@kubernetes/client-node';
 import packageJson from '../package.json' with { type: 'json' };
 
@@ -32,6 +33,9 @@ class ComponentKubeConfig extends KubeConfig {
   }
 }
 
+/** Where a pod's containers find their service-account token. */
+export const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+
 /**
  * Kubernetes client configuration for operator and sidecar: in a pod, the service
  * account; elsewhere `$KUBECONFIG` or ~/.kube/config (loadFromDefault covers all three).
@@ -43,6 +47,12 @@ export function loadKubeConfig(component: GwComponent, kubeconfigPath?: string):
     else kc.loadFromDefault();
   } catch (error) {
     throw new Error(`cannot read the kubeconfig: ${(error as Error).message}`, { cause: error });
+  }
+  // In a pod without a token, client-node falls back to http://localhost:8080 (the sidecar's own
+  // proxy port), and every read then fails far from the cause.
+  const inPod = !kubeconfigPath && !process.env.KUBECONFIG && Boolean(process.env.KUBERNETES_SERVICE_HOST);
+  if (inPod && kc.getCurrentCluster()?.server === 'http://localhost:8080' && !existsSync(SERVICE_ACCOUNT_TOKEN)) {
+    throw new Error(`no service-account token at ${SERVICE_ACCOUNT_TOKEN}: this container runs in a pod (KUBERNETES_SERVICE_HOST is set) but none is mounted in it, so it cannot reach the API server`);
   }
   return kc;
 }
