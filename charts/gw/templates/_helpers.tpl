@@ -254,7 +254,8 @@ values.schema.json allows (a number, or digits with one of the suffixes).
 Refuses sidecar.resources no injected sidecar could run with, with the reasons the operator
 gives (operator/webhook/sidecar-resources.ts): under 64Mi of memory its Node process, idle at
 about 55 MiB, would be killed as it starts, in every injected pod; a request above its limit
-is refused by the API server in every injected pod.
+is refused by the API server in every injected pod; above 1000 CPUs or 1Ti is a slip of the
+suffix (MAX_SIDECAR_RESOURCES).
 */}}
 {{- define "gw.sidecar.checkResources" -}}
 {{- $requests := .Values.sidecar.resources.requests | default dict }}
@@ -262,6 +263,13 @@ is refused by the API server in every injected pod.
 {{- if hasKey $limits "memory" }}
 {{- if lt (include "gw.quantityValue" $limits.memory | float64) (include "gw.quantityValue" "64Mi" | float64) }}
 {{- fail (printf "sidecar.resources.limits.memory: the gw-sidecar memory limit %v is under 64Mi, less than its Node process holds idle (about 55 MiB): it would be killed as it starts" (toJson $limits.memory | trimAll "\"")) }}
+{{- end }}
+{{- end }}
+{{- range $kind, $list := dict "request" $requests "limit" $limits }}
+{{- range $resource, $most := dict "cpu" "1000" "memory" "1Ti" }}
+{{- if and (hasKey $list $resource) (gt (include "gw.quantityValue" (index $list $resource) | float64) (include "gw.quantityValue" $most | float64)) }}
+{{- fail (printf "sidecar.resources: the gw-sidecar %s %s %s is above %s, more than a gateway sidecar can use: check the suffix" $resource $kind (toJson (index $list $resource) | trimAll "\"") $most) }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- range $resource := list "cpu" "memory" }}

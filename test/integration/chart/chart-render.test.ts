@@ -454,6 +454,8 @@ describe('helm template with non-default values', () => {
       [{ 'sidecar.resources.limits.memory': '0.05Gi' }, 'the gw-sidecar memory limit 0.05Gi is under 64Mi'],
       [{ 'sidecar.resources.requests.memory': '512Mi' }, 'sidecar.resources: the gw-sidecar memory request 512Mi is above its limit 256Mi'],
       [{ 'sidecar.resources.limits.cpu': '20m' }, 'sidecar.resources: the gw-sidecar cpu request 50m is above its limit 20m'],
+      [{ 'sidecar.resources.limits.memory': '2Ti' }, 'sidecar.resources: the gw-sidecar memory limit 2Ti is above 1Ti, more than a gateway sidecar can use: check the suffix'],
+      [{ 'sidecar.resources.requests.cpu': 2000 }, 'sidecar.resources: the gw-sidecar cpu request 2000 is above 1000'],
     ];
     for (const [values, message] of refusals) {
       const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(values)], { allowFail: true });
