@@ -67,8 +67,9 @@ const API_LIST = /^(\*|[A-Za-z0-9][A-Za-z0-9._:-]{0,252}(,[A-Za-z0-9][A-Za-z0-9.
 /**
  * The JSONPatch that adds the gateway to a pod as a native sidecar (an init container
  * with restartPolicy Always, first so it is up before other init containers run), with its
- * own service-account token. A pod not asking for it gets an empty patch, and so does a pod
- * that declines it by the label, as the webhook's objectSelector says, or a mirror pod.
+ * own service-account token; for a pod that has it already, what keeps it so on re-invocation.
+ * A pod not asking for it gets an empty patch, and so do a mirror pod and a pod labelled
+ * gw.dev/inject with a DECLINED value, as annotated with one.
  */
 export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionResult {
   const annotations = pod.metadata?.annotations ?? {};
