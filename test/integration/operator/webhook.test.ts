@@ -264,6 +264,17 @@ describe('operator: sidecar injection webhook', () => {
     }
   });
 
+  it('leaves a mirror pod alone, and a pod labelled gw.dev/inject=false, as one annotated so', async () => {
+    const mirror = pod('static-app', { 'gw.dev/inject': 'true', 'kubernetes.io/config.mirror': 'hash' });
+    mirror.spec = { ...mirror.spec!, nodeName: 'node-1' };
+    expectUnchanged(await core.createNamespacedPod({ namespace: appNs, body: mirror }));
+    const labelled = pod('labelled-false', { 'gw.dev/inject': 'true' });
+    labelled.metadata = { ...labelled.metadata, labels: { 'gw.dev/inject': 'false' } };
+    const created = await core.createNamespacedPod({ namespace: appNs, body: labelled });
+    expect(created.spec?.initContainers ?? []).toEqual([]);
+    expect(created.metadata?.annotations?.['gw.dev/injected']).toBeUndefined();
+  });
+
   it('reuses the stored certificate on restart', async () => {
     const before = await core.readNamespacedSecret({ namespace: operatorNs, name: 'gw-webhook-tls' });
     operator = await restart(operator);
