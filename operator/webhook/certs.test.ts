@@ -32,6 +32,17 @@ describe('webhook certificates', () => {
     expect(rotationNeeded({ ...pki, caCert: 'garbage' }, names)).toBe('ca');
     const otherCa = await issueCa();
     expect(rotationNeeded({ ...pki, caCert: otherCa.caCert, caKey: otherCa.caKey }, names)).toBe('serving');
+    expect(rotationNeeded({ ...pki, tlsCert: 'garbage' }, names)).toBe('serving');
+  }, 30_000);
+
+  it('asks for a new pair when a key is not its certificate\'s, a new CA when the CA key is not the CA\'s', async () => {
+    const names = servingNames(undefined, 'x');
+    const pki = await issueServing(await issueCa(), names);
+    const stray = await issueServing(await issueCa(), names);
+    expect(rotationNeeded({ ...pki, tlsKey: stray.tlsKey }, names)).toBe('serving');
+    expect(rotationNeeded({ ...pki, tlsKey: 'garbage' }, names)).toBe('serving');
+    expect(rotationNeeded({ ...pki, caKey: stray.caKey }, names)).toBe('ca');
+    expect(rotationNeeded({ ...pki, caKey: '' }, names)).toBe('ca');
   }, 30_000);
 
   it('kills an openssl that overruns its time, though it ignores SIGTERM, and the issuance fails', async () => {

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { randomBytes, X509Certificate } from 'node:crypto';
+import { createPrivateKey, randomBytes, X509Certificate } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,20 +27,34 @@ export function servingNames(service: string | undefined, namespace: string): { 
 
 /**
  * Whether the PKI must be (re)issued: missing, a CA or serving certificate in the last
- * third of its life, or a serving certificate that does not cover the current names.
- * node:crypto can read X.509 but not write it, hence openssl below for issuing.
+ * third of its life, a key that is not its certificate's (a TLS server cannot load such a
+ * pair, nor openssl sign with such a CA), or a serving certificate that does not cover the
+ * current names. node:crypto can read X.509 but not write it, hence openssl below for issuing.
  */
 export function rotationNeeded(pki: WebhookPki | undefined, names: { dns: string[]; ips: string[] }, now = Date.now()): 'ca' | 'serving' | 'none' {
   if (!pki) return 'ca';
+  const ca = parse(pki.caCert);
+  if (!ca || nearExpiry(ca, now) || !keyFits(ca, pki.caKey)) return 'ca';
+  // A CA that still holds is kept, whatever became of the serving pair: other replicas may still serve under it.
+  const serving = parse(pki.tlsCert);
+  if (!serving || !serving.checkIssued(ca) || nearExpiry(serving, now) || !keyFits(serving, pki.tlsKey)) return 'serving';
+  const covered = names.dns.every((dns) => serving.checkHost(dns, { wildcards: false }) === dns) && names.ips.every((ip) => serving.checkIP(ip) === ip);
+  return covered ? 'none' : 'serving';
+}
+
+function parse(pem: string): X509Certificate | undefined {
   try {
-    const ca = new X509Certificate(pki.caCert);
-    const serving = new X509Certificate(pki.tlsCert);
-    if (nearExpiry(ca, now)) return 'ca';
-    if (!serving.checkIssued(ca) || nearExpiry(serving, now)) return 'serving';
-    const covered = names.dns.every((dns) => serving.checkHost(dns, { wildcards: false }) === dns) && names.ips.every((ip) => serving.checkIP(ip) === ip);
-    return covered ? 'none' : 'serving';
+    return new X509Certificate(pem);
   } catch {
-    return 'ca';
+    return undefined;
+  }
+}
+
+function keyFits(cert: X509Certificate, keyPem: string): boolean {
+  try {
+    return cert.checkPrivateKey(createPrivateKey(keyPem));
+  } catch {
+    return false;
   }
 }
 

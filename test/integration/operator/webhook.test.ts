@@ -1,4 +1,4 @@
-import { X509Certificate } from 'node:crypto';
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { createServer as createHttps, type Server } from 'node:https';
 import { AdmissionregistrationV1Api, CoreV1Api, type V1Container, type V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -299,6 +299,23 @@ describe('operator: sidecar injection webhook', () => {
     expect(cert.checkIP('127.0.0.1')).toBe('127.0.0.1');
     expect(rotated.data?.['ca.crt']).toBe(stored.data?.['ca.crt']);
     const injected = await core.createNamespacedPod({ namespace: appNs, body: pod('after-rotation', { 'gw.dev/inject': 'true' }) });
+    expect(injected.spec?.initContainers?.[0]?.name).toBe('gw-sidecar');
+  });
+
+  it('re-issues a serving pair whose key is not the certificate\'s, keeping the CA, and serves it', async () => {
+    const stored = await core.readNamespacedSecret({ namespace: operatorNs, name: 'gw-webhook-tls' });
+    const stray = await issueServing(await issueCa(), { dns: ['localhost'], ips: ['127.0.0.1'] });
+    await core.replaceNamespacedSecret({
+      namespace: operatorNs,
+      name: 'gw-webhook-tls',
+      body: { ...stored, data: { ...stored.data, 'tls.key': Buffer.from(stray.tlsKey).toString('base64') } },
+    });
+    operator = await restart(operator);
+    const reissued = await core.readNamespacedSecret({ namespace: operatorNs, name: 'gw-webhook-tls' });
+    const decode = (key: string) => Buffer.from(reissued.data?.[key] ?? '', 'base64').toString('utf8');
+    expect(new X509Certificate(decode('tls.crt')).checkPrivateKey(createPrivateKey(decode('tls.key')))).toBe(true);
+    expect(reissued.data?.['ca.crt']).toBe(stored.data?.['ca.crt']);
+    const injected = await core.createNamespacedPod({ namespace: appNs, body: pod('after-key-mismatch', { 'gw.dev/inject': 'true' }) });
     expect(injected.spec?.initContainers?.[0]?.name).toBe('gw-sidecar');
   });
 });
