@@ -10,10 +10,6 @@ export interface StoredPki extends WebhookPki {
   previousCaCert: string;
 }
 
-export function caBundle(pki: StoredPki): string {
-  return encode(pki.caCert + pki.previousCaCert);
-}
-
 /**
  * The webhook's CA and serving certificate, kept in a Secret of the operator's namespace
  * so every replica serves the same certificate and a restart keeps it. Whoever finds it

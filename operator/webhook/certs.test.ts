@@ -3,7 +3,7 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { issueCa, issueServing, rotationNeeded, servingNames, SERVING_DAYS } from './certs.ts';
+import { CA_DAYS, issueCa, issueServing, MAX_TRUSTED_CAS, rotationNeeded, servingNames, SERVING_DAYS, trustedCas } from './certs.ts';
 
 const DAY = 86_400_000;
 
@@ -43,6 +43,25 @@ describe('webhook certificates', () => {
     expect(rotationNeeded({ ...pki, tlsKey: 'garbage' }, names)).toBe('serving');
     expect(rotationNeeded({ ...pki, caKey: stray.caKey }, names)).toBe('ca');
     expect(rotationNeeded({ ...pki, caKey: '' }, names)).toBe('ca');
+  }, 30_000);
+
+  it('trusts this PKI\'s CAs first, then the still-good webhook CAs the live bundle holds, at most MAX_TRUSTED_CAS', async () => {
+    const [current, previous, older, oldest] = await Promise.all([issueCa(), issueCa(), issueCa(), issueCa()]);
+    const names = servingNames(undefined, 'x');
+    const fingerprints = (pem: string) => (pem.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? []).map((c) => new X509Certificate(c).fingerprint256);
+    const fp = (pem: string) => new X509Certificate(pem).fingerprint256;
+    // A replica that reissued after the Secret was deleted has no previous CA: the live one stays trusted.
+    expect(fingerprints(trustedCas([current.caCert, ''], previous.caCert))).toEqual([fp(current.caCert), fp(previous.caCert)]);
+    // Unchanged: the same bundle, so nothing is rewritten.
+    const steady = trustedCas([current.caCert, previous.caCert], current.caCert + previous.caCert);
+    expect(steady).toBe(trustedCas([current.caCert, previous.caCert], steady));
+    expect(fingerprints(trustedCas([current.caCert, previous.caCert], oldest.caCert + older.caCert + current.caCert))).toEqual([fp(current.caCert), fp(previous.caCert), fp(oldest.caCert)]);
+    expect(MAX_TRUSTED_CAS).toBe(3);
+    // Not a CA, not parseable, or expired: dropped.
+    const serving = await issueServing(current, names);
+    expect(fingerprints(trustedCas([current.caCert], `${serving.tlsCert}-----BEGIN CERTIFICATE-----\nZ2FyYmFnZQ==\n-----END CERTIFICATE-----\n${older.caCert}`)))
+      .toEqual([fp(current.caCert), fp(older.caCert)]);
+    expect(fingerprints(trustedCas([current.caCert], older.caCert, Date.now() + (CA_DAYS + 1) * DAY))).toEqual([]);
   }, 30_000);
 
   it('kills an openssl that overruns its time, though it ignores SIGTERM, and the issuance fails', async () => {

@@ -18,6 +18,7 @@ export interface WebhookPki {
 export const CA_DAYS = 365;
 export const SERVING_DAYS = 90;
 const DAY_MS = 24 * 60 * 60 * 1000;
+const CA_NAME = 'gw-webhook-ca';
 
 /** DNS names of the webhook Service, and loopback for the URL form used outside a cluster. */
 export function servingNames(service: string | undefined, namespace: string): { dns: string[]; ips: string[] } {
@@ -64,6 +65,29 @@ function nearExpiry(cert: X509Certificate, now: number): boolean {
   return now > to - (to - from) / 3 || now < from - DAY_MS;
 }
 
+/** How many CAs the webhook configuration's caBundle holds at most. */
+export const MAX_TRUSTED_CAS = 3;
+
+/**
+ * The CAs the API server is to trust, as PEM: this PKI's CA and the one it replaced, then the
+ * CAs the live configuration trusts that are still good. A replica that has not yet reloaded
+ * the Secret serves a certificate of an older CA (a Secret deleted and issued anew holds no
+ * previous CA), and the API server must keep trusting it until then. Only self-signed CAs of
+ * this webhook's name are kept, unexpired, and no more than MAX_TRUSTED_CAS: the oldest go first.
+ */
+export function trustedCas(ours: string[], live: string, now = Date.now()): string {
+  const kept = new Map<string, string>();
+  for (const pem of [...ours, ...(live.match(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----/g) ?? [])]) {
+    const cert = parse(pem);
+    if (kept.size < MAX_TRUSTED_CAS && cert && isWebhookCa(cert, now)) kept.set(cert.fingerprint256, cert.toString());
+  }
+  return [...kept.values()].join('');
+}
+
+function isWebhookCa(cert: X509Certificate, now: number): boolean {
+  return cert.ca && cert.subject === `CN=${CA_NAME}` && cert.checkIssued(cert) && Date.parse(cert.validTo) > now;
+}
+
 /**
  * SIGKILL when openssl overruns: a child that hangs before it runs openssl still has the signals
  * Node blocked for the fork, so a SIGTERM would wait with it, and the issuance with them.
@@ -85,7 +109,7 @@ export async function issueCa({ timeoutMs = OPENSSL_TIMEOUT_MS }: IssueOptions =
   try {
     await openssl(dir, [
       'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
-      '-keyout', 'ca.key', '-out', 'ca.crt', '-days', String(CA_DAYS), '-subj', '/CN=gw-webhook-ca',
+      '-keyout', 'ca.key', '-out', 'ca.crt', '-days', String(CA_DAYS), '-subj', `/CN=${CA_NAME}`,
       '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
     ], timeoutMs);
     return { caCert: await readFile(join(dir, 'ca.crt'), 'utf8'), caKey: await readFile(join(dir, 'ca.key'), 'utf8') };

@@ -1,7 +1,9 @@
 import { AdmissionregistrationV1Api, ApiException, type KubeConfig, type V1MutatingWebhookConfiguration, type V1OwnerReference } from '@kubernetes/client-node';
-import { CONFIG_HASH_ANNOTATION, configHash } from '../../common/compiled-config-map.ts';
 import { DEFAULT_RELEASE_NAME, releaseNames } from '../runtime/release-names.ts';
+import { trustedCas } from './certs.ts';
 import { DECLINED, INJECT_ANNOTATION } from './injector.ts';
+
+const WEBHOOK_NAME = 'inject.gw.dev';
 
 export interface WebhookTarget {
   /** Name of the configuration, the release's own (operator/runtime/release-names.ts). */
@@ -30,7 +32,7 @@ export function webhookConfiguration(target: WebhookTarget, caBundle: string): V
     metadata: { name: target.name, labels: { 'app.kubernetes.io/managed-by': 'gw-operator' } },
     webhooks: [
       {
-        name: 'inject.gw.dev',
+        name: WEBHOOK_NAME,
         admissionReviewVersions: ['v1'],
         sideEffects: 'None',
         failurePolicy: target.failurePolicy,
@@ -64,30 +66,55 @@ export function webhookConfiguration(target: WebhookTarget, caBundle: string): V
   };
 }
 
-/** Creates or replaces the webhook configuration (caBundle, target, failure policy). */
-export async function applyWebhookConfiguration(kc: KubeConfig, desired: V1MutatingWebhookConfiguration, ownerReferences?: V1OwnerReference[]): Promise<void> {
+/**
+ * Creates the webhook configuration, or replaces it when a field gw sets is not what is stored
+ * (a hand edit, another CA, other options), so an edit is repaired by the next apply; an
+ * unchanged one is not written. The caBundle trusts `cas` (this PKI's CA and the one it
+ * replaced) and the still-good CAs the stored one trusts (certs.ts, trustedCas).
+ */
+export async function applyWebhookConfiguration(kc: KubeConfig, target: WebhookTarget, cas: string[], ownerReferences?: V1OwnerReference[]): Promise<void> {
   const api = kc.makeApiClient(AdmissionregistrationV1Api);
-  const name = desired.metadata?.name ?? '';
-  // The API server fills defaults into what it stores, so "changed" is judged on a hash of what we wrote.
-  const hash = configHash(JSON.stringify({ webhooks: desired.webhooks, ownerReferences }));
-  const body = { ...desired, metadata: { ...desired.metadata, ownerReferences, annotations: { [CONFIG_HASH_ANNOTATION]: hash } } };
   for (let attempt = 0; attempt < 3; attempt += 1) {
-    let current: V1MutatingWebhookConfiguration | undefined;
-    try {
-      current = await api.readMutatingWebhookConfiguration({ name });
-    } catch (error) {
-      if (!(error instanceof ApiException) || error.code !== 404) throw error;
-    }
+    const current = await readConfiguration(api, target.name);
+    const live = Buffer.from(current?.webhooks?.find((hook) => hook.name === WEBHOOK_NAME)?.clientConfig.caBundle ?? '', 'base64').toString('utf8');
+    const desired = webhookConfiguration(target, Buffer.from(trustedCas(cas, live)).toString('base64'));
+    const body = { ...desired, metadata: { ...desired.metadata, ownerReferences } };
     try {
       if (!current) await api.createMutatingWebhookConfiguration({ body });
-      else if (current.metadata?.annotations?.[CONFIG_HASH_ANNOTATION] !== hash) {
-        await api.replaceMutatingWebhookConfiguration({ name, body: { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata?.resourceVersion } } });
+      else if (!holds(current, body)) {
+        await api.replaceMutatingWebhookConfiguration({ name: target.name, body: { ...body, metadata: { ...body.metadata, resourceVersion: current.metadata?.resourceVersion } } });
       }
       return;
     } catch (error) {
       if (!(error instanceof ApiException) || error.code !== 409) throw error;
     }
   }
+}
+
+async function readConfiguration(api: AdmissionregistrationV1Api, name: string): Promise<V1MutatingWebhookConfiguration | undefined> {
+  try {
+    return await api.readMutatingWebhookConfiguration({ name });
+  } catch (error) {
+    if (error instanceof ApiException && error.code === 404) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Whether the stored configuration has every field gw sets (webhooks, labels, owner) as gw sets
+ * it. A field only the stored one has is the API server's default, not a difference: writing on
+ * it would rewrite the configuration on every apply.
+ */
+export function holds(stored: V1MutatingWebhookConfiguration, desired: V1MutatingWebhookConfiguration): boolean {
+  return covers(stored, { metadata: { labels: desired.metadata?.labels, ownerReferences: desired.metadata?.ownerReferences }, webhooks: desired.webhooks });
+}
+
+function covers(stored: unknown, desired: unknown): boolean {
+  if (Array.isArray(desired)) return Array.isArray(stored) && stored.length === desired.length && desired.every((item, i) => covers(stored[i], item));
+  if (desired === null || typeof desired !== 'object') return stored === desired;
+  if (stored === null || typeof stored !== 'object' || Array.isArray(stored)) return false;
+  const fields = stored as Record<string, unknown>;
+  return Object.entries(desired).every(([key, value]) => value === undefined || covers(fields[key], value));
 }
 
 const LEGACY_CONFIGURATION = releaseNames(DEFAULT_RELEASE_NAME).webhookConfiguration;

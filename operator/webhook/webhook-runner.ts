@@ -4,10 +4,10 @@ import type { Logger } from '../../common/logger.ts';
 import type { OperatorOptions } from '../options.ts';
 import { drain, listen } from '../../common/listen.ts';
 import { clusterReleaseOwner, releaseOwner } from '../runtime/release-owner.ts';
-import { caBundle, CertStore, type StoredPki } from './cert-store.ts';
+import { CertStore, type StoredPki } from './cert-store.ts';
 import { servingNames } from './certs.ts';
 import { releaseNames } from '../runtime/release-names.ts';
-import { applyWebhookConfiguration, removeLegacyWebhookConfiguration, webhookConfiguration, type WebhookTarget } from './webhook-configuration.ts';
+import { applyWebhookConfiguration, removeLegacyWebhookConfiguration, type WebhookTarget } from './webhook-configuration.ts';
 import { createWebhookServer, type WebhookServer } from './webhook-server.ts';
 import type { ReviewResult } from './admission.ts';
 
@@ -112,7 +112,7 @@ export class WebhookRunner {
   async #register(pki: StoredPki): Promise<void> {
     const target = webhookTarget(this.#options);
     const owner = await clusterReleaseOwner(this.#kc, this.#options.webhookOwnerClusterRole);
-    await applyWebhookConfiguration(this.#kc, webhookConfiguration(target, caBundle(pki)), owner);
+    await applyWebhookConfiguration(this.#kc, target, [pki.caCert, pki.previousCaCert], owner);
     await removeLegacyWebhookConfiguration(this.#kc, target.name, owner);
   }
 }

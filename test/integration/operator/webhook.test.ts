@@ -284,6 +284,29 @@ describe('operator: sidecar injection webhook', () => {
     expect(again.spec?.initContainers?.[0]?.name).toBe('gw-sidecar');
   });
 
+  it('repairs hand edits of the fields it sets, and writes nothing when nothing changed', async () => {
+    const read = () => admission.readMutatingWebhookConfiguration({ name: 'gw-sidecar-injector' });
+    const registered = await read();
+    operator = await restart(operator);
+    expect((await read()).metadata?.resourceVersion).toBe(registered.metadata?.resourceVersion);
+
+    const edited = structuredClone(registered);
+    const hook = edited.webhooks![0]!;
+    hook.clientConfig.caBundle = Buffer.from((await issueCa()).caCert).toString('base64');
+    hook.objectSelector = { matchLabels: { 'example.com/team': 'payments' } };
+    hook.timeoutSeconds = 30;
+    await admission.replaceMutatingWebhookConfiguration({ name: 'gw-sidecar-injector', body: edited });
+    operator = await restart(operator);
+    const repaired = await read();
+    // The Secret's CA first again; a CA like the webhook's stays trusted after it (certs.ts, trustedCas).
+    const pem = (config: typeof registered) => Buffer.from(config.webhooks?.[0]?.clientConfig.caBundle ?? '', 'base64').toString('utf8');
+    expect(pem(repaired).startsWith(pem(registered))).toBe(true);
+    expect(repaired.webhooks?.[0]?.objectSelector).toEqual(registered.webhooks?.[0]?.objectSelector);
+    expect(repaired.webhooks?.[0]?.timeoutSeconds).toBe(5);
+    const injected = await core.createNamespacedPod({ namespace: appNs, body: pod('after-hand-edit', { 'gw.dev/inject': 'true' }) });
+    expect(injected.spec?.initContainers?.[0]?.name).toBe('gw-sidecar');
+  });
+
   it('re-issues a serving certificate that no longer fits, keeping the CA, and serves the new one', async () => {
     const stored = await core.readNamespacedSecret({ namespace: operatorNs, name: 'gw-webhook-tls' });
     const decode = (key: string) => Buffer.from(stored.data?.[key] ?? '', 'base64').toString('utf8');
