@@ -164,6 +164,11 @@ describe('helm install', () => {
       [{ verb: 'update', resource: 'leases', group: 'coordination.k8s.io', name: `${prefix}-operator-leader`, namespace: 'release' }, true],
       [{ verb: 'update', resource: 'leases', group: 'coordination.k8s.io', name: 'kube-scheduler', namespace: 'release' }, false],
       [{ verb: 'get', resource: 'secrets', name: `${prefix}-webhook-tls`, namespace: 'release' }, true],
+      // Its certificate Secret and webhook configuration are watched by name.
+      [{ verb: 'watch', resource: 'secrets', name: `${prefix}-webhook-tls`, namespace: 'release' }, true],
+      [{ verb: 'list', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: `${prefix}-sidecar-injector`, namespace: 'cluster' }, true],
+      [{ verb: 'watch', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: `${prefix}-sidecar-injector`, namespace: 'cluster' }, true],
+      [{ verb: 'watch', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', namespace: 'cluster' }, false],
       // The names of another release's operator are not this one's.
       [{ verb: 'update', resource: 'leases', group: 'coordination.k8s.io', name: 'gw-operator-leader', namespace: 'release' }, false],
       [{ verb: 'update', resource: 'mutatingwebhookconfigurations', group: 'admissionregistration.k8s.io', name: 'gw-sidecar-injector', namespace: 'cluster' }, false],
