@@ -20,6 +20,8 @@ describe('webhook configuration: stored against desired', () => {
       (s) => { s.webhooks![0]!.failurePolicy = 'Ignore'; },
       (s) => { s.webhooks![0]!.namespaceSelector!.matchExpressions!.pop(); },
       (s) => { s.webhooks![0]!.objectSelector = {}; },
+      (s) => { s.webhooks![0]!.namespaceSelector!.matchLabels = { 'example.com/team': 'payments' }; },
+      (s) => { s.webhooks![0]!.objectSelector!.matchLabels = { 'example.com/team': 'payments' }; },
       (s) => { s.webhooks![0]!.matchConditions = []; },
       (s) => { s.webhooks!.push({ ...s.webhooks![0]!, name: 'other.gw.dev' }); },
       (s) => { s.metadata!.labels = {}; },

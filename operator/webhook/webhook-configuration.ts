@@ -1,4 +1,5 @@
 import { AdmissionregistrationV1Api, ApiException, type KubeConfig, type V1MutatingWebhookConfiguration, type V1OwnerReference } from '@kubernetes/client-node';
+import { sameData } from '../../common/same-data.ts';
 import { DEFAULT_RELEASE_NAME, releaseNames } from '../runtime/release-names.ts';
 import { trustedCas } from './certs.ts';
 import { DECLINED, INJECT_ANNOTATION } from './injector.ts';
@@ -103,10 +104,13 @@ async function readConfiguration(api: AdmissionregistrationV1Api, name: string):
 /**
  * Whether the stored configuration has every field gw sets (webhooks, labels, owner) as gw sets
  * it. A field only the stored one has is the API server's default, not a difference: writing on
- * it would rewrite the configuration on every apply.
+ * it would rewrite the configuration on every apply. The selectors are gw's whole, though: the
+ * API server defaults nothing in them, and a matchLabels added by hand narrows which pods are sent.
  */
 export function holds(stored: V1MutatingWebhookConfiguration, desired: V1MutatingWebhookConfiguration): boolean {
-  return covers(stored, { metadata: { labels: desired.metadata?.labels, ownerReferences: desired.metadata?.ownerReferences }, webhooks: desired.webhooks });
+  const sameSelectors = (desired.webhooks ?? []).every((hook, i) =>
+    sameData(stored.webhooks?.[i]?.namespaceSelector, hook.namespaceSelector) && sameData(stored.webhooks?.[i]?.objectSelector, hook.objectSelector));
+  return sameSelectors && covers(stored, { metadata: { labels: desired.metadata?.labels, ownerReferences: desired.metadata?.ownerReferences }, webhooks: desired.webhooks });
 }
 
 function covers(stored: unknown, desired: unknown): boolean {
