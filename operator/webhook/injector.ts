@@ -14,7 +14,7 @@ export const GATEWAY_POD_LABEL = 'gw.dev/gateway';
 export const SIDECAR_NAME = 'gw-sidecar';
 /** The pod annotations gw reads or writes: it owns the gw.dev/ prefix, and refuses any other key under it. */
 export const KNOWN_ANNOTATIONS: readonly string[] = [INJECT_ANNOTATION, APIS_ANNOTATION, INJECTED_ANNOTATION, ...Object.keys(RESOURCE_ANNOTATIONS)];
-const GW_PREFIX = 'gw.dev/';
+export const GW_ANNOTATION_PREFIX = 'gw.dev/';
 /** What the kubelet marks the API server's copy of a static pod with: a change to it would never reach the pod it runs. */
 const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
 /** The sidecar's own service-account token volume (README.md#install-with-helm). */
@@ -150,9 +150,9 @@ function unfitPod(pod: V1Pod): string | null {
 
 /** A gw.dev/ annotation gw does not know (a misspelt one would be ignored, and the pod run otherwise than meant), or null. */
 function unknownAnnotation(annotations: Record<string, string>): string | null {
-  const key = Object.keys(annotations).find((k) => k.startsWith(GW_PREFIX) && !KNOWN_ANNOTATIONS.includes(k));
+  const key = Object.keys(annotations).find((k) => k.startsWith(GW_ANNOTATION_PREFIX) && !KNOWN_ANNOTATIONS.includes(k));
   if (key === undefined) return null;
-  return `annotation ${key.slice(0, 100)} is not one gw knows (gw owns the ${GW_PREFIX} prefix); the known ones are ${KNOWN_ANNOTATIONS.join(', ')}`;
+  return `annotation ${key.slice(0, 100)} is not one gw knows (gw owns the ${GW_ANNOTATION_PREFIX} prefix); the known ones are ${KNOWN_ANNOTATIONS.join(', ')}`;
 }
 
 /**

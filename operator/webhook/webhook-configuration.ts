@@ -2,7 +2,7 @@ import { AdmissionregistrationV1Api, ApiException, type KubeConfig, type V1Mutat
 import { sameData } from '../../common/same-data.ts';
 import { DEFAULT_RELEASE_NAME, releaseNames } from '../runtime/release-names.ts';
 import { trustedCas } from './certs.ts';
-import { DECLINED, INJECT_ANNOTATION } from './injector.ts';
+import { DECLINED, GW_ANNOTATION_PREFIX, INJECT_ANNOTATION, KNOWN_ANNOTATIONS } from './injector.ts';
 
 const WEBHOOK_NAME = 'inject.gw.dev';
 
@@ -43,14 +43,15 @@ export function webhookConfiguration(target: WebhookTarget, caBundle: string): V
         clientConfig,
         rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['pods'], scope: 'Namespaced' }],
         // Only a pod that says something of a gateway is sent (INJECT_ANNOTATION present, and not
-        // one of the DECLINED values): the API server judges this itself, so while no operator
-        // answers, with failurePolicy Fail, the pods refused are those that must not run without
-        // their gateway (or that the injector would refuse), and every other pod of the cluster
-        // is created as usual.
+        // one of the DECLINED values, or a gw.dev/ annotation the injector does not know, which
+        // it refuses: `gw.dev/injects` must not run the pod without its gateway unnoticed): the
+        // API server judges this itself, so while no operator answers, with failurePolicy Fail,
+        // the pods refused are those that must not run without their gateway (or that the
+        // injector would refuse), and every other pod of the cluster is created as usual.
         matchConditions: [
           {
             name: 'asks-for-a-gateway',
-            expression: `has(object.metadata.annotations) && '${INJECT_ANNOTATION}' in object.metadata.annotations && !(object.metadata.annotations['${INJECT_ANNOTATION}'] in ${JSON.stringify([...DECLINED])})`,
+            expression: `has(object.metadata.annotations) && (('${INJECT_ANNOTATION}' in object.metadata.annotations && !(object.metadata.annotations['${INJECT_ANNOTATION}'] in ${JSON.stringify([...DECLINED])})) || object.metadata.annotations.exists(k, k.startsWith('${GW_ANNOTATION_PREFIX}') && !(k in ${JSON.stringify(KNOWN_ANNOTATIONS)})))`,
           },
         ],
         // Labels let a namespace or pod opt out even when annotated.
@@ -58,10 +59,10 @@ export function webhookConfiguration(target: WebhookTarget, caBundle: string): V
           matchExpressions: [
             { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: target.excludedNamespaces },
             ...(target.watchNamespaces.length > 0 ? [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: target.watchNamespaces }] : []),
-            { key: INJECT_ANNOTATION, operator: 'NotIn', values: ['disabled'] },
+            { key: INJECT_ANNOTATION, operator: 'NotIn', values: [...DECLINED] },
           ],
         },
-        objectSelector: { matchExpressions: [{ key: INJECT_ANNOTATION, operator: 'NotIn', values: ['disabled'] }] },
+        objectSelector: { matchExpressions: [{ key: INJECT_ANNOTATION, operator: 'NotIn', values: [...DECLINED] }] },
       },
     ],
   };

@@ -131,9 +131,20 @@ describe('operator: sidecar injection webhook', () => {
       expect(await create('plain')).toBe('created');
       expect(await create('declines', { 'gw.dev/inject': 'false' })).toBe('created');
       expect(await create('declines-as-the-label', { 'gw.dev/inject': 'disabled' })).toBe('created');
+      expect(await create('misspelt-key', { 'gw.dev/injects': 'true' })).toMatch(/denied the request|failed calling webhook/);
       // A value the injector would refuse reaches the webhooks (the test's own operator refuses it first).
       expect(await create('misspelt', { 'gw.dev/inject': 'yes' })).toMatch(/denied the request|failed calling webhook/);
       expect(await create('other-annotations', { 'example.com/team': 'payments' })).toBe('created');
+      // A namespace labelled gw.dev/inject=false opts out as one labelled disabled: its pods are not sent.
+      const namespace = await core.readNamespace({ name: downNs });
+      namespace.metadata!.labels = { ...namespace.metadata!.labels, 'gw.dev/inject': 'false' };
+      await core.replaceNamespace({ name: downNs, body: namespace });
+      let labelled: unknown = 'refused';
+      for (let attempt = 0; attempt < 40 && labelled !== 'created'; attempt++) {
+        labelled = await create(`labelled-ns-${attempt}`, { 'gw.dev/inject': 'true' });
+        if (labelled !== 'created') await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+      expect(labelled).toBe('created');
     } finally {
       await admission.deleteMutatingWebhookConfiguration({ name: 'gw-test-operator-down' });
     }
@@ -179,6 +190,11 @@ describe('operator: sidecar injection webhook', () => {
     const unknownKey = core.createNamespacedPod({ namespace: appNs, body: pod('api-singular', { 'gw.dev/inject': 'true', 'gw.dev/api': 'orders' }) });
     await expect(unknownKey).rejects.toMatchObject({ code: 400 });
     await expect(unknownKey).rejects.toThrow(/annotation gw\.dev\/api is not one gw knows \(gw owns the gw\.dev\/ prefix\); the known ones are gw\.dev\/inject, gw\.dev\/apis, /);
+    // A misspelt gw.dev/inject alone reaches the webhook too: the pod would otherwise run with no gateway.
+    const injects = core.createNamespacedPod({ namespace: appNs, body: pod('injects', { 'gw.dev/injects': 'true' }) });
+    await expect(injects).rejects.toMatchObject({ code: 400 });
+    await expect(injects).rejects.toThrow(/annotation gw\.dev\/injects is not one gw knows/);
+    await expect(core.readNamespacedPod({ namespace: appNs, name: 'injects' })).rejects.toMatchObject({ code: 404 });
   });
 
   it('gives the sidecar its own token though the pod turns automounting off, and warns of a ServiceAccount not granted its access', async () => {
