@@ -211,6 +211,25 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(refused.json()).toEqual({ error: 'Quota exceeded' });
   });
 
+  it('under `quotas`, a quota that never renews resets at 0, and a 429 carries no quota figures: the quota was not reached', async () => {
+    const api = await deploy({ keyless: false });
+    const key = await storeSession(redis, {
+      rate: 1,
+      per: 3600,
+      quota_max: 5,
+      quota_remaining: 5,
+      quota_renewal_rate: 0,
+      access_rights: { [api.api_id]: { api_id: api.api_id } },
+    });
+    const headers = { authorization: key };
+    const admitted = await call(url(api), { headers });
+    expect(admitted.status).toBe(200);
+    expect([admitted.headers['x-ratelimit-limit'], admitted.headers['x-ratelimit-remaining'], admitted.headers['x-ratelimit-reset']]).toEqual(['5', '4', '0']);
+    const limited = await call(url(api), { headers });
+    expect(limited.status).toBe(429);
+    expect(Object.keys(limited.headers).filter((name) => name.startsWith('x-ratelimit-'))).toEqual([]);
+  });
+
   it('passes upstream X-RateLimit-* through when no quota applies under `quotas`', async () => {
     const api = await deploy({ api_limit: { rate: 100, per: 60 } });
     const res = await call(url(api, '/?ratelimit=1'));
