@@ -608,7 +608,7 @@ describe('helm template with non-default values', () => {
     expect(gw.rbac).toEqual({ webhookConfiguration: ['gw-sidecar-injector'], lease: ['gw-operator-leader'], webhookSecret: ['gw-webhook-tls'], legacyDelete: [] });
     expect(gw.selector).toEqual([
       { key: 'kubernetes.io/metadata.name', operator: 'NotIn', values: ['kube-system', ns] },
-      { key: 'gw.dev/inject', operator: 'NotIn', values: ['disabled'] },
+      { key: 'gw.dev/inject', operator: 'NotIn', values: ['false', 'disabled'] },
     ]);
     const acme = await render('acme', { fullnameOverride: 'acme', watchNamespaces: [appNs], 'admin.targetNamespace': appNs });
     expect(acme.names).toEqual({ webhookConfiguration: 'acme-sidecar-injector', lease: 'acme-operator-leader', webhookSecret: 'acme-webhook-tls' });
