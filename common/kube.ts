@@ -1,4 +1,3 @@
-import { existsSync } from 'node:fs';
 import { type ApiConstructor, type ApiType, createConfiguration, KubeConfig, ServerConfiguration, setHeaderMiddleware } from '@kubernetes/client-node';
 import packageJson from '../package.json' with { type: 'json' };
 
@@ -33,8 +32,9 @@ class ComponentKubeConfig extends KubeConfig {
   }
 }
 
-/** Where a pod's containers find their service-account token. */
-export const SERVICE_ACCOUNT_TOKEN = '/var/run/secrets/kubernetes.io/serviceaccount/token';
+/** Where a pod's containers find their service-account token, CA and namespace (and client-node looks for them). */
+export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+export const SERVICE_ACCOUNT_TOKEN = `${SERVICE_ACCOUNT_DIR}/token`;
 
 /**
  * Kubernetes client configuration for operator and sidecar: in a pod, the service
@@ -48,10 +48,10 @@ export function loadKubeConfig(component: GwComponent, kubeconfigPath?: string):
   } catch (error) {
     throw new Error(`cannot read the kubeconfig: ${(error as Error).message}`, { cause: error });
   }
-  // In a pod without a token, client-node falls back to http://localhost:8080 (the sidecar's own
-  // proxy port), and every read then fails far from the cause.
+  // In a pod without a token (the only case client-node falls back to http://localhost:8080, the
+  // sidecar's own proxy port), every read would fail far from the cause.
   const inPod = !kubeconfigPath && !process.env.KUBECONFIG && Boolean(process.env.KUBERNETES_SERVICE_HOST);
-  if (inPod && kc.getCurrentCluster()?.server === 'http://localhost:8080' && !existsSync(SERVICE_ACCOUNT_TOKEN)) {
+  if (inPod && kc.getCurrentCluster()?.server === 'http://localhost:8080') {
     throw new Error(`no service-account token at ${SERVICE_ACCOUNT_TOKEN}: this container runs in a pod (KUBERNETES_SERVICE_HOST is set) but none is mounted in it, so it cannot reach the API server`);
   }
   return kc;

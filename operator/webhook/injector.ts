@@ -1,4 +1,5 @@
 import type { V1Container, V1Pod, V1Volume } from '@kubernetes/client-node';
+import { SERVICE_ACCOUNT_DIR } from '../../common/kube.ts';
 import { RESOURCE_ANNOTATIONS, sidecarNodeOptionsFor, sidecarResourcesFor, type SidecarResources } from './sidecar-resources.ts';
 
 export const INJECT_ANNOTATION = 'gw.dev/inject';
@@ -19,8 +20,8 @@ export const GW_ANNOTATION_PREFIX = 'gw.dev/';
 const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
 /** The sidecar's own service-account token volume (README.md#install-with-helm). */
 export const SIDECAR_TOKEN_VOLUME = 'gw-sidecar-token';
-/** Where client-node (and every Kubernetes client) looks for the in-cluster token, CA and namespace. */
-const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+/** The ServiceAccount Kubernetes runs a pod as that names none. */
+const DEFAULT_SERVICE_ACCOUNT = 'default';
 
 export const SIDECAR_PORTS = { proxy: 8080, admin: 8081, health: 8082 } as const;
 
@@ -109,7 +110,7 @@ function firstPatch(pod: V1Pod, annotations: Record<string, string>, options: Si
   ];
   // A projected token needs a named account: the one the ServiceAccount admission plugin names
   // when it runs (before webhooks), and the one Kubernetes runs a pod as that names none.
-  if (!pod.spec?.serviceAccountName) patch.push({ op: 'add', path: '/spec/serviceAccountName', value: 'default' });
+  if (!pod.spec?.serviceAccountName) patch.push({ op: 'add', path: '/spec/serviceAccountName', value: DEFAULT_SERVICE_ACCOUNT });
   const warning = serviceAccountWarning(pod, options.serviceAccountName);
   return warning === null ? { patch } : { patch, warnings: [warning] };
 }
@@ -160,7 +161,7 @@ function unknownAnnotation(annotations: Record<string, string>): string | null {
  * the injection goes on (the pod's owner may have granted it), with a warning kubectl prints.
  */
 function serviceAccountWarning(pod: V1Pod, expected: string | undefined): string | null {
-  const actual = pod.spec?.serviceAccountName || 'default';
+  const actual = pod.spec?.serviceAccountName || DEFAULT_SERVICE_ACCOUNT;
   if (expected === undefined || expected === '' || actual === expected) return null;
   return `${SIDECAR_NAME} runs as ServiceAccount ${actual}, which needs get, list and watch on configmaps and create on events.k8s.io events in this namespace; the chart grants them to ${expected}`;
 }

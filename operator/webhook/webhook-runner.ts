@@ -29,9 +29,10 @@ const SYNC_GAP_MS = 2_000;
 /** How long stop waits for a sync under way. */
 const STOP_WAIT_MS = 5_000;
 
-/** Restart delays of the Secret and configuration watches (common/restarting-informer.ts), and of a failed sync. */
+/** Restart delays of the Secret and configuration watches (common/restarting-informer.ts), of a failed sync and of a failed start. */
 const WATCH_RESTART_BASE_MS = 1_000;
 const WATCH_RESTART_MAX_MS = 30_000;
+const retryDelayMs = (failures: number): number => Math.min(WATCH_RESTART_MAX_MS, WATCH_RESTART_BASE_MS * 2 ** failures);
 
 /**
  * The injection webhook of one replica: its certificate from the shared Secret (issued
@@ -88,7 +89,7 @@ export class WebhookRunner {
       await this.#bringUp();
     } catch (error) {
       if (this.#stopped) return;
-      const delay = Math.min(30_000, 1_000 * 2 ** attempt);
+      const delay = retryDelayMs(attempt);
       this.#log.warn({ err: error, delayMs: delay }, 'webhook not up yet; retrying');
       this.#retry = setTimeout(() => void this.#attempt(attempt + 1), delay);
       this.#retry.unref();
@@ -189,7 +190,7 @@ export class WebhookRunner {
       this.#server?.rotate(pki);
       this.#syncFailures = 0;
     } catch (error) {
-      const delayMs = Math.min(WATCH_RESTART_MAX_MS, WATCH_RESTART_BASE_MS * 2 ** this.#syncFailures);
+      const delayMs = retryDelayMs(this.#syncFailures);
       this.#syncFailures += 1;
       this.#log.warn({ err: error, delayMs }, 'webhook certificate or configuration sync failed; retrying');
       clearTimeout(this.#retry);
