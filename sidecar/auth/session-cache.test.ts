@@ -176,6 +176,25 @@ describe('SessionCache', () => {
       expect(store.reads).toBe(2);
     });
 
+    it('keeps an untracked answer for the short TTL only, and still falls back on it in an outage: no change was reported', async () => {
+      const { store, cache } = await tracked(['h']);
+      // A Cluster master refused the tracked read (MOVED, CLUSTERDOWN): the answer came from elsewhere.
+      const reading = cache.get('h');
+      cache.untracked('h');
+      expect((await reading)?.alias).toBe('h');
+      await sleep(40);
+      await cache.get('h');
+      expect(store.reads).toBe(2);
+      const failsOpen = new SessionCache(store, { ttlMs: 10, servesStale: () => true });
+      failsOpen.trackingStarted();
+      const read = failsOpen.get('h');
+      failsOpen.untracked('h');
+      await read;
+      failsOpen.allChanged();
+      store.getJson = () => Promise.reject(new Error('redis away'));
+      expect((await failsOpen.get('h'))?.alias).toBe('h');
+    });
+
     it('reads every session again when the store was flushed, and keeps tracking', async () => {
       const { store, cache } = await tracked(['a']);
       await Promise.all([cache.get('a'), cache.get('b')]);

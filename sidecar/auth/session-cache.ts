@@ -166,6 +166,16 @@ export class SessionCache {
   }
 
   /**
+   * The read under way for `keyHash` is answered where its changes are not reported (a Cluster
+   * master that says the slot moved, or one with no report connection yet): what it brings is kept
+   * for the short TTL only. Nothing says the session changed, so an outage still falls back on it.
+   */
+  untracked(keyHash: string): void {
+    const pending = this.#inFlight.get(keyHash);
+    if (pending !== undefined) pending.tracked = false;
+  }
+
+  /**
    * Any stored session may have changed (the store was flushed, or reports were lost). Nothing
    * says which, so each entry stays the last session read of its key for a failed read to fall back on.
    */

@@ -15,8 +15,9 @@ const INVALIDATIONS = '__redis__:invalidate';
 /**
  * Redis answered no: to a setup command (CLIENT not allowed by an ACL, a Redis older than 6),
  * asking again will not change it; to a read (a Cluster's MOVED or ASK, the slot on its way to
- * another master), the connection and its tracking are as they were. Anything else (a command
- * timed out on a busy start, a connection lost) is tried again on a new connection.
+ * another master; CLUSTERDOWN while a master is lost), the connection and its tracking are as
+ * they were. Anything else (a command timed out on a busy start, a connection lost) is tried
+ * again on a new connection.
  */
 const refusedByRedis = (err: unknown): boolean => err instanceof (ReplyError as typeof Error);
 
@@ -25,6 +26,8 @@ export interface SessionChangeListener {
   trackingStarted(): void;
   trackingStopped(): void;
   changed(keyHash: string): void;
+  /** The read under way for `keyHash` is answered without tracking: nothing says the session changed. */
+  untracked(keyHash: string): void;
   allChanged(): void;
 }
 
@@ -64,6 +67,9 @@ function readUnlessLost(client: Redis | Cluster, connection: ConnectionWatch, ke
 /** ioredis's answer to a command that passed its `commandTimeout`. */
 const timedOut = (err: unknown): boolean => err instanceof Error && err.message === 'Command timed out';
 
+/** A Cluster master's answer while the Cluster has lost a master (and no replica has taken over yet). */
+const clusterDown = (err: unknown): boolean => refusedByRedis(err) && (err as Error).message.startsWith('CLUSTERDOWN');
+
 export class TrackedSessionReads implements SessionReads {
   /** The gateway's client (a Cluster's, for a master's reads): reads while untracked, or refused here. */
   readonly #main: Redis | Cluster;
@@ -74,7 +80,7 @@ export class TrackedSessionReads implements SessionReads {
   tracked = false;
   /** Set by the feed: a read on the tracked connection failed, so reports may be lost. */
   onLost: () => void = () => undefined;
-  /** Set by the feed: this session's read was refused here (MOVED, ASK) and answered untracked. */
+  /** Set by the feed: this session's read was refused here (MOVED, ASK, CLUSTERDOWN) and is answered untracked. */
   onUntracked: (keyHash: string) => void = () => undefined;
 
   /** `server` is the one Redis (or Cluster master) whose reads are tracked; `main` reads otherwise. */
@@ -94,7 +100,8 @@ export class TrackedSessionReads implements SessionReads {
       else this.onLost();
       // A stalled server answers the main connection no sooner: read again there, the request
       // would wait a second timeout for its session before its limits' (README.md#gateway-settings).
-      if (timedOut(err)) throw err;
+      // A Cluster that is down refuses it there too, after the cluster client's retries.
+      if (timedOut(err) || clusterDown(err)) throw err;
       return readUnlessLost(this.#main, this.#mainConnection, key);
     });
   }
@@ -217,7 +224,7 @@ export class SessionChangeFeed implements SessionChanges {
     });
     reads.reader.on('close', () => this.#stop());
     reads.onLost = () => this.#readerLost();
-    reads.onUntracked = (keyHash) => listener.changed(keyHash);
+    reads.onUntracked = (keyHash) => listener.untracked(keyHash);
     this.#heartbeat = setInterval(() => this.#ping(), options.heartbeatMs ?? 1_000).unref();
   }
 
@@ -353,7 +360,7 @@ export class ClusterSessionChangeFeed implements SessionChanges {
   constructor(cluster: Cluster, reads: ClusterSessionReads, listener: SessionChangeListener, logger: Logger, options: SessionChangeFeedOptions = {}) {
     this.#cluster = cluster;
     this.#reads = reads;
-    reads.onUntracked = (keyHash) => listener.changed(keyHash);
+    reads.onUntracked = (keyHash) => listener.untracked(keyHash);
     this.#listener = listener;
     this.#logger = logger;
     this.#options = options;
@@ -362,6 +369,7 @@ export class ClusterSessionChangeFeed implements SessionChanges {
       trackingStarted: () => this.#update(),
       trackingStopped: () => this.#update(),
       changed: (keyHash) => listener.changed(keyHash),
+      untracked: (keyHash) => listener.untracked(keyHash),
       allChanged: () => listener.allChanged(),
     };
     cluster.on('refresh', this.#sync);

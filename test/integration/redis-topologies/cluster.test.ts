@@ -335,6 +335,40 @@ describe('Redis Cluster with a master gone: session reads', () => {
       await own.dispose();
     }
   });
+
+  it('failing open, a key whose session is on a master still up keeps its last session while the Cluster answers CLUSTERDOWN', async () => {
+    const own = await startRedisCluster();
+    const redis = createRedisClient(own.url, sidecarRedisOptions(300)) as Cluster;
+    redis.on('error', () => undefined);
+    const { cache, changes } = reportedSessionCache(redis, { logger: quietLogger, readTimeoutMs: () => 300, ttlMs: 20, servesStale: () => true });
+    const store = new RedisSessionStore(redis);
+    try {
+      await waitReady(redis);
+      const hashes = Array.from({ length: 400 }, (_, i) => i.toString(16).padStart(64, 'b'));
+      const masterOf = (hash: string): string => redis.slots[calculateSlot(sessionKey(hash))]![0]!;
+      const lost = masterOf(hashes[0]!);
+      const kept = hashes.find((hash) => masterOf(hash) !== lost)!;
+      await store.put(kept, session({ alias: 'kept' }));
+      await eventually(() => changes.tracking, 10_000, 'tracking on every master');
+      expect((await cache.get(kept))?.alias).toBe('kept');
+
+      await own.stopNode(Number(lost.split(':').at(-1)));
+      // Once the others mark it failed, the master holding `kept` refuses every read with CLUSTERDOWN.
+      const keptMaster = redis.nodes('master').find((node) => nodeName(node) === masterOf(kept))!;
+      const refused = async (): Promise<boolean> => (await keptMaster.get(sessionKey(kept)).catch((err: Error) => err.message))?.startsWith('CLUSTERDOWN') === true;
+      await eventually(refused, 15_000, 'CLUSTERDOWN from the master still up');
+      await eventually(() => !changes.tracking, 10_000, 'tracking stopped with the lost master');
+      // Nothing reported a change to it: the outage is answered from the session last read, at
+      // once rather than after the cluster client's retries of the read on CLUSTERDOWN.
+      const started = performance.now();
+      expect((await cache.get(kept))?.alias).toBe('kept');
+      expect(performance.now() - started).toBeLessThan(150);
+    } finally {
+      await changes.close();
+      redis.disconnect();
+      await own.dispose();
+    }
+  });
 });
 
 describe('Redis Cluster: a refused request consumes nothing at the levels that admitted it', () => {
