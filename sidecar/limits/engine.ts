@@ -143,9 +143,28 @@ class Engine implements LimitEngine {
       this.#metrics.decisions.inc(algorithm, decision.outcome);
       return decision;
     }
+    const peersRead = this.#heartbeat?.readingNew ? this.#firstPeersRead(plan) : undefined;
+    if (peersRead !== undefined) return peersRead.then(() => this.#decidePlanned(plan, started, signal));
+    return this.#decidePlanned(plan, started, signal);
+  }
+
+  #decidePlanned(plan: RequestPlan, started: number, signal: AbortSignal | undefined): MaybePromise<LimitDecision> {
     // A throttled key's first evaluation may be followed by others: the decision is counted once, at the end.
     if (plan.throttle !== null) return this.#throttled(plan, plan.throttle, started, this.#evaluate(plan, asEvaluated), signal);
     return this.#evaluate(plan, this.#counted);
+  }
+
+  /**
+   * The heartbeat's first reads of the live gateways of an API one of `plan`'s limits covers,
+   * under way since the API was loaded (or the gateway started): counted alone until then,
+   * this gateway would take a DRL limit's whole rate rather than its share.
+   */
+  #firstPeersRead(plan: RequestPlan): Promise<void> | undefined {
+    for (const limit of plan.limits) {
+      const reading = this.#heartbeat!.firstReadOf(limit.coverApis);
+      if (reading !== undefined) return reading;
+    }
+    return undefined;
   }
 
   readonly #counted = (evaluated: Evaluated): LimitDecision => {

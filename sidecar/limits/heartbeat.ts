@@ -1,4 +1,4 @@
-import { setImmediate as nextTurn } from 'node:timers/promises';
+import { setImmediate as nextTurn, setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster, Redis } from 'ioredis';
 import { gatewayHeartbeatKey } from '../../common/redis-keys.ts';
 import { defaultGatewaySettings, type GatewaySettings } from '../../crds/settings.ts';
@@ -48,6 +48,15 @@ interface BeatClient {
  * slot, each call renews one set.
  */
 export const SETS_PER_CALL = 100;
+
+/**
+ * How long after the first read of newly served sets they are read again. Gateways that start
+ * together, or load an API together (an operator's ConfigMap reaches its sidecars within
+ * milliseconds), each find in their first read only those that beat before them; counting
+ * fewer gateways than serve the API, each would take more than its share of a DRL limit
+ * (docs/behaviour.md#algorithms).
+ */
+export const READ_AGAIN_MS = 250;
 
 /** The promise, with a handler that keeps its failure from going unhandled until the caller awaits it. */
 function handled<T>(answer: Promise<T>): Promise<T> {
@@ -99,6 +108,10 @@ export class GatewayHeartbeat {
   /** Union sizes per coverage list (one list object per limit), valid until the next beat. */
   #unions = new WeakMap<readonly string[], number>();
   #timer: NodeJS.Timeout | undefined;
+  /** The sets newly served or watched, until their first reads are done (`firstReadOf`). */
+  readonly #unsettled = new Set<string>();
+  /** Those first reads: a beat now and one `READ_AGAIN_MS` after it. */
+  #firstReads: Promise<void> | undefined;
   /** Counts the times this gateway left its sets (`stop`): a beat still sending then sends no more, so none renews it after. */
   #departures = 0;
   #timeoutMs = defaultGatewaySettings.redis_timeout_ms;
@@ -125,12 +138,59 @@ export class GatewayHeartbeat {
     this.#apis = apiIds;
     const serving = new Set(apiIds);
     this.#watched = alsoWatch.filter((api) => !serving.has(api));
+    if (this.#timer) this.#readFirst();
   }
 
   start(): void {
     if (this.#timer) return;
-    void this.beat();
     this.#timer = setInterval(() => void this.beat(), this.#options.intervalMs).unref();
+    // Back in the sets at once, whether or not there is one to read first.
+    if (!this.#readFirst()) void this.beat();
+  }
+
+  /**
+   * The sets not read yet are read at once and again `READ_AGAIN_MS` later, and a DRL decision
+   * on one of their APIs waits for both (`firstReadOf`): counted alone, or with only the
+   * gateways that loaded the API a moment earlier, this gateway would take more than its share.
+   * False when every set was read before.
+   */
+  #readFirst(): boolean {
+    let unread = 0;
+    for (const api of [...this.#apis, ...this.#watched]) {
+      if (this.#live.has(api) || this.#unsettled.has(api)) continue;
+      this.#unsettled.add(api);
+      unread += 1;
+    }
+    if (unread === 0) return false;
+    const reads = (async (): Promise<void> => {
+      await this.beat();
+      await sleep(READ_AGAIN_MS, undefined, { ref: false });
+      if (this.#timer) await this.beat();
+    })();
+    this.#firstReads = reads;
+    void reads.finally(() => {
+      // A later first read covers these sets too: it reads every set served.
+      if (this.#firstReads !== reads) return;
+      this.#firstReads = undefined;
+      this.#unsettled.clear();
+    });
+    return true;
+  }
+
+  /**
+   * The first reads under way of the live gateways of one of `apiIds`, if any: a DRL decision
+   * waits for them (each beat bounded by redis_timeout_ms) rather than count too few gateways.
+   */
+  firstReadOf(apiIds: readonly string[]): Promise<void> | undefined {
+    const reads = this.#firstReads;
+    if (reads === undefined) return undefined;
+    for (const api of apiIds) if (this.#unsettled.has(api)) return reads;
+    return undefined;
+  }
+
+  /** Whether first reads are under way: the request path asks `firstReadOf` only then. */
+  get readingNew(): boolean {
+    return this.#firstReads !== undefined;
   }
 
   get running(): boolean {

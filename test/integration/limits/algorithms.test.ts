@@ -121,6 +121,30 @@ describe('Distributed Rate Limiter', () => {
   });
 });
 
+describe('Distributed Rate Limiter: gateways that start or load an API together', () => {
+  // Beats 10 s apart: only the reads of newly served sets can count the others in time.
+  const slowBeats = { heartbeatIntervalMs: 10_000 };
+
+  it('gateways started together each take their share from their first request, and so does one that joins later', async () => {
+    const limited = api(uniqueId('drl-start'), { api_limit: { rate: 60, per: 60 } });
+    const cfg = config({ apis: [limited] });
+    const gateways = [0, 1, 2].map(() => startGateway(cfg, testEnv().redisUrl, slowBeats));
+    // At once: each gateway's first decisions wait for its first reads of the API's set.
+    expect(await burst(gateways, request(limited, null), 300)).toEqual([20, 20, 20]);
+    const joiner = startGateway(cfg, testEnv().redisUrl, slowBeats);
+    expect(await burst([joiner], request(limited, null), 100)).toEqual([15]);
+  });
+
+  it('an API loaded by a running fleet at once is split from its first request', async () => {
+    const running = api(uniqueId('drl-old'), { api_limit: { rate: 60, per: 60 } });
+    const loaded = api(uniqueId('drl-new'), { api_limit: { rate: 60, per: 60 } });
+    const gateways = [0, 1, 2].map(() => startGateway(config({ apis: [running] }), testEnv().redisUrl, slowBeats));
+    await sleep(650);
+    for (const gateway of gateways) gateway.engine.updateConfig(config({ apis: [running, loaded] }));
+    expect(await burst(gateways, request(loaded, null), 300)).toEqual([20, 20, 20]);
+  });
+});
+
 describe('Distributed Rate Limiter: who counts', () => {
   it('a policy global allowance is split among the gateways serving any API it grants, and only those', async () => {
     const [a, b, c] = [uniqueId('ga'), uniqueId('gb'), uniqueId('gc')].map((id) => api(id));

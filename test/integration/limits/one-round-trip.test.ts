@@ -4,6 +4,7 @@ import { request } from '../../support/limits-fixtures.ts';
 import { Redis, type Cluster } from 'ioredis';
 import { limiterKey } from '../../../common/redis-keys.ts';
 import { limitsFunction } from '../../../sidecar/limits/stores/limits-script.ts';
+import { READ_AGAIN_MS } from '../../../sidecar/limits/heartbeat.ts';
 import { startRedis, testEnv } from '../../harness/index.ts';
 import { metricValues, sleep, startGateway, stopAllGateways, uniqueId, watchCommands } from './helpers.ts';
 
@@ -141,8 +142,8 @@ describe('one round trip per decision', () => {
     const p = policy('rtt', { rate: { rate: 10_000, per: 60 } });
     const gateway = startGateway(config({ apis: [a], policies: [p] }), testEnv().redisUrl, { heartbeatIntervalMs: 60_000 });
     const req = request(a, { session: session({ apply_policies: ['rtt'] }), raw: uniqueId('key') });
-    // Let the first heartbeat finish: MONITOR starts on a quiet Redis.
-    await sleep(200);
+    // Let the first reads of the API's gateways finish (at the start and READ_AGAIN_MS later): MONITOR starts on a quiet Redis.
+    await sleep(READ_AGAIN_MS + 200);
     const observer = await watchCommands(testEnv().redisUrl);
     try {
       await sleep(50);
