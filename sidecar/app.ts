@@ -103,10 +103,12 @@ interface Parts {
 }
 
 /** The gateway's session cache, told of session changes where Redis can report them (docs/architecture.md#sessions). */
-function cachedSessions({ sessions, redis, logger, metrics }: Parts, size: number, settings: () => GatewaySettings): { cache: SessionCache; close: () => Promise<void> } {
+function cachedSessions({ sessions, redis, logger, metrics }: Parts, size: number, settings: () => GatewaySettings, source: ConfigSource): { cache: SessionCache; close: () => Promise<void> } {
   if (redis === undefined) return { cache: new SessionCache(sessions, { size }), close: () => Promise.resolve() };
   const { cache, changes } = reportedSessionCache(redis, {
     size,
+    // A folder Key's session lost with a flushed Redis is answered from the folder while it is written back.
+    absent: source instanceof FolderConfigSource ? (keyHash) => source.sessionLost(keyHash) : undefined,
     logger,
     tracked: metrics.sessionChangesTracked,
     // Failing open, a key read lately keeps working while Redis is away (docs/behaviour.md#gateway-answers).
@@ -312,8 +314,9 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   };
   const httpProxy = new HttpProxyForwarder(forwarderOptions);
   const undici = new UndiciForwarder(forwarderOptions);
+  const source = selectSource(options, overrides, parts, settings, await retainedByOtherWorkers(options, overrides, parts));
   const runtime = new ConfigRuntime({
-    source: selectSource(options, overrides, parts, settings, await retainedByOtherWorkers(options, overrides, parts)),
+    source,
     local,
     engine,
     logger,
@@ -322,7 +325,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
       for (const forwarder of [undici, httpProxy]) forwarder.retainOrigins(state.routes.origins);
     },
   });
-  const sessions = cachedSessions(parts, options.sessionCacheSize, () => runtime.state().settings);
+  const sessions = cachedSessions(parts, options.sessionCacheSize, () => runtime.state().settings, source);
   const gateway = new Gateway({
     state: runtime.state,
     engine,

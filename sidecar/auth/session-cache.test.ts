@@ -195,6 +195,18 @@ describe('SessionCache', () => {
       expect((await failsOpen.get('h'))?.alias).toBe('h');
     });
 
+    it('answers a key the store lost from its stand-in, for the short TTL only: no report will say it is gone', async () => {
+      const store = new CountingStore();
+      let standIn: string | null = JSON.stringify(sessionSchema.parse({ alias: 'folder' }));
+      const cache = new SessionCache(store, { ttlMs: 20, trackedTtlMs: 10_000, absent: () => standIn });
+      cache.trackingStarted();
+      expect((await cache.get('lost'))?.alias).toBe('folder');
+      standIn = null;
+      await sleep(40);
+      expect(await cache.get('lost')).toBeNull();
+      expect(store.reads).toBe(2);
+    });
+
     it('reads every session again when the store was flushed, and keeps tracking', async () => {
       const { store, cache } = await tracked(['a']);
       await Promise.all([cache.get('a'), cache.get('b')]);

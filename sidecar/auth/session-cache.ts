@@ -31,6 +31,12 @@ export interface SessionCacheOptions {
    * old (the gateway fails open: `redis_failure_mode`). Default: never; the read's error stands.
    */
   servesStale?: () => boolean;
+  /**
+   * The session a key should have where the store holds none: the config folder's own copy of
+   * its Key's session, while the folder writes it back to a Redis that lost it (flushed, or
+   * restarted without persistence). Default: none; the key is unknown.
+   */
+  absent?: (keyHash: string) => string | null;
 }
 
 interface Entry {
@@ -91,14 +97,16 @@ export class SessionCache {
   /** Raw key -> its hash, for keys whose session was found; oldest first. */
   readonly #hashes = new Map<string, string>();
   readonly #servesStale: () => boolean;
+  readonly #absent: (keyHash: string) => string | null;
   #tracking = false;
 
-  constructor(store: SessionReads, { ttlMs = SESSION_TTL_MS, size = SESSION_CACHE_DEFAULT_SIZE, trackedTtlMs = 60_000, servesStale = () => false }: SessionCacheOptions = {}) {
+  constructor(store: SessionReads, { ttlMs = SESSION_TTL_MS, size = SESSION_CACHE_DEFAULT_SIZE, trackedTtlMs = 60_000, servesStale = () => false, absent = () => null }: SessionCacheOptions = {}) {
     this.#store = store;
     this.#ttlMs = ttlMs;
     this.#maxEntries = size;
     this.#trackedTtlMs = trackedTtlMs;
     this.#servesStale = servesStale;
+    this.#absent = absent;
   }
 
   /** The session (null: no such key); a cached one is returned as it is, so a hit takes no promise. */
@@ -109,8 +117,12 @@ export class SessionCache {
     const pending = this.#inFlight.get(keyHash);
     if (pending !== undefined) return pending.result;
     const read: Read = { result: this.#store.getJson(keyHash).then(
-      (json) => {
+      (stored) => {
         this.#inFlight.delete(keyHash);
+        const json = stored ?? this.#absent(keyHash);
+        // Not in the store, so no change to it will be reported (deleting what is not there
+        // changes nothing): kept for the short TTL only.
+        if (stored === null && json !== null) read.tracked = false;
         const digest = json === null ? null : hash('sha1', json, 'base64');
         const previous = this.#entries.get(keyHash);
         const session = previous !== undefined && previous.digest === digest ? previous.session : parseSession(json);

@@ -175,6 +175,8 @@ export class FolderConfigSource implements ConfigSource {
   /** The next load after the session store failed, and the wait before the one after it. */
   #sessionsRetry: NodeJS.Timeout | undefined;
   #sessionsRetryMs = SESSIONS_RETRY_FIRST_MS;
+  /** A check of every Key's session queued by `sessionLost`, until it has run. */
+  #lostSessionsCheck = false;
   #stopped = false;
 
   constructor(options: FolderSourceOptions) {
@@ -212,6 +214,24 @@ export class FolderConfigSource implements ConfigSource {
   storeReturned(): Promise<void> {
     this.#loadedFiles = null;
     return this.#enqueue(false);
+  }
+
+  /**
+   * The session the last load stored for a folder Key whose session the store no longer holds
+   * (a Redis flushed, or restarted without persistence, before the check `storeReturned` runs):
+   * the key is answered from it rather than refused as unknown, and every Key's session is
+   * checked again, which writes the missing ones back. Null for a key the folder does not hold.
+   */
+  sessionLost(keyHash: string): string | null {
+    const settled = this.#settledKeys.get(keyHash);
+    if (settled === undefined) return null;
+    if (!this.#lostSessionsCheck) {
+      this.#lostSessionsCheck = true;
+      this.storeReturned()
+        .catch((err: unknown) => this.#options.logger.error({ err }, "Keys' sessions could not be written back"))
+        .finally(() => (this.#lostSessionsCheck = false));
+    }
+    return settled.storedJson;
   }
 
   #enqueue(always: boolean): Promise<void> {
@@ -424,8 +444,9 @@ export class FolderConfigSource implements ConfigSource {
     await inBatches([...writes], async ([hash, { session, key }]) => {
       settled.set(hash, { ...key, storedJson: await sessions.put(hash, session) });
     });
-    await this.#revokeKeysGone(present);
+    // Before the sessions of Keys gone are deleted: `sessionLost` must not answer for them then.
     this.#settledKeys = settled;
+    await this.#revokeKeysGone(present);
   }
 
   /**

@@ -287,6 +287,39 @@ describe('sessions stay cached until Redis reports their change', () => {
     }
   });
 
+  it('a Redis flushed behind the gateway: the folder\'s Keys keep working and their sessions are written back; a Key removed is refused', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-session-folder-'));
+    const newRawKey = (): string => randomBytes(16).toString('hex');
+    const [kept, removed, stranger] = [newRawKey(), newRawKey(), newRawKey()];
+    const keyDoc = (name: string, rawKey: string): string =>
+      `apiVersion: gw.dev/v1alpha1\nkind: Key\nmetadata: { name: ${name} }\nspec: { key_hash: ${keyHash(rawKey)}, rate: 100, per: 60, access_rights: { flushed-api: { api_id: flushed-api, api_name: flushed-api } } }\n`;
+    await writeFile(
+      join(dir, 'api.yaml'),
+      `apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: { name: flushed-api }\nspec: { api_id: flushed-api, name: flushed-api, use_keyless: false, proxy: { listen_path: /flushed-api/, target_url: '${upstream.url}', strip_listen_path: true } }\n`,
+    );
+    await writeFile(join(dir, 'keys.yaml'), [keyDoc('kept', kept), keyDoc('removed', removed)].join('---\n'));
+    const folder = await startTestSidecar({ ...sidecarOptions(namespace, redis.url), configDir: dir });
+    const callFolder = async (rawKey: string): Promise<number> => (await call(`${folder.proxyUrl}/flushed-api/`, { headers: { authorization: rawKey } })).status;
+    try {
+      await eventually(async () => (await tracked(folder)) === 1, 10_000, 'session changes tracked');
+      expect(await Promise.all([kept, removed, stranger].map(callFolder))).toEqual([200, 200, 403]);
+      await client.flushall();
+      // The flush is reported, and the keys read again find no session: answered from the folder.
+      await sleep(100);
+      expect(await Promise.all([kept, removed, stranger].map(callFolder))).toEqual([200, 200, 403]);
+      await eventually(async () => (await client.exists(sessionKey(keyHash(kept)), sessionKey(keyHash(removed)))) === 2, 5_000, 'the sessions written back');
+
+      await writeFile(join(dir, 'keys.yaml'), keyDoc('kept', kept));
+      await folder.runtime.reload();
+      expect(await client.exists(sessionKey(keyHash(removed)))).toBe(0);
+      await eventually(async () => (await callFolder(removed)) === 403, 2_000, 'the removed Key refused');
+      expect(await callFolder(kept)).toBe(200);
+    } finally {
+      await folder.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('a folder of Keys is loaded in a few round trips to Redis, not one per Key', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-session-folder-'));
     const rawKeys = Array.from({ length: 300 }, () => randomBytes(16).toString('hex'));
