@@ -82,15 +82,16 @@ describe('effectiveLimits: scopes', () => {
     const p = policy('g', { rate: { rate: 100, per: 1 }, quota_max: 1000, quota_renewal_rate: 60, rate_limit_pattern: '$gw_meta.org', access_rights: { b: right('b') } });
     const fields = { alias: 'k1', rate: 2, per: 60, quota_max: 5, quota_renewal_rate: 3600, apply_policies: ['g'], meta_data: { rate_limit_pattern: '$gw_meta.team' } };
     const own = effectiveLimits(session({ ...fields, access_rights: { a: { api_id: 'a' } } }), 'a', table([p]));
-    expect(own.rate).toMatchObject({ rate: { rate: 2, per: 60 }, scopeId: 'session', scope: 'key_global' });
-    expect(own.quota).toMatchObject({ max: 5, renewalSeconds: 3600, scopeId: 'session' });
+    // Under the key's own pattern, its counters are its namespace's, and its rate's (docs/behaviour.md#custom-rate-limit-keys).
+    expect(own.rate).toMatchObject({ rate: { rate: 2, per: 60 }, scopeId: 'default/session@2/60', scope: 'key_global' });
+    expect(own.quota).toMatchObject({ max: 5, renewalSeconds: 3600, scopeId: 'default/session', own: true });
     expect(own.pattern).toBe('$gw_meta.team');
     const perApi = effectiveLimits(session({ ...fields, access_rights: { a: { api_id: 'a', limit: { rate: 3, per: 1 } } } }), 'a', table([p]));
-    expect(perApi.rate).toMatchObject({ rate: { rate: 3, per: 1 }, scopeId: 'session#a', scope: 'key_per_api' });
+    expect(perApi.rate).toMatchObject({ rate: { rate: 3, per: 1 }, scopeId: 'default/session#a@3/1', scope: 'key_per_api' });
     // On the API the policy grants, the policy's limits apply, not the key's own.
     const granted = effectiveLimits(session({ ...fields, access_rights: { a: { api_id: 'a' } } }), 'b', table([p]));
     expect(granted.rate).toMatchObject({ rate: { rate: 100, per: 1 }, scopeId: 'default/g' });
-    expect(granted.quota).toMatchObject({ max: 1000, scopeId: 'default/g' });
+    expect(granted.quota).toMatchObject({ max: 1000, scopeId: 'default/g', own: false });
     expect(granted.pattern).toBe('$gw_meta.org');
   });
 
@@ -130,7 +131,7 @@ describe('effectiveLimits: a key without policies', () => {
       'a',
       {},
     );
-    expect(limits.quota).toEqual({ max: 9, renewalSeconds: 60, scopeId: 'session', source: { kind: 'Key', namespace: 'default', name: 'k1' } });
+    expect(limits.quota).toEqual({ max: 9, renewalSeconds: 60, scopeId: 'session', own: true, source: { kind: 'Key', namespace: 'default', name: 'k1' } });
     expect(limits.throttle).toEqual({ intervalMs: 1000, retries: 3 });
     expect(limits.rate?.smoothing).toEqual({ settings: smoothing, source: { kind: 'Key', namespace: 'default', name: 'k1' } });
   });

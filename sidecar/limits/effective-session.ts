@@ -20,7 +20,8 @@ export interface KeyRateLimit {
   /**
    * Counter scope below the identity: the policy id (its global allowance, shared by
    * every API it grants), `<policy>#<api>` (per-API), `<policy>#<api>#<METHOD path>`
-   * (per-endpoint), or `session` / `session#<api>` for a key's own limits.
+   * (per-endpoint), or `session` / `session#<api>` for a key's own limits (under its own
+   * pattern, `<namespace>/session…@<rate>/<per>`: docs/behaviour.md#custom-rate-limit-keys).
    */
   scopeId: string;
   coverApis: readonly string[];
@@ -30,12 +31,14 @@ export interface KeyRateLimit {
 }
 
 /** The scope id of the key's own limits and quota (its session's), beside each policy's. */
-export const OWN_SCOPE = 'session';
+const OWN_SCOPE = 'session';
 
 export interface KeyQuota {
   max: number;
   renewalSeconds: number;
   scopeId: string;
+  /** The key's own quota, which its session's quota_remaining and quota_renews seed. */
+  own: boolean;
   source: ResourceRef;
 }
 
@@ -64,7 +67,10 @@ export interface EffectiveLimits {
 
 interface Candidate {
   limit: CompiledKeyLimit;
+  /** The quota's scope id; the rate limit's too, unless `rateScopeId` names it apart. */
   scopeId: string;
+  rateScopeId?: string;
+  own: boolean;
   scope: 'key_per_api' | 'key_global';
   coverApis: readonly string[];
   source: ResourceRef;
@@ -75,10 +81,10 @@ const perSecond = (rate: CompiledRate): number => rate.rate / rate.per;
 function policyCandidate(policy: CompiledPolicy, apiId: string): Candidate {
   const right = policy.access_rights[apiId];
   if (right?.limit) {
-    return { limit: right.limit, scopeId: `${policy.id}#${apiId}`, scope: 'key_per_api', coverApis: [apiId], source: policy.source };
+    return { limit: right.limit, scopeId: `${policy.id}#${apiId}`, own: false, scope: 'key_per_api', coverApis: [apiId], source: policy.source };
   }
   const granted = Object.keys(policy.access_rights);
-  return { limit: policy, scopeId: policy.id, scope: 'key_global', coverApis: granted.length > 0 ? granted : [apiId], source: policy.source };
+  return { limit: policy, scopeId: policy.id, own: false, scope: 'key_global', coverApis: granted.length > 0 ? granted : [apiId], source: policy.source };
 }
 
 /** A session's `key_id` is its Key resource's name (a public id, never the credential). */
@@ -86,25 +92,37 @@ function sessionSource(session: Session): ResourceRef {
   return { kind: 'Key', namespace: session.namespace, name: session.key_id || session.alias, ...(session.key_uid ? { uid: session.key_uid } : {}) };
 }
 
-function sessionCandidate(session: Session, apiId: string): Candidate {
+/**
+ * The key's own limits. Under the key's own rate_limit_pattern the counters are shared by
+ * other keys, so they are named by the key's namespace (the tenant boundary) and the rate
+ * limit by its own rate and per too: keys share a rate counter only when they share its
+ * limit, which every algorithm can then hold exactly (docs/behaviour.md#custom-rate-limit-keys).
+ */
+function sessionCandidate(session: Session, apiId: string, underOwnPattern: boolean): Candidate {
   const source = sessionSource(session);
   const own = session.access_rights[apiId]?.limit;
-  if (own) {
-    const rate = own.rate > 0 && own.per > 0 ? { rate: own.rate, per: own.per } : null;
-    return { limit: { ...own, rate }, scopeId: `session#${apiId}`, scope: 'key_per_api', coverApis: [apiId], source };
-  }
   const allowance = session.rate > 0 ? session.rate : session.allowance;
+  const rate = own
+    ? own.rate > 0 && own.per > 0 ? { rate: own.rate, per: own.per } : null
+    : allowance > 0 && session.per > 0 ? { rate: allowance, per: session.per } : null;
+  const scopeId = `${underOwnPattern ? `${session.namespace}/` : ''}${own ? `${OWN_SCOPE}#${apiId}` : OWN_SCOPE}`;
+  const shared = underOwnPattern && rate ? { rateScopeId: `${scopeId}@${rate.rate}/${rate.per}` } : {};
+  if (own) {
+    return { limit: { ...own, rate }, scopeId, ...shared, own: true, scope: 'key_per_api', coverApis: [apiId], source };
+  }
   const granted = Object.keys(session.access_rights);
   return {
     limit: {
-      rate: allowance > 0 && session.per > 0 ? { rate: allowance, per: session.per } : null,
+      rate,
       quota_max: session.quota_max,
       quota_renewal_rate: session.quota_renewal_rate,
       throttle_interval: session.throttle_interval,
       throttle_retry_limit: session.throttle_retry_limit,
       smoothing: session.smoothing,
     },
-    scopeId: OWN_SCOPE,
+    scopeId,
+    ...shared,
+    own: true,
     scope: 'key_global',
     coverApis: granted.length > 0 ? granted : [apiId],
     source,
@@ -129,7 +147,7 @@ function bestQuota(candidates: readonly Candidate[]): KeyQuota | null {
     if (!best || candidate.limit.quota_max > best.limit.quota_max) best = candidate;
   }
   return best
-    ? { max: best.limit.quota_max, renewalSeconds: best.limit.quota_renewal_rate, scopeId: best.scopeId, source: best.source }
+    ? { max: best.limit.quota_max, renewalSeconds: best.limit.quota_renewal_rate, scopeId: best.scopeId, own: best.own, source: best.source }
     : null;
 }
 
@@ -197,15 +215,16 @@ export function effectiveLimits(
   // (sidecar/auth/authenticator.ts), and its own limits and quota apply there, as on a key
   // without policies: the grant that lets a request in is the one that limits it.
   const byOwnGrant = granting.length === 0;
-  const candidates = byOwnGrant ? [sessionCandidate(session, apiId)] : granting.map((p) => policyCandidate(p, apiId));
+  const policyPattern = byOwnGrant ? undefined : applied.find((policy) => policy.rate_limit_pattern)?.rate_limit_pattern;
+  const pattern = policyPattern ?? sessionPattern(session);
+  const candidates = byOwnGrant ? [sessionCandidate(session, apiId, pattern !== null)] : granting.map((p) => policyCandidate(p, apiId));
   const winner = bestRate(candidates);
-  const pattern = (byOwnGrant ? undefined : applied.find((policy) => policy.rate_limit_pattern)?.rate_limit_pattern) ?? sessionPattern(session);
   return {
     endpointGroups: granting.map((policy) => endpointGroup(policy, apiId)).filter((group) => group.length > 0),
     rate: winner?.limit.rate
       ? {
           rate: winner.limit.rate,
-          scopeId: winner.scopeId,
+          scopeId: winner.rateScopeId ?? winner.scopeId,
           coverApis: winner.coverApis,
           smoothing: smoothingOf(winner),
           scope: winner.scope,

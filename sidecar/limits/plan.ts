@@ -1,6 +1,6 @@
 import type { CompiledApi, CompiledConfig } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
-import { effectiveLimits, OWN_SCOPE, type EffectiveLimits, type KeyQuota, type KeyRateLimit } from './effective-session.ts';
+import { effectiveLimits, type EffectiveLimits, type KeyQuota, type KeyRateLimit } from './effective-session.ts';
 import { compileEndpoints, firstMatch, type EndpointMatcher } from './endpoint-match.ts';
 import type { LimitScope, LimitSource, PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
 import { rateLimitIdentity } from './rate-limit-pattern.ts';
@@ -106,7 +106,7 @@ function keyPlan(limit: KeyRateLimit, identity: string): PlannedLimit {
 function quotaPlan(quota: KeyQuota, entry: SessionEntry, session: Session, nowMs: number): QuotaPlan {
   const renewalMs = quota.renewalSeconds > 0 ? quota.renewalSeconds * 1000 : 0;
   const plan = { quotaId: `${entry.identity}:${quota.scopeId}`, source: quota.source, max: quota.max, renewalMs };
-  if (quota.scopeId !== OWN_SCOPE) {
+  if (!quota.own) {
     const firstEndsMs = renewalMs > 0 ? entry.madeMs + renewalMs : Number.NaN;
     return { ...plan, initRemaining: quota.max, initRenewsMs: firstEndsMs > nowMs ? firstEndsMs : 0 };
   }

@@ -247,3 +247,30 @@ describe('custom rate-limit keys on Redis', () => {
     for (const secret of [org, tenant, alice.raw, bob.raw, carol.raw, frank.raw, grace.raw]) expect(keys.join('\n')).not.toContain(secret);
   });
 });
+
+describe("a Key's own rate_limit_pattern on Redis", () => {
+  it('shares counters within the Key\'s namespace only, and each Key meets its own rate', async () => {
+    const a = api(uniqueId('own-pattern'));
+    const gateway = startGateway(config({ settings: rolling, apis: [a] }), testEnv().redisUrl);
+    const [x, y] = [uniqueId('tenant-x'), uniqueId('tenant-y')];
+    const meta_data = { rate_limit_pattern: '$gw_meta.org', org: uniqueId('acme') };
+    const rights = { access_rights: { [a.api_id]: { api_id: a.api_id } } };
+    const key = (namespace: string, fields: Record<string, unknown>) => ({ session: session({ namespace, meta_data, ...rights, ...fields }), raw: uniqueId('key') });
+    const fast = key(x, { rate: 100, per: 30 });
+    const slow = key(y, { rate: 3, per: 30 });
+    const slowNeighbour = key(y, { rate: 3, per: 30 });
+    const slowOfX = key(x, { rate: 3, per: 30 });
+    expect(await outcomes(gateway, request(a, fast), 3)).toEqual(['allowed', 'allowed', 'allowed']);
+    // Another namespace's requests with the same metadata are another tenant's.
+    expect(await outcomes(gateway, request(a, slow), 4)).toEqual(['allowed', 'allowed', 'allowed', 'key_rate_limited']);
+    // Within the namespace, keys of the same limit share it ...
+    expect(await outcomes(gateway, request(a, slowNeighbour), 1)).toEqual(['key_rate_limited']);
+    // ... and a key of another limit keeps its own rate, neither spent by nor spending the other's.
+    expect(await outcomes(gateway, request(a, slowOfX), 4)).toEqual(['allowed', 'allowed', 'allowed', 'key_rate_limited']);
+    expect(await outcomes(gateway, request(a, fast), 1)).toEqual(['allowed']);
+    // The quota is the namespace's too.
+    const quota = { quota_max: 1, quota_renewal_rate: 3600 };
+    expect(await outcomes(gateway, request(a, key(x, quota)), 2)).toEqual(['allowed', 'quota_exceeded']);
+    expect(await outcomes(gateway, request(a, key(y, quota)), 1)).toEqual(['allowed']);
+  });
+});
