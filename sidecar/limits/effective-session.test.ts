@@ -132,7 +132,7 @@ describe('effectiveLimits: a key without policies', () => {
       {},
     );
     expect(limits.quota).toEqual({ max: 9, renewalSeconds: 60, scopeId: 'session', own: true, source: { kind: 'Key', namespace: 'default', name: 'k1' } });
-    expect(limits.throttle).toEqual({ intervalMs: 1000, retries: 3 });
+    expect(limits.rate?.throttle).toEqual({ intervalMs: 1000, retries: 3 });
     expect(limits.rate?.smoothing).toEqual({ settings: smoothing, source: { kind: 'Key', namespace: 'default', name: 'k1' } });
   });
 
@@ -163,8 +163,22 @@ describe('effectiveLimits: quota, throttle, pattern and smoothing from policies'
     const slow = policy('slow', { rate: { rate: 1, per: 1 }, throttle_interval: 5, throttle_retry_limit: 5 });
     const fast = policy('fast', { rate: { rate: 9, per: 1 }, throttle_interval: 1, throttle_retry_limit: 2, smoothing });
     const limits = effectiveLimits(session({ apply_policies: ['slow', 'fast'] }), 'a', table([slow, fast]));
-    expect(limits.throttle).toEqual({ intervalMs: 1000, retries: 2 });
+    expect(limits.rate?.throttle).toEqual({ intervalMs: 1000, retries: 2 });
     expect(limits.rate?.smoothing?.source).toEqual(fast.source);
+  });
+
+  it("a per-endpoint limit brings its Policy's throttle, or its per-API limit's on that API", () => {
+    const endpoints = [{ path: '/x', pattern: '^/x$', method: 'GET', rate: 1, per: 2 }];
+    const endpointOnly = policy('ep', { throttle_interval: 1, throttle_retry_limit: 3, access_rights: { a: { ...right('a'), endpoints } } });
+    const perApi = policy('pa', {
+      throttle_interval: 1,
+      throttle_retry_limit: 3,
+      access_rights: { a: { ...right('a', perApiLimit(5, 1, { throttle_interval: 2, throttle_retry_limit: 1 })), endpoints } },
+    });
+    const [group] = effectiveLimits(session({ apply_policies: ['ep'] }), 'a', table([endpointOnly])).endpointGroups;
+    expect(group?.[0]?.value.throttle).toEqual({ intervalMs: 1000, retries: 3 });
+    const [replaced] = effectiveLimits(session({ apply_policies: ['pa'] }), 'a', table([perApi])).endpointGroups;
+    expect(replaced?.[0]?.value.throttle).toEqual({ intervalMs: 2000, retries: 1 });
   });
 
   it('disabled smoothing is no smoothing', () => {

@@ -26,6 +26,8 @@ export interface KeyRateLimit {
   scopeId: string;
   coverApis: readonly string[];
   smoothing: SmoothingPlan | null;
+  /** The throttle of the Policy (or key) whose limit this is (docs/behaviour.md#throttling). */
+  throttle: ThrottlePlan | null;
   scope: Extract<LimitScope, `key_${string}`>;
   source: LimitSource;
 }
@@ -60,7 +62,6 @@ export interface EffectiveLimits {
   rateCandidates: RateCandidate[];
   /** null: unlimited. */
   quota: KeyQuota | null;
-  throttle: ThrottlePlan | null;
   /** `rate_limit_pattern` of the first policy carrying one, else of the session's metadata. */
   pattern: string | null;
 }
@@ -156,8 +157,8 @@ function smoothingOf(candidate: Candidate): SmoothingPlan | null {
   return settings?.enabled ? { settings, source: candidate.source } : null;
 }
 
-function throttleOf(candidate: Candidate | null): ThrottlePlan | null {
-  if (!candidate || candidate.limit.throttle_interval <= 0 || candidate.limit.throttle_retry_limit <= 0) return null;
+function throttleOf(candidate: Candidate): ThrottlePlan | null {
+  if (candidate.limit.throttle_interval <= 0 || candidate.limit.throttle_retry_limit <= 0) return null;
   return { intervalMs: candidate.limit.throttle_interval * 1000, retries: candidate.limit.throttle_retry_limit };
 }
 
@@ -183,6 +184,8 @@ function endpointGroup(policy: CompiledPolicy, apiId: string): EndpointMatcher<K
 
 function compileEndpointGroup(policy: CompiledPolicy, apiId: string): EndpointMatcher<KeyRateLimit>[] {
   const endpoints = policy.access_rights[apiId]?.endpoints ?? [];
+  // The Policy's throttle on this API: its per-API limit's where it has one, which replaces the Policy's fields there.
+  const throttle = throttleOf(policyCandidate(policy, apiId));
   return compileEndpoints(endpoints).map((matcher) => ({
     method: matcher.method,
     regex: matcher.regex,
@@ -191,6 +194,7 @@ function compileEndpointGroup(policy: CompiledPolicy, apiId: string): EndpointMa
       scopeId: `${policy.id}#${apiId}#${matcher.method} ${matcher.value.path}`,
       coverApis: [apiId],
       smoothing: null,
+      throttle,
       scope: 'key_endpoint' as const,
       source: { resource: policy.source, rule: `${matcher.method} ${matcher.value.path}` },
     },
@@ -227,6 +231,7 @@ export function effectiveLimits(
           scopeId: winner.rateScopeId ?? winner.scopeId,
           coverApis: winner.coverApis,
           smoothing: smoothingOf(winner),
+          throttle: throttleOf(winner),
           scope: winner.scope,
           source: { resource: winner.source, rule: null },
         }
@@ -236,7 +241,6 @@ export function effectiveLimits(
       return limit.rate ? [{ rate: limit.rate, scope, source: { resource: source, rule: null }, chosen: candidate === winner }] : [];
     }),
     quota: bestQuota(candidates),
-    throttle: throttleOf(winner),
     pattern,
   };
 }

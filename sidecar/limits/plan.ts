@@ -150,6 +150,7 @@ export class Planner {
     const entry = this.#sessionEntry(request.session, request.keyHash, request.api.api_id);
     const keyLimit =
       keyEndpointLimit(entry.limits.endpointGroups, request.method, request.path) ?? entry.limits.rate;
+    // A request is throttled as the limit it meets says: a per-endpoint limit's Policy may throttle where another Policy's rate does not.
     if (keyLimit) {
       let planned = entry.planned.get(keyLimit);
       if (!planned) {
@@ -159,7 +160,7 @@ export class Planner {
       limits.push(planned);
     }
     const quota = entry.limits.quota ? quotaPlan(entry.limits.quota, entry, request.session, nowMs) : null;
-    return { limits, quota, throttle: entry.limits.throttle };
+    return { limits, quota, throttle: keyLimit?.throttle ?? null };
   }
 
   /** What `plan` chose among for the same request: never on the request path, only for the effective-limits read. */

@@ -141,6 +141,21 @@ describe('throttling on Redis', () => {
     expect(burst.filter((b) => b.after < 500)).toHaveLength(2);
     expect(burst.filter((b) => b.after >= 1_900 && b.after < 3_500)).toHaveLength(2);
   });
+
+  it("throttles a request refused by a Policy's per-endpoint limit when the Policy has no other rate", async () => {
+    const a = api(uniqueId('throttle'));
+    const endpoints = [{ path: '/x', pattern: '^/x$', method: 'GET', rate: 1, per: 2 }];
+    const p = policy('ep-pol', { throttle_interval: 1, throttle_retry_limit: 3, access_rights: { [a.api_id]: { api_id: a.api_id, api_name: a.api_id, limit: null, endpoints } } });
+    const gateway = startGateway(config({ settings: { ...rolling, throttle_max_wait_ms: 10_000 }, apis: [a], policies: [p] }), testEnv().redisUrl);
+    const caller = { session: session({ apply_policies: ['ep-pol'] }), raw: uniqueId('key') };
+    const req = request(a, caller, 'GET', '/x');
+    expect((await gateway.engine.explain(req)).throttle).toMatchObject({ intervalMs: 1000, retries: 3 });
+    expect((await gateway.engine.decide(req)).outcome).toBe('allowed');
+    const started = Date.now();
+    expect((await gateway.engine.decide(req)).outcome).toBe('allowed');
+    // It waited, in 1 s steps, until the 2 s window had room.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_900);
+  });
 });
 
 describe('quotas on Redis', () => {
