@@ -64,13 +64,20 @@ export const bounds = {
 
 const maxInt32 = 2_147_483_647;
 
+/**
+ * A whole number within bounds. The bounds are checked before `.int()`, whose own check of a
+ * huge number (`1e300`) reports the safe-integer bound: the first issue is the one an
+ * operation's error names, and it must name the field's real bound.
+ */
+const boundedInt = (min: number, max: number) => z.number().min(min).max(max).int();
+
 /** Requests per window: an integer, 0 meaning "no limit at this scope". */
-export const rateField = z.number().int().min(0).max(maxInt32);
+export const rateField = boundedInt(0, maxInt32);
 /** A year in seconds: the longest window, and the longest smoothing hold-off. */
 const maxSeconds = 31_536_000;
 /** Window length in whole seconds (classic definitions, policies, keys). */
-export const perSecondsField = z.number().int().min(0).max(maxSeconds);
-export const countField = z.number().int().min(0).max(maxInt32);
+export const perSecondsField = boundedInt(0, maxSeconds);
+export const countField = boundedInt(0, maxInt32);
 /** Quota fields allow -1 (unlimited), like the key record of docs/behaviour.md#admin-operations. */
 export const quotaField = z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER);
 export const unixTimeField = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
@@ -149,11 +156,7 @@ export const smoothingSchema = withRules(
         .min(0)
         .describe('Fraction of `step` at which an event fires (typically 0.1 to 1.0); greater than 0 when enabled.')
         .optional(),
-      delay: z
-        .number()
-        .int()
-        .min(0)
-        .max(maxSeconds)
+      delay: boundedInt(0, maxSeconds)
         .describe('Hold-off in seconds after an event before another may be emitted, at most a year; required when enabled.')
         .optional(),
     })
@@ -208,18 +211,10 @@ export const keyLimitFields = {
     .max(Number.MAX_SAFE_INTEGER)
     .describe('Length of the quota period in seconds; 0 means the quota never renews.')
     .optional(),
-  throttle_interval: z
-    .number()
-    .int()
-    .min(0)
-    .max(3_600)
+  throttle_interval: boundedInt(0, 3_600)
     .describe('Seconds to wait before retrying a rate-limited request inside the gateway; 0 disables throttling.')
     .optional(),
-  throttle_retry_limit: z
-    .number()
-    .int()
-    .min(0)
-    .max(1_000)
+  throttle_retry_limit: boundedInt(0, 1_000)
     .describe('How many times a rate-limited request is retried before it is refused.')
     .optional(),
   smoothing: smoothingSchema.optional(),

@@ -65,6 +65,17 @@ describe('create-key request', () => {
   });
 
   it.each([
+    ['throttle_interval', 3_600],
+    ['throttle_retry_limit', 1_000],
+    ['rate', 2_147_483_647],
+    ['per', 31_536_000],
+  ])('refuses a %s far beyond its bound naming that bound, not the safe-integer one', (field, max) => {
+    const message = refusal({ apply_policies: ['gold'], rate: 1, per: 1, [field]: 1e300 });
+    expect(message).toContain(field);
+    expect(message).toContain(`<=${max}`);
+  });
+
+  it.each([
     ['an empty body', {}],
     ['empty apply_policies and access_rights', { rate: 1, per: 1, apply_policies: [], access_rights: {} }],
   ])('refuses a key that grants no API: %s', (_label, body) => {
