@@ -117,8 +117,27 @@ export function accessRightsMap<R extends z.ZodType<{ api_id?: string | undefine
 /** HTTP methods of endpoint rules; `*` matches any method. */
 export const httpMethodSchema = z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS', 'TRACE', 'CONNECT', '*']);
 
-/** Free-form metadata: kept as written (x-kubernetes-preserve-unknown-fields). */
-export const metaDataSchema = z.record(z.string().max(bounds.name), z.unknown());
+/** `meta_data.rate_limit_pattern` of a Policy or a Key (docs/behaviour.md#custom-rate-limit-keys). */
+export const rateLimitPatternField = z
+  .string()
+  .max(bounds.path)
+  .describe(
+    'Custom rate-limit key: "$gw_meta.FIELD" references to session metadata (whole parts, or within text as in "org-$gw_meta.org"), joined by "|". Quota, rate limit and throttle then count per evaluated value; a missing field or an empty value falls back to the key.',
+  );
+
+/**
+ * A Key's free-form metadata: kept as written (x-kubernetes-preserve-unknown-fields), but for
+ * rate_limit_pattern, which the gateway reads and would otherwise ignore silently when it is
+ * not a string.
+ */
+export const metaDataSchema = z
+  .object({ rate_limit_pattern: rateLimitPatternField.optional() })
+  .loose()
+  .superRefine((value, ctx) => {
+    for (const name of Object.keys(value)) {
+      if (name.length > bounds.name) ctx.addIssue({ code: 'too_big', origin: 'string', maximum: bounds.name, inclusive: true, input: name, path: [name] });
+    }
+  });
 
 interface SmoothingShape {
   enabled: boolean;

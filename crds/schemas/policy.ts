@@ -7,6 +7,7 @@ import {
   keyLimitFields,
   perPositiveRule,
   perSecondsField,
+  rateLimitPatternField,
   ratePairRules,
   rateField,
   readyColumns,
@@ -62,13 +63,7 @@ const accessRightSchema = z
 
 const policyMetaDataSchema = z
   .object({
-    rate_limit_pattern: z
-      .string()
-      .max(bounds.path)
-      .optional()
-      .describe(
-        'Custom rate-limit key: "$gw_meta.FIELD" references to session metadata (whole parts, or within text as in "org-$gw_meta.org"), joined by "|". Quota, rate limit and throttle then count per evaluated value; a missing field or an empty value falls back to the key.',
-      ),
+    rate_limit_pattern: rateLimitPatternField.optional(),
   })
   .loose()
   .describe('Free-form metadata of the policy.');
