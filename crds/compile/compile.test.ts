@@ -407,6 +407,26 @@ describe('compile: policies', () => {
     expect(config.policies['ns/p']).toMatchObject({ rate: expected, rate_limit_pattern: null, smoothing: null });
   });
 
+  it.each([
+    ['an upper-case prefix', '$GW_META.org', '"$GW_META.org" has a "$" that starts no $gw_meta.FIELD reference'],
+    ['braces', '${gw_meta.org}', '"${gw_meta.org}" has a "$"'],
+    ['one good and one mistaken part', '$gw_meta.org | ${gw_meta.team}', '"${gw_meta.team}" has a "$"'],
+    ['a prefix without a field', '$gw_meta.', '"$gw_meta." names no field'],
+  ])('reports a rate_limit_pattern with %s on the policy, which stays in force as written', (_name, pattern, message) => {
+    const { config, problems } = run({ policies: [policy('p', { rate: 5, per: 1, meta_data: { rate_limit_pattern: pattern } })] });
+    expect(config.policies['ns/p']).toMatchObject({ rate: { rate: 5, per: 1 }, rate_limit_pattern: pattern });
+    expect(problems).toEqual([
+      { ref: { kind: 'Policy', namespace: 'ns', name: 'p' }, field: 'spec.meta_data.rate_limit_pattern', reason: 'InvalidRateLimitPattern', message: expect.stringContaining(message) },
+    ]);
+  });
+
+  it.each(['$gw_meta.org|$gw_meta.team', ' $gw_meta.org | $gw_meta.team ', 'org-$gw_meta.org', 'shared', '$gw_meta.first-name'])(
+    'reports no problem for the rate_limit_pattern %j',
+    (pattern) => {
+      expect(run({ policies: [policy('p', { meta_data: { rate_limit_pattern: pattern } })] }).problems).toEqual([]);
+    },
+  );
+
   it('reports a grant of a missing API on the policy and keeps its other grants', () => {
     const { config, problems } = run({ apiDefinitions: apis, policies: [policy('p', { access_rights: { missing: {}, b: {} } })] });
     expect(Object.keys(config.policies['ns/p']!.access_rights)).toEqual(['b']);

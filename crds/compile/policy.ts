@@ -3,6 +3,7 @@ import type { PolicySpec } from '../schemas/policy.ts';
 import { keyEndpointLimits, keyLimitOf } from './limits.ts';
 import { methodsOverlap, pathsOverlap } from './paths.ts';
 import type { CompileProblem } from './problems.ts';
+import { patternMistake } from '../rate-limit-pattern.ts';
 
 /** What a policy needs to know about the API an access right grants. */
 export interface GrantedApi {
@@ -74,6 +75,9 @@ export function compilePolicy(ref: ResourceRef, spec: PolicySpec, lookup: ApiLoo
   }
   const metaData = spec.meta_data ?? {};
   const pattern = metaData.rate_limit_pattern;
+  // Reported, and in force as written: leaving it out would give each key the allowance meant for many.
+  const mistake = pattern ? patternMistake(pattern) : null;
+  if (mistake !== null) problems.push({ ref, field: 'spec.meta_data.rate_limit_pattern', reason: 'InvalidRateLimitPattern', message: mistake });
   return {
     policy: {
       ...keyLimitOf(spec),

@@ -24,6 +24,8 @@ export const problemReasons = {
   UnknownRateLimitResource: 'UnknownRateLimitResource',
   /** docs/behaviour.md#authentication: an ignored (no-auth) endpoint cannot carry a key-level per-endpoint limit. */
   IgnoredEndpointWithKeyLimit: 'IgnoredEndpointWithKeyLimit',
+  /** A rate_limit_pattern with text that looks like a reference and is none: every key of the Policy would count as one. */
+  InvalidRateLimitPattern: 'InvalidRateLimitPattern',
 } as const;
 
 export type ProblemReason = keyof typeof problemReasons;

@@ -105,5 +105,11 @@ describe('policy references', () => {
     const typo = policy('p', ['a']);
     typo.spec.access_rights.a!.endpoints = [{ path: '/x([', methods: [{ name: 'GET', limit: { rate: 1, per: 1 } }] }];
     expect(policyProblem(typo, [api('a', { api_id: 'a' })])).toMatchObject({ reason: 'InvalidRegex', message: expect.stringMatching(/keep the version compiled last/) });
+    // A pattern mistake is reported on the Policy, which stays in force as written.
+    const constant = policy('p', ['a']);
+    constant.spec.meta_data = { rate_limit_pattern: '$GW_META.org' };
+    const reported = policyProblem(constant, [api('a', { api_id: 'a' })]);
+    expect(reported).toMatchObject({ reason: 'InvalidRateLimitPattern', message: expect.stringContaining('"$GW_META.org" has a "$"') });
+    expect(reported?.message).not.toMatch(/keep the version compiled last/);
   });
 });

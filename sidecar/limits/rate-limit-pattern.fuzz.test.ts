@@ -11,7 +11,8 @@ import { evaluatePattern, rateLimitIdentity } from './rate-limit-pattern.ts';
 
 const RUNS = 300;
 
-const fieldName = fc.oneof(fc.constantFrom('org', 'team', 'user', ...trickyKeys), anyText(8)).filter((n) => !n.includes('|'));
+// A part is trimmed, so a name that ends in whitespace is not one a pattern can reference.
+const fieldName = fc.oneof(fc.constantFrom('org', 'team', 'user', ...trickyKeys), anyText(8)).filter((n) => !n.includes('|') && n.trimEnd() === n);
 const literal = anyText(8).filter((s) => !s.includes('|') && !s.includes('$gw_meta.'));
 // Finite numbers only: metadata comes from JSON or YAML.
 const scalar = fc.oneof(anyText(12), fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.boolean());
@@ -44,7 +45,7 @@ describe('rate_limit_pattern expander (fuzz)', () => {
         const fields = ps.flatMap((p) => ('field' in p ? [p.field] : []));
         const meta = metaWith(fields.map((f) => [f, valueOf(f)]));
         const blank = fields.some((f) => meta[f] === '');
-        const expected = ps.map((p) => escaped('field' in p ? String(meta[p.field]) : p.literal)).join('|');
+        const expected = ps.map((p) => escaped('field' in p ? String(meta[p.field]) : p.literal.trim())).join('|');
         expect(evaluatePattern(patternOf(ps), meta)).toBe(blank || expected === '' ? null : expected);
       }),
       fuzzParameters(RUNS),

@@ -30,6 +30,9 @@ describe('evaluatePattern', () => {
     ['$gw_meta.org', { org: 'a\0' }, 'a\0\0'],
     ['$gw_meta.toString', {}, null],
     ['x$gw_meta.constructor', {}, null],
+    // Whitespace around a `|` is layout, not part of a field's name or of the text.
+    ['$gw_meta.org | $gw_meta.team', { org: 'acme', team: 'red' }, 'acme|red'],
+    [' org-$gw_meta.org |x ', { org: 'acme' }, 'org-acme|x'],
   ])('%s with %j -> %s', (pattern, meta, expected) => {
     expect(evaluatePattern(pattern, meta)).toBe(expected);
   });

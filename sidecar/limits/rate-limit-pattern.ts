@@ -1,8 +1,5 @@
 import { createHash } from 'node:crypto';
-
-const metaPrefix = '$gw_meta.';
-/** A reference inside a part's text: the prefix and a name of word characters (`org-$gw_meta.org`). */
-const embeddedReference = /\$gw_meta\.(\w+)/g;
+import { embeddedReference, metaPrefix, patternParts } from '../../crds/rate-limit-pattern.ts';
 
 /**
  * A metadata value as the pattern's text has it; null when absent, blank (empty or only
@@ -29,7 +26,7 @@ const escapable = /[\0|]/g;
 const escapePart = (text: string): string => text.replace(escapable, (c) => escapeChar + c);
 
 /**
- * Evaluates a `rate_limit_pattern` (docs/behaviour.md#custom-rate-limit-keys): `|`-joined parts. A part that starts
+ * Evaluates a `rate_limit_pattern` (docs/behaviour.md#custom-rate-limit-keys): `|`-joined parts, trimmed. A part that starts
  * with `$gw_meta.` references the field named by the rest of it; elsewhere in a part's text,
  * `$gw_meta.` and the word after it reference that field. Each part's text is escaped
  * (`escapePart`) before the join. Null when the pattern does not take effect: a referenced
@@ -37,7 +34,7 @@ const escapePart = (text: string): string => text.replace(escapable, (c) => esca
  */
 export function evaluatePattern(pattern: string, metaData: Record<string, unknown>): string | null {
   const parts: string[] = [];
-  for (const part of pattern.split('|')) {
+  for (const part of patternParts(pattern)) {
     if (part.startsWith(metaPrefix)) {
       const value = scalarText(metaData, part.slice(metaPrefix.length));
       if (value === null) return null;
