@@ -99,6 +99,18 @@ describe('KeyController', () => {
     expect(await sessions.get(keyHash('second'))).not.toBeNull();
   });
 
+  it('says what is wrong with its own rate_limit_pattern, storing its session all the same', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.policies.put(policy('gold'));
+    caches.keys.put(key({ key_hash: keyHash('k'), apply_policies: ['gold'], meta_data: { rate_limit_pattern: '${gw_meta.org}', org: 'acme' } }));
+    await controller.reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([
+      { status: 'False', reason: 'InvalidRateLimitPattern', message: expect.stringContaining('meta_data.rate_limit_pattern: "${gw_meta.org}" has a "$" that starts no $gw_meta.FIELD reference') },
+    ]);
+    expect((await sessions.get(keyHash('k')))?.meta_data).toMatchObject({ rate_limit_pattern: '${gw_meta.org}' });
+  });
+
   it('says which APIs of its access rights are missing, with its missing policies, and turns Ready once they exist', async () => {
     const { ctx, caches, sessions } = fakeContext();
     const controller = new KeyController(ctx);

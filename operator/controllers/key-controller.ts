@@ -2,6 +2,7 @@ import { ReplyError } from 'ioredis';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { apiIdsOfChange } from '../config/compile-api.ts';
 import type { KeyStatus } from '../../crds/schemas/key.ts';
+import { patternMistake } from '../../crds/rate-limit-pattern.ts';
 import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
 import { LeaseLapsedError, TerminalError, type Request, type Result } from '../kit/reconciler.ts';
@@ -138,8 +139,9 @@ export class KeyController implements KindController {
   }
 
   /**
-   * Ready, or why not: a policy or an API the key names that does not exist. The session is
-   * stored either way, so the key works as soon as what it names appears.
+   * Ready, or why not: a policy or an API the key names that does not exist, or a mistake in its
+   * own rate_limit_pattern. The session is stored either way, so the key works as soon as what
+   * it names appears (and counts by its pattern as written: docs/behaviour.md#custom-rate-limit-keys).
    */
   #readiness(key: Key, fields: StatusFields<KeyStatus>): DesiredStatus<KeyStatus> {
     const problems: { reason: string; message: string }[] = [];
@@ -157,6 +159,9 @@ export class KeyController implements KindController {
     if (missingApis.length > 0) {
       problems.push({ reason: 'MissingApi', message: `access_rights names ${missingApis.map((id) => `api_id "${id}"`).join(', ')}, not an ApiDefinition` });
     }
+    const pattern = key.spec.meta_data?.rate_limit_pattern;
+    const mistake = pattern ? patternMistake(pattern) : null;
+    if (mistake !== null) problems.push({ reason: 'InvalidRateLimitPattern', message: `meta_data.rate_limit_pattern: ${mistake}` });
     const [first] = problems;
     if (!first) return { ready: true, reason: 'SessionStored', message: 'session stored', fields };
     return { ready: false, reason: first.reason, message: problems.map((p) => p.message).join('; '), fields };
@@ -289,7 +294,7 @@ function secretHoldsNoKey(secretName: string): string {
 }
 
 /** The Ready reasons of a Key whose session had been stored under its status.key_hash. */
-const SESSION_STORED_REASONS: ReadonlySet<string> = new Set(['SessionStored', 'MissingPolicy', 'MissingApi', 'Expired']);
+const SESSION_STORED_REASONS: ReadonlySet<string> = new Set(['SessionStored', 'MissingPolicy', 'MissingApi', 'Expired', 'InvalidRateLimitPattern']);
 
 /** Whether the status says this Key's session was stored under `hash`: then a missing one was lost from Redis. */
 function storedBefore(key: Key, hash: string): boolean {

@@ -7,6 +7,7 @@ import type { Session } from '../../crds/session.ts';
 import { apiVersion, group, kindNames } from '../../crds/kinds.ts';
 import { ApiCompileCache, compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
+import { patternMistake } from '../../crds/rate-limit-pattern.ts';
 import { DOCS_PER_TURN, documentsOf, readFolder, UnreadableFileError, type FoundDoc, type YamlFile } from '../resources/yaml-folder.ts';
 import type { SidecarMetrics } from '../metrics.ts';
 import { watchFolder, type FolderWatch } from './folder-watch.ts';
@@ -65,6 +66,28 @@ const stillSettled = (last: SettledKey, key: Omit<SettledKey, 'storedJson'>, sto
 interface FolderProblem extends ConfigProblem {
   kind: string;
   code: string;
+}
+
+type KeyDocSpec = { apply_policies?: unknown; access_rights?: unknown; meta_data?: { rate_limit_pattern?: unknown } };
+
+/** What `#reportKeyProblems` reports of one Key's spec, as read from its file. */
+function keyProblems(spec: KeyDocSpec | undefined, namespace: string, config: CompiledConfig, apiIds: ReadonlySet<string>): { reason: string; code: string }[] {
+  const found: { reason: string; code: string }[] = [];
+  const applied = Array.isArray(spec?.apply_policies) ? spec.apply_policies : [];
+  const missingPolicies = applied.filter((name): name is string => typeof name === 'string' && !(`${namespace}/${name}` in config.policies));
+  if (missingPolicies.length > 0) {
+    const reason = `spec.apply_policies: no Policy ${missingPolicies.map((name) => `"${name}"`).join(', ')} in namespace ${namespace}; what it would grant is refused`;
+    found.push({ reason, code: 'MissingPolicy' });
+  }
+  const granted = typeof spec?.access_rights === 'object' && spec.access_rights !== null ? Object.keys(spec.access_rights) : [];
+  const missingApis = granted.filter((apiId) => !apiIds.has(apiId)).sort();
+  if (missingApis.length > 0) {
+    found.push({ reason: `spec.access_rights: no ApiDefinition has api_id ${missingApis.map((id) => `"${id}"`).join(', ')}`, code: 'MissingApi' });
+  }
+  const pattern = spec?.meta_data?.rate_limit_pattern;
+  const mistake = typeof pattern === 'string' && pattern !== '' ? patternMistake(pattern) : null;
+  if (mistake !== null) found.push({ reason: `spec.meta_data.rate_limit_pattern: ${mistake}`, code: 'InvalidRateLimitPattern' });
+  return found;
 }
 
 /** A problem found in `file`: logged, as every problem is (README.md), and listed for /readyz and the gauge. */
@@ -279,7 +302,7 @@ export class FolderConfigSource implements ConfigSource {
     }
     const keyDocs = documentsOf(usable, 'Key');
     const sessionsStored = await this.#loadKeys(keyDocs, problems);
-    await this.#reportMissingReferences(keyDocs, compiled.config, problems);
+    await this.#reportKeyProblems(keyDocs, compiled.config, problems);
     await nextTurn();
     this.#report(problems);
     this.#published = compiled.config;
@@ -452,29 +475,20 @@ export class FolderConfigSource implements ConfigSource {
   /**
    * Keys applying a policy, or granted an API, that the config does not have: served without
    * it (what the policy would grant is refused), and reported, as the operator reports them
-   * `MissingPolicy` and `MissingApi` in a cluster.
+   * `MissingPolicy` and `MissingApi` in a cluster; and a Key's own rate_limit_pattern with a
+   * mistake, served as written (`InvalidRateLimitPattern`, docs/behaviour.md#custom-rate-limit-keys).
    */
-  async #reportMissingReferences(docs: FoundDoc[], config: CompiledConfig, problems: FolderProblem[]): Promise<void> {
+  async #reportKeyProblems(docs: FoundDoc[], config: CompiledConfig, problems: FolderProblem[]): Promise<void> {
     const apiIds = new Set(config.apis.map((api) => api.api_id));
     for (const [i, doc] of docs.entries()) {
       // Requests are answered between pieces of a large folder's Keys (DOCS_PER_TURN).
       if (i > 0 && i % DOCS_PER_TURN === 0) await nextTurn();
       const meta = metaOf(doc);
       if (meta === null) continue;
-      const spec = doc.object.spec as { apply_policies?: unknown; access_rights?: unknown } | undefined;
       const namespace = meta.namespace ?? this.#options.defaultNamespace;
       const subject = `Key ${namespace}/${meta.name}`;
-      const applied = Array.isArray(spec?.apply_policies) ? spec.apply_policies : [];
-      const missingPolicies = applied.filter((name): name is string => typeof name === 'string' && !(`${namespace}/${name}` in config.policies));
-      if (missingPolicies.length > 0) {
-        const reason = `spec.apply_policies: no Policy ${missingPolicies.map((name) => `"${name}"`).join(', ')} in namespace ${namespace}; what it would grant is refused`;
-        addProblem(problems, this.#options.logger, doc.file.path, { subject, reason, kind: 'Key', code: 'MissingPolicy' });
-      }
-      const granted = typeof spec?.access_rights === 'object' && spec.access_rights !== null ? Object.keys(spec.access_rights) : [];
-      const missingApis = granted.filter((apiId) => !apiIds.has(apiId)).sort();
-      if (missingApis.length > 0) {
-        const reason = `spec.access_rights: no ApiDefinition has api_id ${missingApis.map((id) => `"${id}"`).join(', ')}`;
-        addProblem(problems, this.#options.logger, doc.file.path, { subject, reason, kind: 'Key', code: 'MissingApi' });
+      for (const { reason, code } of keyProblems(doc.object.spec as KeyDocSpec | undefined, namespace, config, apiIds)) {
+        addProblem(problems, this.#options.logger, doc.file.path, { subject, reason, kind: 'Key', code });
       }
     }
   }

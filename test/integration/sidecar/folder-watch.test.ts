@@ -234,6 +234,32 @@ spec: { key_hash: ${keyHash(`${rawKey}-orphan`)}, apply_policies: [nope] }
     expect(await status('/private/x', { authorization: rawKey })).toBe(200);
   });
 
+  it("reports a Policy's and a Key's rate_limit_pattern whose $ starts no reference, and serves both as written", async () => {
+    const rawKey = randomBytes(16).toString('hex');
+    await writeFile(join(dir, 'key.yaml'), `${authApiAndKey(upstream.url, rawKey)}---
+apiVersion: gw.dev/v1alpha1
+kind: Policy
+metadata: { name: braces }
+spec: { meta_data: { rate_limit_pattern: '\${gw_meta.org}' } }
+---
+apiVersion: gw.dev/v1alpha1
+kind: Key
+metadata: { name: shouting }
+spec: { key_hash: ${keyHash(`${rawKey}-shouting`)}, access_rights: { private: {} }, meta_data: { rate_limit_pattern: '$GW_META.org | $gw_meta.team' } }
+`);
+    await start();
+    expect((await readyz()).body.problems).toEqual([
+      expect.objectContaining({ subject: 'Policy default/braces', reason: expect.stringContaining('"${gw_meta.org}" has a "$" that starts no $gw_meta.FIELD reference') }),
+      {
+        subject: 'Key default/shouting',
+        reason: expect.stringContaining('spec.meta_data.rate_limit_pattern: "$GW_META.org" has a "$" that starts no $gw_meta.FIELD reference'),
+        file: 'key.yaml',
+      },
+    ]);
+    expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="InvalidRateLimitPattern"} 1');
+    expect(await status('/private/x', { authorization: `${rawKey}-shouting` })).toBe(200);
+  });
+
   it('keeps a Key that an edit made invalid on its last good session, and says so in the log too', async () => {
     const rawKey = randomBytes(16).toString('hex');
     await writeFile(join(dir, 'key.yaml'), authApiAndKey(upstream.url, rawKey));
