@@ -2,11 +2,12 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../common/logger.ts';
 import { andThen, type MaybePromise } from '../../common/maybe-promise.ts';
-import type { CompiledPolicy } from '../../crds/compiled.ts';
+import type { CompiledPolicy, CompiledStreamLimit } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import { authenticate, type AuthResult } from '../auth/authenticator.ts';
 import type { SessionCache } from '../auth/session-cache.ts';
+import { effectiveLimits } from '../limits/effective-session.ts';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
 import { streamMaxWaitMs, type StreamSlot, type StreamSlots } from '../limits/stream-limiter.ts';
 import type { DecisionOutcome, LimitDecision, LimitEngine } from '../limits/types.ts';
@@ -62,6 +63,11 @@ const admitted = ({ state, match }: RoutedRequest, error: GatewayError | null, r
   state,
   match,
 });
+
+/** A request's stream slot in admission: none (no stream limit), taken, or to take once its limits admit it. */
+type SlotHold = StreamSlot | { takeOnAdmission: CompiledStreamLimit } | null;
+
+const taken = (slot: SlotHold): slot is StreamSlot => slot !== null && !('takeOnAdmission' in slot);
 
 /** Admission attempts when the config keeps changing under it (see `#admitCurrent`). */
 const maxAdmissions = 3;
@@ -119,13 +125,17 @@ export class Gateway {
 
   /**
    * The limits a routed (and, unless keyless, authenticated) request meets, and its stream slot.
-   * The slot is taken first: a request it refuses is counted by no limit and no quota.
+   * The slot is taken first: a request it refuses is counted by no limit and no quota. A key
+   * that throttles takes it once its limits admit it instead, so that no slot is held through
+   * its throttle wait (docs/behaviour.md#the-stream-rate-limit-resource).
    */
   #limit(routed: RoutedRequest, session: Session | null, keyHash: string | null): MaybePromise<Admitted> {
     if (routed.attempt < maxAdmissions && this.#deps.state() !== routed.state) return this.#admitCurrent(routed.req, routed.exchange, routed.attempt + 1);
     const { api } = routed.match.route;
     if (api.stream_limit === null) return this.#decide(routed, session, keyHash, null);
-    return this.#deps.streams.take(api.api_id, api.stream_limit, streamMaxWaitMs(routed.state.settings)).then((slot) => {
+    const limit = api.stream_limit;
+    if (session !== null && effectiveLimits(session, api.api_id, routed.state.policies).throttle !== null) return this.#decide(routed, session, keyHash, { takeOnAdmission: limit });
+    return this.#takeSlot(routed, limit).then((slot) => {
       // The config may have changed while the slot was given: the request starts over on it.
       if (routed.attempt < maxAdmissions && this.#deps.state() !== routed.state) {
         slot.giveBack();
@@ -135,7 +145,7 @@ export class Gateway {
     }, (err: unknown) => this.#limitFailed(routed, err, null));
   }
 
-  #decide(routed: RoutedRequest, session: Session | null, keyHash: string | null, slot: StreamSlot | null): MaybePromise<Admitted> {
+  #decide(routed: RoutedRequest, session: Session | null, keyHash: string | null, slot: SlotHold): MaybePromise<Admitted> {
     // Nothing is awaited from the state check to the engine's synchronous planning, so the check holds for it.
     const { match, method, exchange } = routed;
     let decision: MaybePromise<LimitDecision>;
@@ -150,16 +160,17 @@ export class Gateway {
   }
 
   /** The decision's refusal and headers; an admitted request on a stream-limited API waits for its slot first. */
-  #decided(routed: RoutedRequest, decision: LimitDecision, slot: StreamSlot | null): MaybePromise<Admitted> {
+  #decided(routed: RoutedRequest, decision: LimitDecision, slot: SlotHold): MaybePromise<Admitted> {
     try {
       const rateHeaders = rateHeadersFor(decision, routed.state.settings.rate_limit_response_headers);
       const refusal = refusals[decision.outcome];
       if (slot === null) return admitted(routed, refusal, rateHeaders);
       if (refusal !== null) {
-        slot.giveBack();
+        if (taken(slot)) slot.giveBack();
         return admitted(routed, refusal, rateHeaders);
       }
-      return slot.wait(routed.exchange.signal).then(
+      const held = taken(slot) ? Promise.resolve(slot) : this.#takeSlot(routed, slot.takeOnAdmission);
+      return held.then((admittedSlot) => admittedSlot.wait(routed.exchange.signal)).then(
         () => admitted(routed, null, rateHeaders),
         (err: unknown) => this.#limitFailed(routed, err, null),
       );
@@ -168,9 +179,13 @@ export class Gateway {
     }
   }
 
+  #takeSlot({ match, state }: RoutedRequest, limit: CompiledStreamLimit): Promise<StreamSlot> {
+    return this.#deps.streams.take(match.route.api.api_id, limit, streamMaxWaitMs(state.settings));
+  }
+
   /** A limit or a slot that failed; the slot taken (if any) goes back unused. */
-  #limitFailed(routed: RoutedRequest, err: unknown, slot: StreamSlot | null): Admitted {
-    slot?.giveBack();
+  #limitFailed(routed: RoutedRequest, err: unknown, slot: SlotHold): Admitted {
+    if (taken(slot)) slot.giveBack();
     const { match: { route }, exchange: { requestId, signal } } = routed;
     if (err instanceof StreamRateLimitWaitError) {
       // When the refused request's slot would have come: a hint for the caller's retry.

@@ -1,9 +1,12 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { HandSource } from '../../support/hand-source.ts';
-import { call, compiledApi, compiledConfig, sidecarOptions, startTestSidecar, uniqueId, type CallResult } from './helpers.ts';
+import { call, compiledApi, compiledConfig, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId, type CallResult } from './helpers.ts';
 
 /**
  * The stream rate-limit resource on the upstream call: requests wait their turn (first
@@ -88,4 +91,40 @@ describe('stream rate-limit resource: callers wait their turn', () => {
     }
     expect(Math.max(...served.map((a) => a.ms))).toBeGreaterThanOrEqual(1000);
   }, 20_000);
+
+  it('a throttled request holds no slot while it waits its throttle turn, and keeps the spacing once admitted', async () => {
+    const arrivals: { who: string; ms: number }[] = [];
+    let started = 0;
+    const recording: Server = createServer((req, res) => {
+      arrivals.push({ who: req.url ?? '', ms: Date.now() - started });
+      res.end('ok');
+    });
+    await new Promise<void>((resolve) => recording.listen(0, '127.0.0.1', resolve));
+    const redis = newRedis();
+    try {
+      const { port } = recording.address() as AddressInfo;
+      const api = compiledApi(uniqueId('stream'), `http://127.0.0.1:${port}`, { keyless: false, stream_limit: { label: 'up', count: 1, interval_ms: 1000 } });
+      sidecar = await startTestSidecar(sidecarOptions('default'), { source: new HandSource(compiledConfig([api], {})) });
+      const grant = { [api.api_id]: { api_id: api.api_id } };
+      // A's second request is refused by its rate and retried every second until its window has room (3 s).
+      const throttled = await storeSession(redis, { rate: 1, per: 3, throttle_interval: 1, throttle_retry_limit: 4, access_rights: grant });
+      const roomy = await storeSession(redis, { rate: 100, per: 1, access_rights: grant });
+      const url = (who: string): string => `${sidecar!.proxyUrl}/${api.api_id}/${who}`;
+      started = Date.now();
+      const calls = [call(url('A1'), { headers: { authorization: throttled } }), call(url('A2'), { headers: { authorization: throttled } })];
+      for (const who of ['B1', 'B2', 'B3', 'B4']) {
+        await sleep(50);
+        calls.push(call(url(who), { headers: { authorization: roomy } }));
+      }
+      expect((await Promise.all(calls)).map((res) => res.status)).toEqual([200, 200, 200, 200, 200, 200]);
+      arrivals.sort((x, y) => x.ms - y.ms);
+      // B1 has the slot at 1 s, which A2, still in its throttle wait, does not hold.
+      expect(arrivals.find((a) => a.who === '/B1')!.ms).toBeLessThan(1_700);
+      // One request a second reaches the upstream, A2's late admission included.
+      for (let i = 1; i < arrivals.length; i++) expect(arrivals[i]!.ms - arrivals[i - 1]!.ms, JSON.stringify(arrivals)).toBeGreaterThanOrEqual(900);
+    } finally {
+      redis.disconnect();
+      await new Promise((resolve) => recording.close(resolve));
+    }
+  }, 30_000);
 });
