@@ -27,13 +27,12 @@ export class ConfigRuntime {
   readonly #deps: ConfigRuntimeDeps;
   #config: CompiledConfig;
   #state: GatewayState;
-  #loaded = false;
 
   constructor(deps: ConfigRuntimeDeps) {
     this.#deps = deps;
     const settings = resolveSettings(undefined, deps.local);
     this.#config = { version: 1, settings, apis: [], policies: {} };
-    this.#state = { routes: new RouteTable([]), settings, policies: {} };
+    this.#state = { loaded: false, routes: new RouteTable([]), settings, policies: {} };
   }
 
   start(): Promise<void> {
@@ -49,8 +48,7 @@ export class ConfigRuntime {
       if (routes.shadowed !== this.#state.routes.shadowed) this.#reportShadowed(routes.shadowed);
       engine.updateConfig(config);
       this.#config = config;
-      this.#state = { routes, settings, policies: config.policies };
-      this.#loaded = true;
+      this.#state = { loaded: true, routes, settings, policies: config.policies };
       this.#deps.onSwap?.(this.#state);
       metrics.configReloads.inc({ source: source.name, result: 'ok' });
       logger.info({ apis: config.apis.map((a) => a.api_id), source: source.name }, 'config loaded');
@@ -69,7 +67,7 @@ export class ConfigRuntime {
 
   /** True once a first config has been loaded. */
   get loaded(): boolean {
-    return this.#loaded;
+    return this.#state.loaded;
   }
 
   reload(): Promise<void> {

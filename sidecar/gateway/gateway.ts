@@ -22,6 +22,11 @@ import { Sampler, TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
 
 /** What the request path reads, swapped whole on every config change. */
 export interface GatewayState {
+  /**
+   * False until the first config is applied: the listeners bind before it loads, so that
+   * health answers meanwhile, and an empty route table would answer 404 for APIs about to be served.
+   */
+  loaded: boolean;
   routes: RouteTable;
   settings: GatewaySettings;
   policies: Readonly<Record<string, CompiledPolicy>>;
@@ -111,6 +116,7 @@ export class Gateway {
    */
   #admitCurrent(req: IncomingMessage, exchange: Exchange, attempt = 1): MaybePromise<Admitted> {
     const state = this.#deps.state();
+    if (!state.loaded) return { error: gatewayErrors.notReady, rateHeaders: null, state, match: null };
     const match = state.routes.match(req.url ?? '/');
     if (match === null) return { error: gatewayErrors.notFound, rateHeaders: null, state, match };
     const { route, relativePath } = match;

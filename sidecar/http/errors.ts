@@ -18,6 +18,7 @@ export const CLIENT_CLOSED_REQUEST = 499;
 
 export const gatewayErrors = {
   notFound: define('not_found', 404, 'No API is listening on this path'),
+  notReady: define('not_ready', 503, 'Gateway not ready: its configuration is still loading'),
   apiInactive: define('api_inactive', 404, 'This API is not active'),
   authMissing: define('auth_missing', 401, 'Authorization field missing'),
   accessDenied: define('access_denied', 403, 'Access to this API has been disallowed'),

@@ -89,7 +89,7 @@ export function clusterDeps(namespace: string, redis: Redis, overrides: DepsOver
     },
     // No API loaded: a limits read answers 404 before it reaches the engine.
     gateways: { live: (apiIds) => Promise.resolve(new Map(apiIds.map((id) => [id, []]))) },
-    limits: { apis: () => [], state: () => ({ routes: new RouteTable([]), settings: defaultGatewaySettings, policies: {} }), engine: { explain: () => Promise.reject(new Error('no API is loaded')) } },
+    limits: { apis: () => [], state: () => ({ loaded: true, routes: new RouteTable([]), settings: defaultGatewaySettings, policies: {} }), engine: { explain: () => Promise.reject(new Error('no API is loaded')) } },
     auth: {
       adminSecret: ADMIN_SECRET,
       portalSecret: PORTAL_SECRET,
