@@ -10,9 +10,17 @@ export interface StoreReporter {
 }
 
 /**
- * Redis trouble is counted every time but logged once per burst: one line when it
- * starts, one when Redis answers again. Only the message is logged, never the command
- * (its keys are hashed, but nothing is gained by printing them).
+ * How long calls must go on succeeding, with none failing, before the outage's end is logged.
+ * A Redis Cluster with one master down answers the calls to the others, so successes and
+ * failures alternate for the whole outage.
+ */
+export const STORE_STEADY_MS = 5_000;
+
+/**
+ * Redis trouble is counted every time but logged once per outage: one line when it
+ * starts, one when Redis has answered for STORE_STEADY_MS with no call failing. Only the
+ * message is logged, never the command (its keys are hashed, but nothing is gained by
+ * printing them). Readiness and the failure mode follow each call (`failingNow`), not the log.
  */
 export class StoreHealth implements StoreReporter, LimitScriptReporter {
   readonly #logger: Logger;
@@ -20,6 +28,9 @@ export class StoreHealth implements StoreReporter, LimitScriptReporter {
   readonly #runsAsFunction: Gauge;
   #failureMode: GatewaySettings['redis_failure_mode'] = 'closed';
   #failing = false;
+  /** An outage logged whose end is not logged yet, and the wait that logs it once Redis has answered long enough. */
+  #outageLogged = false;
+  #steady: NodeJS.Timeout | undefined;
   readonly #probe: (() => Promise<unknown>) | undefined;
   #probing = false;
 
@@ -67,15 +78,23 @@ export class StoreHealth implements StoreReporter, LimitScriptReporter {
 
   failed(error: unknown): void {
     this.#errors.inc();
+    clearTimeout(this.#steady);
+    this.#steady = undefined;
     if (this.#failing) return;
     this.#failing = true;
+    if (this.#outageLogged) return;
+    this.#outageLogged = true;
     this.#logger.error({ err: error, failureMode: this.#failureMode }, 'rate-limit store unreachable');
   }
 
   succeeded(): void {
     if (!this.#failing) return;
     this.#failing = false;
-    this.#logger.info('rate-limit store reachable again');
+    this.#steady = setTimeout(() => {
+      this.#steady = undefined;
+      this.#outageLogged = false;
+      this.#logger.info('rate-limit store reachable again');
+    }, STORE_STEADY_MS).unref();
   }
 
   functionLoaded(name: string, primaries: number): void {

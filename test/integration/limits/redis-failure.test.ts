@@ -4,6 +4,7 @@ import { failuresReporter, request } from '../../support/limits-fixtures.ts';
 import { Redis as IORedis } from 'ioredis';
 import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import { StoreDisconnectedError } from '../../../sidecar/limits/errors.ts';
+import { STORE_STEADY_MS } from '../../../sidecar/limits/store-health.ts';
 import { RedisLimitStore } from '../../../sidecar/limits/stores/redis-store.ts';
 import { sidecarRedisOptions } from '../../../sidecar/redis.ts';
 import { defaultGatewaySettings } from '../../../crds/settings.ts';
@@ -71,6 +72,9 @@ describe('Redis stopped in the middle of a test', () => {
     expect(first).toBe('allowed');
     expect((await gateway.engine.decide(req)).outcome).toBe('allowed');
     expect((await gateway.engine.decide(req)).outcome).toBe('api_rate_limited');
+    // Logged once calls have gone on succeeding for a while, and once.
+    const deadline = Date.now() + STORE_STEADY_MS + 3_000;
+    while (Date.now() < deadline && !gateway.logs.some((l) => l.includes('reachable again'))) await sleep(100);
     expect(gateway.logs.filter((line) => line.includes('rate-limit store reachable again'))).toHaveLength(1);
     const decisions = await metricValues(gateway.registry, 'gw_limit_decisions_total');
     expect(decisions[`none/${whileDown}`] ?? decisions[`sliding_log/${whileDown}`]).toBeGreaterThanOrEqual(6);
