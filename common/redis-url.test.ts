@@ -1,6 +1,8 @@
+import { EventEmitter } from 'node:events';
 import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { RedisUrlError, createRedisClient, parseRedisUrl, reconnectBackoff } from './redis-url.ts';
+import type { Logger } from './logger.ts';
+import { ErrorLogGate, RedisUrlError, createRedisClient, handleConnectionErrors, parseRedisUrl, reconnectBackoff } from './redis-url.ts';
 
 describe('parseRedisUrl', () => {
   it.each([
@@ -63,5 +65,39 @@ describe('reconnectBackoff', () => {
     const waits = Array.from({ length: 50 }, (_, i) => reconnectBackoff(i + 1));
     expect(waits.slice(0, 4)).toEqual([200, 400, 800, 1000]);
     expect(Math.max(...waits)).toBe(1000);
+  });
+});
+
+describe('handleConnectionErrors', () => {
+  it('logs one line per interval for every connection that shares a gate, a connection made anew included', () => {
+    let now = 0;
+    const gate = new ErrorLogGate(5_000, () => now);
+    const lines: string[] = [];
+    const log = { warn: (_fields: unknown, msg: string) => lines.push(msg) } as unknown as Logger;
+    const refused = new Error('connect ECONNREFUSED 127.0.0.1:7001');
+    // A master's feed dropped and made again at each slot refresh, 10 times a second for 4 s.
+    for (; now < 4_000; now += 100) {
+      const connection = new EventEmitter();
+      handleConnectionErrors(connection as unknown as Redis, log, gate);
+      connection.emit('error', refused);
+    }
+    expect(lines).toEqual(['redis unavailable']);
+    for (; now < 10_000; now += 100) {
+      const connection = new EventEmitter();
+      handleConnectionErrors(connection as unknown as Redis, log, gate);
+      connection.emit('error', refused);
+    }
+    // At 0 and at 5 s.
+    expect(lines).toHaveLength(2);
+  });
+
+  it('a gate is idle once its interval has passed since its last line', () => {
+    let now = 0;
+    const gate = new ErrorLogGate(5_000, () => now);
+    expect(gate.take()).toBe(true);
+    now = 4_999;
+    expect(gate.idle).toBe(false);
+    now = 5_000;
+    expect(gate.idle).toBe(true);
   });
 });

@@ -122,7 +122,37 @@ export function createRedisClient(url: string, options: RedisOptions): Redis | C
 export const reconnectBackoff = (attempt: number): number => Math.min(100 * 2 ** Math.min(attempt, 5), 1000);
 
 /**
- * Connection errors logged once per `everyMs` while Redis stays away (not once per
+ * At most one line per `everyMs` for the connection errors of the connections that share it.
+ * A connection made anew while Redis is away (a Cluster master's session feed, made again at
+ * each of the client's slot refreshes) shares the gate of the one it replaces: with a gate of
+ * its own it would log its first error at once, every time.
+ */
+export class ErrorLogGate {
+  readonly #everyMs: number;
+  readonly #now: () => number;
+  #lastLogged = Number.NEGATIVE_INFINITY;
+
+  constructor(everyMs: number, now: () => number = Date.now) {
+    this.#everyMs = everyMs;
+    this.#now = now;
+  }
+
+  /** Whether a line may be logged now; one that may takes this interval's turn. */
+  take(): boolean {
+    const now = this.#now();
+    if (now - this.#lastLogged < this.#everyMs) return false;
+    this.#lastLogged = now;
+    return true;
+  }
+
+  /** Its interval has passed: a new gate would do the same. */
+  get idle(): boolean {
+    return this.#now() - this.#lastLogged >= this.#everyMs;
+  }
+}
+
+/**
+ * Connection errors logged as `gate` lets them while Redis stays away (not once per
  * reconnect attempt), counted by `onError`, and never thrown into the process: ioredis
  * keeps reconnecting, and the caller's own timeouts decide what a command does meanwhile.
  *
@@ -133,8 +163,7 @@ export const reconnectBackoff = (attempt: number): number => Math.min(100 * 2 **
  *
  * Returns the last error since the connection was last ready, for /readyz to name.
  */
-export function handleConnectionErrors(redis: Redis | Cluster, log: Logger, everyMs: number, onError?: () => void): () => Error | undefined {
-  let lastLogged = Number.NEGATIVE_INFINITY;
+export function handleConnectionErrors(redis: Redis | Cluster, log: Logger, gate: ErrorLogGate, onError?: () => void): () => Error | undefined {
   let last: Error | undefined;
   redis.on('ready', () => (last = undefined));
   redis.on('error', (raw: Error) => {
@@ -142,9 +171,7 @@ export function handleConnectionErrors(redis: Redis | Cluster, log: Logger, ever
     if (err !== raw) redis.disconnect(true);
     last = err;
     onError?.();
-    if (Date.now() - lastLogged < everyMs) return;
-    lastLogged = Date.now();
-    log.warn({ err }, 'redis unavailable');
+    if (gate.take()) log.warn({ err }, 'redis unavailable');
   });
   return () => last;
 }

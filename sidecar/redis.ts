@@ -1,5 +1,5 @@
 import type { Cluster, Redis, RedisOptions } from 'ioredis';
-import { createRedisClient, reconnectBackoff, handleConnectionErrors } from '../common/redis-url.ts';
+import { createRedisClient, ErrorLogGate, reconnectBackoff, handleConnectionErrors } from '../common/redis-url.ts';
 import type { Logger } from '../common/logger.ts';
 import { limitsCommand } from './limits/stores/limits-script.ts';
 import type { SidecarMetrics } from './metrics.ts';
@@ -41,7 +41,7 @@ export interface SidecarRedis {
  */
 export function createRedis(url: string, commandTimeoutMs: number, logger: Logger, metrics: SidecarMetrics): SidecarRedis {
   const client = createRedisClient(url, sidecarRedisOptions(commandTimeoutMs));
-  const lastError = handleConnectionErrors(client, logger, 5_000, () => metrics.redisErrors.inc());
+  const lastError = handleConnectionErrors(client, logger, new ErrorLogGate(5_000), () => metrics.redisErrors.inc());
   client.on('ready', () => logger.info('redis connected'));
   return { client, lastError };
 }

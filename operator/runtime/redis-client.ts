@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { Logger } from '../../common/logger.ts';
-import { createRedisClient, handleConnectionErrors } from '../../common/redis-url.ts';
+import { createRedisClient, ErrorLogGate, handleConnectionErrors } from '../../common/redis-url.ts';
 
 /**
  * The operator's Redis connection. Commands fail fast while Redis is unreachable (no
@@ -18,7 +18,7 @@ export function createRedis(url: string, log: Logger): Redis | Cluster {
     commandTimeout: 2_000,
     retryStrategy: (times) => Math.min(times * 100, 2_000),
   });
-  handleConnectionErrors(redis, log, 10_000);
+  handleConnectionErrors(redis, log, new ErrorLogGate(10_000));
   redis.connect().catch(() => {
     // Reported by the error handler above; ioredis keeps reconnecting.
   });

@@ -2,7 +2,7 @@ import calculateSlot from 'cluster-key-slot';
 import { Redis, ReplyError, type Cluster } from 'ioredis';
 import type { Gauge } from 'prom-client';
 import { ConnectionLostError, ConnectionWatch } from '../../common/redis-connection.ts';
-import { reconnectBackoff, handleConnectionErrors } from '../../common/redis-url.ts';
+import { ErrorLogGate, reconnectBackoff, handleConnectionErrors } from '../../common/redis-url.ts';
 import { sessionKey, sessionKeyPrefix } from '../../common/redis-keys.ts';
 import type { Logger } from '../../common/logger.ts';
 import type { SessionReads } from '../../common/session-store.ts';
@@ -43,7 +43,12 @@ export interface SessionChangeFeedOptions {
   heartbeatMs?: number;
   /** 1 while changes are tracked, 0 otherwise. */
   tracked?: Gauge;
+  /** Rations the connection's error lines; shared with the reads' connection on the same server. */
+  errorLog?: ErrorLogGate;
 }
+
+/** A connection's error lines while its server stays away: one per 5 s. */
+const connectionErrorLog = (): ErrorLogGate => new ErrorLogGate(5_000);
 
 /**
  * The session cache's reads on one Redis server (or a Sentinel set, or one Cluster master), on
@@ -84,11 +89,11 @@ export class TrackedSessionReads implements SessionReads {
   onUntracked: (keyHash: string) => void = () => undefined;
 
   /** `server` is the one Redis (or Cluster master) whose reads are tracked; `main` reads otherwise. */
-  constructor(server: Redis, logger: Logger, main: Redis | Cluster = server) {
+  constructor(server: Redis, logger: Logger, main: Redis | Cluster = server, errorLog = connectionErrorLog()) {
     this.#main = main;
     this.#mainConnection = new ConnectionWatch(main);
     this.reader = server.duplicate({ protocol: 2, enableOfflineQueue: false, lazyConnect: false, retryStrategy: reconnectBackoff });
-    handleConnectionErrors(this.reader, logger, 5_000);
+    handleConnectionErrors(this.reader, logger, errorLog);
   }
 
   getJson(keyHash: string): Promise<string | null> {
@@ -208,7 +213,7 @@ export class SessionChangeFeed implements SessionChanges {
       lazyConnect: false,
       retryStrategy: reconnectBackoff,
     });
-    handleConnectionErrors(this.#connection, logger, 5_000);
+    handleConnectionErrors(this.#connection, logger, options.errorLog ?? connectionErrorLog());
     this.#connection.on('ready', () => void this.#track(++this.#opened));
     this.#connection.on('close', () => {
       this.#redirect = undefined;
@@ -350,6 +355,7 @@ export class ClusterSessionChangeFeed implements SessionChanges {
   readonly #options: SessionChangeFeedOptions;
   readonly #reads: ClusterSessionReads;
   readonly #feeds = new Map<string, SessionChangeFeed>();
+  readonly #errorLogs = new Map<string, ErrorLogGate>();
   /** What each master's feed reports: changes go straight through, its tracking counts towards all of them. */
   readonly #fromNode: SessionChangeListener;
   readonly #sync = (): void => this.#syncMasters();
@@ -404,11 +410,27 @@ export class ClusterSessionChangeFeed implements SessionChanges {
     for (const [node, redis] of masters) {
       if (this.#feeds.has(node)) continue;
       const logger = this.#logger.child({ node });
-      const reads = new TrackedSessionReads(redis, logger, this.#cluster);
+      const errorLog = this.#errorLogOf(node);
+      const reads = new TrackedSessionReads(redis, logger, this.#cluster, errorLog);
       this.#reads.byMaster.set(node, reads);
-      this.#feeds.set(node, new SessionChangeFeed(redis, reads, this.#fromNode, logger, { heartbeatMs: this.#options.heartbeatMs }));
+      this.#feeds.set(node, new SessionChangeFeed(redis, reads, this.#fromNode, logger, { heartbeatMs: this.#options.heartbeatMs, errorLog }));
     }
     this.#update();
+  }
+
+  /**
+   * A master's error lines outlive its feed: while it is down, the client drops it and takes it
+   * back at each slot refresh, and each new feed would log its first error at once. A gate whose
+   * interval has passed is forgotten, as a new one would do the same.
+   */
+  #errorLogOf(node: string): ErrorLogGate {
+    for (const [name, gate] of this.#errorLogs) if (gate.idle) this.#errorLogs.delete(name);
+    let gate = this.#errorLogs.get(node);
+    if (gate === undefined) {
+      gate = connectionErrorLog();
+      this.#errorLogs.set(node, gate);
+    }
+    return gate;
   }
 
   #update(): void {

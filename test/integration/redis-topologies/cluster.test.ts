@@ -12,7 +12,11 @@ import { keyHashOf, request } from '../../support/limits-fixtures.ts';
 import { startRedisCluster, type RedisClusterHandle } from '../../harness/index.ts';
 import { alignTo, metricValues, sleep, uniqueId } from '../limits/helpers.ts';
 import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gateways.ts';
-import { eventually, quietLogger } from '../sidecar/helpers.ts';
+import { call, compiledApi, compiledConfig, eventually, quietLogger, sidecarOptions, startTestSidecar, storeSession } from '../sidecar/helpers.ts';
+import { startEchoUpstream } from '../../../demo/upstream.ts';
+import type { RunningSidecar } from '../../../sidecar/app.ts';
+import { collectingLogger } from '../../support/collecting-logger.ts';
+import { HandSource } from '../../support/hand-source.ts';
 import { gatewayTold, killReportConnection, trackedKeys, withReportedSessions } from '../../support/session-changes.ts';
 
 let cluster: RedisClusterHandle;
@@ -303,6 +307,43 @@ describe('Redis Cluster with a master gone', () => {
       }
     } finally {
       await stopAllGateways();
+      await own.dispose();
+    }
+  });
+});
+
+describe('Redis Cluster with a master gone: the log', () => {
+  it('a gateway serving keys on every master logs the outage once, not at each call and each reconnection', async () => {
+    const own = await startRedisCluster();
+    const upstream = await startEchoUpstream();
+    const client = createRedisClient(own.url, { lazyConnect: false }) as Cluster;
+    const logs: string[] = [];
+    let sidecar: RunningSidecar | undefined;
+    try {
+      const target = compiledApi(uniqueId('cl-log'), upstream.url, { keyless: false });
+      const source = new HandSource(compiledConfig([target], { redis_failure_mode: 'open' }));
+      sidecar = await startTestSidecar(sidecarOptions('default', own.url), { source, logger: collectingLogger(logs) });
+      await waitReady(client);
+      // Keys whose limits and sessions sit on every master: calls to the others succeed between the failures.
+      const keys = await Promise.all(Array.from({ length: 12 }, () => storeSession(client, { rate: 1000, per: 1, access_rights: { [target.api_id]: { api_id: target.api_id } } })));
+      const url = `${sidecar.proxyUrl}/${target.api_id}/`;
+      for (const key of keys) expect((await call(url, { headers: { authorization: key } })).status).toBe(200);
+      const before = logs.length;
+      await own.stopNode(Number(client.nodes('master')[0]!.options.port));
+      // 4 s of traffic, 25 requests a second.
+      for (let i = 0; i < 100; i++) {
+        await Promise.all([call(url, { headers: { authorization: keys[i % keys.length]! } }).catch(() => undefined), sleep(40)]);
+      }
+      const lines = logs.slice(before).map((line) => (JSON.parse(line) as { msg: string }).msg);
+      const count = (msg: string): number => lines.filter((line) => line === msg).length;
+      expect(count('rate-limit store unreachable')).toBeLessThanOrEqual(1);
+      expect(count('rate-limit store reachable again')).toBe(0);
+      // One a 5 s per connection gate: the Cluster client's, and the lost master's session feed.
+      expect(count('redis unavailable'), lines.join('\n')).toBeLessThanOrEqual(4);
+    } finally {
+      await sidecar?.close();
+      client.disconnect();
+      await upstream.close();
       await own.dispose();
     }
   });

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
 import { connect } from 'node:net';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
-import { Redis } from 'ioredis';
+import { Redis, type Cluster } from 'ioredis';
 import { pino } from 'pino';
 import { API_ID_LABEL, apiIdLabelValue, CONFIG_KEY, configMapName, MANAGED_BY, MANAGED_BY_LABEL } from '../../../common/compiled-config-map.ts';
 import { RedisSessionStore } from '../../../common/session-store.ts';
@@ -98,7 +98,7 @@ export async function deployApi(
 }
 
 /** Store a session in the harness Redis for a fresh raw key; returns the raw key. */
-export async function storeSession(redis: Redis, fields: Record<string, unknown>): Promise<string> {
+export async function storeSession(redis: Redis | Cluster, fields: Record<string, unknown>): Promise<string> {
   const rawKey = randomBytes(16).toString('hex');
   await new RedisSessionStore(redis).put(keyHash(rawKey), sessionSchema.parse(fields));
   return rawKey;
