@@ -7,7 +7,6 @@ import type { Session } from '../../crds/session.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import { authenticate, type AuthResult } from '../auth/authenticator.ts';
 import type { SessionCache } from '../auth/session-cache.ts';
-import { effectiveLimits } from '../limits/effective-session.ts';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
 import { streamMaxWaitMs, type StreamSlot, type StreamSlots } from '../limits/stream-limiter.ts';
 import type { DecisionOutcome, LimitDecision, LimitEngine } from '../limits/types.ts';
@@ -140,7 +139,8 @@ export class Gateway {
     const { api } = routed.match.route;
     if (api.stream_limit === null) return this.#decide(routed, session, keyHash, null);
     const limit = api.stream_limit;
-    if (session !== null && effectiveLimits(session, api.api_id, routed.state.policies).throttle !== null) return this.#decide(routed, session, keyHash, { takeOnAdmission: limit });
+    const request = { api, method: routed.method, path: routed.match.relativePath, session, keyHash };
+    if (session !== null && this.#deps.engine.throttles(request)) return this.#decide(routed, session, keyHash, { takeOnAdmission: limit });
     return this.#takeSlot(routed, limit).then((slot) => {
       // The config may have changed while the slot was given: the request starts over on it.
       if (routed.attempt < maxAdmissions && this.#deps.state() !== routed.state) {

@@ -28,6 +28,8 @@ class RecordingEngine implements LimitEngine {
     return Promise.resolve({ outcome: 'key_rate_limited', rate: null, quota: null });
   }
 
+  throttles = (): boolean => false;
+
   explain(): Promise<LimitExplanation> {
     return Promise.reject(new Error('the gateway never explains'));
   }

@@ -167,6 +167,10 @@ class Engine implements LimitEngine {
     return undefined;
   }
 
+  throttles(request: LimitRequest): boolean {
+    return this.#planner.plan(request, this.#now()).throttle !== null;
+  }
+
   readonly #counted = (evaluated: Evaluated): LimitDecision => {
     this.#metrics.decisions.inc(evaluated.algorithm, evaluated.decision.outcome);
     return evaluated.decision;

@@ -120,6 +120,8 @@ export interface LimitEngine {
    * (docs/architecture.md#performance). Throws where it would otherwise reject.
    */
   decide(request: LimitRequest, signal?: AbortSignal): MaybePromise<LimitDecision>;
+  /** Whether a rate-limited decision for the request would be throttled (waited on and retried): the key-level limit it meets carries a throttle. */
+  throttles(request: LimitRequest): boolean;
   /** Reads what `decide` would meet for the request; takes nothing. Throws when the store cannot be read. */
   explain(request: LimitRequest): Promise<LimitExplanation>;
   /** Swap in a new compiled config (settings, APIs, policies); counters are kept. */

@@ -229,7 +229,12 @@ describe('Kubernetes config source', () => {
     try {
       // Named and held by no ConfigMap yet: /readyz says so, and the gateway stays ready.
       const readyz = async (): Promise<{ status: string; problems: { subject: string; reason: string }[] }> => (await call(`${filtered.healthUrl}/readyz`)).json() as never;
-      await eventually(async () => (await readyz()).problems.length > 0, 10_000, 'the missing API reported');
+      // Its Redis connection may still be opening on a loaded machine: that is listed too, until it is open.
+      const reported = async (): Promise<boolean> => {
+        const subjects = (await readyz()).problems.map((problem) => problem.subject);
+        return subjects.includes(`api ${wanted.api_id}`) && !subjects.includes('Redis');
+      };
+      await eventually(reported, 10_000, 'the missing API reported');
       expect(await readyz()).toMatchObject({
         status: 'ready',
         problems: [{ subject: `api ${wanted.api_id}`, reason: `GW_APIS names it, and no compiled ConfigMap in namespace ${namespace} holds it: is there an ApiDefinition with this api_id (the operator compiles it within seconds)?` }],

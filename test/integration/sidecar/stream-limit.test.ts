@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { GatewaySettings } from '../../../crds/settings.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
+import { READ_AGAIN_MS } from '../../../sidecar/limits/heartbeat.ts';
 import { HandSource } from '../../support/hand-source.ts';
 import { call, compiledApi, compiledConfig, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId, type CallResult } from './helpers.ts';
 
@@ -105,6 +106,9 @@ describe('stream rate-limit resource: callers wait their turn', () => {
       const { port } = recording.address() as AddressInfo;
       const api = compiledApi(uniqueId('stream'), `http://127.0.0.1:${port}`, { keyless: false, stream_limit: { label: 'up', count: 1, interval_ms: 1000 } });
       sidecar = await startTestSidecar(sidecarOptions('default'), { source: new HandSource(compiledConfig([api], {})) });
+      // The DRL's first decisions on a new API wait for the reads of its live gateways: past
+      // them, each request is forwarded as soon as it has its slot, and the spacing shows.
+      await sleep(READ_AGAIN_MS + 250);
       const grant = { [api.api_id]: { api_id: api.api_id } };
       // A's second request is refused by its rate and retried every second until its window has room (3 s).
       const throttled = await storeSession(redis, { rate: 1, per: 3, throttle_interval: 1, throttle_retry_limit: 4, access_rights: grant });
