@@ -16,9 +16,11 @@ export const patternParts = (pattern: string): string[] => pattern.split('|').ma
 /**
  * What keeps a pattern from meaning what it says, or null: a `$` that starts no reference
  * (`$GW_META.org`, `${gw_meta.org}`), or a `$gw_meta.` that names no field. Such text is the
- * same for every key, so it would put every key of the Policy in one allowance.
+ * same for every key, so it would put every key of the Policy in one allowance. No pattern
+ * (absent, empty, or not text, which the schemas refuse) has none.
  */
-export function patternMistake(pattern: string): string | null {
+export function patternMistake(pattern: unknown): string | null {
+  if (typeof pattern !== 'string') return null;
   for (const part of patternParts(pattern)) {
     if (part === metaPrefix) return `"${metaPrefix}" names no field: write ${metaPrefix}FIELD`;
     if (part.startsWith(metaPrefix)) continue;

@@ -76,7 +76,7 @@ export function compilePolicy(ref: ResourceRef, spec: PolicySpec, lookup: ApiLoo
   const metaData = spec.meta_data ?? {};
   const pattern = metaData.rate_limit_pattern;
   // Reported, and in force as written: leaving it out would give each key the allowance meant for many.
-  const mistake = pattern ? patternMistake(pattern) : null;
+  const mistake = patternMistake(pattern);
   if (mistake !== null) problems.push({ ref, field: 'spec.meta_data.rate_limit_pattern', reason: 'InvalidRateLimitPattern', message: mistake });
   return {
     policy: {

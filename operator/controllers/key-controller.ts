@@ -159,8 +159,7 @@ export class KeyController implements KindController {
     if (missingApis.length > 0) {
       problems.push({ reason: 'MissingApi', message: `access_rights names ${missingApis.map((id) => `api_id "${id}"`).join(', ')}, not an ApiDefinition` });
     }
-    const pattern = key.spec.meta_data?.rate_limit_pattern;
-    const mistake = pattern ? patternMistake(pattern) : null;
+    const mistake = patternMistake(key.spec.meta_data?.rate_limit_pattern);
     if (mistake !== null) problems.push({ reason: 'InvalidRateLimitPattern', message: `meta_data.rate_limit_pattern: ${mistake}` });
     const [first] = problems;
     if (!first) return { ready: true, reason: 'SessionStored', message: 'session stored', fields };

@@ -84,8 +84,7 @@ function keyProblems(spec: KeyDocSpec | undefined, namespace: string, config: Co
   if (missingApis.length > 0) {
     found.push({ reason: `spec.access_rights: no ApiDefinition has api_id ${missingApis.map((id) => `"${id}"`).join(', ')}`, code: 'MissingApi' });
   }
-  const pattern = spec?.meta_data?.rate_limit_pattern;
-  const mistake = typeof pattern === 'string' && pattern !== '' ? patternMistake(pattern) : null;
+  const mistake = patternMistake(spec?.meta_data?.rate_limit_pattern);
   if (mistake !== null) found.push({ reason: `spec.meta_data.rate_limit_pattern: ${mistake}`, code: 'InvalidRateLimitPattern' });
   return found;
 }

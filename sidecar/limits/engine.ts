@@ -168,7 +168,7 @@ class Engine implements LimitEngine {
   }
 
   throttles(request: LimitRequest): boolean {
-    return this.#planner.plan(request, this.#now()).throttle !== null;
+    return this.#planner.throttle(request) !== null;
   }
 
   readonly #counted = (evaluated: Evaluated): LimitDecision => {

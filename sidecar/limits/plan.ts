@@ -2,7 +2,7 @@ import type { CompiledApi, CompiledConfig } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
 import { effectiveLimits, type EffectiveLimits, type KeyQuota, type KeyRateLimit } from './effective-session.ts';
 import { compileEndpoints, firstMatch, type EndpointMatcher } from './endpoint-match.ts';
-import type { LimitScope, LimitSource, PlannedLimit, QuotaPlan, RequestPlan } from './plan-types.ts';
+import type { LimitScope, LimitSource, PlannedLimit, QuotaPlan, RequestPlan, ThrottlePlan } from './plan-types.ts';
 import { rateLimitIdentity } from './rate-limit-pattern.ts';
 import type { LimitRequest } from './types.ts';
 
@@ -46,6 +46,11 @@ const perSecond = (limit: KeyRateLimit): number => limit.rate.rate / limit.rate.
 const toMs = (seconds: number): number => Math.max(1, Math.round(seconds * 1000));
 
 /** Highest rate/per among the first match of each policy (docs/behaviour.md#several-policies-on-one-key applied per endpoint). */
+/** The key-level limit a request meets: its endpoint's, else the key's per-API or global rate. */
+function keyLimitMet(entry: SessionEntry, request: LimitRequest): KeyRateLimit | null {
+  return keyEndpointLimit(entry.limits.endpointGroups, request.method, request.path) ?? entry.limits.rate;
+}
+
 function keyEndpointLimit(groups: EffectiveLimits['endpointGroups'], method: string, path: string): KeyRateLimit | null {
   let best: KeyRateLimit | null = null;
   for (const group of groups) {
@@ -148,8 +153,7 @@ export class Planner {
     if (apiLimit) limits.push(apiLimit);
     if (!request.session || !request.keyHash) return { limits, quota: null, throttle: null };
     const entry = this.#sessionEntry(request.session, request.keyHash, request.api.api_id);
-    const keyLimit =
-      keyEndpointLimit(entry.limits.endpointGroups, request.method, request.path) ?? entry.limits.rate;
+    const keyLimit = keyLimitMet(entry, request);
     // A request is throttled as the limit it meets says: a per-endpoint limit's Policy may throttle where another Policy's rate does not.
     if (keyLimit) {
       let planned = entry.planned.get(keyLimit);
@@ -161,6 +165,12 @@ export class Planner {
     }
     const quota = entry.limits.quota ? quotaPlan(entry.limits.quota, entry, request.session, nowMs) : null;
     return { limits, quota, throttle: keyLimit?.throttle ?? null };
+  }
+
+  /** The throttle of the key-level limit the request meets, as `plan` gives it, without planning the rest. */
+  throttle(request: LimitRequest): ThrottlePlan | null {
+    if (!request.session || !request.keyHash) return null;
+    return keyLimitMet(this.#sessionEntry(request.session, request.keyHash, request.api.api_id), request)?.throttle ?? null;
   }
 
   /** What `plan` chose among for the same request: never on the request path, only for the effective-limits read. */
