@@ -26,7 +26,7 @@ import { metricsOf } from '../common/metrics-text.ts';
 import { createLimitBackends } from './limits/backends.ts';
 import { createLimitEngine } from './limits/engine.ts';
 import { liveGateways } from './limits/heartbeat.ts';
-import { StreamLimiters, type StreamSlots } from './limits/stream-limiter.ts';
+import { StreamLimiters, streamResourcesOf, type StreamSlots } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEvent, SmoothingEventSink } from './limits/types.ts';
 import { drain, listen, urlOf } from '../common/listen.ts';
 import { createSidecarMetrics, type SidecarMetrics } from './metrics.ts';
@@ -315,6 +315,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   const httpProxy = new HttpProxyForwarder(forwarderOptions);
   const undici = new UndiciForwarder(forwarderOptions);
   const source = selectSource(options, overrides, parts, settings, await retainedByOtherWorkers(options, overrides, parts));
+  const streams = overrides.worker?.streams ?? new StreamLimiters();
   const runtime = new ConfigRuntime({
     source,
     local,
@@ -323,6 +324,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     metrics,
     onSwap: (state) => {
       for (const forwarder of [undici, httpProxy]) forwarder.retainOrigins(state.routes.origins);
+      streams.configure(streamResourcesOf(runtime.apis()));
     },
   });
   const sessions = cachedSessions(parts, options.sessionCacheSize, () => runtime.state().settings, source);
@@ -332,7 +334,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     sessions: sessions.cache,
     forwarders: { undici, 'http-proxy': httpProxy },
     upgrades: httpProxy,
-    streams: overrides.worker?.streams ?? new StreamLimiters(),
+    streams,
     metrics,
     logger,
   });

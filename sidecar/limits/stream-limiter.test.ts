@@ -113,6 +113,123 @@ describe('StreamLimiter', () => {
   });
 });
 
+/** A clock the test moves by hand. */
+function manualClock(): { now: () => number; advance: (ms: number) => void } {
+  let nowMs = 1_000_000;
+  return { now: () => nowMs, advance: (ms) => (nowMs += ms) };
+}
+
+/** Slot times a limiter gives, relative to `from`; a refusal reads as null. */
+const startsOf = (reservations: ReturnType<StreamLimiter['reserve']>[], from: number): (number | null)[] =>
+  reservations.map((reservation) => ('startMs' in reservation ? reservation.startMs - from : null));
+
+describe('StreamLimiter on a clock moved by hand', () => {
+  it('never gives more than count slots within any interval, whenever the callers come', () => {
+    const clock = manualClock();
+    const t0 = clock.now();
+    const limiter = new StreamLimiter({ label: 'l', count: 2, interval_ms: 300 }, clock.now);
+    const given = [limiter.reserve(10_000)];
+    clock.advance(200);
+    given.push(limiter.reserve(10_000));
+    clock.advance(110);
+    // At 310 the slot at 0 is an interval old: one more now. The next must wait for the one at 200 to be an interval old.
+    given.push(limiter.reserve(10_000), limiter.reserve(10_000), limiter.reserve(10_000));
+    expect(startsOf(given, t0)).toEqual([0, 200, 310, 500, 610]);
+  });
+
+  it('a slot given back before later ones goes to the next newcomer when nobody waits behind it', () => {
+    const clock = manualClock();
+    const t0 = clock.now();
+    const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 2000 }, clock.now);
+    const given = [0, 1, 2, 3].map(() => limiter.reserve(20_000));
+    expect(startsOf(given, t0)).toEqual([0, 2000, 4000, 6000]);
+    clock.advance(300);
+    limiter.release((given[3] as { id: number }).id);
+    clock.advance(200);
+    limiter.release((given[2] as { id: number }).id);
+    clock.advance(300);
+    // The slot at 4000 is free again: the newcomer takes it, not the one at 6000.
+    expect(startsOf([limiter.reserve(20_000)], t0)).toEqual([4000]);
+  });
+
+  it('a raised count or a shorter interval brings the callers already waiting forward at once', () => {
+    const clock = manualClock();
+    const t0 = clock.now();
+    const moves: [number, number][] = [];
+    const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 2000 }, clock.now);
+    const given = [0, 1, 2, 3, 4].map(() => limiter.reserve(20_000, (move) => moves.push([move.id, move.startMs - t0])));
+    clock.advance(500);
+    const raised = limiter.changedTo({ label: 'l', count: 10, interval_ms: 2000 });
+    const ids = given.map((reservation) => (reservation as { id: number }).id);
+    expect(moves).toEqual(ids.slice(1).map((id) => [id, 500]));
+    // Five slots given within this interval: five more for newcomers, then the next interval's.
+    expect(startsOf([0, 1, 2, 3, 4, 5].map(() => raised.reserve(20_000)), t0)).toEqual([500, 500, 500, 500, 500, 2000]);
+
+    const shortened = new StreamLimiter({ label: 's', count: 1, interval_ms: 10_000 }, clock.now);
+    const t1 = clock.now();
+    const queued = [0, 1, 2].map(() => shortened.reserve(30_000));
+    expect(startsOf(queued, t1)).toEqual([0, 10_000, 20_000]);
+    clock.advance(500);
+    const faster = shortened.changedTo({ label: 's', count: 1, interval_ms: 1000 });
+    expect(startsOf([faster.reserve(30_000)], t1)).toEqual([3000]);
+  });
+
+  it('a lowered count keeps the slots of the callers waiting, and newcomers count them', () => {
+    const clock = manualClock();
+    const t0 = clock.now();
+    const limiter = new StreamLimiter({ label: 'l', count: 3, interval_ms: 1000 }, clock.now);
+    const moves: unknown[] = [];
+    const given = [0, 1, 2, 3].map(() => limiter.reserve(10_000, (move) => moves.push(move)));
+    expect(startsOf(given, t0)).toEqual([0, 0, 0, 1000]);
+    const lowered = limiter.changedTo({ label: 'l', count: 1, interval_ms: 1000 });
+    expect(moves).toEqual([]);
+    expect(startsOf([lowered.reserve(10_000)], t0)).toEqual([2000]);
+  });
+
+  it('gives back the slots still to come of the callers one owner held, and keeps its slots that came', () => {
+    const clock = manualClock();
+    const t0 = clock.now();
+    const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 1000 }, clock.now);
+    const owners = [1, 0, 1, 0];
+    const given = owners.map((owner) => limiter.reserve(10_000, undefined, owner));
+    expect(startsOf(given, t0)).toEqual([0, 1000, 2000, 3000]);
+    clock.advance(100);
+    limiter.releaseWaitingOf(0);
+    // Owner 1's slot at 0 came and stays; its slot at 2000 moves up to 1000; the next newcomer gets 2000.
+    expect(startsOf([limiter.reserve(10_000)], t0)).toEqual([2000]);
+  });
+
+  it('a resource gone lets every caller waiting go at once, and forgets the slots', () => {
+    const clock = manualClock();
+    const t0 = clock.now();
+    const limiters = new StreamLimiters(clock.now);
+    const limit = { label: 'l', count: 1, interval_ms: 60_000 };
+    const moves: number[] = [];
+    const given = [0, 1, 2].map(() => limiters.reserve({ apiId: 'a', limit, maxWaitMs: 200_000 }, (move) => moves.push(move.startMs - t0)));
+    expect(startsOf(given, t0)).toEqual([0, 60_000, 120_000]);
+    clock.advance(10);
+    limiters.configure(new Map([['b', limit]]));
+    expect(moves).toEqual([10, 10]);
+    // Named again later, the resource starts from nothing given.
+    expect(startsOf([limiters.reserve({ apiId: 'a', limit, maxWaitMs: 0 })], t0)).toEqual([10]);
+  });
+
+  it('a slot given back after the primary moved it is found by its id, wherever it went', () => {
+    const clock = manualClock();
+    const t0 = clock.now();
+    const limiters = new StreamLimiters(clock.now);
+    const limit = { label: 'l', count: 1, interval_ms: 2000 };
+    const given = [0, 1, 2, 3].map(() => limiters.reserve({ apiId: 'a', limit, maxWaitMs: 20_000 }));
+    const [, second, third, fourth] = given.map((reservation) => (reservation as { id: number }).id);
+    clock.advance(100);
+    limiters.release({ apiId: 'a', id: second! });
+    limiters.release({ apiId: 'a', id: third! });
+    limiters.release({ apiId: 'a', id: fourth! });
+    // All three given back: the next slots are at 2000 and 4000, one per interval.
+    expect(startsOf([0, 1].map(() => limiters.reserve({ apiId: 'a', limit, maxWaitMs: 20_000 })), t0)).toEqual([2000, 4000]);
+  });
+});
+
 describe('streamMaxWaitMs', () => {
   it('is stream_rate_limit_max_wait_ms, by default the upstream timeout', () => {
     expect(streamMaxWaitMs(gatewaySettingsSchema.parse({}))).toBe(30_000);
@@ -122,7 +239,7 @@ describe('streamMaxWaitMs', () => {
 });
 
 describe('StreamLimiters', () => {
-  it('shares one limiter per API and label, not across APIs', async () => {
+  it('shares one limiter per API, not across APIs', async () => {
     const limiters = new StreamLimiters();
     const limit = { label: 'shared', count: 1, interval_ms: 5000 };
     await acquire(limiters.get('a', limit), 0);
@@ -150,6 +267,12 @@ describe('StreamLimiters', () => {
     ];
     const outcomes = versions.flatMap(() => Array.from({ length: 10 }, (_, i) => limiters.reserve({ apiId: 'a', limit: versions[i % 2]!, maxWaitMs: 0 })));
     expect(outcomes.filter((outcome) => 'startMs' in outcome)).toHaveLength(3);
+  });
+
+  it('a renamed label goes on from the slots given', async () => {
+    const limiters = new StreamLimiters();
+    await acquire(limiters.get('a', { label: 'x', count: 1, interval_ms: 60_000 }), 0);
+    await expect(acquire(limiters.get('a', { label: 'y', count: 1, interval_ms: 60_000 }), 0)).rejects.toBeInstanceOf(StreamRateLimitWaitError);
   });
 
   it('a lowered count takes no slot given back from callers already admitted', async () => {

@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { CompiledStreamLimit } from '../../crds/compiled.ts';
+import type { CompiledApi, CompiledStreamLimit } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import { StreamRateLimitWaitError } from './errors.ts';
 
@@ -17,6 +17,12 @@ export function streamMaxWaitMs(settings: GatewaySettings): number {
  */
 export interface StreamSlots {
   take(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number): Promise<StreamSlot>;
+  /**
+   * The stream rate-limit resource of each API a config now serves, by api_id (an API without
+   * one is absent): a changed resource applies to the callers waiting at once, and the callers
+   * of a resource gone no longer wait.
+   */
+  configure(resources: ReadonlyMap<string, CompiledStreamLimit>): void;
 }
 
 /** A slot given to a request. */
@@ -43,15 +49,24 @@ export type SlotReservation = { id: number; startMs: number } | { refusedWaitMs:
 /** A slot given back by a caller that left before it came, or whose request a limit refused. */
 export interface SlotRelease {
   apiId: string;
-  limit: CompiledStreamLimit;
+  id: number;
+}
+
+/** A waiting caller's slot came sooner (`startMs`): a caller ahead of it gave its own back, or the resource changed. */
+export interface SlotMove {
   id: number;
   startMs: number;
 }
 
-/** A waiting caller's slot came sooner (`startMs`): a caller ahead of it gave its own back. */
-export interface SlotMove {
-  id: number;
-  startMs: number;
+/** An API's stream rate-limit resource, as a worker tells the primary of it. */
+export interface StreamResource {
+  apiId: string;
+  limit: CompiledStreamLimit;
+}
+
+/** The stream rate-limit resources of the APIs a config serves, by api_id. */
+export function streamResourcesOf(apis: readonly CompiledApi[]): Map<string, CompiledStreamLimit> {
+  return new Map(apis.flatMap((api) => (api.stream_limit === null ? [] : [[api.api_id, api.stream_limit] as const])));
 }
 
 /**
@@ -131,11 +146,12 @@ export class SlotWait {
   }
 }
 
-/** A caller waiting for a slot still to come: told, through `moved`, when it comes sooner. */
-interface Waiting {
+/** A slot given: its caller's, `owner` the worker it waits in (none in one process); `moved` tells it its slot came sooner. */
+interface GivenSlot {
   id: number;
   startMs: number;
-  moved: (move: SlotMove) => void;
+  owner: number | undefined;
+  moved: ((move: SlotMove) => void) | undefined;
 }
 
 /** Names reservations, unique among the limiters that share it (one process's, or the primary's for all workers). */
@@ -149,17 +165,18 @@ export class ReservationIds {
 }
 
 /**
- * The stream rate-limit resource (docs/behaviour.md#the-stream-rate-limit-resource): a local limiter, `count` per `interval_ms`,
- * of one ApiDefinition (its pipeline), shared by the gateway's requests to that API's
+ * The stream rate-limit resource of one ApiDefinition (docs/behaviour.md#the-stream-rate-limit-resource):
+ * a local limiter, `count` per `interval_ms`, shared by the gateway's requests to that API's
  * upstream when `proxy.rate_limit` names its label; not distributed.
  *
  * Callers wait their turn, first come first served: on arrival each is given the earliest
- * slot not given yet (`count` per interval; while callers queue, intervals follow each
- * other back to back), and waits until then. A caller whose slot is further away than the
- * wait bound is refused at once and takes no slot, so the callers behind it keep theirs. A
- * slot given back (its caller left, or a limit refused its request) goes to the first caller
- * waiting for a later one, whose own slot goes the same way, and so on: every caller behind
- * moves up one place, and the last slot given is free again.
+ * time that keeps every interval to `count` slots (no sooner than the slot given before it,
+ * nor than an interval after the slot given `count` places before it), and waits until then.
+ * A caller whose slot is further away than the wait bound is refused at once and takes no
+ * slot. A slot given back (its caller left, or a limit refused its request) is taken out, and
+ * every caller still waiting behind it comes as soon as that rule allows: they move up, and
+ * the next newcomer finds the room. The slots given in the last interval are kept for that
+ * rule, one entry each.
  */
 export class StreamLimiter {
   readonly label: string;
@@ -168,11 +185,8 @@ export class StreamLimiter {
   readonly #intervalMs: number;
   readonly #now: () => number;
   readonly #ids: ReservationIds;
-  /** Start of the latest interval a slot was given in, and how many it has given. */
-  #windowStart = Number.NEGATIVE_INFINITY;
-  #given = 0;
-  /** Callers whose slot had not come when it was given, in arrival order (so in slot order). */
-  #waiting: Waiting[] = [];
+  /** The slots given less than an interval ago and those still to come, in the order given (so in time order). */
+  #slots: GivenSlot[] = [];
   readonly #wait: SlotWait;
 
   constructor(limit: CompiledStreamLimit, now: () => number = Date.now, ids = new ReservationIds()) {
@@ -186,65 +200,58 @@ export class StreamLimiter {
   }
 
   /**
-   * The resource with changed settings, going on from the slots this one has given: the new
-   * `count` and `interval` apply to the slots still to give. Starting afresh instead would let
-   * a whole new `count` through at each change, and while workers run two config versions
-   * (a reload under way) the primary sees the settings alternate request by request.
+   * The resource with changed settings, going on from the slots this one has given: they count
+   * against the new `count` and `interval`, so a change lets no new burst through (nor do
+   * workers that run two config versions while a reload is under way, the primary then seeing
+   * the settings alternate request by request). The callers waiting come as soon as the new
+   * settings allow, and never later than they were told.
    */
   changedTo(limit: CompiledStreamLimit): StreamLimiter {
     const next = new StreamLimiter(limit, this.#now, this.#ids);
-    next.#windowStart = this.#windowStart;
-    next.#given = this.#given;
-    next.#waiting = this.#waiting;
+    next.#slots = this.#slots;
+    next.#bringForward(0, this.#now());
     return next;
   }
 
   /**
-   * Gives the caller the earliest slot not given yet, unless it is more than `maxWaitMs`
+   * Gives the caller the earliest slot the resource allows, unless it is more than `maxWaitMs`
    * away: then it is refused and takes nothing. `moved` hears of the slot coming sooner.
    */
-  reserve(maxWaitMs: number, moved: (move: SlotMove) => void = () => undefined): SlotReservation {
+  reserve(maxWaitMs: number, moved?: (move: SlotMove) => void, owner?: number): SlotReservation {
     const nowMs = this.#now();
-    let start = this.#windowStart;
-    let given = this.#given;
-    if (nowMs >= start + this.#intervalMs) {
-      start = nowMs;
-      given = 0;
-    } else if (given >= this.#count) {
-      start += this.#intervalMs;
-      given = 0;
-    }
-    const waitMs = Math.max(0, start - nowMs);
+    this.#forgetEnded(nowMs);
+    const startMs = this.#earliest(this.#slots.length, nowMs);
+    const waitMs = startMs - nowMs;
     if (waitMs > maxWaitMs) return { refusedWaitMs: waitMs };
-    this.#windowStart = start;
-    this.#given = given + 1;
     const id = this.#ids.next();
-    if (start > nowMs) this.#waiting.push({ id, startMs: start, moved });
-    return { id, startMs: start };
+    this.#slots.push({ id, startMs, owner, moved: startMs > nowMs ? moved : undefined });
+    return { id, startMs };
   }
 
-  /**
-   * A slot given back: a caller that left before it came, or whose request a limit refused.
-   * The first caller waiting for a later slot takes it, and so on down the queue; the last
-   * slot freed goes back to its interval, if it is still the latest one given.
-   */
-  release(id: number, startMs: number): void {
+  /** A slot given back: a caller that left before it came, or whose request a limit refused. */
+  release(id: number): void {
+    const at = this.#slots.findIndex((slot) => slot.id === id);
+    // Not found: its interval has ended, and it bounds nothing any more.
+    if (at < 0) return;
+    this.#slots.splice(at, 1);
+    this.#bringForward(at, this.#now());
+  }
+
+  /** Gives back the slots still to come of the callers `owner` held: a worker that ended. */
+  releaseWaitingOf(owner: number): void {
     const nowMs = this.#now();
-    // Callers whose slot has come are waiting no more.
-    while (this.#waiting.length > 0 && this.#waiting[0]!.startMs <= nowMs) this.#waiting.shift();
-    const at = this.#waiting.findIndex((waiting) => waiting.id === id);
-    if (at >= 0) this.#waiting.splice(at, 1);
-    // A slot of an interval that has ended is of use to nobody.
-    if (startMs + this.#intervalMs <= nowMs) return;
-    let free = startMs;
-    for (const waiting of this.#waiting) {
-      if (waiting.startMs <= free) continue;
-      const later = waiting.startMs;
-      waiting.startMs = free;
-      waiting.moved({ id: waiting.id, startMs: free });
-      free = later;
-    }
-    if (free === this.#windowStart) this.#given -= 1;
+    const kept = this.#slots.filter((slot) => slot.owner !== owner || slot.startMs <= nowMs);
+    if (kept.length === this.#slots.length) return;
+    const at = kept.findIndex((slot, i) => slot !== this.#slots[i]);
+    this.#slots = kept;
+    this.#bringForward(at < 0 ? kept.length : at, nowMs);
+  }
+
+  /** The resource is gone from its API: every caller still waiting goes now. */
+  releaseAll(): void {
+    const nowMs = this.#now();
+    for (const slot of this.#slots) this.#moveTo(slot, Math.min(slot.startMs, nowMs));
+    this.#slots = [];
   }
 
   /**
@@ -256,8 +263,37 @@ export class StreamLimiter {
     const reservation = this.reserve(maxWaitMs, (move) => time.moveTo(move.startMs));
     if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(this.label, maxWaitMs, reservation.refusedWaitMs);
     time.moveTo(reservation.startMs);
-    const release = (): void => this.release(reservation.id, time.startMs);
+    const release = (): void => this.release(reservation.id);
     return { wait: (signal) => this.#wait.until(time, signal, release), giveBack: release };
+  }
+
+  /** The earliest time the slot at `index` may come, given the slots before it. */
+  #earliest(index: number, nowMs: number): number {
+    let startMs = nowMs;
+    if (index > 0) startMs = Math.max(startMs, this.#slots[index - 1]!.startMs);
+    if (index >= this.#count) startMs = Math.max(startMs, this.#slots[index - this.#count]!.startMs + this.#intervalMs);
+    return startMs;
+  }
+
+  /** Brings each slot still to come, from `from` on, as far forward as the slots before it allow. */
+  #bringForward(from: number, nowMs: number): void {
+    for (let i = from; i < this.#slots.length; i += 1) {
+      const slot = this.#slots[i]!;
+      if (slot.startMs > nowMs) this.#moveTo(slot, Math.min(slot.startMs, this.#earliest(i, nowMs)));
+    }
+  }
+
+  #moveTo(slot: GivenSlot, startMs: number): void {
+    if (startMs >= slot.startMs) return;
+    slot.startMs = startMs;
+    slot.moved?.({ id: slot.id, startMs });
+  }
+
+  /** Slots given an interval ago or more bound no later one: the rule's own bound is then in the past. */
+  #forgetEnded(nowMs: number): void {
+    let ended = 0;
+    while (ended < this.#slots.length && this.#slots[ended]!.startMs + this.#intervalMs <= nowMs) ended += 1;
+    if (ended > 0) this.#slots.splice(0, ended);
   }
 }
 
@@ -275,7 +311,7 @@ function abortable<T>(ready: Promise<T>, signal: AbortSignal | undefined): Promi
   });
 }
 
-/** One limiter per API and label, shared in process by every caller that names it. */
+/** One limiter per API, shared in process by every caller of that API. */
 export class StreamLimiters implements StreamSlots {
   readonly #limiters = new Map<string, StreamLimiter>();
   readonly #now: () => number;
@@ -285,12 +321,15 @@ export class StreamLimiters implements StreamSlots {
     this.#now = now;
   }
 
+  /**
+   * The API's limiter with these settings: the one it has, changed if they differ (a renamed
+   * label included, so a rename lets no new burst through either).
+   */
   get(apiId: string, limit: CompiledStreamLimit): StreamLimiter {
-    const id = `${apiId}\u0000${limit.label}`;
-    const limiter = this.#limiters.get(id);
-    if (limiter && limiter.settings.count === limit.count && limiter.settings.interval_ms === limit.interval_ms) return limiter;
+    const limiter = this.#limiters.get(apiId);
+    if (limiter && sameLimit(limiter.settings, limit)) return limiter;
     const current = limiter ? limiter.changedTo(limit) : new StreamLimiter(limit, this.#now, this.#ids);
-    this.#limiters.set(id, current);
+    this.#limiters.set(apiId, current);
     return current;
   }
 
@@ -302,15 +341,36 @@ export class StreamLimiters implements StreamSlots {
     }
   }
 
-  /**
-   * A slot for a caller that waits for it elsewhere (a worker, as the primary gives them:
-   * sidecar/workers/stream-slots.ts), told through `moved` when it comes sooner.
-   */
-  reserve({ apiId, limit, maxWaitMs }: SlotRequest, moved?: (move: SlotMove) => void): SlotReservation {
-    return this.get(apiId, limit).reserve(maxWaitMs, moved);
+  configure(resources: ReadonlyMap<string, CompiledStreamLimit>): void {
+    for (const [apiId, limiter] of this.#limiters) {
+      const limit = resources.get(apiId);
+      if (limit !== undefined) {
+        this.get(apiId, limit);
+        continue;
+      }
+      limiter.releaseAll();
+      this.#limiters.delete(apiId);
+    }
   }
 
-  release({ apiId, limit, id, startMs }: SlotRelease): void {
-    this.get(apiId, limit).release(id, startMs);
+  /**
+   * A slot for a caller that waits for it elsewhere (a worker, `owner`, as the primary gives
+   * them: sidecar/workers/stream-slots.ts), told through `moved` when it comes sooner.
+   */
+  reserve({ apiId, limit, maxWaitMs }: SlotRequest, moved?: (move: SlotMove) => void, owner?: number): SlotReservation {
+    return this.get(apiId, limit).reserve(maxWaitMs, moved, owner);
   }
+
+  release({ apiId, id }: SlotRelease): void {
+    this.#limiters.get(apiId)?.release(id);
+  }
+
+  /** A worker ended: the slots still to come of its callers, who will not come, go to the callers behind them. */
+  releaseWaitingOf(owner: number): void {
+    for (const limiter of this.#limiters.values()) limiter.releaseWaitingOf(owner);
+  }
+}
+
+function sameLimit(a: CompiledStreamLimit, b: CompiledStreamLimit): boolean {
+  return a.label === b.label && a.count === b.count && a.interval_ms === b.interval_ms;
 }

@@ -6,7 +6,7 @@
  */
 import type { Readiness } from '../../common/health.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
-import type { SlotMove, SlotRelease, SlotRequest, SlotReservation } from '../limits/stream-limiter.ts';
+import type { SlotMove, SlotRelease, SlotRequest, SlotReservation, StreamResource } from '../limits/stream-limiter.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
 /** The environment variable the primary gives each worker its index in. */
@@ -80,8 +80,10 @@ export interface Notices {
   stop: undefined;
   /** A worker's caller left before the stream rate-limit slot the primary gave it, or its request was refused. */
   streamRelease: SlotRelease;
-  /** The primary brought a worker's caller's slot forward: a caller ahead of it gave one back. */
+  /** The primary brought a worker's caller's slot forward: a caller ahead of it gave one back, or the resource changed. */
   streamMoved: SlotMove;
+  /** A worker loaded a config: the stream rate-limit resources of its APIs. */
+  streamResources: StreamResource[];
 }
 
 type Methods = Record<string, { params: unknown; result: unknown }>;

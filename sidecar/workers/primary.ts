@@ -181,12 +181,8 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
   const sum = new WorkersMetricsSum();
   const slots: Slot[] = Array.from({ length: count }, (_, index) => ({ index, worker: undefined, peer: undefined, listening: false, started: false, startedAt: 0, restartDelayMs: RESTART_DELAY_MS.first, rejoining: false, missedPings: 0, pinging: false }));
   let stopping = false;
-  let startFailed: ((error: Error) => void) | undefined;
-  let allStarted: (() => void) | undefined;
-  const started = new Promise<void>((resolve, reject) => {
-    allStarted = resolve;
-    startFailed = reject;
-  });
+  const started = Promise.withResolvers<void>();
+  let starting = true;
   const restartTimers = new Set<NodeJS.Timeout>();
   // The gateway's stream rate-limit resources, one limiter each for all the workers: they
   // outlive a worker's restart, as they would one process's reload.
@@ -219,11 +215,12 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
       {
         others: (call) => onOthers(slot.index, call),
         retainedApis: () => retainedByOthers(slot.index),
-        streamSlots: (requests) => requests.map((request) => streams.reserve(request, (move) => peer.notify('streamMoved', move))),
+        streamSlots: (requests) => requests.map((request) => streams.reserve(request, (move) => peer.notify('streamMoved', move), slot.index)),
       },
       {
         allowance: ({ labels, value }) => metrics.allowance.set(labels, value),
-        streamRelease: (slot) => streams.release(slot),
+        streamRelease: (release) => streams.release(release),
+        streamResources: (resources) => streams.configure(new Map(resources.map(({ apiId, limit }) => [apiId, limit]))),
         listening: () => {
           slot.listening = true;
         },
@@ -231,7 +228,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
           slot.started = true;
           slot.startedAt = Date.now();
           metrics.running.set(live().length);
-          if (slots.every((s) => s.started)) allStarted?.();
+          if (slots.every((s) => s.started)) started.resolve();
         },
       },
     );
@@ -240,14 +237,16 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
     worker.on('exit', (code, signal) => {
       peer.close(`worker ${slot.index} ended`);
       slot.worker = undefined;
+      // Its waiting callers went with it: their slots go to the callers behind them.
+      streams.releaseWaitingOf(slot.index);
       sum.ended(slot.index);
       metrics.running.set(live().length);
       if (stopping) return;
       const how = signal ?? `exit code ${code}`;
       metrics.exits.inc({ code: String(signal ?? code) });
-      if (startFailed) {
+      if (starting) {
         // A start that fails fails the process, as it does with one process.
-        startFailed(new Error(`worker ${slot.index} ended before the gateway started (${how})`));
+        started.reject(new Error(`worker ${slot.index} ended before the gateway started (${how})`));
         return;
       }
       slot.rejoining = true;
@@ -303,8 +302,8 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
     for (const slot of slots) fork(slot);
     // The workers warm up before they start (up to 10 s each): a stop meanwhile stops them.
     stoppable?.(close);
-    await started;
-    startFailed = undefined;
+    await started.promise;
+    starting = false;
     logger.info({ workers: count, health: urlOf(healthInfo) }, 'gw-sidecar workers started');
     const reload = (): void => live().forEach((slot) => slot.worker!.process.kill('SIGHUP'));
     return { healthUrl: urlOf(healthInfo), reload, close };

@@ -26,7 +26,7 @@ function gateway(n: number, timeoutMs = 1000): { workers: PrimaryStreamSlots[]; 
         retainedApis: () => [],
         streamSlots: (requests) => requests.map((request) => primary.reserve(request, (move) => fromWorker.notify('streamMoved', move))),
       },
-      { streamRelease: (slot) => primary.release(slot) },
+      { streamRelease: (slot) => primary.release(slot), streamResources: (resources) => primary.configure(new Map(resources.map(({ apiId, limit }) => [apiId, limit]))) },
     );
     const unanswered = { alive: () => undefined, readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [], metrics: () => ({ metrics: [], series: [] }) };
     const toWorker = new IpcPeer<WorkerMethods, PrimaryMethods>((message) => setImmediate(() => fromWorker.receive(message)), unanswered, {
@@ -35,6 +35,7 @@ function gateway(n: number, timeoutMs = 1000): { workers: PrimaryStreamSlots[]; 
     const slots: PrimaryStreamSlots = new PrimaryStreamSlots({
       reserve: (requests) => toWorker.call('streamSlots', requests, timeoutMs),
       release: (slot) => toWorker.notify('streamRelease', slot),
+      configure: (resources) => toWorker.notify('streamResources', resources),
       local: new StreamLimiters(),
       onLocal: (error) => locals.push(error),
     });
@@ -96,11 +97,11 @@ describe('PrimaryStreamSlots', () => {
     // Left while its call was on the way: the slot it was given (free at once) goes back too.
     const fresh = { label: 'fresh', count: 1, interval_ms: 5000 };
     const early = new AbortController();
-    const gone = acquire(b!, API, fresh, 0, early.signal);
+    const gone = acquire(b!, 'other-api', fresh, 0, early.signal);
     early.abort(new Error('client left early'));
     await expect(gone).rejects.toThrow('client left early');
     await new Promise((r) => setImmediate(r));
-    expect(primary.reserve({ apiId: API, limit: fresh, maxWaitMs: 0 })).toMatchObject({ startMs: expect.any(Number) });
+    expect(primary.reserve({ apiId: 'other-api', limit: fresh, maxWaitMs: 0 })).toMatchObject({ startMs: expect.any(Number) });
   });
 
   it("moves the callers of every worker behind one that leaves up one place", async () => {
@@ -122,6 +123,22 @@ describe('PrimaryStreamSlots', () => {
     expect(second).toBeLessThan(850);
   });
 
+  it('a config that raises a resource brings forward the callers every worker has waiting, and one without it lets them go', async () => {
+    const { workers: [a, b] } = gateway(2);
+    const slow = { label: 'l', count: 1, interval_ms: 60_000 };
+    await acquire(a!, API, slow, 0);
+    const started = Date.now();
+    const waiting = [acquire(a!, API, slow, 200_000), acquire(b!, API, slow, 200_000)].map((p) => p.then(() => Date.now() - started));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    a!.configure(new Map([[API, { label: 'l', count: 10, interval_ms: 60_000 }]]));
+    expect(Math.max(...(await Promise.all(waiting)))).toBeLessThan(1000);
+
+    const queued = [acquire(b!, 'gone-api', slow, 200_000), acquire(b!, 'gone-api', slow, 200_000)].map((p) => p.then(() => Date.now() - started));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    b!.configure(new Map([[API, slow]]));
+    expect(Math.max(...(await Promise.all(queued)))).toBeLessThan(1000);
+  });
+
   it('asks for the slots of one event-loop turn\'s requests in one call, each answered in its order', async () => {
     const primary = new StreamLimiters();
     const calls: number[] = [];
@@ -131,6 +148,7 @@ describe('PrimaryStreamSlots', () => {
         return requests.map((request) => primary.reserve(request));
       },
       release: () => undefined,
+      configure: () => undefined,
       local: new StreamLimiters(),
       onLocal: () => undefined,
     });
@@ -148,6 +166,7 @@ describe('PrimaryStreamSlots', () => {
     const slots = new PrimaryStreamSlots({
       reserve: (requests) => new IpcPeer<WorkerMethods, PrimaryMethods>(() => undefined, { alive: () => undefined, readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [], metrics: () => ({ metrics: [], series: [] }) }).call('streamSlots', requests, 20),
       release: () => undefined,
+      configure: () => undefined,
       local: new StreamLimiters(),
       onLocal: (error) => locals.push(error),
     });

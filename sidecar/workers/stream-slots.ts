@@ -1,12 +1,14 @@
 import type { CompiledStreamLimit } from '../../crds/compiled.ts';
 import { StreamRateLimitWaitError } from '../limits/errors.ts';
-import { SlotTime, SlotWait, type SlotMove, type SlotRelease, type SlotRequest, type SlotReservation, type StreamSlot, type StreamSlots } from '../limits/stream-limiter.ts';
+import { SlotTime, SlotWait, type SlotMove, type SlotRelease, type SlotRequest, type SlotReservation, type StreamResource, type StreamSlot, type StreamSlots } from '../limits/stream-limiter.ts';
 
 export interface PrimaryStreamSlotsOptions {
   /** Asks the primary for slots, answered in order (one IPC call with a timeout). */
   reserve(requests: SlotRequest[]): Promise<SlotReservation[]>;
   /** Gives a slot back to the primary (an IPC notice). */
   release(slot: SlotRelease): void;
+  /** Tells the primary the resources of this worker's config (an IPC notice). */
+  configure(resources: StreamResource[]): void;
   /** Decides a request the primary did not answer for: this worker's own limiters. */
   local: StreamSlots;
   /** The primary did not answer in time: `local` decided. */
@@ -24,7 +26,7 @@ export interface PrimaryStreamSlotsOptions {
  */
 export class PrimaryStreamSlots implements StreamSlots {
   readonly #options: PrimaryStreamSlotsOptions;
-  /** One wait per API and label, so that the callers of one slot go on in arrival order here too. */
+  /** One wait per API, so that the callers of one slot go on in arrival order here too. */
   readonly #waits = new Map<string, SlotWait>();
   /** The slots this worker's callers wait for, by the primary's id: the primary may bring them forward. */
   readonly #times = new Map<number, SlotTime>();
@@ -48,16 +50,27 @@ export class PrimaryStreamSlots implements StreamSlots {
     this.#times.set(id, time);
     const release = (): void => {
       this.#times.delete(id);
-      this.#options.release({ apiId, limit, id, startMs: time.startMs });
+      this.#options.release({ apiId, id });
     };
     const wait = async (signal?: AbortSignal): Promise<void> => {
       try {
-        await this.#waitOf(apiId, limit.label).until(time, signal, release);
+        await this.#waitOf(apiId).until(time, signal, release);
       } finally {
         this.#times.delete(id);
       }
     };
     return { wait, giveBack: release };
+  }
+
+  /**
+   * The primary's limiters and this worker's own take the config's resources: the primary's
+   * are those of every worker, which run the same config (two versions only while a reload is
+   * under way, which the primary's limiters bear: StreamLimiter.changedTo).
+   */
+  configure(resources: ReadonlyMap<string, CompiledStreamLimit>): void {
+    this.#options.local.configure(resources);
+    for (const apiId of this.#waits.keys()) if (!resources.has(apiId)) this.#waits.delete(apiId);
+    this.#options.configure([...resources].map(([apiId, limit]) => ({ apiId, limit })));
   }
 
   /** The primary brought a waiting caller's slot forward: a caller ahead of it, of any worker, gave one back. */
@@ -87,12 +100,11 @@ export class PrimaryStreamSlots implements StreamSlots {
     );
   };
 
-  #waitOf(apiId: string, label: string): SlotWait {
-    const id = `${apiId}\u0000${label}`;
-    let wait = this.#waits.get(id);
+  #waitOf(apiId: string): SlotWait {
+    let wait = this.#waits.get(apiId);
     if (wait === undefined) {
       wait = new SlotWait();
-      this.#waits.set(id, wait);
+      this.#waits.set(apiId, wait);
     }
     return wait;
   }

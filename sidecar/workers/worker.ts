@@ -36,11 +36,11 @@ export function linkToPrimary(index: number, siblings: readonly string[], logger
     reserve: (requests) =>
       primary.call('streamSlots', requests, STREAM_SLOT_TIMEOUT_MS, (reservations) =>
         reservations.forEach((reservation, i) => {
-          const { apiId, limit } = requests[i]!;
-          if ('id' in reservation) primary.notify('streamRelease', { apiId, limit, id: reservation.id, startMs: reservation.startMs });
+          if ('id' in reservation) primary.notify('streamRelease', { apiId: requests[i]!.apiId, id: reservation.id });
         }),
       ),
     release: (slot) => primary.notify('streamRelease', slot),
+    configure: (resources) => primary.notify('streamResources', resources),
     local: new StreamLimiters(),
     onLocal: (error) => {
       // Once per interval while the primary stays silent, not once per request.

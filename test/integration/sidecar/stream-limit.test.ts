@@ -93,6 +93,29 @@ describe('stream rate-limit resource: callers wait their turn', () => {
     expect(Math.max(...served.map((a) => a.ms))).toBeGreaterThanOrEqual(1000);
   }, 20_000);
 
+  it('a config that raises the resource, or takes it away, applies at once to the callers already waiting', async () => {
+    const id = uniqueId('stream');
+    const withLimit = (count: number) => compiledApi(id, upstream.url, { stream_limit: { label: 'upstream', count, interval_ms: 10_000 } });
+    const source = new HandSource(compiledConfig([withLimit(1)], {}));
+    sidecar = await startTestSidecar(sidecarOptions('default'), { source });
+    const url = `${sidecar.proxyUrl}/${id}/`;
+    const started = Date.now();
+    const timed = () => call(url).then((res) => ({ status: res.status, ms: Date.now() - started }));
+    // One now, the others 10, 20 and 30 s later (within the default wait, the upstream timeout):
+    // raised to 3 per 10 s, the next two go at once.
+    const first = await timed();
+    const queued = [timed(), timed(), timed()];
+    await sleep(300);
+    source.publish(compiledConfig([withLimit(3)], {}));
+    const raised = await Promise.race([Promise.all(queued.slice(0, 2)), sleep(5_000).then(() => 'still waiting')]);
+    expect(raised).toEqual([expect.objectContaining({ status: 200 }), expect.objectContaining({ status: 200 })]);
+    expect(first.status).toBe(200);
+    // The resource taken away: the caller still waiting (its slot 10 s on) goes now.
+    source.publish(compiledConfig([compiledApi(id, upstream.url, { stream_limit: null })], {}));
+    const freed = await Promise.race([queued[2]!, sleep(5_000).then(() => 'still waiting')]);
+    expect(freed).toEqual(expect.objectContaining({ status: 200 }));
+  }, 20_000);
+
   it('a throttled request holds no slot while it waits its throttle turn, and keeps the spacing once admitted', async () => {
     const arrivals: { who: string; ms: number }[] = [];
     let started = 0;
