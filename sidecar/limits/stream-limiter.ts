@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { CompiledApi, CompiledStreamLimit } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import { StreamRateLimitWaitError } from './errors.ts';
+import { SlotLog } from './slot-log.ts';
 
 /** How long a request may wait for a slot: `stream_rate_limit_max_wait_ms`, else the upstream timeout. */
 export function streamMaxWaitMs(settings: GatewaySettings): number {
@@ -146,9 +147,8 @@ export class SlotWait {
   }
 }
 
-/** A slot given: its caller's, `owner` the worker it waits in (none in one process); `moved` tells it its slot came sooner. */
-interface GivenSlot {
-  id: number;
+/** A caller waiting for its slot: `owner` the worker it waits in (none in one process); `moved` tells it its slot came sooner. */
+interface Waiter {
   startMs: number;
   owner: number | undefined;
   moved: ((move: SlotMove) => void) | undefined;
@@ -176,7 +176,7 @@ export class ReservationIds {
  * slot. A slot given back (its caller left, or a limit refused its request) is taken out, and
  * every caller still waiting behind it comes as soon as that rule allows: they move up, and
  * the next newcomer finds the room. The slots given in the last interval are kept for that
- * rule, one entry each.
+ * rule (SlotLog).
  */
 export class StreamLimiter {
   readonly label: string;
@@ -186,7 +186,9 @@ export class StreamLimiter {
   readonly #now: () => number;
   readonly #ids: ReservationIds;
   /** The slots given less than an interval ago and those still to come, in the order given (so in time order). */
-  #slots: GivenSlot[] = [];
+  #slots = new SlotLog();
+  /** The callers of the slots still to come, by slot id, in the order given. */
+  #waiters = new Map<number, Waiter>();
   readonly #wait: SlotWait;
 
   constructor(limit: CompiledStreamLimit, now: () => number = Date.now, ids = new ReservationIds()) {
@@ -209,6 +211,7 @@ export class StreamLimiter {
   changedTo(limit: CompiledStreamLimit): StreamLimiter {
     const next = new StreamLimiter(limit, this.#now, this.#ids);
     next.#slots = this.#slots;
+    next.#waiters = this.#waiters;
     next.#bringForward(0, this.#now());
     return next;
   }
@@ -219,39 +222,46 @@ export class StreamLimiter {
    */
   reserve(maxWaitMs: number, moved?: (move: SlotMove) => void, owner?: number): SlotReservation {
     const nowMs = this.#now();
-    this.#forgetEnded(nowMs);
+    this.#forgetPast(nowMs);
     const startMs = this.#earliest(this.#slots.length, nowMs);
     const waitMs = startMs - nowMs;
     if (waitMs > maxWaitMs) return { refusedWaitMs: waitMs };
     const id = this.#ids.next();
-    this.#slots.push({ id, startMs, owner, moved: startMs > nowMs ? moved : undefined });
+    this.#slots.push(id, startMs);
+    if (startMs > nowMs) this.#waiters.set(id, { startMs, owner, moved });
     return { id, startMs };
   }
 
   /** A slot given back: a caller that left before it came, or whose request a limit refused. */
   release(id: number): void {
-    const at = this.#slots.findIndex((slot) => slot.id === id);
+    const at = this.#slots.indexOf(id);
     // Not found: its interval has ended, and it bounds nothing any more.
     if (at < 0) return;
-    this.#slots.splice(at, 1);
+    this.#slots.removeAt(at);
+    this.#waiters.delete(id);
     this.#bringForward(at, this.#now());
   }
 
   /** Gives back the slots still to come of the callers `owner` held: a worker that ended. */
   releaseWaitingOf(owner: number): void {
     const nowMs = this.#now();
-    const kept = this.#slots.filter((slot) => slot.owner !== owner || slot.startMs <= nowMs);
-    if (kept.length === this.#slots.length) return;
-    const at = kept.findIndex((slot, i) => slot !== this.#slots[i]);
-    this.#slots = kept;
-    this.#bringForward(at < 0 ? kept.length : at, nowMs);
+    let from = this.#slots.length;
+    for (const [id, waiter] of this.#waiters) {
+      if (waiter.owner !== owner || waiter.startMs <= nowMs) continue;
+      const at = this.#slots.indexOf(id);
+      this.#slots.removeAt(at);
+      this.#waiters.delete(id);
+      from = Math.min(from, at);
+    }
+    this.#bringForward(from, nowMs);
   }
 
   /** The resource is gone from its API: every caller still waiting goes now. */
   releaseAll(): void {
     const nowMs = this.#now();
-    for (const slot of this.#slots) this.#moveTo(slot, Math.min(slot.startMs, nowMs));
-    this.#slots = [];
+    for (const [id, waiter] of this.#waiters) if (waiter.startMs > nowMs) waiter.moved?.({ id, startMs: nowMs });
+    this.#waiters.clear();
+    this.#slots.clear();
   }
 
   /**
@@ -270,30 +280,39 @@ export class StreamLimiter {
   /** The earliest time the slot at `index` may come, given the slots before it. */
   #earliest(index: number, nowMs: number): number {
     let startMs = nowMs;
-    if (index > 0) startMs = Math.max(startMs, this.#slots[index - 1]!.startMs);
-    if (index >= this.#count) startMs = Math.max(startMs, this.#slots[index - this.#count]!.startMs + this.#intervalMs);
+    if (index > 0) startMs = Math.max(startMs, this.#slots.startAt(index - 1));
+    if (index >= this.#count) startMs = Math.max(startMs, this.#slots.startAt(index - this.#count) + this.#intervalMs);
     return startMs;
   }
 
   /** Brings each slot still to come, from `from` on, as far forward as the slots before it allow. */
   #bringForward(from: number, nowMs: number): void {
     for (let i = from; i < this.#slots.length; i += 1) {
-      const slot = this.#slots[i]!;
-      if (slot.startMs > nowMs) this.#moveTo(slot, Math.min(slot.startMs, this.#earliest(i, nowMs)));
+      const startMs = this.#slots.startAt(i);
+      if (startMs <= nowMs) continue;
+      const earliest = this.#earliest(i, nowMs);
+      if (earliest >= startMs) continue;
+      this.#slots.setStart(i, earliest);
+      const id = this.#slots.idAt(i);
+      const waiter = this.#waiters.get(id);
+      if (waiter === undefined) continue;
+      waiter.startMs = earliest;
+      waiter.moved?.({ id, startMs: earliest });
     }
   }
 
-  #moveTo(slot: GivenSlot, startMs: number): void {
-    if (startMs >= slot.startMs) return;
-    slot.startMs = startMs;
-    slot.moved?.({ id: slot.id, startMs });
-  }
-
-  /** Slots given an interval ago or more bound no later one: the rule's own bound is then in the past. */
-  #forgetEnded(nowMs: number): void {
+  /**
+   * Forgets the slots given an interval ago or more (they bound no later one: the rule's own
+   * bound is then in the past), and the callers whose slot has come.
+   */
+  #forgetPast(nowMs: number): void {
     let ended = 0;
-    while (ended < this.#slots.length && this.#slots[ended]!.startMs + this.#intervalMs <= nowMs) ended += 1;
-    if (ended > 0) this.#slots.splice(0, ended);
+    while (ended < this.#slots.length && this.#slots.startAt(ended) + this.#intervalMs <= nowMs) ended += 1;
+    if (ended > 0) this.#slots.dropFirst(ended);
+    for (const [id, waiter] of this.#waiters) {
+      if (waiter.startMs > nowMs) break;
+      this.#waiters.delete(id);
+    }
   }
 }
 
