@@ -1,7 +1,7 @@
 import type { Informer, KubernetesObject } from '@kubernetes/client-node';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from './logger.ts';
-import { RestartingInformer } from './restarting-informer.ts';
+import { describeWatchError, RestartingInformer } from './restarting-informer.ts';
 
 /**
  * The restart policy alone, on an informer whose lists fail on cue (a real API server's
@@ -33,7 +33,10 @@ describe('an informer kept running through API-server outages', () => {
     let listed = 0;
     const running = new RestartingInformer(informer, { log: createLogger('test', 'silent'), what: 'Thing', baseMs: 100, maxMs: 500, onListed: () => listed++ });
     await running.start();
+    // Failing since the first failure in a row, with the last error, until a list succeeds.
+    expect(running.failure()).toEqual({ sinceMs: 0, error: new Error('connect ECONNREFUSED') });
     await vi.advanceTimersByTimeAsync(2_000);
+    expect(running.failure()).toBeUndefined();
     expect(starts).toEqual([0, 100, 300, 700, 1200]);
     expect(listed).toBe(1);
     // A good list resets the backoff: the next failure waits the first delay again.
@@ -45,5 +48,20 @@ describe('an informer kept running through API-server outages', () => {
     failWatch();
     await vi.advanceTimersByTimeAsync(5_000);
     expect(starts).toHaveLength(6);
+  });
+});
+
+describe('a watch error described for a status report', () => {
+  it('names the HTTP status and the Status message, or the connection error, never the whole error text', () => {
+    const watchRefused = Object.assign(new Error('Unauthorized'), { statusCode: 401 });
+    expect(describeWatchError(watchRefused)).toBe('401 Unauthorized');
+    // client-node's ApiException: its message holds the response's headers.
+    const listRefused = Object.assign(new Error('HTTP-Code: 403\nMessage: …\nHeaders: {"audit-id":"x"}'), {
+      code: 403,
+      body: JSON.stringify({ kind: 'Status', message: 'configmaps is forbidden: User "system:serviceaccount:demo:gw-sidecar" cannot list resource "configmaps"' }),
+    });
+    expect(describeWatchError(listRefused)).toBe('403 Forbidden: configmaps is forbidden: User "system:serviceaccount:demo:gw-sidecar" cannot list resource "configmaps"');
+    expect(describeWatchError(Object.assign(new TypeError('fetch failed'), { cause: { code: 'ECONNREFUSED' } }))).toBe('ECONNREFUSED (fetch failed)');
+    expect(describeWatchError(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' }))).toBe('connect ECONNREFUSED 127.0.0.1:6443');
   });
 });

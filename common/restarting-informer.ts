@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http';
 import type { Informer, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from './logger.ts';
 
@@ -10,6 +11,14 @@ export interface RestartingInformerOptions {
   maxMs: number;
   /** After each good list: the cache now holds what the API server holds. */
   onListed?: () => void;
+  /** After each failed list or watch, as its restart is planned. */
+  onFailed?: () => void;
+}
+
+/** Since when the watch has failed without a good list, and its last error. */
+export interface WatchFailure {
+  sinceMs: number;
+  error: unknown;
 }
 
 /**
@@ -23,6 +32,7 @@ export class RestartingInformer<T extends KubernetesObject> {
   readonly #options: RestartingInformerOptions;
   #failures = 0;
   #failed = false;
+  #failure: WatchFailure | undefined;
   #stopped = true;
   #timer: NodeJS.Timeout | undefined;
 
@@ -44,18 +54,25 @@ export class RestartingInformer<T extends KubernetesObject> {
     await this.#informer.stop();
   }
 
+  /** Set from a failure until the next good list: what the cache holds may be out of date since `sinceMs`. */
+  failure(): WatchFailure | undefined {
+    return this.#failure;
+  }
+
   async #start(): Promise<void> {
     this.#failed = false;
     await this.#informer.start();
     if (this.#failed || this.#stopped) return;
     this.#failures = 0;
+    this.#failure = undefined;
     this.#options.onListed?.();
   }
 
   #restartLater(error: unknown): void {
     this.#failed = true;
     if (this.#stopped) return;
-    const { log, what, baseMs, maxMs } = this.#options;
+    this.#failure = { sinceMs: this.#failure?.sinceMs ?? Date.now(), error };
+    const { log, what, baseMs, maxMs, onFailed } = this.#options;
     const delayMs = Math.min(maxMs, baseMs * 2 ** this.#failures);
     this.#failures += 1;
     log.warn({ err: error, delayMs }, `${what} watch failed; restarting`);
@@ -64,5 +81,33 @@ export class RestartingInformer<T extends KubernetesObject> {
       if (!this.#stopped) void this.#start();
     }, delayMs);
     this.#timer.unref();
+    onFailed?.();
+  }
+}
+
+/**
+ * A watch error in a few words for a status report: the HTTP status the API server answered
+ * (and its Status message, which names the user and verb refused), or the connection's error
+ * code. Never the error's whole text: client-node's carries the response's headers.
+ */
+export function describeWatchError(error: unknown): string {
+  const err = (error ?? {}) as { code?: unknown; statusCode?: unknown; body?: unknown; message?: unknown; cause?: { code?: unknown } };
+  const status = typeof err.statusCode === 'number' ? err.statusCode : typeof err.code === 'number' ? err.code : undefined;
+  if (status !== undefined) {
+    const text = `${status} ${STATUS_CODES[status] ?? 'error'}`;
+    const message = statusMessage(err.body);
+    return message === undefined || message === STATUS_CODES[status] ? text : `${text}: ${message}`;
+  }
+  const code = typeof err.code === 'string' ? err.code : typeof err.cause?.code === 'string' ? err.cause.code : undefined;
+  const message = typeof err.message === 'string' ? err.message.split('\n', 1)[0]!.slice(0, 200) : String(error);
+  return code === undefined || message.includes(code) ? message : `${code} (${message})`;
+}
+
+function statusMessage(body: unknown): string | undefined {
+  try {
+    const status = (typeof body === 'string' ? JSON.parse(body) : body) as { message?: unknown } | null;
+    return typeof status?.message === 'string' ? status.message.slice(0, 300) : undefined;
+  } catch {
+    return undefined;
   }
 }

@@ -71,7 +71,7 @@ export function createSidecarMetrics(registry = new Registry(), { processMetrics
     }),
     configProblems: new Gauge({
       name: 'gw_config_problems',
-      help: 'What the config as last loaded could not take as written, by kind (resource kind, File, ConfigMap) and reason; what had a last good version keeps it.',
+      help: 'What the config as last loaded could not take as written, or could not receive (ConfigMap WatchFailing: no update reaches the gateway), by kind (resource kind, File, ConfigMap) and reason; what had a last good version keeps it.',
       labelNames: ['kind', 'reason'],
       // Workers load the same config: their counts are one count, not a sum (docs/architecture.md#workers).
       aggregator: 'max',

@@ -1,5 +1,5 @@
 import { CoreV1Api, makeInformer, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
-import { RestartingInformer } from '../../common/restarting-informer.ts';
+import { describeWatchError, RestartingInformer } from '../../common/restarting-informer.ts';
 import { API_ID_LABEL, apiIdLabelValue, compiledApiId, CONFIG_KEY, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
 import type { Logger } from '../../common/logger.ts';
 import { byApiId, compiledConfigSchema, type CompiledConfig } from '../../crds/compiled.ts';
@@ -17,6 +17,8 @@ export interface KubeSourceOptions {
   metrics: SidecarMetrics;
   /** How long an API whose ConfigMap was deleted stays served, unless the ConfigMap comes back (default DELETED_GRACE_MS). */
   deletedGraceMs?: number;
+  /** How long the watch may fail before it is reported (default WATCH_FAILING_GRACE_MS). */
+  watchFailingGraceMs?: number;
 }
 
 /**
@@ -25,6 +27,16 @@ export interface KubeSourceOptions {
  * and the API should not blink meanwhile. Like the operator's grace for a retained ConfigMap.
  */
 export const DELETED_GRACE_MS = 15_000;
+
+/**
+ * A watch failing this long is reported (/readyz problem, gw_config_problems, one error log).
+ * An API server restart is over and retried within it (16 s until a new ApiDefinition was
+ * served, README.md#reliability-faults-on-a-real-node, then at most 16 s to the next retry),
+ * so a control-plane upgrade reports nothing; a refused token is reported within a minute.
+ */
+export const WATCH_FAILING_GRACE_MS = 60_000;
+
+const watchFailingLabels = { kind: 'ConfigMap', reason: 'WatchFailing' };
 
 interface Entry {
   apiId: string;
@@ -85,6 +97,10 @@ export class KubeConfigSource implements ConfigSource {
   readonly #leaving = new Map<string, NodeJS.Timeout>();
   /** Whether a list of the namespace's ConfigMaps came through: only then is an API missing from it. */
   #listed = false;
+  /** Fires once the watch has failed for the grace; set at its first failure since a good list. */
+  #failingTimer: NodeJS.Timeout | undefined;
+  /** The failure was reported (logged, counted): its end is logged too. */
+  #failingReported = false;
 
   constructor(options: KubeSourceOptions) {
     this.#options = options;
@@ -108,14 +124,58 @@ export class KubeConfigSource implements ConfigSource {
       maxMs: maxRestartDelayMs,
       onListed: () => {
         this.#listed = true;
+        this.#watchBack();
         this.#schedulePublish();
       },
+      onFailed: () => this.#watchFailed(),
     });
   }
 
   async start(publish: (config: CompiledConfig) => void): Promise<void> {
     this.#publish = publish;
     await this.#informer.start();
+  }
+
+  #graceMs(): number {
+    return this.#options.watchFailingGraceMs ?? WATCH_FAILING_GRACE_MS;
+  }
+
+  #watchFailed(): void {
+    if (this.#failingTimer !== undefined || this.#failingReported) return;
+    this.#failingTimer = setTimeout(() => {
+      this.#failingTimer = undefined;
+      if (this.#informer.failure() === undefined) return;
+      this.#failingReported = true;
+      const problem = this.#watchProblem()!;
+      this.#options.metrics.configProblems.set(watchFailingLabels, 1);
+      this.#options.logger.error({ namespace: this.#options.namespace }, `ConfigMap watch ${problem.reason}`);
+    }, this.#graceMs()).unref();
+  }
+
+  #watchBack(): void {
+    clearTimeout(this.#failingTimer);
+    this.#failingTimer = undefined;
+    if (!this.#failingReported) return;
+    this.#failingReported = false;
+    this.#options.metrics.configProblems.remove(watchFailingLabels);
+    this.#options.logger.info({ namespace: this.#options.namespace }, 'ConfigMap watch back; config received again');
+  }
+
+  /**
+   * Reported while the watch has failed for the grace. Not a readiness reason: the gateway
+   * serves on with the config it has, and an unready pod would leave its app's Service. A
+   * refused token stays refused (a ServiceAccount recreated, as by a reinstall, has a new UID),
+   * so that cause says what heals it (README.md#install-with-helm).
+   */
+  #watchProblem(): ConfigProblem | undefined {
+    const failure = this.#informer.failure();
+    if (failure === undefined) return undefined;
+    const failingMs = Date.now() - failure.sinceMs;
+    if (!this.#failingReported && failingMs < this.#graceMs()) return undefined;
+    let cause = describeWatchError(failure.error);
+    if (cause.startsWith('401 ')) cause += ' (this pod\'s ServiceAccount token is refused: was its ServiceAccount deleted or recreated? restart the pod)';
+    const serving = this.#listed ? `serving the config as of ${new Date(failure.sinceMs).toISOString()}` : 'no config received yet';
+    return { subject: `ConfigMap watch (namespace ${this.#options.namespace})`, reason: `failing for ${Math.round(failingMs / 1000)} s: ${cause}; ${serving}` };
   }
 
   #serves(cm: V1ConfigMap): string | null {
@@ -254,7 +314,8 @@ export class KubeConfigSource implements ConfigSource {
 
   problems(): ConfigProblem[] {
     const problems = [...this.#problems].map(([apiId, reason]) => ({ subject: `api ${apiId}`, reason }));
-    return [...problems, ...this.#missing()];
+    const watch = this.#watchProblem();
+    return [...problems, ...this.#missing(), ...(watch === undefined ? [] : [watch])];
   }
 
   /**
@@ -275,6 +336,7 @@ export class KubeConfigSource implements ConfigSource {
 
   async stop(): Promise<void> {
     for (const name of [...this.#leaving.keys()]) this.#stay(name);
+    clearTimeout(this.#failingTimer);
     await this.#informer.stop();
   }
 }

@@ -87,7 +87,7 @@ export class ConfigRuntime {
     for (const { api, by } of shadowed) this.#deps.logger.warn({ api: api.api_id, servedInstead: by.api_id, listenPath: api.listen_path }, 'API never reached: another API has its listen path');
   }
 
-  /** What the source refused (the affected APIs keep their last good config), and the APIs no request reaches. */
+  /** What the source refused or cannot receive (the APIs keep their last good config), and the APIs no request reaches. */
   problems(): ConfigProblem[] {
     const shadowed = this.#state.routes.shadowed.map(({ api, by }) => ({
       subject: `${api.source.kind} ${api.source.namespace}/${api.source.name}`,
