@@ -11,7 +11,7 @@ export interface ConfigSource {
   /** Re-read everything now (docs/behaviour.md#api-states reload) and publish the result. */
   reload(): Promise<void>;
   stop(): Promise<void>;
-  /** Configs refused since their last good version (each API keeps serving that one). */
+  /** Configs refused since their last good version (each API keeps serving that one), and a source that has stopped receiving its config. */
   problems(): ConfigProblem[];
 }
 

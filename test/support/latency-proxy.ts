@@ -7,6 +7,8 @@ export interface LatencyProxy {
   delayMs: number;
   /** While true, a new connection is closed at once, as by a server that is down. */
   refusing: boolean;
+  /** Closes every connection open now, as a dropped link would; new ones pass. */
+  cut(): void;
   close(): Promise<void>;
 }
 
@@ -45,8 +47,11 @@ export async function latencyProxy(url: string): Promise<LatencyProxy> {
     url: proxied.toString(),
     delayMs: 0,
     refusing: false,
-    close: async () => {
+    cut: () => {
       for (const socket of sockets) socket.destroy();
+    },
+    close: async () => {
+      proxy.cut();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };

@@ -1,4 +1,3 @@
-import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { metricsText } from '../../../common/metrics-text.ts';
@@ -8,35 +7,9 @@ import { KubeConfigSource } from '../../../sidecar/config/kube-source.ts';
 import { createSidecarMetrics, type SidecarMetrics } from '../../../sidecar/metrics.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
+import { latencyProxy, type LatencyProxy } from '../../support/latency-proxy.ts';
 import { serviceAccountToken, serviceAccountWithRole, type RoleRule } from '../../support/service-account.ts';
 import { call, compiledApi, compiledConfig, eventually, quietLogger, sidecarOptions, startTestSidecar, uniqueId, writeConfigMap } from './helpers.ts';
-
-/** A loopback TCP path to the API server whose open connections the test can cut: a watch then ends, and the next one authenticates afresh. */
-async function cuttableLink(url: string): Promise<{ url: string; cut: () => void; close: () => Promise<void> }> {
-  const target = new URL(url);
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((client) => {
-    const upstream = connect(Number(target.port), target.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => undefined);
-      socket.on('close', () => {
-        sockets.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const linked = new URL(url);
-  linked.host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
-  const cut = (): void => {
-    for (const socket of sockets) socket.destroy();
-  };
-  return { url: linked.origin, cut, close: () => new Promise<void>((resolve) => { cut(); server.close(() => resolve()); }) };
-}
 
 describe('a sidecar whose ConfigMap watch keeps failing', () => {
   const graceMs = 1_500;
@@ -44,7 +17,8 @@ describe('a sidecar whose ConfigMap watch keeps failing', () => {
   const rules: RoleRule[] = [{ apiGroups: [''], resources: ['configmaps'], verbs: ['get', 'list', 'watch'] }];
   let namespace: string;
   let upstream: EchoUpstream;
-  let link: Awaited<ReturnType<typeof cuttableLink>>;
+  // A loopback link to the API server whose open connections the test cuts: a watch then ends, and the next one authenticates afresh.
+  let link: LatencyProxy;
   let metrics: SidecarMetrics;
   let sidecar: RunningSidecar;
   let token: string;
@@ -56,11 +30,11 @@ describe('a sidecar whose ConfigMap watch keeps failing', () => {
     token = await serviceAccountToken(namespace, account, rules);
     const admin = kubeConfig();
     const cluster = admin.getCurrentCluster()!;
-    link = await cuttableLink(cluster.server);
+    link = await latencyProxy(cluster.server);
     // As in a pod: the projected token of its ServiceAccount, whose Role may read ConfigMaps.
     const podConfig = new KubeConfig();
     podConfig.loadFromOptions({
-      clusters: [{ ...cluster, server: link.url }],
+      clusters: [{ ...cluster, server: new URL(link.url).origin }],
       users: [{ name: account, token }],
       contexts: [{ name: account, cluster: cluster.name, user: account }],
       currentContext: account,
