@@ -39,7 +39,7 @@ describe('an informer kept running through API-server outages', () => {
     expect(running.failure()).toBeUndefined();
     expect(starts).toEqual([0, 100, 300, 700, 1200]);
     expect(listed).toBe(1);
-    // A good list resets the backoff: the next failure waits the first delay again.
+    // A good list whose watch then stayed up for the longest delay resets the backoff: the next failure waits the first delay again.
     failWatch();
     await vi.advanceTimersByTimeAsync(100);
     expect(starts.at(-1)).toBe(2100);
@@ -48,6 +48,28 @@ describe('an informer kept running through API-server outages', () => {
     failWatch();
     await vi.advanceTimersByTimeAsync(5_000);
     expect(starts).toHaveLength(6);
+  });
+
+  it('keeps backing off a watch refused right after each good list, instead of listing again every first delay', async () => {
+    vi.useFakeTimers({ now: 0 });
+    let onError: (error: unknown) => void = () => undefined;
+    const starts: number[] = [];
+    const informer = {
+      on: (verb: string, cb: (error: unknown) => void) => {
+        if (verb === 'error') onError = cb;
+      },
+      // The list succeeds; the watch after it is refused 10 ms later.
+      start: async () => {
+        starts.push(Date.now());
+        setTimeout(() => onError(Object.assign(new Error('Forbidden'), { statusCode: 403 })), 10);
+      },
+      stop: async () => undefined,
+    } as unknown as Informer<KubernetesObject>;
+    const running = new RestartingInformer(informer, { log: createLogger('test', 'silent'), what: 'Thing', baseMs: 100, maxMs: 500 });
+    await running.start();
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(starts).toEqual([0, 110, 320, 730, 1240, 1750]);
+    await running.stop();
   });
 });
 

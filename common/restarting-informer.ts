@@ -23,8 +23,10 @@ export interface WatchFailure {
 
 /**
  * Keeps a client-node informer running. A failed list or watch stops one for good, so
- * every failure restarts it with backoff, back to the first delay once a list succeeds:
- * an API-server outage delays updates, it never ends them. The operator's caches and the
+ * every failure restarts it with backoff, back to the first delay once a list succeeds and
+ * its watch then stays up for the longest delay: an API-server outage delays updates, it
+ * never ends them, and a watch refused right after each good list (a Role that grants list
+ * but not watch) is listed again at the longest delay, not every second. The operator's caches and the
  * sidecar's config source both watch through this.
  */
 export class RestartingInformer<T extends KubernetesObject> {
@@ -33,6 +35,8 @@ export class RestartingInformer<T extends KubernetesObject> {
   #failures = 0;
   #failed = false;
   #failure: WatchFailure | undefined;
+  /** When the last good list came, until the next failure. */
+  #listedAt: number | undefined;
   #stopped = true;
   #timer: NodeJS.Timeout | undefined;
 
@@ -63,7 +67,7 @@ export class RestartingInformer<T extends KubernetesObject> {
     this.#failed = false;
     await this.#informer.start();
     if (this.#failed || this.#stopped) return;
-    this.#failures = 0;
+    this.#listedAt = Date.now();
     this.#failure = undefined;
     this.#options.onListed?.();
   }
@@ -73,6 +77,8 @@ export class RestartingInformer<T extends KubernetesObject> {
     if (this.#stopped) return;
     this.#failure = { sinceMs: this.#failure?.sinceMs ?? Date.now(), error };
     const { log, what, baseMs, maxMs, onFailed } = this.#options;
+    if (this.#listedAt !== undefined && Date.now() - this.#listedAt >= maxMs) this.#failures = 0;
+    this.#listedAt = undefined;
     const delayMs = Math.min(maxMs, baseMs * 2 ** this.#failures);
     this.#failures += 1;
     log.warn({ err: error, delayMs }, `${what} watch failed; restarting`);

@@ -98,12 +98,13 @@ describe('a sidecar whose ConfigMap watch keeps failing', () => {
     // The ServiceAccount goes (a helm uninstall): its token is refused for good (401).
     await kubeConfig().makeApiClient(CoreV1Api).deleteNamespacedServiceAccount({ name: account, namespace });
     await refuseWatch(401);
-    await eventually(async () => (await watchProblem()) !== undefined, 15_000, 'the refused token on /readyz');
+    // The watch came back less than the longest restart delay before: the backoff goes on from the 403s, up to that delay (30 s).
+    await eventually(async () => (await watchProblem())?.includes(' 401 ') === true, 45_000, 'the refused token on /readyz');
     const reason = (await watchProblem())!;
     expect(reason).toMatch(/^failing for \d+ s: 401 Unauthorized \(this pod's ServiceAccount token is refused: .* restart the pod\); serving the config as of /);
     expect(reason).not.toContain(token);
     expect((await readyz()).status).toBe(200);
     expect(await watchFailingMetric()).toBe('gw_config_problems{kind="ConfigMap",reason="WatchFailing"} 1');
     expect(await pathSeen(api.api_id)).toBe('/v2/x');
-  }, 90_000);
+  }, 120_000);
 });
