@@ -57,6 +57,11 @@ export const keyLimitsAnswerSchema = z.object({
   throttle: z.object({ interval: z.number(), retries: z.number(), max_wait: z.number() }).nullable(),
   passed_over: z.array(alternative),
   chosen_over: z.array(alternative),
+  /**
+   * Smoothing on a scope the request meets that has no rate (rate 0: no limit there), so it
+   * smooths nothing; a limit's own smoothing its algorithm does not apply is its `unused_smoothing`.
+   */
+  unused_smoothing: z.array(z.object({ level, source: resource, rule: z.string().nullable(), smoothing, reason: z.string() })).default([]),
 });
 
 export type KeyLimitsAnswer = z.infer<typeof keyLimitsAnswerSchema>;

@@ -36,6 +36,7 @@ const refusedByKey: KeyLimitsAnswer = {
   throttle: null,
   passed_over: [],
   chosen_over: [],
+  unused_smoothing: [],
 };
 
 const throttle = { interval: 1, retries: 5, max_wait: 30 };

@@ -124,6 +124,8 @@ export function limitsTable(key: string, answer: KeyLimitsAnswer, wide: boolean,
   for (const [title, list] of [['passed over (a more specific limit applies)', answer.passed_over], ['chosen over (lower effective rate)', answer.chosen_over]] as const) {
     if (list.length > 0) lines.push('', `${title}:`, ...list.map((a) => `  ${a.level}  ${sourceName(a.source)}${a.rule ? ` ${a.rule}` : ''}  ${rate(a)}`));
   }
+  const unused = answer.unused_smoothing;
+  if (unused.length > 0) lines.push('', 'smoothing not applied:', ...unused.map((u) => `  ${u.level}  ${sourceName(u.source)}  ${u.reason}`));
   return `${lines.join('\n')}\n`;
 }
 

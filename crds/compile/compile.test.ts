@@ -171,19 +171,22 @@ describe('compile: classic ApiDefinitions', () => {
     expect(problems).toEqual([expect.objectContaining({ field, reason })]);
   });
 
-  it('compiles smoothing of the API-level limit, and drops disabled smoothing', () => {
+  it('compiles smoothing of the API-level limit, keeps it where there is no rate to smooth, and drops disabled smoothing', () => {
     const smoothing = { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 3 };
     const { config } = run({
       apiDefinitions: [
         classic('on', { global_rate_limit: { rate: 10, per: 1, smoothing } }),
         classic('off', { global_rate_limit: { rate: 10, per: 1, smoothing: { ...smoothing, enabled: false } } }),
         classic('nolimit', { global_rate_limit: { rate: 10, per: 1, smoothing }, disable_rate_limit: true }),
+        classic('zero', { global_rate_limit: { rate: 0, per: 0, smoothing } }),
       ],
     });
-    expect(config.apis.map((a) => [a.api_id, a.smoothing])).toEqual([
-      ['nolimit', null],
-      ['off', null],
-      ['on', smoothing],
+    // Without a rate it smooths nothing: the limits read shows it as unused (docs/behaviour.md#smoothing).
+    expect(config.apis.map((a) => [a.api_id, a.api_limit, a.smoothing])).toEqual([
+      ['nolimit', null, smoothing],
+      ['off', { rate: 10, per: 1 }, null],
+      ['on', { rate: 10, per: 1 }, smoothing],
+      ['zero', null, smoothing],
     ]);
   });
 
@@ -405,6 +408,13 @@ describe('compile: policies', () => {
   ])('policy with %s has no rate or pattern', (_name, spec, expected) => {
     const { config } = run({ policies: [policy('p', spec)] });
     expect(config.policies['ns/p']).toMatchObject({ rate: expected, rate_limit_pattern: null, smoothing: null });
+  });
+
+  it('keeps a Policy\'s smoothing on rate 0, where it smooths nothing, for the limits read to show as unused', () => {
+    const smoothing = { enabled: true, threshold: 5, step: 1, trigger: 0.5, delay: 0 };
+    const { config, problems } = run({ policies: [policy('p', { rate: 0, per: 0, smoothing })] });
+    expect(problems).toEqual([]);
+    expect(config.policies['ns/p']).toMatchObject({ rate: null, smoothing });
   });
 
   it.each([

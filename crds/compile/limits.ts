@@ -25,7 +25,9 @@ export function activeSmoothing(smoothing: Smoothing | null | undefined): Compil
 /** Disabled or absent smoothing is dropped, so the engine only sees smoothing that acts. */
 export function smoothingOf(smoothing: Smoothing | undefined, rate: CompiledRate | null): CompiledSmoothing | null {
   const active = activeSmoothing(smoothing);
-  if (active === null || rate === null) return null;
+  if (active === null) return null;
+  // Kept without a rate, where it smooths nothing, so the limits read can say so (docs/behaviour.md#smoothing).
+  if (rate === null) return active;
   return { ...active, threshold: Math.min(active.threshold, rate.rate) };
 }
 

@@ -33,6 +33,8 @@ const answers: Record<Outcome, GatewayError | null> = {
 
 const unixSeconds = (ms: number): number => Math.ceil(ms / 1000);
 
+const NO_RATE = 'no rate at this scope (rate 0: no limit), so nothing to smooth';
+
 /** A resource as the answer names it: without its uid. */
 const resourceOf = ({ kind, namespace, name }: ResourceRef): ResourceRef => ({ kind, namespace, name });
 
@@ -119,7 +121,7 @@ export async function keyLimits(ctx: HandlerContext): Promise<Reply> {
   const head: AnswerHead = { key_hash: keyHash, key_id: session.key_id, api_id: api.api_id, method, path, authentication: api.keyless ? 'keyless' : keyed ? 'key' : 'ignored', access: refusal ?? 'granted' };
   // The gateway's own order (sidecar/gateway/gateway.ts): an inactive API refuses before any key check or limit.
   const refused = !api.active ? 'api_inactive' : refusal ? 'access_denied' : null;
-  if (refused) return answer({ ...head, ...verdict(refused, null), limits: [], quota: null, throttle: null, passed_over: [], chosen_over: [] });
+  if (refused) return answer({ ...head, ...verdict(refused, null), limits: [], quota: null, throttle: null, passed_over: [], chosen_over: [], unused_smoothing: [] });
 
   let explained: LimitExplanation;
   try {
@@ -132,7 +134,7 @@ export async function keyLimits(ctx: HandlerContext): Promise<Reply> {
 
 const answer = (body: KeyLimitsAnswer): Reply => ({ status: 200, body });
 
-function explanationBody({ outcome, refusedBy, limits, quota, throttle, passedOver, outranked }: LimitExplanation): Omit<KeyLimitsAnswer, keyof AnswerHead> {
+function explanationBody({ outcome, refusedBy, limits, quota, throttle, passedOver, outranked, smoothingWithoutRate }: LimitExplanation): Omit<KeyLimitsAnswer, keyof AnswerHead> {
   return {
     ...verdict(outcome, refusedBy),
     limits: limits.map(levelOf),
@@ -147,6 +149,7 @@ function explanationBody({ outcome, refusedBy, limits, quota, throttle, passedOv
     throttle: throttle && { interval: throttle.intervalMs / 1000, retries: throttle.retries, max_wait: throttle.maxWaitMs / 1000 },
     passed_over: passedOver.map(alternativeOf),
     chosen_over: outranked.map(alternativeOf),
+    unused_smoothing: smoothingWithoutRate.map(({ scope, source, smoothing }) => ({ level: scope, ...sourceOf(source), smoothing, reason: NO_RATE })),
   };
 }
 

@@ -2,6 +2,7 @@ import type {
   CompiledKeyLimit,
   CompiledPolicy,
   CompiledRate,
+  CompiledSmoothing,
   ResourceRef,
 } from '../../crds/compiled.ts';
 import { policyCoversApi } from '../../crds/policy-coverage.ts';
@@ -64,6 +65,14 @@ export interface EffectiveLimits {
   quota: KeyQuota | null;
   /** `rate_limit_pattern` of the first policy carrying one, else of the session's metadata. */
   pattern: string | null;
+  /** Smoothing of a per-API or global scope with no rate, which smooths nothing (for explanations). */
+  smoothingWithoutRate: SmoothingWithoutRate[];
+}
+
+export interface SmoothingWithoutRate {
+  scope: LimitScope;
+  source: LimitSource;
+  smoothing: CompiledSmoothing;
 }
 
 interface Candidate {
@@ -242,5 +251,8 @@ export function effectiveLimits(
     }),
     quota: bestQuota(candidates),
     pattern,
+    smoothingWithoutRate: candidates.flatMap(({ limit, scope, source }) =>
+      !limit.rate && limit.smoothing?.enabled ? [{ scope, source: { resource: source, rule: null }, smoothing: limit.smoothing }] : [],
+    ),
   };
 }

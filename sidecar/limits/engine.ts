@@ -265,13 +265,14 @@ class Engine implements LimitEngine {
     // Evaluation stops at the first level with nothing left; the quota counts only after every rate limit passed.
     const refusing = limits.find((reading) => reading.held?.remaining === 0);
     const quotaRefuses = quota !== null && quota.remaining === 0;
-    const { passedOver, outranked } = this.#planner.choices(request);
+    const { passedOver, outranked, smoothingWithoutRate } = this.#planner.choices(request);
     return {
       limits,
       quota,
       throttle: plan.throttle && { ...plan.throttle, maxWaitMs: this.#config.settings.throttle_max_wait_ms },
       passedOver,
       outranked,
+      smoothingWithoutRate,
       outcome: refusing ? (isApiScope(refusing.scope) ? 'api_rate_limited' : 'key_rate_limited') : quotaRefuses ? 'quota_exceeded' : 'allowed',
       refusedBy: refusing?.scope ?? (quotaRefuses ? 'quota' : null),
     };

@@ -1,6 +1,6 @@
 import type { CompiledApi, CompiledConfig } from '../../crds/compiled.ts';
 import type { Session } from '../../crds/session.ts';
-import { effectiveLimits, type EffectiveLimits, type KeyQuota, type KeyRateLimit } from './effective-session.ts';
+import { effectiveLimits, type EffectiveLimits, type KeyQuota, type KeyRateLimit, type SmoothingWithoutRate } from './effective-session.ts';
 import { compileEndpoints, firstMatch, type EndpointMatcher } from './endpoint-match.ts';
 import type { LimitScope, LimitSource, PlannedLimit, QuotaPlan, RequestPlan, ThrottlePlan } from './plan-types.ts';
 import { rateLimitIdentity } from './rate-limit-pattern.ts';
@@ -20,6 +20,8 @@ export interface PlanChoices {
   passedOver: Alternative[];
   /** Other policies' limits the key's limit was chosen over by effective rate (docs/behaviour.md#several-policies-on-one-key). */
   outranked: Alternative[];
+  /** Smoothing configured on a scope the request meets that has no rate (docs/behaviour.md#smoothing). */
+  smoothingWithoutRate: SmoothingWithoutRate[];
 }
 
 /** A key-level limit, or one of the rates the key's limit was chosen from, as an alternative. */
@@ -182,8 +184,12 @@ export class Planner {
       const { scope, source, rate, perMs } = api.fallback;
       passedOver.push({ scope, source, rate, per: perMs / 1000 });
     }
-    if (!request.session || !request.keyHash) return { passedOver, outranked };
+    const { smoothing } = request.api;
+    const smoothingWithoutRate: SmoothingWithoutRate[] =
+      !request.api.api_limit && smoothing?.enabled ? [{ scope: 'api', source: { resource: request.api.source, rule: null }, smoothing }] : [];
+    if (!request.session || !request.keyHash) return { passedOver, outranked, smoothingWithoutRate };
     const { limits } = this.#sessionEntry(request.session, request.keyHash, request.api.api_id);
+    smoothingWithoutRate.push(...limits.smoothingWithoutRate);
     const endpoint = keyEndpointLimit(limits.endpointGroups, request.method, request.path);
     if (endpoint) {
       for (const group of limits.endpointGroups) {
@@ -196,7 +202,7 @@ export class Planner {
         if (!candidate.chosen) outranked.push(alternative(candidate));
       }
     }
-    return { passedOver, outranked };
+    return { passedOver, outranked, smoothingWithoutRate };
   }
 
   #apiLimitsOf(api: CompiledApi): ApiLimits {

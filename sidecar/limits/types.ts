@@ -1,6 +1,7 @@
 import type { MaybePromise } from '../../common/maybe-promise.ts';
 import type { CompiledApi, CompiledConfig, CompiledSmoothing, ResourceRef } from '../../crds/compiled.ts';
 import type { Algorithm } from './algorithm.ts';
+import type { SmoothingWithoutRate } from './effective-session.ts';
 import type { Alternative } from './plan.ts';
 import type { LimitScope, LimitSource, ThrottlePlan } from './plan-types.ts';
 import type { PeekResult } from './stores/store.ts';
@@ -108,6 +109,7 @@ export interface LimitExplanation {
   throttle: (ThrottlePlan & { maxWaitMs: number }) | null;
   passedOver: Alternative[];
   outranked: Alternative[];
+  smoothingWithoutRate: SmoothingWithoutRate[];
   /** What a request now would get (before any throttle retry), and the level that would refuse it. */
   outcome: Exclude<DecisionOutcome, 'store_unavailable'>;
   refusedBy: LimitScope | 'quota' | null;

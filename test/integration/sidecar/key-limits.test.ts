@@ -202,6 +202,26 @@ describe('GET /gw/keys/{keyHash}/limits: why a request was limited', () => {
     expect(rateHeaders(next).remaining).toBe(3);
   });
 
+  it('smoothing on a scope with no rate is shown as unused, with the reason, not left out', async () => {
+    const id = uniqueId('api');
+    const smoothing = { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 0 };
+    const norate = policy(uniqueId('norate'), { smoothing, access_rights: { [id]: right(id) } });
+    const api = await deploy({ api_id: id, listen_path: `/${id}/`, smoothing }, [norate]);
+    const raw = await storeSession(redis, { apply_policies: [norate.source.name] });
+    const body = (await explain(sidecar, keyHash(raw), { api_id: id })).json();
+    const reason = 'no rate at this scope (rate 0: no limit), so nothing to smooth';
+    expect(body).toMatchObject({ outcome: 'allowed', limits: [] });
+    expect(body.unused_smoothing).toEqual([
+      { level: 'api', source: api.source, rule: null, smoothing, reason },
+      { level: 'key_global', source: norate.source, rule: null, smoothing, reason },
+    ]);
+
+    const name = 'key-unused-smoothing';
+    await client(kubeConfig()).create('Key', namespace, { metadata: { name }, spec: { key_hash: keyHash(raw) } });
+    const shown = await kubectlGw(['limits', name, '-n', namespace, '--api', id, '--admin-url', sidecar.adminUrl, '--kubeconfig', testEnv().kubeconfig], { GW_ADMIN_SECRET: ADMIN_SECRET });
+    expect(shown).toContain(`smoothing not applied:\n  api  ApiDefinition/${api.source.name}  ${reason}\n  key_global  Policy/${norate.source.name}  ${reason}\n`);
+  });
+
   it('a key that may not call the API is explained as refused access, not limits', async () => {
     const api = await deploy({ api_limit: { rate: 5, per: PER } });
     const raw = await storeSession(redis, { rate: 5, per: PER, is_inactive: true, access_rights: { [api.api_id]: right(api.api_id) } });
