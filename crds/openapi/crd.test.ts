@@ -67,16 +67,18 @@ describe('generated CRDs', () => {
     ]);
     const smoothingNode = allNodes('Policy').find(([p]) => p === 'spec.smoothing')![1];
     expect(celRules(smoothingNode)).toEqual([
-      '!has(self.enabled) || !self.enabled || (has(self.threshold) && self.threshold >= 1)',
-      '!has(self.enabled) || !self.enabled || (has(self.step) && self.step >= 1)',
-      '!has(self.enabled) || !self.enabled || (has(self.trigger) && self.trigger > 0.0)',
-      '!has(self.enabled) || !self.enabled || (has(self.delay) && self.delay >= 0)',
+      'has(self.enabled) && self.enabled ? has(self.threshold) && self.threshold >= 1 : !has(self.threshold) || self.threshold >= 0',
+      'has(self.enabled) && self.enabled ? has(self.step) && self.step >= 1 : !has(self.step) || self.step >= 0',
+      'has(self.enabled) && self.enabled ? has(self.trigger) && self.trigger > 0.0 : !has(self.trigger) || self.trigger >= 0.0',
+      '!has(self.enabled) || !self.enabled || has(self.delay)',
     ]);
     expect(smoothingNode.required).toBeUndefined();
     const policy = (rootSchema('Policy').properties as Record<string, JsonSchema>).spec!;
     expect(celRules(policy)).toHaveLength(3);
     const trigger = allNodes('Policy').find(([p]) => p === 'spec.smoothing.trigger')![1];
-    expect(trigger).toMatchObject({ type: 'number', minimum: 0 });
+    // Its bound is the rule's alone: a minimum beside it would be a second message for one value.
+    expect(trigger).toMatchObject({ type: 'number' });
+    expect(trigger.minimum).toBeUndefined();
   });
 
   it('marks free-form objects, enums, defaults and list maps', () => {

@@ -3,7 +3,7 @@ import { durationPattern, durationRegex, maxDurationMs, parseDuration } from '..
 import {
   idPattern,
   bounds,
-  countField,
+  positiveCountField,
   type CrossFieldRule,
   httpMethodSchema,
   listMap,
@@ -136,7 +136,7 @@ const rateLimitResourceSchema = z
     label: z.string().max(bounds.label).default('').describe('Name that `proxy.rate_limit` references.'),
     local: withRules(
       z.object({
-        count: countField.min(1).default(1000).describe('Maximum upstream calls per interval (default 1000).'),
+        count: positiveCountField.default(1000).describe('Maximum upstream calls per interval (default 1000).'),
         interval: durationSchema.default('1s').describe('Window as a duration string such as "1s" or "500ms" (default "1s"): at least 1ms, at most 8760h.'),
       }),
       [intervalRule],

@@ -78,6 +78,8 @@ const maxSeconds = 31_536_000;
 /** Window length in whole seconds (classic definitions, policies, keys). */
 export const perSecondsField = boundedInt(0, maxSeconds);
 export const countField = boundedInt(0, maxInt32);
+/** A count that must be at least 1, stated as its one bound (not a count's 0 beside it). */
+export const positiveCountField = boundedInt(1, maxInt32);
 /** Quota fields allow -1 (unlimited), like the key record of docs/behaviour.md#admin-operations. */
 export const quotaField = z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER);
 export const unixTimeField = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
@@ -150,13 +152,19 @@ interface SmoothingShape {
 /**
  * A number smoothing needs only while it is on: `enabled: false` turns smoothing off (SPEC
  * §2.2) whatever the numbers are, or without them, so the create-key answer's own switched-off
- * `smoothing` (zeros) can be sent back as it is.
+ * `smoothing` (zeros) can be sent back as it is. Off, a number may still not be negative. The
+ * rule holds the field's whole bound, on and off, so that a bad value meets one message naming
+ * the bound that applies, not a field minimum of 0 beside it.
  */
-const whenEnabled = (field: 'threshold' | 'step' | 'trigger' | 'delay', cel: string, message: string, holds: (value: number) => boolean): CrossFieldRule<SmoothingShape> => ({
-  rule: `!has(self.enabled) || !self.enabled || (has(self.${field}) && ${cel})`,
-  message,
+const whenEnabled = (field: 'threshold' | 'step' | 'trigger', cel: string, bound: string, holds: (value: number) => boolean): CrossFieldRule<SmoothingShape> => ({
+  // CEL compares a double (trigger) with a double literal.
+  rule: `has(self.enabled) && self.enabled ? has(self.${field}) && ${cel} : !has(self.${field}) || self.${field} >= ${field === 'trigger' ? '0.0' : '0'}`,
+  message: `${field} must be set, ${bound}, when smoothing is enabled, and at least 0 when it is off`,
   field: `.${field}`,
-  holds: (v) => !v.enabled || (v[field] !== undefined && holds(v[field])),
+  holds: (v) => {
+    const value = v[field];
+    return v.enabled ? value !== undefined && holds(value) : value === undefined || value >= 0;
+  },
 });
 
 export const smoothingSchema = withRules(
@@ -166,14 +174,12 @@ export const smoothingSchema = withRules(
       threshold: z
         .number()
         .int()
-        .min(0)
-        .describe('Initial current allowance and its lower bound, in requests per window; at least 1 and at most `rate` when enabled.')
+        .describe('Initial current allowance and its lower bound, in requests per window; at least 1 and at most `rate` when enabled, at least 0 when off.')
         .optional(),
-      step: z.number().int().min(0).describe('How much the current allowance moves per RateLimitSmoothingUp/Down event; at least 1 when enabled.').optional(),
+      step: z.number().int().describe('How much the current allowance moves per RateLimitSmoothingUp/Down event; at least 1 when enabled, at least 0 when off.').optional(),
       trigger: z
         .number()
-        .min(0)
-        .describe('Fraction of `step` at which an event fires (typically 0.1 to 1.0); greater than 0 when enabled.')
+        .describe('Fraction of `step` at which an event fires (typically 0.1 to 1.0); greater than 0 when enabled, at least 0 when off.')
         .optional(),
       delay: boundedInt(0, maxSeconds)
         .describe('Hold-off in seconds after an event before another may be emitted, at most a year; required when enabled.')
@@ -181,10 +187,15 @@ export const smoothingSchema = withRules(
     })
     .describe('Rate limit smoothing: a current allowance that moves between `threshold` and `rate`. With `enabled: false` the numbers may be left out.'),
   [
-    whenEnabled('threshold', 'self.threshold >= 1', 'threshold must be set, at least 1, when smoothing is enabled', (n) => n >= 1),
-    whenEnabled('step', 'self.step >= 1', 'step must be set, at least 1, when smoothing is enabled', (n) => n >= 1),
-    whenEnabled('trigger', 'self.trigger > 0.0', 'trigger must be set, greater than 0, when smoothing is enabled', (n) => n > 0),
-    whenEnabled('delay', 'self.delay >= 0', 'delay must be set when smoothing is enabled', (n) => n >= 0),
+    whenEnabled('threshold', 'self.threshold >= 1', 'at least 1', (n) => n >= 1),
+    whenEnabled('step', 'self.step >= 1', 'at least 1', (n) => n >= 1),
+    whenEnabled('trigger', 'self.trigger > 0.0', 'greater than 0', (n) => n > 0),
+    {
+      rule: '!has(self.enabled) || !self.enabled || has(self.delay)',
+      message: 'delay must be set when smoothing is enabled',
+      field: '.delay',
+      holds: (v) => !v.enabled || v.delay !== undefined,
+    },
   ],
 );
 export type Smoothing = z.infer<typeof smoothingSchema>;

@@ -68,7 +68,7 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['OAS per of 0s with a rate', apiDefinitionSpecSchema, { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '0s' } } } } }, 'oas.x-gw-api-gateway.upstream.rateLimit.per', /per must be at least 1ms/],
     ['bad OAS per', apiDefinitionSpecSchema, { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '10' } } } } }, 'oas.x-gw-api-gateway.upstream.rateLimit.per', /Invalid string/],
     ['trigger 0', policySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, trigger: 0 } }, 'smoothing.trigger', /greater than 0, when smoothing is enabled/],
-    ['negative trigger, even switched off', policySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, enabled: false, trigger: -1 } }, 'smoothing.trigger', /Too small/],
+    ['negative trigger, even switched off', policySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, enabled: false, trigger: -1 } }, 'smoothing.trigger', /and at least 0 when it is off/],
     ['enabled smoothing without a step', policySpecSchema, { rate: 10, per: 1, smoothing: { enabled: true, threshold: 2, trigger: 0.5, delay: 1 } }, 'smoothing.step', /step must be set/],
     ['enabled smoothing with threshold 0', keySpecSchema, { rate: 10, per: 1, smoothing: { ...smoothing, threshold: 0 } }, 'smoothing.threshold', /at least 1/],
     ['threshold above rate', policySpecSchema, { rate: 4, per: 1, smoothing }, 'smoothing.threshold', /must not exceed rate/],
@@ -86,6 +86,18 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['duplicate product tag', portalProductSpecSchema, { tags: [{ Name: 'a' }, { Name: 'a' }] }, 'tags.1.Name', /duplicate Name/],
   ])('refuses %s, naming the field', (_name, schema, value, path, message) => {
     expect(issues(schema, value)).toContainEqual({ path, message: expect.stringMatching(message) });
+  });
+
+  it.each<[string, z.ZodType, unknown, string, string]>([
+    ['a negative step', policySpecSchema, { smoothing: { ...smoothing, step: -1 } }, 'smoothing.step', 'step must be set, at least 1, when smoothing is enabled, and at least 0 when it is off'],
+    ['a negative step, switched off', policySpecSchema, { smoothing: { enabled: false, step: -1 } }, 'smoothing.step', 'step must be set, at least 1, when smoothing is enabled, and at least 0 when it is off'],
+    ['a negative threshold', keySpecSchema, { smoothing: { ...smoothing, threshold: -1 } }, 'smoothing.threshold', 'threshold must be set, at least 1, when smoothing is enabled, and at least 0 when it is off'],
+    ['a negative trigger', keySpecSchema, { smoothing: { ...smoothing, trigger: -0.5 } }, 'smoothing.trigger', 'trigger must be set, greater than 0, when smoothing is enabled, and at least 0 when it is off'],
+    ['a negative delay', keySpecSchema, { smoothing: { ...smoothing, delay: -1 } }, 'smoothing.delay', 'Too small: expected number to be >=0'],
+    ['a negative stream count', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a', local: { count: -1 } }] }, 'rate_limit_resources.0.local.count', 'Too small: expected number to be >=1'],
+    ['a stream count of 0', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a', local: { count: 0 } }] }, 'rate_limit_resources.0.local.count', 'Too small: expected number to be >=1'],
+  ])('refuses %s with the one bound that applies', (_name, schema, value, path, message) => {
+    expect(issues(schema, value)).toEqual([{ path, message }]);
   });
 
   it.each([

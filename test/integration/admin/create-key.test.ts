@@ -228,6 +228,8 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     ['an unknown field', [auth, jsonType], json({ rate: 1, per: 1, secret_field: true }), 400, /secret_field/],
     ['rate without per', [auth, jsonType], json({ rate: 5 }), 400, /rate and per/],
     ['a smoothing delay over a year', [auth, jsonType], json({ ...grantsPets, rate: 5, per: 1, smoothing: { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 31_536_001 } }), 400, /smoothing\.delay: Too big/],
+    ['a negative smoothing step', [auth, jsonType], json({ ...grantsPets, rate: 5, per: 1, smoothing: { enabled: true, threshold: 2, step: -1, trigger: 0.5, delay: 0 } }), 400, /^Invalid request body: smoothing\.step: step must be set, at least 1, when smoothing is enabled, and at least 0 when it is off$/],
+    ['a negative smoothing step, switched off', [auth, jsonType], json({ ...grantsPets, rate: 5, per: 1, smoothing: { enabled: false, step: -1 } }), 400, /^Invalid request body: smoothing\.step: step must be set, at least 1, when smoothing is enabled, and at least 0 when it is off$/],
     ['a text/plain body', [auth, ['Content-Type', 'text/plain']], '{}', 415, /application\/json/],
     ['a latin-1 charset', [auth, ['Content-Type', 'application/json; charset=latin1']], '{}', 415, /application\/json/],
     ['Content-Type given twice', [auth, jsonType, jsonType], '{}', 400, /more than once: content-type/],

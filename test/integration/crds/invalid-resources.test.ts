@@ -80,6 +80,22 @@ describe('invalid resources on the real API server', () => {
     expect(get.stderr).toContain('NotFound');
   });
 
+  it.each<[string, KindName, unknown, string, string]>([
+    ['a negative smoothing step', 'Policy', { rate: 10, per: 1, smoothing: { ...smoothing, step: -1 } }, 'spec.smoothing.step', 'step must be set, at least 1, when smoothing is enabled, and at least 0 when it is off'],
+    ['a negative smoothing step, switched off', 'Policy', { rate: 10, per: 1, smoothing: { enabled: false, step: -1 } }, 'spec.smoothing.step', 'step must be set, at least 1, when smoothing is enabled, and at least 0 when it is off'],
+    ['a negative smoothing threshold', 'Key', { rate: 10, per: 1, smoothing: { ...smoothing, threshold: -1 } }, 'spec.smoothing.threshold', 'threshold must be set, at least 1, when smoothing is enabled, and at least 0 when it is off'],
+    ['a negative smoothing trigger', 'Key', { rate: 10, per: 1, smoothing: { ...smoothing, trigger: -1 } }, 'spec.smoothing.trigger', 'trigger must be set, greater than 0, when smoothing is enabled, and at least 0 when it is off'],
+    ['a negative stream count', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a', local: { count: -1 } }] }, 'spec.rate_limit_resources[0].local.count', 'should be greater than or equal to 1'],
+    ['a stream count of 0', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a', local: { count: 0 } }] }, 'spec.rate_limit_resources[0].local.count', 'should be greater than or equal to 1'],
+  ])('rejects %s with one message, naming the bound that applies', async (label, kind, spec, field, message) => {
+    const name = `one-${label.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}`.slice(0, 60).replace(/-$/, '');
+    const result = await apply(namespace, kind, name, spec);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain(message);
+    // Named once: a field minimum of 0 beside the real bound would be a second error on it.
+    expect(result.stderr.split(`${field}:`).length - 1, result.stderr).toBe(1);
+  });
+
   it.each([
     ['enabled: false alone', { enabled: false }],
     ['switched off with zeros, as create-key answers it', { enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 }],

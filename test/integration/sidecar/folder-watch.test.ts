@@ -173,6 +173,29 @@ describe('a standalone gateway watching its config folder', () => {
     expect(await metrics()).not.toMatch(/gw_config_problems\{/);
   });
 
+  it('names the one bound a negative stream count or smoothing number breaks', async () => {
+    const bad = (name: string, spec: string): string => `apiVersion: gw.dev/v1alpha1\nkind: Policy\nmetadata: { name: ${name} }\nspec: ${spec}\n---\n`;
+    const api = (name: string, count: number): string =>
+      `apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: { name: ${name} }\nspec: { api_id: ${name}, proxy: { listen_path: /${name}/, target_url: '${upstream.url}' }, rate_limit_resources: [{ label: calls, local: { count: ${count}, interval: 1s } }] }\n---\n`;
+    await writeFile(
+      join(dir, 'bad.yaml'),
+      api('count-negative', -1) +
+        api('count-zero', 0) +
+        bad('step-negative', '{ rate: 10, per: 1, smoothing: { enabled: true, threshold: 2, step: -1, trigger: 0.5, delay: 0 } }') +
+        bad('step-negative-off', '{ rate: 10, per: 1, smoothing: { enabled: false, step: -1 } }'),
+    );
+    await start();
+    await eventually(async () => (await readyz()).body.problems.length === 4, 10_000, 'the four reported');
+    const reasons = Object.fromEntries((await readyz()).body.problems.map((p) => [p.subject, p.reason]));
+    const step = 'spec.smoothing.step: step must be set, at least 1, when smoothing is enabled, and at least 0 when it is off';
+    expect(reasons).toEqual({
+      'ApiDefinition default/count-negative': 'spec.rate_limit_resources.0.local.count: Too small: expected number to be >=1',
+      'ApiDefinition default/count-zero': 'spec.rate_limit_resources.0.local.count: Too small: expected number to be >=1',
+      'Policy default/step-negative': step,
+      'Policy default/step-negative-off': step,
+    });
+  });
+
   it("keeps a Policy's grant of an API refused at its last good version, and a Policy refused whole at its own", async () => {
     const rawKey = randomBytes(16).toString('hex');
     const apiYaml = (listenPath: unknown) => `apiVersion: gw.dev/v1alpha1
