@@ -24,6 +24,15 @@ async function eventsIn(namespace: string): Promise<CoreEvent[]> {
   return (JSON.parse(res.stdout) as { items: CoreEvent[] }).items;
 }
 
+/** The namespace's Events once one of them has a series of `count`. */
+async function onceCounted(namespace: string, count: number): Promise<CoreEvent[]> {
+  await eventually(async () => (await eventsIn(namespace)).some((e) => e.series?.count === count), 10_000, `a series of ${count}`);
+  return eventsIn(namespace);
+}
+
+/** Each Event as its reason, its transition and its count, sorted. */
+const summary = (events: CoreEvent[]): string[] => events.map((e) => `${e.reason} ${e.message?.split(' (')[0]} x${e.series?.count ?? 1}`).sort();
+
 function smoothing(namespace: string, name: string, reason: SmoothingEvent['reason'], oldAllowance: number, newAllowance: number): SmoothingEvent {
   return {
     reason,
@@ -69,10 +78,9 @@ describe('smoothing Events (events.k8s.io/v1)', () => {
     sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingDown', 20, 15));
     sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 15, 20));
     sink.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingUp', 15, 20));
-    await eventually(async () => (await eventsIn(namespace)).some((e) => e.series?.count === 3), 10_000, 'aggregated series');
-    const events = await eventsIn(namespace);
+    const events = await onceCounted(namespace, 3);
     // Every step shows, each with its own allowances: 10 -> 15 once, 15 -> 20 three times, 20 -> 15 once.
-    expect(events.map((e) => `${e.reason} ${e.message?.split(' (')[0]} x${e.series?.count ?? 1}`).sort()).toEqual([
+    expect(summary(events)).toEqual([
       'RateLimitSmoothingDown allowance 20 -> 15 x1',
       'RateLimitSmoothingUp allowance 10 -> 15 x1',
       'RateLimitSmoothingUp allowance 15 -> 20 x3',
@@ -109,9 +117,8 @@ describe('smoothing Events (events.k8s.io/v1)', () => {
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
       b.emit(smoothing(namespace, 'gold', 'RateLimitSmoothingDown', 4, 2));
-      await eventually(async () => (await eventsIn(namespace)).some((e) => e.series?.count === 14), 10_000, 'every repeat counted');
-      const events = await eventsIn(namespace);
-      expect(events.map((e) => `${e.reason} ${e.message?.split(' (')[0]} x${e.series?.count ?? 1}`).sort()).toEqual([
+      const events = await onceCounted(namespace, 14);
+      expect(summary(events)).toEqual([
         'RateLimitSmoothingDown allowance 4 -> 2 x1',
         'RateLimitSmoothingUp allowance 2 -> 4 x14',
       ]);
