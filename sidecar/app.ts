@@ -190,14 +190,13 @@ function withCause(state: string, err: Error | undefined): string {
 }
 
 /** Calls `returned` each time Redis is ready again after having been lost (not on its first connection). */
-function whenRedisReturns({ redis, logger }: Parts, returned: () => Promise<void>): void {
+/** `returned` runs each time Redis is ready again; `first` tells the first time it is ready. */
+function whenRedisReady({ redis, logger }: Parts, returned: (first: boolean) => Promise<void>): void {
   let connectedBefore = false;
   redis?.on('ready', () => {
-    if (!connectedBefore) {
-      connectedBefore = true;
-      return;
-    }
-    returned().catch((err: unknown) => logger.error({ err }, "Keys' sessions could not be checked after Redis returned"));
+    const first = !connectedBefore;
+    connectedBefore = true;
+    returned(first).catch((err: unknown) => logger.error({ err }, "Keys' sessions could not be checked after Redis returned"));
   });
 }
 
@@ -208,7 +207,7 @@ function selectSource(options: SidecarOptions, overrides: SidecarOverrides, part
     // APIs deleted through the admin operations stay served until a reload, even as the watched folder is re-read.
     const retainedApis = resources instanceof FolderResourceStore ? () => resources.deletedApiIds() : undefined;
     const source = new FolderConfigSource({ dir: options.configDir, defaultNamespace: options.namespace, sessions, logger, metrics, retainedApis, retainedElsewhere });
-    whenRedisReturns(parts, () => source.storeReturned());
+    whenRedisReady(parts, (first) => (first ? source.storeReached() : source.storeReturned()));
     return source;
   }
   if (parts.kubeConfig === undefined) throw new Error('no config source: give --config DIR or a kubeconfig');

@@ -197,6 +197,8 @@ export class FolderConfigSource implements ConfigSource {
   /** The next load after the session store failed, and the wait before the one after it. */
   #sessionsRetry: NodeJS.Timeout | undefined;
   #sessionsRetryMs = SESSIONS_RETRY_FIRST_MS;
+  /** The last load could not read or write the Keys' sessions. */
+  #sessionsFailed = false;
   /** A check of every Key's session queued by `sessionLost`, until it has run. */
   #lostSessionsCheck = false;
   #stopped = false;
@@ -236,6 +238,16 @@ export class FolderConfigSource implements ConfigSource {
   storeReturned(): Promise<void> {
     this.#loadedFiles = null;
     return this.#enqueue(false);
+  }
+
+  /**
+   * The session store answers for the first time. A gateway started while it was away failed
+   * to store the Keys' sessions, and loads again now rather than at its retry's next turn (up
+   * to SESSIONS_RETRY_MAX_MS away), meanwhile refusing the folder's Keys as unknown; otherwise
+   * the first load stored them, and nothing is to do.
+   */
+  storeReached(): Promise<void> {
+    return this.#sessionsFailed ? this.storeReturned() : Promise.resolve();
   }
 
   /**
@@ -312,6 +324,7 @@ export class FolderConfigSource implements ConfigSource {
 
   /** The store failed: the folder is loaded again after a wait that doubles up to its cap while it keeps failing. */
   #retrySessions(err: unknown, problems: FolderProblem[]): void {
+    this.#sessionsFailed = true;
     const waitMs = this.#sessionsRetryMs;
     this.#sessionsRetryMs = Math.min(waitMs * 2, SESSIONS_RETRY_MAX_MS);
     const reason = `the session store failed (${(err as Error).message}); Keys' sessions may be out of date; trying again in ${waitMs / 1000} s`;
@@ -416,6 +429,7 @@ export class FolderConfigSource implements ConfigSource {
     }
     clearTimeout(this.#sessionsRetry);
     this.#sessionsRetryMs = SESSIONS_RETRY_FIRST_MS;
+    this.#sessionsFailed = false;
     return true;
   }
 

@@ -320,6 +320,33 @@ describe('sessions stay cached until Redis reports their change', () => {
     }
   });
 
+  it('a gateway started while Redis is away serves the folder\'s Keys as soon as Redis first answers, not at its retry\'s next turn', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-session-folder-'));
+    const rawKey = randomBytes(16).toString('hex');
+    await writeFile(
+      join(dir, 'all.yaml'),
+      `apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: { name: late-redis }\nspec: { api_id: late-redis, name: late-redis, use_keyless: false, proxy: { listen_path: /late-redis/, target_url: '${upstream.url}', strip_listen_path: true } }\n---\n` +
+        `apiVersion: gw.dev/v1alpha1\nkind: Key\nmetadata: { name: late }\nspec: { key_hash: ${keyHash(rawKey)}, rate: 100, per: 60, access_rights: { late-redis: { api_id: late-redis, api_name: late-redis } } }\n`,
+    );
+    const own = await startRedis();
+    await own.stop();
+    const folder = await startTestSidecar({ ...sidecarOptions(namespace, own.url), configDir: dir });
+    const callFolder = async (): Promise<number> => (await call(`${folder.proxyUrl}/late-redis/`, { headers: { authorization: rawKey } })).status;
+    try {
+      // Failing to store the sessions, the folder is loaded again after 1, 2, 4 and 8 s: the next after 15 s.
+      await sleep(8_000);
+      expect(await callFolder()).toBe(503);
+      await own.start();
+      const started = Date.now();
+      await eventually(async () => (await callFolder()) === 200, 4_000, 'the Key served');
+      expect(Date.now() - started).toBeLessThan(4_000);
+    } finally {
+      await folder.close();
+      await own.dispose();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+
   it('a folder of Keys is loaded in a few round trips to Redis, not one per Key', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-session-folder-'));
     const rawKeys = Array.from({ length: 300 }, () => randomBytes(16).toString('hex'));
