@@ -142,6 +142,28 @@ async function inBatches<T, R>(items: readonly T[], work: (item: T) => Promise<R
   return results;
 }
 
+/** A resource's own fields and its metadata's: `kubectl apply` refuses any other (strict decoding), as a folder does. */
+const RESOURCE_FIELDS = new Set(['apiVersion', 'kind', 'metadata', 'spec', 'status']);
+const METADATA_FIELDS = new Set([
+  'name', 'generateName', 'namespace', 'uid', 'resourceVersion', 'generation', 'creationTimestamp', 'deletionTimestamp',
+  'deletionGracePeriodSeconds', 'labels', 'annotations', 'ownerReferences', 'finalizers', 'managedFields', 'selfLink',
+]);
+
+/**
+ * The fields of a document outside its spec that its kind does not have: a spec field indented
+ * one level too little (`global_rate_limit` beside `spec`) would otherwise be dropped unseen, and
+ * the API served without its limit. The spec's own are the compile step's (`UnknownField`).
+ */
+function strayFields(object: Record<string, unknown>): string[] {
+  const stray = Object.keys(object).filter((field) => !RESOURCE_FIELDS.has(field));
+  const metadata = object.metadata;
+  if (typeof metadata === 'object' && metadata !== null) stray.push(...Object.keys(metadata).filter((field) => !METADATA_FIELDS.has(field)).map((field) => `metadata.${field}`));
+  return stray;
+}
+
+const strayMessage = (kind: string, stray: readonly string[]): string =>
+  `${kind} has no field ${stray.map((field) => `"${field}"`).join(', ')} (misspelt, or indented outside spec?); kubectl apply refuses it too`;
+
 function metaOf(doc: FoundDoc): Meta | null {
   const meta = doc.object.metadata as Partial<Meta> | undefined;
   return typeof meta?.name === 'string' && meta.name.length > 0 ? (meta as Meta) : null;
@@ -295,15 +317,17 @@ export class FolderConfigSource implements ConfigSource {
     reportStrayDocuments(usable, problems, logger);
     // The file each resource is in, by `Kind namespace/name`: the compile step's problems name the resource only.
     const fileOf = new Map<string, string>();
-    const apiDefinitions = this.#resources<ApiDefinitionInput>(documentsOf(usable, 'ApiDefinition'), 'ApiDefinition', problems, fileOf);
-    const policies = this.#resources<PolicyInput>(documentsOf(usable, 'Policy'), 'Policy', problems, fileOf);
+    const refused: CompileProblem[] = [];
+    const apiDefinitions = this.#resources<ApiDefinitionInput>(documentsOf(usable, 'ApiDefinition'), 'ApiDefinition', problems, fileOf, refused);
+    const policies = this.#resources<PolicyInput>(documentsOf(usable, 'Policy'), 'Policy', problems, fileOf, refused);
     // The steps of a load each take a few milliseconds at 5,000 APIs: a turn of the event
     // loop between them keeps requests answered (docs/architecture.md#performance).
     await nextTurn();
     const compiled = compile({ apiDefinitions, policies, cache: this.#compiledApis, retainedApis: this.#retainedApis(), lastGoodApis: this.#lastApis() });
-    const keptAtLastGood = this.#keepLastGood(compiled.config, compiled.problems);
+    const compileProblems = [...refused, ...compiled.problems];
+    const keptAtLastGood = this.#keepLastGood(compiled.config, compileProblems);
     await nextTurn();
-    for (const problem of compiled.problems) {
+    for (const problem of compileProblems) {
       const subject = refName(problem.ref);
       const kept = keptAtLastGood.has(subject);
       const file = fileOf.get(subject);
@@ -361,7 +385,12 @@ export class FolderConfigSource implements ConfigSource {
     return usable;
   }
 
-  #resources<T>(docs: FoundDoc[], kind: string, problems: FolderProblem[], fileOf: Map<string, string>): T[] {
+  /**
+   * The documents of one kind as the compile step takes them. One with a field its kind does
+   * not have is left out, with a problem in `refused` (kept at its last good version, as a spec
+   * the compile step refuses is).
+   */
+  #resources<T>(docs: FoundDoc[], kind: string, problems: FolderProblem[], fileOf: Map<string, string>, refused: CompileProblem[]): T[] {
     const out: T[] = [];
     for (const doc of docs) {
       const metadata = metaOf(doc);
@@ -372,6 +401,11 @@ export class FolderConfigSource implements ConfigSource {
       }
       const namespace = metadata.namespace ?? this.#options.defaultNamespace;
       fileOf.set(refName({ kind, namespace, name: metadata.name }), basename(doc.file.path));
+      const stray = strayFields(doc.object);
+      if (stray.length > 0) {
+        refused.push({ ref: { kind, namespace, name: metadata.name }, field: stray[0]!, reason: 'UnknownField', message: strayMessage(kind, stray) });
+        continue;
+      }
       out.push({ metadata: { ...metadata, namespace }, spec: doc.object.spec ?? {} } as T);
     }
     return out;
@@ -445,7 +479,7 @@ export class FolderConfigSource implements ConfigSource {
    * so a session changed or deleted in the store since is still put right.
    */
   async #storeKeys(docs: FoundDoc[], problems: FolderProblem[]): Promise<void> {
-    const { sessions, logger, defaultNamespace } = this.#options;
+    const { sessions, defaultNamespace } = this.#options;
     const keys = this.#heldKeys(this.#servableKeys(docs, problems), problems);
     const present = new Set(keys.map((key) => key.hash));
     const hashes = [...present];
@@ -460,12 +494,13 @@ export class FolderConfigSource implements ConfigSource {
       const json = storedJson.get(hash) ?? null;
       const key = { spec, name: meta.name, namespace };
       const last = this.#settledKeys.get(hash);
-      if (last !== undefined && stillSettled(last, key, json)) {
+      const stray = strayFields(doc.object);
+      if (stray.length === 0 && last !== undefined && stillSettled(last, key, json)) {
         settled.set(hash, last);
         continue;
       }
       const existing = parseSession(json);
-      const outcome = sessionFromKey(spec, { name: meta.name, namespace }, existing, new Date());
+      const outcome = stray.length > 0 ? { ok: false as const, message: strayMessage('Key', stray) } : sessionFromKey(spec, { name: meta.name, namespace }, existing, new Date());
       if (outcome.ok) {
         // An unchanged session is not written again: every write is reported to each gateway
         // that read the session, which then reads it again (docs/architecture.md#sessions).
@@ -473,9 +508,7 @@ export class FolderConfigSource implements ConfigSource {
         else if (json !== null) settled.set(hash, { ...key, storedJson: json });
         continue;
       }
-      const kept = existing === null ? 'skipped' : LAST_GOOD_KEPT;
-      logger.warn({ file: doc.file.path, resource: meta.name, problem: outcome.message }, existing === null ? 'invalid Key skipped' : 'invalid Key: its last good session stays in effect');
-      problems.push({ subject, reason: `${outcome.message}; ${kept}`, kind: 'Key', code: 'InvalidSpec', file: basename(doc.file.path) });
+      this.#refuseKey({ doc, name: meta.name, subject }, { message: outcome.message, code: stray.length > 0 ? 'UnknownField' : 'InvalidSpec' }, existing !== null, problems);
     }
     await inBatches([...writes], async ([hash, { session, key }]) => {
       settled.set(hash, { ...key, storedJson: await sessions.put(hash, session) });
@@ -483,6 +516,13 @@ export class FolderConfigSource implements ConfigSource {
     // Before the sessions of Keys gone are deleted: `sessionLost` must not answer for them then.
     this.#settledKeys = settled;
     await this.#revokeKeysGone(present);
+  }
+
+  /** A Key that gives no session: reported, and served by the session it had if it had one. */
+  #refuseKey(key: { doc: FoundDoc; name: string; subject: string }, problem: { message: string; code: string }, hadSession: boolean, problems: FolderProblem[]): void {
+    const file = key.doc.file.path;
+    this.#options.logger.warn({ file, resource: key.name, problem: problem.message }, hadSession ? 'invalid Key: its last good session stays in effect' : 'invalid Key skipped');
+    problems.push({ subject: key.subject, reason: `${problem.message}; ${hadSession ? LAST_GOOD_KEPT : 'skipped'}`, kind: 'Key', code: problem.code, file: basename(file) });
   }
 
   /**

@@ -166,6 +166,21 @@ describe('a standalone gateway watching its config folder', () => {
     expect(await status('/misspelt/x')).toBe(404);
     expect(await status('/steady/x')).toBe(200);
 
+    // A spec field indented one level too little, beside spec, and a misspelt metadata field: refused as kubectl apply refuses them.
+    const outdented = `${keylessApiYaml('steady', '/outdented/', upstream.url).replace('metadata: { name: steady }', 'metadata: { name: steady, labelz: { a: b } }')}global_rate_limit: { rate: 100, per: 60 }\n`;
+    await writeFile(join(dir, 'api.yaml'), outdented);
+    await eventually(async () => (await readyz()).body.problems.some((p) => p.reason.startsWith('global_rate_limit')), 10_000, 'the field beside spec reported');
+    expect((await readyz()).body.problems).toEqual([
+      {
+        subject: 'ApiDefinition default/steady',
+        reason: 'global_rate_limit: ApiDefinition has no field "global_rate_limit", "metadata.labelz" (misspelt, or indented outside spec?); kubectl apply refuses it too; its last good version stays in effect',
+        file: 'api.yaml',
+      },
+    ]);
+    expect(await metrics()).toContain('gw_config_problems{kind="ApiDefinition",reason="UnknownField"} 1');
+    expect(await status('/outdented/x')).toBe(404);
+    expect(await status('/steady/x')).toBe(200);
+
     // The fix applies on its own and clears the report.
     await writeFile(join(dir, 'api.yaml'), keylessApi('steady', '/elsewhere/', upstream.url));
     await eventually(async () => (await status('/elsewhere/x')) === 200, 10_000, 'fix applied');
@@ -293,6 +308,12 @@ spec: { key_hash: ${keyHash(`${rawKey}-shouting`)}, access_rights: { private: {}
     expect((await readyz()).body.problems.find((p) => p.subject === 'Key default/by-hand')?.reason).toMatch(/; its last good version stays in effect$/);
     const warnings = logs.map((line) => JSON.parse(line) as { msg: string; resource?: string }).filter((record) => record.resource === 'by-hand').map((record) => record.msg);
     expect(warnings).toEqual(['invalid Key: its last good session stays in effect']);
+    expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+
+    // A spec field beside spec: refused too, the Key served by its last good session.
+    await writeFile(join(dir, 'key.yaml'), `${authApiAndKey(upstream.url, rawKey)}quota_max: 5\n`);
+    await eventually(async () => (await readyz()).body.problems.find((p) => p.subject === 'Key default/by-hand')?.reason.startsWith('Key has no field "quota_max"') === true, 10_000, 'the field beside spec reported');
+    expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="UnknownField"} 1');
     expect(await status('/private/x', { authorization: rawKey })).toBe(200);
   });
 
