@@ -159,19 +159,19 @@ describe('StreamLimiter on a clock moved by hand', () => {
     const limiter = new StreamLimiter({ label: 'l', count: 1, interval_ms: 2000 }, clock.now);
     const given = [0, 1, 2, 3, 4].map(() => limiter.reserve(20_000, (move) => moves.push([move.id, move.startMs - t0])));
     clock.advance(500);
-    const raised = limiter.changedTo({ label: 'l', count: 10, interval_ms: 2000 });
+    limiter.change({ label: 'l', count: 10, interval_ms: 2000 });
     const ids = given.map((reservation) => (reservation as { id: number }).id);
     expect(moves).toEqual(ids.slice(1).map((id) => [id, 500]));
     // Five slots given within this interval: five more for newcomers, then the next interval's.
-    expect(startsOf([0, 1, 2, 3, 4, 5].map(() => raised.reserve(20_000)), t0)).toEqual([500, 500, 500, 500, 500, 2000]);
+    expect(startsOf([0, 1, 2, 3, 4, 5].map(() => limiter.reserve(20_000)), t0)).toEqual([500, 500, 500, 500, 500, 2000]);
 
     const shortened = new StreamLimiter({ label: 's', count: 1, interval_ms: 10_000 }, clock.now);
     const t1 = clock.now();
     const queued = [0, 1, 2].map(() => shortened.reserve(30_000));
     expect(startsOf(queued, t1)).toEqual([0, 10_000, 20_000]);
     clock.advance(500);
-    const faster = shortened.changedTo({ label: 's', count: 1, interval_ms: 1000 });
-    expect(startsOf([faster.reserve(30_000)], t1)).toEqual([3000]);
+    shortened.change({ label: 's', count: 1, interval_ms: 1000 });
+    expect(startsOf([shortened.reserve(30_000)], t1)).toEqual([3000]);
   });
 
   it('a lowered count keeps the slots of the callers waiting, and newcomers count them', () => {
@@ -181,9 +181,45 @@ describe('StreamLimiter on a clock moved by hand', () => {
     const moves: unknown[] = [];
     const given = [0, 1, 2, 3].map(() => limiter.reserve(10_000, (move) => moves.push(move)));
     expect(startsOf(given, t0)).toEqual([0, 0, 0, 1000]);
-    const lowered = limiter.changedTo({ label: 'l', count: 1, interval_ms: 1000 });
+    limiter.change({ label: 'l', count: 1, interval_ms: 1000 });
     expect(moves).toEqual([]);
-    expect(startsOf([lowered.reserve(10_000)], t0)).toEqual([2000]);
+    expect(startsOf([limiter.reserve(10_000)], t0)).toEqual([2000]);
+  });
+
+  it('a slot given back after a change moves the callers behind under the settings of now', () => {
+    const clock = manualClock();
+    const t0 = clock.now();
+    const limiters = new StreamLimiters(clock.now);
+    const two = { label: 'l', count: 2, interval_ms: 10_000 };
+    const one = { label: 'l', count: 1, interval_ms: 10_000 };
+    for (let i = 0; i < 2; i += 1) limiters.get('a', two).take(0);
+    clock.advance(200);
+    const leaving = limiters.get('a', two).take(30_000);
+    limiters.get('a', two).take(30_000);
+    limiters.get('a', two).take(30_000);
+    clock.advance(800);
+    limiters.get('a', one);
+    clock.advance(3000);
+    leaving.giveBack();
+    // Under 1 per 10 s the two callers left wait for 10 s and 20 s: the next newcomer, for 30 s.
+    expect(startsOf([limiters.reserve({ apiId: 'a', limit: one, maxWaitMs: 60_000 })], t0)).toEqual([30_000]);
+  });
+
+  it('a lengthened interval counts the last count slots given, however long ago', () => {
+    const clock = manualClock();
+    const t0 = clock.now();
+    const limiters = new StreamLimiters(clock.now);
+    const short = { label: 'l', count: 2, interval_ms: 1000 };
+    const long = { label: 'l', count: 2, interval_ms: 10_000 };
+    limiters.reserve({ apiId: 'a', limit: short, maxWaitMs: 0 });
+    limiters.reserve({ apiId: 'a', limit: short, maxWaitMs: 0 });
+    clock.advance(1500);
+    limiters.reserve({ apiId: 'a', limit: short, maxWaitMs: 0 });
+    clock.advance(500);
+    limiters.configure(new Map([['a', long]]));
+    clock.advance(2000);
+    // Three slots in the last 10 s (at 0, 0 and 1500): under 2 per 10 s the next comes at 10 s.
+    expect(startsOf([limiters.reserve({ apiId: 'a', limit: long, maxWaitMs: 60_000 })], t0)).toEqual([10_000]);
   });
 
   it('gives back the slots still to come of the callers one owner held, and keeps its slots that came', () => {

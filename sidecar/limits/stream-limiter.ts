@@ -175,45 +175,41 @@ export class ReservationIds {
  * A caller whose slot is further away than the wait bound is refused at once and takes no
  * slot. A slot given back (its caller left, or a limit refused its request) is taken out, and
  * every caller still waiting behind it comes as soon as that rule allows: they move up, and
- * the next newcomer finds the room. The slots given in the last interval are kept for that
- * rule (SlotLog).
+ * the next newcomer finds the room. The last `count` slots given and every slot of the last
+ * interval are kept for that rule (SlotLog), so a lengthened interval counts them too.
  */
 export class StreamLimiter {
-  readonly label: string;
-  readonly settings: CompiledStreamLimit;
-  readonly #count: number;
-  readonly #intervalMs: number;
+  #settings: CompiledStreamLimit;
   readonly #now: () => number;
   readonly #ids: ReservationIds;
-  /** The slots given less than an interval ago and those still to come, in the order given (so in time order). */
-  #slots = new SlotLog();
+  /** The slots still kept for the rule and those still to come, in the order given (so in time order). */
+  readonly #slots = new SlotLog();
   /** The callers of the slots still to come, by slot id, in the order given. */
-  #waiters = new Map<number, Waiter>();
+  readonly #waiters = new Map<number, Waiter>();
   readonly #wait: SlotWait;
 
   constructor(limit: CompiledStreamLimit, now: () => number = Date.now, ids = new ReservationIds()) {
-    this.label = limit.label;
-    this.settings = limit;
-    this.#count = limit.count;
-    this.#intervalMs = limit.interval_ms;
+    this.#settings = limit;
     this.#now = now;
     this.#ids = ids;
     this.#wait = new SlotWait(now);
   }
 
+  get settings(): CompiledStreamLimit {
+    return this.#settings;
+  }
+
   /**
-   * The resource with changed settings, going on from the slots this one has given: they count
-   * against the new `count` and `interval`, so a change lets no new burst through (nor do
-   * workers that run two config versions while a reload is under way, the primary then seeing
-   * the settings alternate request by request). The callers waiting come as soon as the new
-   * settings allow, and never later than they were told.
+   * Changed settings, going on from the slots given: they count against the new `count` and
+   * `interval`, so a change lets no new burst through (nor do workers that run two config
+   * versions while a reload is under way, the primary then seeing the settings alternate
+   * request by request). The callers waiting come as soon as the new settings allow, and never
+   * later than they were told. The limiter changes in place: a caller waiting gives its slot
+   * back to it, and must meet the settings of now.
    */
-  changedTo(limit: CompiledStreamLimit): StreamLimiter {
-    const next = new StreamLimiter(limit, this.#now, this.#ids);
-    next.#slots = this.#slots;
-    next.#waiters = this.#waiters;
-    next.#bringForward(0, this.#now());
-    return next;
+  change(limit: CompiledStreamLimit): void {
+    this.#settings = limit;
+    this.#bringForward(0, this.#now());
   }
 
   /**
@@ -271,7 +267,7 @@ export class StreamLimiter {
   take(maxWaitMs: number): StreamSlot {
     const time = new SlotTime(0);
     const reservation = this.reserve(maxWaitMs, (move) => time.moveTo(move.startMs));
-    if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(this.label, maxWaitMs, reservation.refusedWaitMs);
+    if ('refusedWaitMs' in reservation) throw new StreamRateLimitWaitError(this.#settings.label, maxWaitMs, reservation.refusedWaitMs);
     time.moveTo(reservation.startMs);
     const release = (): void => this.release(reservation.id);
     return { wait: (signal) => this.#wait.until(time, signal, release), giveBack: release };
@@ -280,8 +276,9 @@ export class StreamLimiter {
   /** The earliest time the slot at `index` may come, given the slots before it. */
   #earliest(index: number, nowMs: number): number {
     let startMs = nowMs;
+    const { count, interval_ms: intervalMs } = this.#settings;
     if (index > 0) startMs = Math.max(startMs, this.#slots.startAt(index - 1));
-    if (index >= this.#count) startMs = Math.max(startMs, this.#slots.startAt(index - this.#count) + this.#intervalMs);
+    if (index >= count) startMs = Math.max(startMs, this.#slots.startAt(index - count) + intervalMs);
     return startMs;
   }
 
@@ -302,12 +299,14 @@ export class StreamLimiter {
   }
 
   /**
-   * Forgets the slots given an interval ago or more (they bound no later one: the rule's own
-   * bound is then in the past), and the callers whose slot has come.
+   * Forgets the slots given an interval ago or more but the last `count` (the rest bound no
+   * later slot, unless the interval is lengthened: the last `count` are what it would count),
+   * and the callers whose slot has come.
    */
   #forgetPast(nowMs: number): void {
+    const { count, interval_ms: intervalMs } = this.#settings;
     let ended = 0;
-    while (ended < this.#slots.length && this.#slots.startAt(ended) + this.#intervalMs <= nowMs) ended += 1;
+    while (this.#slots.length - ended > count && this.#slots.startAt(ended) + intervalMs <= nowMs) ended += 1;
     if (ended > 0) this.#slots.dropFirst(ended);
     for (const [id, waiter] of this.#waiters) {
       if (waiter.startMs > nowMs) break;
@@ -346,10 +345,13 @@ export class StreamLimiters implements StreamSlots {
    */
   get(apiId: string, limit: CompiledStreamLimit): StreamLimiter {
     const limiter = this.#limiters.get(apiId);
-    if (limiter && sameLimit(limiter.settings, limit)) return limiter;
-    const current = limiter ? limiter.changedTo(limit) : new StreamLimiter(limit, this.#now, this.#ids);
-    this.#limiters.set(apiId, current);
-    return current;
+    if (limiter === undefined) {
+      const created = new StreamLimiter(limit, this.#now, this.#ids);
+      this.#limiters.set(apiId, created);
+      return created;
+    }
+    if (!sameLimit(limiter.settings, limit)) limiter.change(limit);
+    return limiter;
   }
 
   take(apiId: string, limit: CompiledStreamLimit, maxWaitMs: number): Promise<StreamSlot> {

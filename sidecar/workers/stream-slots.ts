@@ -65,7 +65,7 @@ export class PrimaryStreamSlots implements StreamSlots {
   /**
    * The primary's limiters and this worker's own take the config's resources: the primary's
    * are those of every worker, which run the same config (two versions only while a reload is
-   * under way, which the primary's limiters bear: StreamLimiter.changedTo).
+   * under way, which the primary's limiters bear: StreamLimiter.change).
    */
   configure(resources: ReadonlyMap<string, CompiledStreamLimit>): void {
     this.#options.local.configure(resources);
