@@ -231,7 +231,7 @@ export class StreamLimiter {
   /** A slot given back: a caller that left before it came, or whose request a limit refused. */
   release(id: number): void {
     const at = this.#slots.indexOf(id);
-    // Not found: its interval has ended, and it bounds nothing any more.
+    // Not found: forgotten, as it bounds no slot any more (#forgetPast).
     if (at < 0) return;
     this.#slots.removeAt(at);
     this.#waiters.delete(id);
