@@ -219,8 +219,6 @@ export class FolderConfigSource implements ConfigSource {
   /** The next load after the session store failed, and the wait before the one after it. */
   #sessionsRetry: NodeJS.Timeout | undefined;
   #sessionsRetryMs = SESSIONS_RETRY_FIRST_MS;
-  /** The last load could not read or write the Keys' sessions. */
-  #sessionsFailed = false;
   /** A check of every Key's session queued by `sessionLost`, until it has run. */
   #lostSessionsCheck = false;
   #stopped = false;
@@ -269,7 +267,9 @@ export class FolderConfigSource implements ConfigSource {
    * the first load stored them, and nothing is to do.
    */
   storeReached(): Promise<void> {
-    return this.#sessionsFailed ? this.storeReturned() : Promise.resolve();
+    // The retry's wait grows from its first only while loads fail on the store.
+    const lastLoadFailed = this.#sessionsRetryMs > SESSIONS_RETRY_FIRST_MS;
+    return lastLoadFailed ? this.storeReturned() : Promise.resolve();
   }
 
   /**
@@ -348,7 +348,6 @@ export class FolderConfigSource implements ConfigSource {
 
   /** The store failed: the folder is loaded again after a wait that doubles up to its cap while it keeps failing. */
   #retrySessions(err: unknown, problems: FolderProblem[]): void {
-    this.#sessionsFailed = true;
     const waitMs = this.#sessionsRetryMs;
     this.#sessionsRetryMs = Math.min(waitMs * 2, SESSIONS_RETRY_MAX_MS);
     const reason = `the session store failed (${(err as Error).message}); Keys' sessions may be out of date; trying again in ${waitMs / 1000} s`;
@@ -463,7 +462,6 @@ export class FolderConfigSource implements ConfigSource {
     }
     clearTimeout(this.#sessionsRetry);
     this.#sessionsRetryMs = SESSIONS_RETRY_FIRST_MS;
-    this.#sessionsFailed = false;
     return true;
   }
 

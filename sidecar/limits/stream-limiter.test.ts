@@ -216,7 +216,7 @@ describe('StreamLimiter on a clock moved by hand', () => {
     clock.advance(1500);
     limiters.reserve({ apiId: 'a', limit: short, maxWaitMs: 0 });
     clock.advance(500);
-    limiters.configure(new Map([['a', long]]));
+    limiters.configure([{ apiId: 'a', limit: long }]);
     clock.advance(2000);
     // Three slots in the last 10 s (at 0, 0 and 1500): under 2 per 10 s the next comes at 10 s.
     expect(startsOf([limiters.reserve({ apiId: 'a', limit: long, maxWaitMs: 60_000 })], t0)).toEqual([10_000]);
@@ -244,7 +244,7 @@ describe('StreamLimiter on a clock moved by hand', () => {
     const given = [0, 1, 2].map(() => limiters.reserve({ apiId: 'a', limit, maxWaitMs: 200_000 }, (move) => moves.push(move.startMs - t0)));
     expect(startsOf(given, t0)).toEqual([0, 60_000, 120_000]);
     clock.advance(10);
-    limiters.configure(new Map([['b', limit]]));
+    limiters.configure([{ apiId: 'b', limit }]);
     expect(moves).toEqual([10, 10]);
     // Named again later, the resource starts from nothing given.
     expect(startsOf([limiters.reserve({ apiId: 'a', limit, maxWaitMs: 0 })], t0)).toEqual([10]);

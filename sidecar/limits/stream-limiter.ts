@@ -23,7 +23,7 @@ export interface StreamSlots {
    * one is absent): a changed resource applies to the callers waiting at once, and the callers
    * of a resource gone no longer wait.
    */
-  configure(resources: ReadonlyMap<string, CompiledStreamLimit>): void;
+  configure(resources: readonly StreamResource[]): void;
 }
 
 /** A slot given to a request. */
@@ -59,15 +59,15 @@ export interface SlotMove {
   startMs: number;
 }
 
-/** An API's stream rate-limit resource, as a worker tells the primary of it. */
+/** An API's stream rate-limit resource. */
 export interface StreamResource {
   apiId: string;
   limit: CompiledStreamLimit;
 }
 
 /** The stream rate-limit resources of the APIs a config serves, by api_id. */
-export function streamResourcesOf(apis: readonly CompiledApi[]): Map<string, CompiledStreamLimit> {
-  return new Map(apis.flatMap((api) => (api.stream_limit === null ? [] : [[api.api_id, api.stream_limit] as const])));
+export function streamResourcesOf(apis: readonly CompiledApi[]): StreamResource[] {
+  return apis.flatMap((api) => (api.stream_limit === null ? [] : [{ apiId: api.api_id, limit: api.stream_limit }]));
 }
 
 /**
@@ -362,9 +362,10 @@ export class StreamLimiters implements StreamSlots {
     }
   }
 
-  configure(resources: ReadonlyMap<string, CompiledStreamLimit>): void {
+  configure(resources: readonly StreamResource[]): void {
+    const limits = new Map(resources.map(({ apiId, limit }) => [apiId, limit]));
     for (const [apiId, limiter] of this.#limiters) {
-      const limit = resources.get(apiId);
+      const limit = limits.get(apiId);
       if (limit !== undefined) {
         this.get(apiId, limit);
         continue;

@@ -83,7 +83,7 @@ export interface Notices {
   /** The primary brought a worker's caller's slot forward: a caller ahead of it gave one back, or the resource changed. */
   streamMoved: SlotMove;
   /** A worker loaded a config: the stream rate-limit resources of its APIs. */
-  streamResources: StreamResource[];
+  streamResources: readonly StreamResource[];
 }
 
 type Methods = Record<string, { params: unknown; result: unknown }>;

@@ -220,7 +220,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
       {
         allowance: ({ labels, value }) => metrics.allowance.set(labels, value),
         streamRelease: (release) => streams.release(release),
-        streamResources: (resources) => streams.configure(new Map(resources.map(({ apiId, limit }) => [apiId, limit]))),
+        streamResources: (resources) => streams.configure(resources),
         listening: () => {
           slot.listening = true;
         },

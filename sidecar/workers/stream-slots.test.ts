@@ -26,7 +26,7 @@ function gateway(n: number, timeoutMs = 1000): { workers: PrimaryStreamSlots[]; 
         retainedApis: () => [],
         streamSlots: (requests) => requests.map((request) => primary.reserve(request, (move) => fromWorker.notify('streamMoved', move))),
       },
-      { streamRelease: (slot) => primary.release(slot), streamResources: (resources) => primary.configure(new Map(resources.map(({ apiId, limit }) => [apiId, limit]))) },
+      { streamRelease: (slot) => primary.release(slot), streamResources: (resources) => primary.configure(resources) },
     );
     const unanswered = { alive: () => undefined, readiness: () => ({ ready: true, reasons: [], problems: [] }), reload: () => undefined, retain: () => undefined, retainedApis: () => [], metrics: () => ({ metrics: [], series: [] }) };
     const toWorker = new IpcPeer<WorkerMethods, PrimaryMethods>((message) => setImmediate(() => fromWorker.receive(message)), unanswered, {
@@ -130,12 +130,12 @@ describe('PrimaryStreamSlots', () => {
     const started = Date.now();
     const waiting = [acquire(a!, API, slow, 200_000), acquire(b!, API, slow, 200_000)].map((p) => p.then(() => Date.now() - started));
     await new Promise((resolve) => setTimeout(resolve, 50));
-    a!.configure(new Map([[API, { label: 'l', count: 10, interval_ms: 60_000 }]]));
+    a!.configure([{ apiId: API, limit: { label: 'l', count: 10, interval_ms: 60_000 } }]);
     expect(Math.max(...(await Promise.all(waiting)))).toBeLessThan(1000);
 
     const queued = [acquire(b!, 'gone-api', slow, 200_000), acquire(b!, 'gone-api', slow, 200_000)].map((p) => p.then(() => Date.now() - started));
     await new Promise((resolve) => setTimeout(resolve, 50));
-    b!.configure(new Map([[API, slow]]));
+    b!.configure([{ apiId: API, limit: slow }]);
     expect(Math.max(...(await Promise.all(queued)))).toBeLessThan(1000);
   });
 

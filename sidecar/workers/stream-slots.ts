@@ -8,7 +8,7 @@ export interface PrimaryStreamSlotsOptions {
   /** Gives a slot back to the primary (an IPC notice). */
   release(slot: SlotRelease): void;
   /** Tells the primary the resources of this worker's config (an IPC notice). */
-  configure(resources: StreamResource[]): void;
+  configure(resources: readonly StreamResource[]): void;
   /** Decides a request the primary did not answer for: this worker's own limiters. */
   local: StreamSlots;
   /** The primary did not answer in time: `local` decided. */
@@ -67,10 +67,11 @@ export class PrimaryStreamSlots implements StreamSlots {
    * are those of every worker, which run the same config (two versions only while a reload is
    * under way, which the primary's limiters bear: StreamLimiter.change).
    */
-  configure(resources: ReadonlyMap<string, CompiledStreamLimit>): void {
+  configure(resources: readonly StreamResource[]): void {
     this.#options.local.configure(resources);
-    for (const apiId of this.#waits.keys()) if (!resources.has(apiId)) this.#waits.delete(apiId);
-    this.#options.configure([...resources].map(([apiId, limit]) => ({ apiId, limit })));
+    const limited = new Set(resources.map((resource) => resource.apiId));
+    for (const apiId of this.#waits.keys()) if (!limited.has(apiId)) this.#waits.delete(apiId);
+    this.#options.configure(resources);
   }
 
   /** The primary brought a waiting caller's slot forward: a caller ahead of it, of any worker, gave one back. */
