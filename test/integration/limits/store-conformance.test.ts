@@ -18,6 +18,9 @@ import { uniqueId } from './helpers.ts';
  */
 
 const P = 60_000;
+/** The longest quota period and the latest renewal time a key may name (crds/schemas/common.ts), in ms. */
+const LONGEST_PERIOD_MS = 1_000 * 31_536_000 * 1_000;
+const LATEST_MS = 253_402_300_799 * 1_000;
 
 /** The case's ops are built with its own limiter names and its start time. */
 interface Scope {
@@ -33,8 +36,8 @@ interface Step {
   refused?: boolean;
   /** Read the limiters (the effective-limits read) instead of running the ops. */
   peek?: boolean;
-  /** The results, with reset times relative to the case's start (0 stays 0: never). */
-  expect: StoreResult[] | PeekResult[];
+  /** The results, with reset times relative to the case's start (0 stays 0: never); given that start when they are far from it. */
+  expect: StoreResult[] | PeekResult[] | ((start: number) => StoreResult[]);
 }
 
 const ok = (limit: number, remaining: number, resetAt: number, smoothing: StoreResult['smoothing'] = null): StoreResult => ({
@@ -194,6 +197,16 @@ const cases: [string, Step[]][] = [
     ],
   ],
   [
+    // The schema's bounds (crds/schemas/common.ts): Redis must set the expiry of a renewal at the
+    // latest time plus the longest period as it does any other, not wrap it to a past one.
+    'quota: the longest period, renewing at the latest time a key may name, counts as any other',
+    [
+      { at: 0, ops: (s) => [quota(s.id('q'), 2, LONGEST_PERIOD_MS, 2, LATEST_MS)], expect: (start) => [ok(2, 1, LATEST_MS - start)] },
+      { at: 1, ops: (s) => [quota(s.id('q'), 2, LONGEST_PERIOD_MS, 2, LATEST_MS)], expect: (start) => [ok(2, 0, LATEST_MS - start)] },
+      { at: 2, ops: (s) => [quota(s.id('q'), 2, LONGEST_PERIOD_MS, 2, LATEST_MS)], expect: (start) => [no(2, LATEST_MS - start)] },
+    ],
+  ],
+  [
     'quota: starts from the session\'s remaining count, and one without renewal never resets',
     [
       { at: 0, ops: (s) => [quota(s.id('q'), 5, 0, 1, 0)], expect: [ok(5, 0, 0)] },
@@ -314,7 +327,7 @@ describe.each(stores)('store contract: %s', (_name, createStore) => {
         clock.set(start + step.at);
         const results = step.peek ? await store.peek(step.ops(scope)) : await store.run(step.ops(scope), step.refused ?? false);
         const relative = results.map((r) => ({ ...r, resetMs: r.resetMs === 0 ? 0 : r.resetMs - start }));
-        expect(relative, `at +${step.at} ms`).toEqual(step.expect);
+        expect(relative, `at +${step.at} ms`).toEqual(typeof step.expect === 'function' ? step.expect(start) : step.expect);
       }
     } finally {
       await store.close();
