@@ -61,6 +61,8 @@ export interface EffectiveLimits {
   rate: KeyRateLimit | null;
   /** Every per-API or global rate `rate` was chosen from, in `apply_policies` order (for explanations). */
   rateCandidates: RateCandidate[];
+  /** The global rates a per-API limit replaced on this API, its Policy's or the key's own (for explanations). */
+  replacedGlobals: Omit<RateCandidate, 'chosen'>[];
   /** null: unlimited. */
   quota: KeyQuota | null;
   /** `rate_limit_pattern` of the first policy carrying one, else of the session's metadata. */
@@ -84,6 +86,8 @@ interface Candidate {
   scope: 'key_per_api' | 'key_global';
   coverApis: readonly string[];
   source: ResourceRef;
+  /** The global rate of the same Policy (or key) that this per-API limit replaces on the API. */
+  replacesGlobal?: CompiledRate | null;
 }
 
 const perSecond = (rate: CompiledRate): number => rate.rate / rate.per;
@@ -91,7 +95,7 @@ const perSecond = (rate: CompiledRate): number => rate.rate / rate.per;
 function policyCandidate(policy: CompiledPolicy, apiId: string): Candidate {
   const right = policy.access_rights[apiId];
   if (right?.limit) {
-    return { limit: right.limit, scopeId: `${policy.id}#${apiId}`, own: false, scope: 'key_per_api', coverApis: [apiId], source: policy.source };
+    return { limit: right.limit, scopeId: `${policy.id}#${apiId}`, own: false, scope: 'key_per_api', coverApis: [apiId], source: policy.source, replacesGlobal: policy.rate };
   }
   const granted = Object.keys(policy.access_rights);
   return { limit: policy, scopeId: policy.id, own: false, scope: 'key_global', coverApis: granted.length > 0 ? granted : [apiId], source: policy.source };
@@ -112,13 +116,12 @@ function sessionCandidate(session: Session, apiId: string, underOwnPattern: bool
   const source = sessionSource(session);
   const own = session.access_rights[apiId]?.limit;
   const allowance = session.rate > 0 ? session.rate : session.allowance;
-  const rate = own
-    ? own.rate > 0 && own.per > 0 ? { rate: own.rate, per: own.per } : null
-    : allowance > 0 && session.per > 0 ? { rate: allowance, per: session.per } : null;
+  const globalRate = allowance > 0 && session.per > 0 ? { rate: allowance, per: session.per } : null;
+  const rate = own ? (own.rate > 0 && own.per > 0 ? { rate: own.rate, per: own.per } : null) : globalRate;
   const scopeId = `${underOwnPattern ? `${session.namespace}/` : ''}${own ? `${OWN_SCOPE}#${apiId}` : OWN_SCOPE}`;
   const shared = underOwnPattern && rate ? { rateScopeId: `${scopeId}@${rate.rate}/${rate.per}` } : {};
   if (own) {
-    return { limit: { ...own, rate }, scopeId, ...shared, own: true, scope: 'key_per_api', coverApis: [apiId], source };
+    return { limit: { ...own, rate }, scopeId, ...shared, own: true, scope: 'key_per_api', coverApis: [apiId], source, replacesGlobal: globalRate };
   }
   const granted = Object.keys(session.access_rights);
   return {
@@ -249,6 +252,9 @@ export function effectiveLimits(
       const { limit, scope, source } = candidate;
       return limit.rate ? [{ rate: limit.rate, scope, source: { resource: source, rule: null }, chosen: candidate === winner }] : [];
     }),
+    replacedGlobals: candidates.flatMap(({ replacesGlobal, source }) =>
+      replacesGlobal ? [{ rate: replacesGlobal, scope: 'key_global' as const, source: { resource: source, rule: null } }] : [],
+    ),
     quota: bestQuota(candidates),
     pattern,
     smoothingWithoutRate: candidates.flatMap(({ limit, scope, source }) =>

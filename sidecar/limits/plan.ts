@@ -202,6 +202,7 @@ export class Planner {
         if (!candidate.chosen) outranked.push(alternative(candidate));
       }
     }
+    passedOver.push(...limits.replacedGlobals.map(alternative));
     return { passedOver, outranked, smoothingWithoutRate };
   }
 

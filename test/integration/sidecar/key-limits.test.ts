@@ -44,6 +44,7 @@ interface Level {
   level: string;
   source: { kind: string; name: string };
   rule: string | null;
+  rate: number;
   limit: number;
   remaining: number;
   reset: number;
@@ -200,6 +201,21 @@ describe('GET /gw/keys/{keyHash}/limits: why a request was limited', () => {
     // Reading took nothing: the next request finds the same allowance less its own.
     const next = await call(`${sidecar.proxyUrl}/${id}/items/1`, { headers: { authorization: raw } });
     expect(rateHeaders(next).remaining).toBe(3);
+  });
+
+  it("lists a Policy's global limit that its per-API limit replaced on the API, as it lists the key's own", async () => {
+    const id = uniqueId('api');
+    const perApi = policy(uniqueId('per-api'), { rate: { rate: 50, per: PER }, access_rights: { [id]: right(id, { limit: keyLimit(3) }) } });
+    await deploy({ api_id: id, listen_path: `/${id}/` }, [perApi]);
+    const byPolicy = await storeSession(redis, { apply_policies: [perApi.source.name] });
+    const policyRead = (await explain(sidecar, keyHash(byPolicy), { api_id: id })).json();
+    expect((policyRead.limits as Level[]).map(({ level, source, rate }) => ({ level, source: source.name, rate }))).toEqual([{ level: 'key_per_api', source: perApi.source.name, rate: 3 }]);
+    expect(policyRead.passed_over).toEqual([{ level: 'key_global', source: perApi.source, rule: null, rate: 50, per: PER }]);
+
+    const own = await storeSession(redis, { rate: 40, per: PER, access_rights: { [id]: { ...right(id), limit: { rate: 4, per: PER } } } });
+    const ownRead = (await explain(sidecar, keyHash(own), { api_id: id })).json();
+    expect((ownRead.limits as Level[]).map(({ level, rate }) => ({ level, rate }))).toEqual([{ level: 'key_per_api', rate: 4 }]);
+    expect((ownRead.passed_over as { level: string; rate: number; per: number }[]).map(({ level, rate, per }) => ({ level, rate, per }))).toEqual([{ level: 'key_global', rate: 40, per: PER }]);
   });
 
   it('smoothing on a scope with no rate is shown as unused, with the reason, not left out', async () => {
