@@ -19,7 +19,14 @@ export interface SessionStore {
 }
 
 /** What a reader of stored sessions needs: the session cache (sidecar/auth/session-cache.ts). */
-export type SessionReads = Pick<SessionStore, 'getJson'>;
+export interface SessionReads {
+  /**
+   * `SessionStore.getJson`. `seen`: the reader found this key's session before and was told of
+   * no change to it since, so it most likely exists (tracked reads take the hint:
+   * sidecar/auth/session-changes.ts).
+   */
+  getJson(keyHash: string, seen?: boolean): Promise<string | null>;
+}
 
 /** A stored value that no longer parses is treated as absent: the key is refused, not crashed on. */
 export function parseSession(raw: string | null): Session | null {

@@ -116,7 +116,7 @@ export class SessionCache {
     if (entry !== undefined && entry.expiresAt > now) return entry.session;
     const pending = this.#inFlight.get(keyHash);
     if (pending !== undefined) return pending.result;
-    const read: Read = { result: this.#store.getJson(keyHash).then(
+    const read: Read = { result: this.#store.getJson(keyHash, entry !== undefined && entry.session !== null && !entry.changedSinceRead).then(
       (stored) => {
         this.#inFlight.delete(keyHash);
         const json = stored ?? this.#absent(keyHash);

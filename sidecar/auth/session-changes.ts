@@ -1,5 +1,5 @@
 import calculateSlot from 'cluster-key-slot';
-import { Redis, ReplyError, type Cluster } from 'ioredis';
+import { Redis, ReplyError, type ChainableCommander, type Cluster } from 'ioredis';
 import type { Gauge } from 'prom-client';
 import { ConnectionLostError, ConnectionWatch } from '../../common/redis-connection.ts';
 import { ErrorLogGate, reconnectBackoff, handleConnectionErrors } from '../../common/redis-url.ts';
@@ -52,13 +52,17 @@ const connectionErrorLog = (): ErrorLogGate => new ErrorLogGate(5_000);
 
 /**
  * The session cache's reads on one Redis server (or a Sentinel set, or one Cluster master), on
- * a connection of their own that the feed turns tracking on for (CLIENT TRACKING in its default
- * mode, reports redirected to the feed's connection). Redis then remembers which gateway read
- * which session and reports each change to those gateways only: a session write costs Redis one
+ * a connection of their own that the feed turns tracking on for (CLIENT TRACKING in OPTIN mode,
+ * reports redirected to the feed's connection). Redis then remembers which gateway read which
+ * session and reports each change to those gateways only: a session write costs Redis one
  * report per gateway that holds the session, not one per gateway of the fleet
- * (docs/architecture.md#sessions). Only this connection's reads are tracked, so the limit
- * scripts on the main connection add nothing to Redis's table. While tracking is off, reads go
- * through the gateway's own client.
+ * (docs/architecture.md#sessions). Only the sessions found are tracked: Redis keeps a tracked
+ * key in its table until the key is written, which a key that does not exist may never be, so
+ * tracking every read let a flood of made-up keys fill Redis's memory. A key not seen before is
+ * read untracked first, and read again tracked only when its session is there; a missing one is
+ * cached for the short TTL. Only this connection's reads are tracked, so the limit scripts on
+ * the main connection add nothing to Redis's table. While tracking is off, reads go through the
+ * gateway's own client.
  */
 /**
  * A session read on the gateway's own client, refused at once while its connection is down:
@@ -67,6 +71,16 @@ const connectionErrorLog = (): ErrorLogGate => new ErrorLogGate(5_000);
 function readUnlessLost(client: Redis | Cluster, connection: ConnectionWatch, key: string): Promise<string | null> {
   const lost = connection.lost();
   return lost === undefined ? client.get(key) : Promise.reject(new ConnectionLostError('session read', lost));
+}
+
+/**
+ * The reply to `next`, sent right after CLIENT CACHING YES: in OPTIN mode Redis tracks the keys
+ * of the one command after it, and a pipeline lets nothing in between.
+ */
+async function afterCachingYes(reader: Redis, next: (pipeline: ChainableCommander) => ChainableCommander): Promise<unknown> {
+  const replies = (await next(reader.pipeline().client('CACHING', 'YES')).exec()) ?? [];
+  for (const [err] of replies) if (err) throw err;
+  return replies[1]?.[1];
 }
 
 /** ioredis's answer to a command that passed its `commandTimeout`. */
@@ -96,10 +110,15 @@ export class TrackedSessionReads implements SessionReads {
     handleConnectionErrors(this.reader, logger, errorLog);
   }
 
-  getJson(keyHash: string): Promise<string | null> {
+  getJson(keyHash: string, seen = false): Promise<string | null> {
     const key = sessionKey(keyHash);
     if (!this.tracked) return readUnlessLost(this.#main, this.#mainConnection, key);
-    return this.reader.get(key).catch((err: unknown) => {
+    const read = seen ? this.#trackedGet(key) : this.reader.get(key).then((json) => {
+      if (json !== null) return this.#trackedGet(key);
+      this.onUntracked(keyHash);
+      return null;
+    });
+    return read.catch((err: unknown) => {
       // The cache learns that this answer is untracked before it takes it, and then keeps it only briefly.
       if (refusedByRedis(err)) this.onUntracked(keyHash);
       else this.onLost();
@@ -109,6 +128,10 @@ export class TrackedSessionReads implements SessionReads {
       if (timedOut(err) || clusterDown(err)) throw err;
       return readUnlessLost(this.#main, this.#mainConnection, key);
     });
+  }
+
+  async #trackedGet(key: string): Promise<string | null> {
+    return (await afterCachingYes(this.reader, (pipeline) => pipeline.get(key))) as string | null;
   }
 }
 
@@ -143,16 +166,16 @@ export class ClusterSessionReads implements SessionReads {
    * client sends a read again on CLUSTERDOWN and on redirections, which held a request for
    * seconds while a master was down.
    */
-  getJson(keyHash: string): Promise<string | null> {
+  getJson(keyHash: string, seen = false): Promise<string | null> {
     const timeoutMs = this.#timeoutMs();
-    return withTimeout(this.#read(keyHash), timeoutMs, () => new Error(`session read did not answer within ${timeoutMs} ms`));
+    return withTimeout(this.#read(keyHash, seen), timeoutMs, () => new Error(`session read did not answer within ${timeoutMs} ms`));
   }
 
-  #read(keyHash: string): Promise<string | null> {
+  #read(keyHash: string, seen: boolean): Promise<string | null> {
     const key = sessionKey(keyHash);
     const master = this.#cluster.slots[calculateSlot(key)]?.[0];
     const reads = master === undefined ? undefined : this.byMaster.get(master);
-    if (reads !== undefined) return reads.getJson(keyHash);
+    if (reads !== undefined) return reads.getJson(keyHash, seen);
     return readUnlessLost(this.#cluster, this.#connection, key).then((json) => {
       this.onUntracked(keyHash);
       return json;
@@ -269,7 +292,10 @@ export class SessionChangeFeed implements SessionChanges {
     try {
       // OFF first: a connection whose redirect was an earlier feed connection is pointed at this one.
       await reader.client('TRACKING', 'OFF');
-      await reader.client('TRACKING', 'ON', 'REDIRECT', String(redirect.id));
+      await reader.client('TRACKING', 'ON', 'REDIRECT', String(redirect.id), 'OPTIN');
+      // Each found session's read says CLIENT CACHING YES: a user whose ACL refuses it (one made
+      // from README.md's list before tracking was opt-in) is found out here, once, not at every read.
+      await afterCachingYes(reader, (pipeline) => pipeline.ping());
     } catch (err) {
       if (readerOpening === this.#readerOpened && !this.#closed) this.#failed(reader, err);
       return;

@@ -24,7 +24,7 @@ import { burstOutcomes, startGateway, stopAllGateways, waitReady } from './gatew
 const ACL_RULES = [
   'resetkeys', '~gw:*', 'resetchannels', '&__redis__:invalidate', '-@all',
   '+fcall', '+function|load', '+evalsha', '+eval', '+get', '+set', '+del', '+multi', '+exec', '+info', '+ping',
-  '+client|id', '+client|tracking', '+subscribe',
+  '+client|id', '+client|tracking', '+client|caching', '+subscribe',
   '+zadd', '+zrem', '+zrangebyscore', '+zremrangebyscore', '+zcard', '+zcount', '+zrange',
   '+pexpire', '+pexpireat', '+incr', '+decr', '+exists', '+hmget', '+hset', '+time',
 ];

@@ -76,8 +76,10 @@ describe('sessions stay cached until Redis reports their change', () => {
       await sleep(SESSION_TTL_MS);
       expect((await callWith(rawKey)).status).toBe(200);
     }
-    await eventually(() => readsOf(rawKey) >= 1, 2_000, 'the GET seen by MONITOR');
-    expect(readsOf(rawKey)).toBe(1);
+    // Two GETs, both at the first request: a key not seen before is read untracked, then again
+    // tracked once its session is found (sidecar/auth/session-changes.ts).
+    await eventually(() => readsOf(rawKey) >= 2, 2_000, 'the GETs seen by MONITOR');
+    expect(readsOf(rawKey)).toBe(2);
 
     // Deactivated, as the operator writes it: refused as soon as the report arrives, long before a TTL could have expired.
     await new RedisSessionStore(client).put(keyHash(rawKey), sessionSchema.parse({ ...grant(), is_inactive: true }));
@@ -130,10 +132,11 @@ describe('sessions stay cached until Redis reports their change', () => {
         await sleep(200); // MONITOR's last lines
         return rawKeys.map(readsOf);
       };
-      // Three keys through two places: each pushes out the one that comes next.
-      expect(await inTurn(small, await Promise.all([1, 2, 3].map(() => storeSession(client, grant()))))).toEqual([3, 3, 3]);
-      // The same rotation through the default 10,000: each key read once.
-      expect(await inTurn(sidecar, await Promise.all([1, 2, 3].map(() => storeSession(client, grant()))))).toEqual([1, 1, 1]);
+      // Three keys through two places: each pushes out the one that comes next, and comes back
+      // as a key not seen before (read untracked, then tracked: two GETs).
+      expect(await inTurn(small, await Promise.all([1, 2, 3].map(() => storeSession(client, grant()))))).toEqual([6, 6, 6]);
+      // The same rotation through the default 10,000: each key read once, as a key not seen before.
+      expect(await inTurn(sidecar, await Promise.all([1, 2, 3].map(() => storeSession(client, grant()))))).toEqual([2, 2, 2]);
     } finally {
       await small.close();
     }
@@ -159,6 +162,22 @@ describe('sessions stay cached until Redis reports their change', () => {
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
+  });
+
+  it('tracks only the sessions found: a flood of made-up keys leaves nothing in Redis\'s tracking table, and each stays refused', async () => {
+    const trackedBefore = await trackedKeys(client);
+    const madeUp = Array.from({ length: 200 }, (_, i) => `made-up-${uniqueId('key')}-${i}`);
+    for (const rawKey of madeUp) expect((await callWith(rawKey)).status).toBe(403);
+    expect(await trackedKeys(client)).toBe(trackedBefore);
+    // A made-up key is remembered as unknown for the short TTL only, untracked: once its session
+    // is made, it is let in within that TTL, with no report to wait for.
+    const later = madeUp[0]!;
+    await new RedisSessionStore(client).put(keyHash(later), sessionSchema.parse(grant()));
+    await eventually(async () => (await callWith(later)).status === 200, 2 * SESSION_TTL_MS + 1_000, 'the key let in once made');
+    // Found, it is tracked as any session: a change is reported and honoured at once.
+    expect(await trackedKeys(client)).toBe(trackedBefore + 1);
+    await new RedisSessionStore(client).put(keyHash(later), sessionSchema.parse({ ...grant(), is_inactive: true }));
+    await eventually(async () => (await callWith(later)).status === 403, 2_000, 'the deactivated key refused');
   });
 
   it('a tracked read that times out is not read again on the main connection: a stalled Redis costs a session one timeout', async () => {
@@ -375,10 +394,14 @@ describe('sessions stay cached until Redis reports their change', () => {
     }
   });
 
-  it('keeps the short TTL, and says why, where Redis refuses to report changes', async () => {
-    // An ACL user that may do everything the gateway does but run CLIENT: no tracking, and no harm.
-    await client.call('ACL', 'SETUSER', 'reader', 'on', '>reader-password', '~*', '&*', '+@all', '-client');
-    const url = redis.url.replace('redis://', 'redis://reader:reader-password@');
+  // An ACL user that may do everything the gateway does but run CLIENT, or but CLIENT CACHING (a
+  // user made from README.md's list before tracking was opt-in): no tracking, and no harm.
+  it.each([
+    ['no CLIENT at all', 'reader', '-client'],
+    ['no CLIENT CACHING', 'no-caching', '-client|caching'],
+  ])('keeps the short TTL, and says why, where Redis refuses to report changes (%s)', async (_name, user, denied) => {
+    await client.call('ACL', 'SETUSER', user, 'on', '>reader-password', '~*', '&*', '+@all', denied);
+    const url = redis.url.replace('redis://', `redis://${user}:reader-password@`);
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
     const restricted = await startTestSidecar(sidecarOptions(namespace, url), { logger });
