@@ -20,6 +20,7 @@ export const categoryStatusSchema = z
   .object({
     ...statusBaseFields,
     apis: countField.optional().describe('Number of ApiDefinitions in this category.'),
+    name: z.string().max(bounds.label).optional().describe('The category name in force: spec.name, or metadata.name where it is not set.'),
   })
   .describe('What the operator observed.');
 
@@ -30,7 +31,7 @@ export type CategoryStatus = z.infer<typeof categoryStatusSchema>;
 export type Category = z.infer<typeof categorySchema>;
 
 export const categoryPrinterColumns = [
-  { name: 'CATEGORY', type: 'string', jsonPath: '.spec.name' },
+  { name: 'CATEGORY', type: 'string', jsonPath: '.status.name' },
   { name: 'APIS', type: 'integer', jsonPath: '.status.apis' },
   ...readyColumns,
   { name: 'AGE', type: 'date', jsonPath: '.metadata.creationTimestamp' },

@@ -31,6 +31,7 @@ export const portalProductStatusSchema = z
   .object({
     ...statusBaseFields,
     tags: countField.optional().describe('Number of tags on the product.'),
+    id: z.string().max(128).optional().describe('The product id in force: spec.id, or metadata.name where it is not set.'),
   })
   .describe('What the operator observed.');
 
@@ -41,7 +42,7 @@ export type PortalProductStatus = z.infer<typeof portalProductStatusSchema>;
 export type PortalProduct = z.infer<typeof portalProductSchema>;
 
 export const portalProductPrinterColumns = [
-  { name: 'ID', type: 'string', jsonPath: '.spec.id' },
+  { name: 'ID', type: 'string', jsonPath: '.status.id' },
   { name: 'PRODUCT', type: 'string', jsonPath: '.spec.name' },
   { name: 'TAGS', type: 'integer', jsonPath: '.status.tags' },
   ...readyColumns,

@@ -31,6 +31,6 @@ export class CategoryController implements KindController {
     const label = categoryName(category.spec, name);
     // One API per api_id: a copy refused as DuplicateApiId lists the category but is no API of its own.
     const count = new Set(this.#ctx.indexes.apisByCategory.get(label, namespace).map(apiIdOf)).size;
-    await setStatus(this.#ctx, 'Category', category, { ready: true, reason: 'Counted', message: `${count} API(s) in category ${label}`, fields: { apis: count } });
+    await setStatus(this.#ctx, 'Category', category, { ready: true, reason: 'Counted', message: `${count} API(s) in category ${label}`, fields: { apis: count, name: label } });
   }
 }

@@ -56,9 +56,9 @@ export class PortalProductController implements KindController {
     const { namespace: at = '', name: other } = reached?.metadata ?? product.metadata;
     if (at !== namespace || other !== name) {
       const message = `product_id "${productId}" reaches PortalProduct ${at}/${other}, which tags posted to it are added to`;
-      await setStatus(this.#ctx, 'PortalProduct', product, { ready: false, reason: 'DuplicateProductId', message, fields: { tags } });
+      await setStatus(this.#ctx, 'PortalProduct', product, { ready: false, reason: 'DuplicateProductId', message, fields: { tags, id: productId } });
       return;
     }
-    await setStatus(this.#ctx, 'PortalProduct', product, { ready: true, reason: 'Valid', message: `${tags} tag(s)`, fields: { tags } });
+    await setStatus(this.#ctx, 'PortalProduct', product, { ready: true, reason: 'Valid', message: `${tags} tag(s)`, fields: { tags, id: productId } });
   }
 }

@@ -125,6 +125,19 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect(written.map((e) => `${e.reportingComponent}/${e.action}/${e.reason}`)).toContain('gw.dev/operator/Reconcile/ConfigWritten');
   });
 
+  it("kubectl's tables show a Category's name and a PortalProduct's id where they default to the resource's name", async () => {
+    await c.create('Category', ns, { metadata: { name: 'unnamed-category' }, spec: {} });
+    await c.create('PortalProduct', ns, { metadata: { name: 'unnumbered-product' }, spec: {} });
+    await waitReady('Category', 'unnamed-category');
+    await waitReady('PortalProduct', 'unnumbered-product');
+    const categories = (await kubectl(['get', 'gwcat', '-n', ns])).stdout.split('\n');
+    expect(categories[0]).toMatch(/^NAME\s+CATEGORY\s+APIS\s+READY\s+AGE$/);
+    expect(categories).toEqual(expect.arrayContaining([expect.stringMatching(/^unnamed-category\s+unnamed-category\s+0\s+True\s/)]));
+    const products = (await kubectl(['get', 'gwprod', '-n', ns])).stdout.split('\n');
+    expect(products[0]).toMatch(/^NAME\s+ID\s+PRODUCT\s+TAGS\s+READY\s+AGE$/);
+    expect(products).toEqual(expect.arrayContaining([expect.stringMatching(/^unnumbered-product\s+unnumbered-product\s+0\s+True\s/)]));
+  });
+
   it('an edited policy changes the config of every API it grants, and of the ones it stopped granting', async () => {
     const ids = [`${ns}-edit-a`, `${ns}-edit-b`];
     await api('edit-a', ids[0]!);
