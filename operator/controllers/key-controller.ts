@@ -19,6 +19,8 @@ const refOf = (key: Key): string => `${key.metadata.namespace}/${key.metadata.na
 const createdAt = (key: Key): number => new Date(key.metadata.creationTimestamp ?? 0).getTime();
 /** Its raw key is in its own Secret (kubectl-made), rather than named by its hash (admin-made, or copied). */
 const generated = (key: Key): boolean => key.spec.key_hash === undefined;
+/** The status fields a deleted Key keeps while its finalizers hold it: what it was. */
+const fieldsKept = (key: Key) => ({ key_hash: key.status?.key_hash, secretName: key.status?.secretName, policies: key.status?.policies ?? [] });
 
 /** Cleanup outside the API server: the Redis session of a deleted Key. */
 export const KEY_FINALIZER = 'gw.dev/key-session';
@@ -247,11 +249,17 @@ export class KeyController implements KindController {
       if (error instanceof LeaseLapsedError) throw error;
       // The finalizer holds the Key until its session is gone: say so where kubectl shows it.
       const message = `the Key is deleted once its session is removed from Redis, which failed: ${sessionStoreProblem(error)}`;
-      await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message, fields: { key_hash: key.status?.key_hash, secretName: key.status?.secretName, policies: key.status?.policies ?? [] } });
+      await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message, fields: fieldsKept(key) });
       throw error;
     }
     await this.#ctx.keySecrets.delete(key);
     signal.throwIfAborted();
+    // Another finalizer keeps the Key once this one goes: its status must not go on saying its session is stored.
+    const others = (key.metadata.finalizers ?? []).filter((f) => f !== KEY_FINALIZER);
+    if (others.length > 0) {
+      const message = `session removed from Redis: the key no longer works; the Key waits on its other finalizers (${others.join(', ')})`;
+      await this.#setStatus(key, { ready: false, reason: 'SessionRemoved', message, fields: fieldsKept(key) });
+    }
     await removeFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     // Not under `key`, which the logger redacts as a credential: the line would name no Key.
     this.#ctx.log.info({ object: `${key.metadata.namespace}/${key.metadata.name}` }, 'key session removed');

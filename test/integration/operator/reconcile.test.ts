@@ -316,6 +316,21 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect(await redis.exists(sessionKey(generated.status?.key_hash as string))).toBe(0);
   });
 
+  it('a deleted Key that another finalizer holds says its session is removed, not stored', async () => {
+    await c.create('Key', ns, { metadata: { name: 'held', finalizers: ['example.com/hold'] }, spec: { alias: 'held', rate: 3, per: 10 } });
+    const hash = (await waitReady('Key', 'held')).status?.key_hash as string;
+    await c.remove('Key', ns, 'held');
+    const held = await waitFor('the session removed, said in status', async () => {
+      const k = await c.get('Key', ns, 'held');
+      return ready(k)?.reason === 'SessionRemoved' ? k : undefined;
+    });
+    expect(ready(held)).toMatchObject({ status: 'False', message: expect.stringContaining('waits on its other finalizers (example.com/hold)') });
+    expect(held.metadata.finalizers).toEqual(['example.com/hold']);
+    expect(await redis.exists(sessionKey(hash))).toBe(0);
+    await kubectl(['patch', 'gwkey', 'held', '-n', ns, '--type', 'merge', '-p', '{"metadata":{"finalizers":null}}']);
+    await waitFor('key gone', async () => (await c.get('Key', ns, 'held')) === undefined);
+  });
+
   it('creates and removes Key Secrets and Redis sessions; admin-made keys keep their run-time fields', async () => {
     await c.create('Key', ns, { metadata: { name: 'made-by-kubectl' }, spec: { alias: 'k', rate: 3, per: 10 } });
     const key = await waitReady('Key', 'made-by-kubectl');
