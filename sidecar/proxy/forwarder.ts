@@ -63,6 +63,12 @@ export function refusedAsTooLarge(request: ForwardRequest, maxBytes: number): Fo
   return { status: gatewayErrors.bodyTooLarge.status, upstreamSeconds: null, error: gatewayErrors.bodyTooLarge };
 }
 
+/**
+ * Connections one gateway process opens to one upstream origin at most, in either forwarder;
+ * past them a request waits for one, within its upstream timeout (README.md#gateway-settings).
+ */
+export const CONNECTIONS_PER_ORIGIN = 128;
+
 export interface ForwarderOptions {
   /** Read per request so a settings reload takes effect without rebuilding pools. */
   timeoutMs: () => number;

@@ -1,12 +1,12 @@
 import './suppress-http-proxy-deprecations.ts';
-import { Agent, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Agent, type ClientRequest, type IncomingMessage, type RequestOptions, type ServerResponse } from 'node:http';
 import { Readable, type Duplex } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import httpProxy from 'http-proxy';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import { refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder, type UpgradeTarget } from './forwarder.ts';
+import { CONNECTIONS_PER_ORIGIN, refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder, type UpgradeTarget } from './forwarder.ts';
 import { removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders, wantsClose } from './headers.ts';
 
 class UpstreamTimeoutError extends Error {
@@ -66,12 +66,38 @@ async function framedBody(req: IncomingMessage, res: ServerResponse, maxBytes: n
   return Readable.from([whole]);
 }
 
+type AddRequest = (this: Agent, req: ClientRequest, options: RequestOptions) => void;
+const addRequest = (Agent.prototype as unknown as { addRequest: AddRequest }).addRequest;
+
+/**
+ * An agent that tells which request it last put in line for a socket, all of its origin's
+ * sockets busy. http-proxy hands its upstream request out only once it has a socket (its
+ * 'proxyReq' event), too late for one that waits.
+ */
+class LineAgent extends Agent {
+  #queued: ClientRequest | null = null;
+
+  addRequest(req: ClientRequest, options: RequestOptions): void {
+    this.#queued = null;
+    addRequest.call(this, req, options);
+    // The agent appends a request that has to wait to its origin's line.
+    for (const name in this.requests) if (this.requests[name]?.at(-1) === req) this.#queued = req;
+  }
+
+  /** The request `http.request` just gave it, if that one waits; asked right after it returns. */
+  takeQueued(): ClientRequest | null {
+    const queued = this.#queued;
+    this.#queued = null;
+    return queued;
+  }
+}
+
 /**
  * The http-proxy forwarder: selectable for ordinary requests (settings.forwarder) and
  * always the one that carries connection upgrades (WebSocket).
  */
 export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
-  readonly #agent = new Agent({ keepAlive: true, maxSockets: 128 });
+  readonly #agent = new LineAgent({ keepAlive: true, maxSockets: CONNECTIONS_PER_ORIGIN });
   readonly #proxy = httpProxy.createProxyServer({ agent: this.#agent, changeOrigin: true, xfwd: false });
   readonly #options: ForwarderOptions;
   /** Each upgrade's answer headers, until http-proxy opens its upstream request. */
@@ -124,8 +150,9 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     return new Promise((resolve) => {
       let upstreamSeconds: number | null = null;
       let error: GatewayError | null = null;
+      let gaveUp = false;
       const fail = (err: unknown): void => {
-        error = this.#fail(req, res, err) ?? error;
+        if (!gaveUp) error = this.#fail(req, res, err) ?? error;
       };
       res.once('pipe', () => {
         upstreamSeconds = (performance.now() - started) / 1000;
@@ -134,6 +161,21 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
       res.once('close', () => resolve(request.signal.aborted && !res.headersSent ? { status: CLIENT_CLOSED_REQUEST, upstreamSeconds, error: null } : { status: res.statusCode, upstreamSeconds, error }));
       body?.once('error', fail);
       this.#proxy.web(req, res, { target: request.origin, buffer: body }, fail);
+      const queued = this.#agent.takeQueued();
+      if (queued === null) return;
+      // The socket's idle timeout starts only once the agent gives it one: a request waiting in
+      // line has its deadline from the hand-over (README.md#gateway-settings). Destroyed
+      // while it waits, Node never sends it: the agent passes the socket on at its turn.
+      const deadline = setTimeout(() => {
+        const err = new UpstreamTimeoutError('upstream timed out');
+        const waiting = queued.socket === null;
+        queued.destroy(err);
+        if (!waiting) return;
+        fail(err);
+        gaveUp = true;
+      }, this.#options.timeoutMs());
+      queued.once('response', () => clearTimeout(deadline));
+      res.once('close', () => clearTimeout(deadline));
     });
   }
 

@@ -5,7 +5,7 @@ import type { Dispatcher } from 'undici';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import { refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions } from './forwarder.ts';
+import { CONNECTIONS_PER_ORIGIN, refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions } from './forwarder.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 
 /** Which gateway error an upstream failure before the response headers becomes. */
@@ -40,6 +40,10 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   readonly #request: ForwardRequest;
   readonly #settle: (result: ForwardResult) => void;
   readonly #started = performance.now();
+  readonly options: Dispatcher.DispatchOptions;
+  /** The line it waits in for a connection of its origin (OriginPool), while it does. */
+  #line: Set<UpstreamExchange> | null = null;
+  #deadline: NodeJS.Timeout | undefined;
   #upstreamSeconds: number | null = null;
   #controller: Dispatcher.DispatchController | null = null;
   #awaitingDrain = false;
@@ -51,9 +55,40 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.#controller?.resume();
   };
 
-  constructor(request: ForwardRequest, settle: (result: ForwardResult) => void) {
+  /** It gave up waiting for a connection (out of time, or its client left): never sent, answered now. */
+  readonly #giveUp = (): void => {
+    this.leaveLine();
+    const { signal } = this.#request;
+    this.onResponseError(null, signal.aborted ? new Error('the client closed the connection') : new undiciErrors.HeadersTimeoutError());
+  };
+
+  constructor(request: ForwardRequest, options: Dispatcher.DispatchOptions, settle: (result: ForwardResult) => void) {
     this.#request = request;
+    this.options = options;
     this.#settle = settle;
+  }
+
+  /**
+   * Wait in `line` for a connection, for no longer than the upstream timeout (it runs from the
+   * hand-over, as for a request sent at once); the only timer a request pays for, and only when
+   * it waits (README.md#gateway-settings).
+   */
+  joinLine(line: Set<UpstreamExchange>): void {
+    this.#line = line;
+    line.add(this);
+    this.#deadline = setTimeout(this.#giveUp, this.options.headersTimeout ?? 0);
+    this.#request.signal.addEventListener('abort', this.#giveUp, { once: true });
+  }
+
+  /** Out of the line: its headers timeout becomes what is left of the time it had. */
+  leaveLine(): void {
+    if (this.#line === null) return;
+    this.#line.delete(this);
+    this.#line = null;
+    clearTimeout(this.#deadline);
+    this.#request.signal.removeEventListener('abort', this.#giveUp);
+    const left = (this.options.headersTimeout ?? 0) - (performance.now() - this.#started);
+    this.options.headersTimeout = Math.max(1, Math.ceil(left));
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -117,21 +152,77 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 }
 
 /**
+ * One origin's undici Pool, and the line of requests waiting for one of its connections.
+ * undici would queue them itself, but its timeouts start only once a request is on a
+ * connection: behind a hung upstream, a queued request waited for those ahead of it to time
+ * out first, and was still sent after its own client had been answered. Here a request waits
+ * only while the pool has said it is full (its dispatch returned false, until its 'drain'),
+ * and leaves the line, never sent, when its time is up.
+ */
+class OriginPool {
+  readonly #pool: Pool;
+  #full = false;
+  readonly #line = new Set<UpstreamExchange>();
+  /** Set once the origin is retired: the pool closes when its line is empty. */
+  #retired: (() => void) | null = null;
+
+  constructor(origin: string) {
+    this.#pool = new Pool(origin, { connections: CONNECTIONS_PER_ORIGIN, keepAliveTimeout: 30_000 });
+    this.#pool.on('drain', this.#onDrain);
+  }
+
+  dispatch(exchange: UpstreamExchange): void {
+    if (this.#full) exchange.joinLine(this.#line);
+    else this.#send(exchange);
+  }
+
+  #send(exchange: UpstreamExchange): void {
+    try {
+      if (!this.#pool.dispatch(exchange.options, exchange)) this.#full = true;
+    } catch (err) {
+      exchange.onResponseError(null, err as Error);
+    }
+  }
+
+  readonly #onDrain = (): void => {
+    this.#full = false;
+    for (const exchange of this.#line) {
+      if (this.#full) break;
+      exchange.leaveLine();
+      this.#send(exchange);
+    }
+    if (this.#line.size === 0) this.#retired?.();
+  };
+
+  /** Closes the pool once the requests waiting for it are sent (or given up), and those sent are answered. */
+  retire(): Promise<void> {
+    const closed = new Promise<void>((resolve) => {
+      this.#retired = () => {
+        this.#retired = null;
+        resolve(this.#pool.close());
+      };
+    });
+    if (this.#line.size === 0) this.#retired?.();
+    return closed;
+  }
+}
+
+/**
  * The default forwarder: one undici Pool (keep-alive) per upstream origin; request and
  * response bodies are streamed, never buffered.
  */
 export class UndiciForwarder implements Forwarder {
-  readonly #pools = new Map<string, Pool>();
+  readonly #pools = new Map<string, OriginPool>();
   readonly #options: ForwarderOptions;
 
   constructor(options: ForwarderOptions) {
     this.#options = options;
   }
 
-  #pool(origin: string): Pool {
+  #pool(origin: string): OriginPool {
     let pool = this.#pools.get(origin);
     if (pool === undefined) {
-      pool = new Pool(origin, { connections: 128, keepAliveTimeout: 30_000 });
+      pool = new OriginPool(origin);
       this.#pools.set(origin, pool);
     }
     return pool;
@@ -152,12 +243,7 @@ export class UndiciForwarder implements Forwarder {
       bodyTimeout: timeoutMs,
     };
     return new Promise((resolve) => {
-      const exchange = new UpstreamExchange(request, resolve);
-      try {
-        this.#pool(request.origin).dispatch(options, exchange);
-      } catch (err) {
-        exchange.onResponseError(null, err as Error);
-      }
+      this.#pool(request.origin).dispatch(new UpstreamExchange(request, options, resolve));
     });
   }
 
@@ -165,14 +251,13 @@ export class UndiciForwarder implements Forwarder {
     for (const [origin, pool] of this.#pools) {
       if (origins.has(origin)) continue;
       this.#pools.delete(origin);
-      // close() waits for the requests already queued on the pool, then ends its connections.
-      pool.close().catch(() => undefined);
+      pool.retire().catch(() => undefined);
     }
   }
 
   async close(): Promise<void> {
     const pools = [...this.#pools.values()];
     this.#pools.clear();
-    await Promise.all(pools.map((pool) => pool.close()));
+    await Promise.all(pools.map((pool) => pool.retire()));
   }
 }
