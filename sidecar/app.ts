@@ -13,6 +13,7 @@ import { SessionCache } from './auth/session-cache.ts';
 import { reportedSessionCache } from './auth/session-changes.ts';
 import { PROXY_OFF, TLS_LISTENERS, type SidecarOptions, type TlsListener } from './cli.ts';
 import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator } from './admin/index.ts';
+import { adminRefusalShape } from './admin/responses.ts';
 import { FolderConfigSource } from './config/folder-source.ts';
 import { KubeConfigSource } from './config/kube-source.ts';
 import { ConfigRuntime } from './config/runtime.ts';
@@ -358,7 +359,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   const proxyServer = boundedServer(gateway.handle, overrides, tlsOf('proxy'), { handlerContinues: true });
   proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));
   const healthServer = boundedServer(createHealthHandler(metricsOf(metrics.registry), { readiness }), overrides);
-  const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'), { handlerContinues: true });
+  const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'), { handlerContinues: true, refusalShape: adminRefusalShape });
   adminServer.once('listening', () => warnUnsetSecrets(options, logger));
   tls?.watch(TLS_POLL_MS);
   const drainMs = overrides.drainMs ?? 10_000;

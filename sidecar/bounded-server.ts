@@ -6,7 +6,7 @@ import { continueBody } from './http/body-limit.ts';
 import { gatewayErrors } from './http/errors.ts';
 import { refusedTarget } from './http/request-target.ts';
 import { requestIdOf } from './http/request-id.ts';
-import { answerClientError, REQUEST_ID_HEADER, sendError, sendErrorOnSocket } from './http/respond.ts';
+import { clientErrorAnswer, gatewayShape, REQUEST_ID_HEADER, sendError, sendErrorOnSocket, type RefusalShape } from './http/respond.ts';
 
 /**
  * What one client may hold of a listener before it is answered and cut off: the bytes and
@@ -33,17 +33,23 @@ export interface ListenerOptions {
    * the listener tells it as soon as the request passes the bounds, as Node would.
    */
   handlerContinues?: boolean;
+  /**
+   * The shape of the listener's own refusals below, by request-target; the gateway's JSON
+   * shape unless given (the admin listener answers in its operations' shapes).
+   */
+  refusalShape?: RefusalShape;
 }
 
 /**
  * An HTTP server for one of the sidecar's listeners (HTTPS when given `tls`), with the bounds
- * above. Each refusal is answered in the gateway's JSON shape with its code (431, 408, 400) before
+ * above. Each refusal is answered in the listener's JSON shape with its code (431, 408, 400) before
  * the connection is closed, and the process goes on serving everyone else. So are the requests
  * Node would otherwise answer itself with an empty body: no Host or two (400), an expectation
  * other than 100-continue (417), CONNECT (501).
  */
 export function boundedServer(handler: RequestListener, overrides: BoundOverrides = {}, tls?: ReloadingTlsFiles, listener: ListenerOptions = {}): Server {
   const headersTimeout = overrides.headersTimeoutMs ?? LISTENER_BOUNDS.headersTimeoutMs;
+  const shape = listener.refusalShape ?? gatewayShape;
   const options = {
     maxHeaderSize: LISTENER_BOUNDS.maxHeaderBytes,
     headersTimeout,
@@ -58,7 +64,7 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
     if (refusal !== null) {
       req.resume();
       res.shouldKeepAlive = false;
-      sendError(res, refusal, idOf(req));
+      sendError(res, shape(refusal, req.url ?? null), idOf(req));
       return;
     }
     if (listener.handlerContinues !== true) continueBody(req, res);
@@ -73,18 +79,18 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
   } else server = createServer(options, bounded);
   // Every field is kept, so the count above sees them all (Node would silently drop past 2000).
   server.maxHeadersCount = 0;
-  server.on('clientError', answerClientError);
+  server.on('clientError', clientErrorAnswer(shape));
   // With a listener here, Node leaves the 100 Continue to `bounded` (and its handler).
   server.on('checkContinue', bounded);
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     req.resume();
     res.shouldKeepAlive = false;
-    sendError(res, gatewayErrors.expectationFailed, idOf(req));
+    sendError(res, shape(gatewayErrors.expectationFailed, req.url ?? null), idOf(req));
   });
   // Without a listener Node would drop the connection unanswered.
   server.on('connect', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => socket.destroy());
-    sendErrorOnSocket(socket, gatewayErrors.connectNotServed, idOf(req));
+    sendErrorOnSocket(socket, shape(gatewayErrors.connectNotServed, req.url ?? null), idOf(req));
   });
   return server;
 }

@@ -1,4 +1,6 @@
 import type { ServerResponse } from 'node:http';
+import type { GatewayError } from '../http/errors.ts';
+import type { RefusalShape } from '../http/respond.ts';
 import { type AdminError, errorMessage } from './errors.ts';
 
 /**
@@ -23,6 +25,23 @@ export function shapeOfPath(path: string): ErrorShape {
   if (path.startsWith('/gw/')) return 'gateway';
   if (path.startsWith('/portal-api/')) return 'portal';
   return 'dashboard';
+}
+
+/**
+ * The admin listener's own refusals (bounded-server.ts: header bounds, a bad Host or target,
+ * an unreadable request) in the shape of the operation the target names, their status and code
+ * kept; a target Node could not read gets the dashboard shape.
+ */
+export const adminRefusalShape: RefusalShape = (error: GatewayError, target: string | null): GatewayError => {
+  const body = errorBody(shapeOfPath(pathOf(target)), error.message);
+  return { ...error, body: Buffer.from(JSON.stringify(body)) };
+};
+
+/** The path of an origin-form or absolute-form target; '' for any other (authority-form, `*`, none). */
+function pathOf(target: string | null): string {
+  if (target === null) return '';
+  if (target.startsWith('/')) return target;
+  return URL.parse(target)?.pathname ?? '';
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

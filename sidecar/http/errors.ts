@@ -6,11 +6,13 @@
 export interface GatewayError {
   code: string;
   status: number;
+  /** What the body says, for a listener that answers in a shape of its own (bounded-server.ts). */
+  message: string;
   body: Buffer;
 }
 
 function define(code: string, status: number, message: string): GatewayError {
-  return { code, status, body: Buffer.from(JSON.stringify({ error: message })) };
+  return { code, status, message, body: Buffer.from(JSON.stringify({ error: message })) };
 }
 
 /** nginx's "client closed request": a request whose client left before its answer; counted, never sent (there is nobody to send it to). */

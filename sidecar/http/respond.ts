@@ -38,15 +38,39 @@ export function sendErrorOnSocket(socket: Duplex, error: GatewayError, ...extra:
   socket.end(`${lines.join('\r\n')}\r\n\r\n${error.body.toString()}`);
 }
 
-/** Node's answer to a request it could not parse, in the gateway's JSON shape instead of an empty body. */
-export function answerClientError(err: Error & { code?: string }, socket: Duplex): void {
-  if (err.code === 'ECONNRESET' || !socket.writable) {
-    socket.destroy();
-    return;
-  }
-  // No request was read, so no id of the client's: a new one, as for a request without one.
-  const id = { [REQUEST_ID_HEADER]: randomUUID() };
-  if (err.code === 'HPE_HEADER_OVERFLOW') sendErrorOnSocket(socket, gatewayErrors.headersTooLarge, id);
-  else if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') sendErrorOnSocket(socket, gatewayErrors.requestTimeout, id);
-  else sendErrorOnSocket(socket, gatewayErrors.badRequest, id);
+/**
+ * How a listener answers its own refusals: the error as given (the gateway's JSON shape), or
+ * in a shape of its own for the request-target (null when no request line was read).
+ */
+export type RefusalShape = (error: GatewayError, target: string | null) => GatewayError;
+
+export const gatewayShape: RefusalShape = (error) => error;
+
+/** The request-target of the request line the bytes begin with, if they begin with one (RFC 9112 §3). */
+const requestLine = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+ (\S+) HTTP\/\d\.\d\r?\n/;
+
+function targetOf(rawPacket: unknown): string | null {
+  if (!Buffer.isBuffer(rawPacket)) return null;
+  // The request line counts toward the header bound (bounded-server.ts): past it, no target is read.
+  const match = requestLine.exec(rawPacket.subarray(0, 16 * 1024).toString('latin1'));
+  return match?.[1] ?? null;
+}
+
+/**
+ * Node's answer to a request it could not parse, in the listener's JSON shape instead of an
+ * empty body. Node gives no parsed request, only the bytes it was reading (`rawPacket`): the
+ * target is read from their request line when they start with one.
+ */
+export function clientErrorAnswer(shape: RefusalShape) {
+  return (err: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void => {
+    if (err.code === 'ECONNRESET' || !socket.writable) {
+      socket.destroy();
+      return;
+    }
+    // No request was read, so no id of the client's: a new one, as for a request without one.
+    const id = { [REQUEST_ID_HEADER]: randomUUID() };
+    const error = err.code === 'HPE_HEADER_OVERFLOW' ? gatewayErrors.headersTooLarge
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? gatewayErrors.requestTimeout : gatewayErrors.badRequest;
+    sendErrorOnSocket(socket, shape(error, targetOf(err.rawPacket)), id);
+  };
 }
