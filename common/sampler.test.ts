@@ -2,9 +2,29 @@ import { describe, expect, it } from 'vitest';
 import { Sampler } from './sampler.ts';
 
 describe('Sampler', () => {
-  it('says yes to exactly one call in every, on the every-th', () => {
+  it('says yes to one call in every on average, never sooner than every / 2 nor later than 3 × every / 2', () => {
     const sampler = new Sampler(8);
-    const answers = Array.from({ length: 24 }, () => sampler.next());
-    expect(answers.flatMap((yes, i) => (yes ? [i + 1] : []))).toEqual([8, 16, 24]);
+    const yeses: number[] = [];
+    for (let call = 1; call <= 80_000; call++) if (sampler.next()) yeses.push(call);
+    expect(yeses.length).toBeGreaterThan(9_500);
+    expect(yeses.length).toBeLessThan(10_500);
+    const gaps = yeses.map((call, i) => call - (yeses[i - 1] ?? 0));
+    expect(Math.min(...gaps)).toBe(4);
+    expect(Math.max(...gaps)).toBe(12);
+  });
+
+  it('times each of two APIs a client alternates between, and each place of a pattern of eight', () => {
+    for (const period of [2, 4, 8]) {
+      const sampler = new Sampler(8);
+      const samples = new Array<number>(period).fill(0);
+      for (let call = 0; call < 800 * period; call++) if (sampler.next()) samples[call % period]! += 1;
+      // 100 samples per place on average: each place gets its share.
+      for (const count of samples) expect(count).toBeGreaterThan(60);
+    }
+  });
+
+  it('says yes to every call of a sampler of one', () => {
+    const sampler = new Sampler(1);
+    expect(Array.from({ length: 5 }, () => sampler.next())).toEqual([true, true, true, true, true]);
   });
 });

@@ -119,10 +119,12 @@ describe('smoothing on Redis', () => {
     const label = `${a.source.kind}/${a.source.namespace}/${a.source.name}`;
     expect(await metricValues(one.registry, 'gw_smoothing_allowance')).toEqual({ [label]: 2 });
     expect(await metricValues(two.registry, 'gw_smoothing_allowance')).toEqual({ [label]: 4 });
-    // One store call in 8 is timed: four more decisions make this gateway's eighth call.
-    expect(await one.registry.metrics()).not.toMatch(/^gw_limit_store_duration_seconds_count [1-9]/m);
-    await outcomes(one, req, 4);
-    expect(await one.registry.metrics()).toMatch(/^gw_limit_store_duration_seconds_count 1$/m);
+    // One store call in 8 is timed on average, from 4 to 12 calls apart (common/sampler.ts):
+    // eight more decisions make this gateway's twelfth call.
+    await outcomes(one, req, 8);
+    const timed = Number(/^gw_limit_store_duration_seconds_count (\d+)$/m.exec(await one.registry.metrics())?.[1]);
+    expect(timed).toBeGreaterThanOrEqual(1);
+    expect(timed).toBeLessThanOrEqual(3);
   });
 });
 

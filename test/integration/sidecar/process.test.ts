@@ -124,11 +124,11 @@ spec:
       const metrics = await call(`http://127.0.0.1:${health}/metrics`);
       expect(metrics.text).toMatch(/gw_requests_total\{api="folder-auth",code_class="2xx"\} 2/);
       expect(metrics.text).toContain('gw_upstream_duration_seconds_bucket');
-      // One request in 8 that the gateway admitted or refused is timed.
+      // One request in 8 that the gateway admitted or refused is timed on average, from 4 to 12 requests apart.
       const sumOf = (name: string): number => [...metrics.text.matchAll(new RegExp(`^${name}\\{[^}]*\\} (\\d+)$`, 'gm'))].reduce((sum, m) => sum + Number(m[1]), 0);
       const timed = sumOf('gw_admission_duration_seconds_count');
       expect(timed).toBeGreaterThanOrEqual(1);
-      expect(timed * 8).toBeLessThanOrEqual(sumOf('gw_requests_total') + 8);
+      expect(timed * 4).toBeLessThanOrEqual(sumOf('gw_requests_total'));
       expect(metrics.text).toContain(`gw_config_reloads_total{source="folder",result="ok"} ${loadsBeforeHup + 2}`);
 
       const adminAuth = { 'x-gw-authorization': 'process-admin-secret' };
