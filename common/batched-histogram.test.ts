@@ -60,4 +60,18 @@ describe('BatchedHistogram', () => {
     expect(batched.pending).toBe(1);
     expect(await countOf(batched, { api: 'a' })).toBe(TIMING_BATCH + 1);
   });
+
+  it('drops the series of the label values refused, timings still waiting included', async () => {
+    const batched = new BatchedHistogram<'api'>({ name: 'test_seconds', help: 'Timings.', labelNames: ['api'], buckets, registers: [] });
+    batched.observe(0.002, 'a');
+    batched.observe(0.002, 'b');
+    await countOf(batched, { api: 'a' });
+    batched.observe(0.002, 'b');
+    batched.observe(0.002, 'a');
+    batched.retain((api) => api === 'a');
+    expect(await countOf(batched, { api: 'a' })).toBe(2);
+    expect(await countOf(batched, { api: 'b' })).toBeUndefined();
+    expect(batched.snapshot().labelValues).toEqual(['a']);
+  });
 });
+

@@ -120,6 +120,12 @@ export class BatchedHistogram<L extends string = never> implements TextInPieces 
     }
   }
 
+  /** Drops every series whose label value `keep` refuses (sidecar/metrics.ts: an API no longer loaded), timings still waiting included. */
+  retain(keep: (labelValue: string) => boolean): void {
+    this.#flush();
+    for (const labelValue of this.#series.keys()) if (!keep(labelValue)) this.#series.delete(labelValue);
+  }
+
   /** Its values as prom-client's histograms give theirs. */
   get(): Promise<MetricValues> {
     this.#flush();

@@ -41,4 +41,19 @@ describe('LabelPairCounter', () => {
     const { registry } = setup();
     expect(await metricsText(registry)).not.toMatch(/^test_requests_total\{/m);
   });
+
+  it('drops the series of the first label values refused, keeps the others in order, and counts a dropped pair again from zero', async () => {
+    const { registry, counter } = setup();
+    for (const [api, codeClass] of [['a', '2xx'], ['b', '2xx'], ['a', '4xx'], ['c', '2xx'], ['b', '5xx']] as const) counter.inc(api, codeClass);
+    counter.retainFirst((api) => api !== 'b');
+    expect((await counter.get()).values).toEqual([
+      { labels: { api: 'a', code_class: '2xx' }, value: 1 },
+      { labels: { api: 'a', code_class: '4xx' }, value: 1 },
+      { labels: { api: 'c', code_class: '2xx' }, value: 1 },
+    ]);
+    expect(await metricsText(registry)).not.toContain('api="b"');
+    counter.inc('b', '2xx');
+    expect(counter.snapshot().counts).toEqual([1, 1, 1, 1]);
+  });
 });
+

@@ -80,6 +80,21 @@ export class LabelPairCounter<A extends string, B extends string> implements Tex
     for (let at = 0; at < counts.length; at++) this.#tallyOf(labelValues[2 * at]!, labelValues[2 * at + 1]!).count += counts[at]!;
   }
 
+  /** Drops every series whose first label value `keep` refuses (sidecar/metrics.ts: an API no longer loaded). */
+  retainFirst(keep: (a: string) => boolean): void {
+    let dropped = false;
+    for (const a of this.#tallies.keys()) {
+      if (keep(a)) continue;
+      this.#tallies.delete(a);
+      dropped = true;
+    }
+    if (!dropped) return;
+    const [nameA] = this.#names;
+    let at = 0;
+    for (const tally of this.#inOrder) if (keep(tally.labels[nameA])) this.#inOrder[at++] = tally;
+    this.#inOrder.length = at;
+  }
+
   #tallyOf(a: string, b: string): Tally<A | B> {
     let byB = this.#tallies.get(a);
     if (byB === undefined) this.#tallies.set(a, (byB = new Map()));

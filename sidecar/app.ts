@@ -30,7 +30,7 @@ import { liveGateways } from './limits/heartbeat.ts';
 import { StreamLimiters, streamResourcesOf, type StreamSlots } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEvent, SmoothingEventSink } from './limits/types.ts';
 import { drain, listen, urlOf } from '../common/listen.ts';
-import { createSidecarMetrics, type SidecarMetrics } from './metrics.ts';
+import { createSidecarMetrics, retainApiSeries, type SidecarMetrics } from './metrics.ts';
 import { HttpProxyForwarder } from './proxy/http-proxy-forwarder.ts';
 import { UndiciForwarder } from './proxy/undici-forwarder.ts';
 import { createRedis } from './redis.ts';
@@ -325,6 +325,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     onSwap: (state) => {
       for (const forwarder of [undici, httpProxy]) forwarder.retainOrigins(state.routes.origins);
       streams.configure(streamResourcesOf(runtime.apis()));
+      retainApiSeries(metrics, new Set(runtime.apis().map((api) => api.api_id)));
     },
   });
   const sessions = cachedSessions(parts, options.sessionCacheSize, () => runtime.state().settings, source);

@@ -94,6 +94,20 @@ export function createSidecarMetrics(registry = new Registry(), { processMetrics
   };
 }
 
+/**
+ * Drops the request-path series of the APIs not in `loaded`, on each config swap: an API
+ * removed from the config leaves no series behind to be scraped until a restart. The series
+ * of requests no API matched (`api=""`) stay. With workers, the primary's sum follows, as it
+ * sums what the workers hold.
+ */
+export function retainApiSeries(metrics: SidecarMetrics, loaded: ReadonlySet<string>): void {
+  const keep = (api: string): boolean => api === '' || loaded.has(api);
+  metrics.requests.retainFirst(keep);
+  metrics.gatewayErrors.retainFirst(keep);
+  metrics.upstreamSeconds.retain(keep);
+  metrics.admissionSeconds.retain(keep);
+}
+
 const statusClasses = ['0xx', '1xx', '2xx', '3xx', '4xx', '5xx'];
 
 /** `2xx`, `4xx`, … : a bounded label set, as the same strings every time (no string built per request). */

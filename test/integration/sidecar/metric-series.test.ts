@@ -45,4 +45,29 @@ describe('per-API metric series', () => {
       for (const api of apis) expect(counts.get(api.api_id) ?? 0, `${metric} of ${api.api_id}`).toBeGreaterThan(5);
     }
   }, 60_000);
+
+  it('drops the series of the APIs a config swap removes, and keeps the others and the unmatched', async () => {
+    const apis = Array.from({ length: 30 }, (_, i) => compiledApi(uniqueId(`cut-${i}`), upstreamUrl));
+    source.publish(compiledConfig(apis));
+    // 16 requests each (two timed on average), and one no API matches.
+    for (let round = 0; round < 16; round++) await Promise.all(apis.map(async (api) => expect((await call(`${sidecar.proxyUrl}/${api.api_id}/x`)).status).toBe(200)));
+    expect((await call(`${sidecar.proxyUrl}/no-such-api/x`)).status).toBe(404);
+    const families = ['gw_requests_total', 'gw_gateway_errors_total', 'gw_admission_duration_seconds_count', 'gw_upstream_duration_seconds_count'];
+    for (const api of apis) expect((await byLabel(sidecar, 'gw_requests_total', 'api')).get(api.api_id)).toBe(16);
+
+    const kept = apis.slice(0, 3);
+    const before = await Promise.all(families.map((family) => byLabel(sidecar, family, 'api')));
+    source.publish(compiledConfig(kept));
+    const after = await Promise.all(families.map((family) => byLabel(sidecar, family, 'api')));
+    const keptIds = new Set(kept.map((api) => api.api_id));
+    families.forEach((family, i) => {
+      const gone = [...after[i]!.keys()].filter((api) => api !== '' && !keptIds.has(api) && api.startsWith('cut-'));
+      expect(gone, family).toEqual([]);
+      // What stays keeps its counts; the requests no API matched stay too.
+      for (const [api, value] of after[i]!) if (keptIds.has(api) || api === '') expect(value, `${family} of ${api}`).toBe(before[i]!.get(api));
+    });
+    expect(after[0]!.get('')).toBe(1);
+    expect(after[1]!.get('')).toBe(1);
+    for (const api of kept) expect(after[0]!.get(api.api_id)).toBe(16);
+  }, 60_000);
 });
