@@ -125,6 +125,7 @@ class Engine implements LimitEngine {
     this.#planner.update(config);
     this.#store.configure(config.settings);
     this.#health.configure(config.settings);
+    this.#metrics.smoothingAllowance.retainSources(config);
     if (!this.#heartbeat) return;
     this.#heartbeat.configure(config.settings);
     const served = config.apis.map((api) => api.api_id);

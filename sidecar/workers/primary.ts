@@ -6,11 +6,11 @@ import { metricsText } from '../../common/metrics-text.ts';
 import { drain, listen, urlOf } from '../../common/listen.ts';
 import type { Logger } from '../../common/logger.ts';
 import { boundedServer } from '../bounded-server.ts';
-import { smoothingAllowanceGauge } from '../limits/metrics.ts';
+import { allowanceId, SmoothingAllowances, type AllowanceLabels } from '../limits/metrics.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
 import { INSTANCE_ID_ENV, PROXY_OFF, type SidecarOptions } from '../cli.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
-import { WorkersMetricsSum } from './metrics.ts';
+import { WorkersMetricsSum, type WorkerMetrics } from './metrics.ts';
 import { IpcPeer, METRICS_TIMEOUT_MS, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_COUNT_ENV, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
 
 /**
@@ -65,14 +65,27 @@ export interface RunningPrimary {
   close(): Promise<void>;
 }
 
-function primaryMetrics(): { registry: Registry; running: Gauge; exits: Counter<'code'>; allowance: Gauge<'kind' | 'namespace' | 'name'> } {
+function primaryMetrics(): { registry: Registry; running: Gauge; exits: Counter<'code'>; allowance: SmoothingAllowances } {
   const registry = new Registry();
   return {
     registry,
-    allowance: smoothingAllowanceGauge([registry], 'sum'),
+    allowance: new SmoothingAllowances([registry], 'sum'),
     running: new Gauge({ name: 'gw_workers', help: 'Worker processes of this gateway that are running (--workers).', registers: [registry] }),
     exits: new Counter({ name: 'gw_worker_exits_total', help: 'Worker processes that ended other than by a stop, by exit code or signal (each is restarted).', labelNames: ['code'], registers: [registry] }),
   };
+}
+
+/**
+ * Whether some worker's own gw_smoothing_allowance holds a series: each drops the series of
+ * what its config no longer has, or that have not moved for long (sidecar/limits/metrics.ts),
+ * and the primary's gauge follows them.
+ */
+function heldBy(workers: readonly WorkerMetrics[]): (labels: AllowanceLabels) => boolean {
+  const held = new Set<string>();
+  for (const { metrics } of workers) {
+    for (const { labels } of metrics.find((metric) => metric.name === 'gw_smoothing_allowance')?.values ?? []) held.add(allowanceId(labels as AllowanceLabels));
+  }
+  return (labels) => held.has(allowanceId(labels));
 }
 
 /**
@@ -267,7 +280,9 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
       {
         contentType: metrics.registry.contentType,
         text: async () => {
+          const asked = Date.now();
           const workers = await Promise.all(live().filter((s) => s.started).map(async (s) => ({ index: s.index, metrics: await s.peer!.call('metrics', undefined, METRICS_TIMEOUT_MS) })));
+          metrics.allowance.retain(heldBy(workers.map((w) => w.metrics)), asked);
           return `${await sum.text(workers)}\n${await metricsText(metrics.registry)}`;
         },
       },
