@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { metricsText } from '../../common/metrics-text.ts';
 import { createLimitMetrics } from '../limits/metrics.ts';
 import { createSidecarMetrics, statusClass } from '../metrics.ts';
-import { retiredMetrics, summedText, workerMetrics, type WorkerMetrics } from './metrics.ts';
+import { retiredMetrics, summedText, workerMetrics, WorkersMetricsSum, type WorkerMetrics } from './metrics.ts';
 
 /** A worker's registry after `requests` requests to each of `apis` APIs. */
 function workerAfterTraffic(apis: number, requests: number, seed: number): Registry {
@@ -63,6 +63,20 @@ describe("the primary's sum of its workers' metrics", () => {
     expect(summed).toMatch(/^gw_config_reloads_total\{source="folder",result="ok"\} 3$/m);
     // The ended workers' gauge (0) is gone with them: only the live worker's (1) is left.
     expect(summed).toMatch(/^gw_session_changes_tracked 1$/m);
+  });
+
+  it('drops what ended workers counted for an API no live worker loads any more', async () => {
+    const sum = new WorkersMetricsSum();
+    const ids = (apis: number): string[] => Array.from({ length: apis }, (_, i) => `api-${i}`);
+    const [live, ending] = await Promise.all([workerAfterTraffic(2, 4, 1), workerAfterTraffic(3, 4, 2)].map(async (w) => overTheChannel(await workerMetrics(w, ids(3)))));
+    await sum.text([{ index: 0, metrics: live! }, { index: 1, metrics: ending! }]);
+    sum.ended(1);
+    // The config now loads api-0 and api-1: api-2's series, counted by the ended worker alone, go.
+    const summed = await sum.text([{ index: 0, metrics: { ...live!, apis: ids(2) } }]);
+    expect(summed).not.toContain('api="api-2"');
+    expect(summed).toMatch(/^gw_requests_total\{api="api-0",code_class="2xx"\} 4$/m);
+    expect(summed).toMatch(/^gw_upstream_duration_seconds_count\{api="api-1"\} 8$/m);
+    expect(summed).toMatch(/^gw_limit_store_duration_seconds_count 20$/m);
   });
 
   it("shows the workers' file descriptor limit as one worker's, not their sum; their open descriptors summed", async () => {

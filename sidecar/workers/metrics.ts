@@ -18,10 +18,12 @@ export interface WorkerMetrics {
   metrics: MetricObjectWithValues<MetricValue<string>>[];
   /** The request-path metrics' counts. */
   series: (HistogramSnapshot | CounterSnapshot)[];
+  /** The ids of the APIs the worker loads: what ended workers counted for the others leaves the sum. */
+  apis?: string[];
 }
 
-export async function workerMetrics(registry: Registry): Promise<WorkerMetrics> {
-  const answer: WorkerMetrics = { metrics: [], series: [] };
+export async function workerMetrics(registry: Registry, apis?: string[]): Promise<WorkerMetrics> {
+  const answer: WorkerMetrics = { metrics: [], series: [], ...(apis && { apis }) };
   for (const { name } of registry.getMetricsAsArray()) {
     // A turn between metrics: the requests in flight wait for one metric at most.
     await nextTurn();
@@ -78,6 +80,28 @@ export async function retiredMetrics(ended: readonly WorkerMetrics[]): Promise<W
 }
 
 /**
+ * `metrics` less the request-path series of the APIs not in `loaded` (those of requests no
+ * API matched stay), as a worker's own drop at a config swap (sidecar/metrics.ts).
+ */
+function onlyLoadedApis(metrics: WorkerMetrics, loaded: ReadonlySet<string>): WorkerMetrics {
+  const keep = (api: string): boolean => api === '' || loaded.has(api);
+  const series = metrics.series.map((snapshot) => {
+    if (snapshot.labelNames[0] !== 'api') return snapshot;
+    if (snapshot.kind === 'histogram') {
+      const histogram = BatchedHistogram.like(snapshot, []);
+      histogram.add(snapshot);
+      histogram.retain(keep);
+      return histogram.snapshot();
+    }
+    const counter = LabelPairCounter.like(snapshot, []);
+    counter.add(snapshot);
+    counter.retainFirst(keep);
+    return counter.snapshot();
+  });
+  return { ...metrics, series };
+}
+
+/**
  * The primary's /metrics sum: the started workers' metrics, with what ended workers counted
  * (`retiredMetrics`), which stays in it for good.
  */
@@ -96,6 +120,12 @@ export class WorkersMetricsSum {
   /** The text of `workers` (each worker's index and metrics, as just read) summed with the retired counts. */
   async text(workers: readonly { index: number; metrics: WorkerMetrics }[]): Promise<string> {
     for (const { index, metrics } of workers) this.#last.set(index, metrics);
+    // Every worker tells the APIs it loads (they may be between two configs): the ended
+    // workers' counts of an API none of them loads go, as the live workers' own have.
+    if (workers.length > 0 && workers.every(({ metrics }) => metrics.apis !== undefined)) {
+      const loaded = new Set(workers.flatMap(({ metrics }) => metrics.apis!));
+      this.#retired = this.#retired.then((retired) => retired && onlyLoadedApis(retired, loaded));
+    }
     const retired = await this.#retired;
     const all = workers.map((w) => w.metrics);
     return summedText(retired ? [...all, retired] : all);

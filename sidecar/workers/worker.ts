@@ -69,7 +69,7 @@ export function linkToPrimary(index: number, siblings: readonly string[], logger
         const retained = running.resources.deletedApiIds();
         return running.runtime.apis().filter((api) => retained.has(api.api_id));
       },
-      metrics: () => (running === undefined ? { metrics: [], series: [] } : workerMetrics(running.metrics.registry)),
+      metrics: () => (running === undefined ? { metrics: [], series: [] } : workerMetrics(running.metrics.registry, running.runtime.apis().map((api) => api.api_id))),
     },
     { stop: () => stop?.(), streamMoved: (move) => streams.moved(move) },
   );
