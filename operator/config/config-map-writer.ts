@@ -1,6 +1,6 @@
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
-import { CONFIG_KEY } from '../../common/compiled-config-map.ts';
-import { isConflict, isNotFound } from '../kit/controllerutil.ts';
+import { CONFIG_KEY, MANAGED_BY, MANAGED_BY_LABEL } from '../../common/compiled-config-map.ts';
+import { controllerUid, isConflict, isNotFound } from '../kit/controllerutil.ts';
 import type { OwnWrites } from '../kit/own-writes.ts';
 
 /** Writes and deletes compiled ConfigMaps. */
@@ -9,9 +9,11 @@ export interface ConfigMapWriter {
    * Writes the desired ConfigMap over the version the caller read (`current`, or none): 'changed'
    * when the stored one is not that version any more (the caller's cache lagged: another
    * writer, such as the admin DELETE's retain mark, got there first), so the caller decides
-   * again on the newer version rather than write over what it has not seen.
+   * again on the newer version rather than write over what it has not seen. 'taken' when a
+   * ConfigMap of that name is someone else's (made by hand: not the operator's label, and no
+   * owner reference to the ApiDefinition), which is left as it is.
    */
-  apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated' | 'changed'>;
+  apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated' | 'changed' | 'taken'>;
   /**
    * Deletes the version the caller read (`resourceVersion`): 'changed' when the stored one
    * has moved on since (the caller's cache lagged), so the caller decides again on the new
@@ -35,31 +37,58 @@ export class KubeConfigMapWriter implements ConfigMapWriter {
     this.#ownWrites = ownWrites;
   }
 
-  async apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated' | 'changed'> {
-    const name = desired.metadata?.name ?? '';
+  async apply(desired: V1ConfigMap, current: V1ConfigMap | undefined): Promise<'created' | 'updated' | 'changed' | 'taken'> {
     const namespace = desired.metadata?.namespace ?? '';
     try {
-      if (current) {
-        // The version read is the precondition: a stale one answers 409 Conflict, and 404 when gone.
-        const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: current.metadata?.resourceVersion } };
-        this.#ownWrites.record('ConfigMap', await this.#api.replaceNamespacedConfigMap({ name, namespace, body }));
-        return 'updated';
-      }
+      if (current) return await this.#replace(desired, current);
       this.#ownWrites.record('ConfigMap', await this.#api.createNamespacedConfigMap({ namespace, body: desired }));
       return 'created';
+    } catch (error) {
+      if (isConflict(error) && !current) return this.#nameTakenBy(desired);
+      if (isConflict(error) || isNotFound(error)) return 'changed';
+      throw error;
+    }
+  }
+
+  /** The version read is the precondition: a stale one answers 409 Conflict, and 404 when gone. */
+  async #replace(desired: V1ConfigMap, current: V1ConfigMap): Promise<'updated'> {
+    const name = desired.metadata?.name ?? '';
+    const namespace = desired.metadata?.namespace ?? '';
+    const body = { ...desired, metadata: { ...desired.metadata, resourceVersion: current.metadata?.resourceVersion } };
+    this.#ownWrites.record('ConfigMap', await this.#api.replaceNamespacedConfigMap({ name, namespace, body }));
+    return 'updated';
+  }
+
+  /**
+   * A create found the name in use by a ConfigMap the cache does not hold. The cache holds
+   * every ConfigMap with the operator's label, so one with it is a cache behind the store
+   * ('changed'); one without it is the ApiDefinition's own with its label removed by hand,
+   * taken back, or else someone else's ('taken').
+   */
+  async #nameTakenBy(desired: V1ConfigMap): Promise<'updated' | 'changed' | 'taken'> {
+    const existing = await this.#read(desired.metadata?.namespace ?? '', desired.metadata?.name ?? '');
+    if (existing === undefined || existing.metadata?.labels?.[MANAGED_BY_LABEL] === MANAGED_BY) return 'changed';
+    const owner = controllerUid(desired);
+    if (owner === undefined || controllerUid(existing) !== owner) return 'taken';
+    try {
+      return await this.#replace(desired, existing);
     } catch (error) {
       if (isConflict(error) || isNotFound(error)) return 'changed';
       throw error;
     }
   }
 
-  async storedConfig(namespace: string, name: string): Promise<string | undefined> {
+  async #read(namespace: string, name: string): Promise<V1ConfigMap | undefined> {
     try {
-      return (await this.#api.readNamespacedConfigMap({ name, namespace })).data?.[CONFIG_KEY];
+      return await this.#api.readNamespacedConfigMap({ name, namespace });
     } catch (error) {
       if (isNotFound(error)) return undefined;
       throw error;
     }
+  }
+
+  async storedConfig(namespace: string, name: string): Promise<string | undefined> {
+    return (await this.#read(namespace, name))?.data?.[CONFIG_KEY];
   }
 
   async delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'> {

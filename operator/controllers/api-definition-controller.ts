@@ -102,6 +102,13 @@ export class ApiDefinitionController implements KindController {
     const desired = desiredConfigMap(api, outcome.apiId, outcome.hash);
     const json = (): string => outcome.json ?? this.#compiler.configJson(api, this.#inputs);
     const result = await this.#writeConfigMap(api, desired, json, outcome.policyIds.length);
+    if (result === 'taken') {
+      const message = `ConfigMap ${configMapName(name)} exists and is not this ApiDefinition's (it has neither the operator's label nor an owner reference to it): the operator neither uses nor deletes it; delete or rename it, and the ApiDefinition gets its own`;
+      await this.#setStatus(api, { ready: false, reason: 'ConfigMapNameTaken', message, fields });
+      // The cache holds only the operator's ConfigMaps, so the other one's delete sets nothing
+      // off: the resync, which reconciles every ApiDefinition each period, looks again.
+      return;
+    }
     await this.#setStatus(api, {
       ready: true,
       reason: 'Compiled',
@@ -113,7 +120,7 @@ export class ApiDefinitionController implements KindController {
   }
 
   /** Writes the compiled ConfigMap unless the cached one is up to date; `json` compiles its config only when a write needs it. */
-  async #writeConfigMap(api: Api, desired: V1ConfigMap, json: () => string, policyCount: number): Promise<Result | void> {
+  async #writeConfigMap(api: Api, desired: V1ConfigMap, json: () => string, policyCount: number): Promise<Result | 'taken' | void> {
     const current = this.#ctx.caches.configMaps.get(api.metadata.namespace, configMapName(api.metadata.name));
     if (current && upToDate(current, desired)) return;
     const graceLeftMs = current ? this.#retainGraceLeftMs(api, current) : 0;
@@ -121,6 +128,7 @@ export class ApiDefinitionController implements KindController {
     const action = await this.#ctx.configMaps.apply(withConfig(desired, json()), current);
     // The cache lagged behind the stored ConfigMap (a retain mark, a hand edit): decide again on it.
     if (action === 'changed') return { requeueAfterMs: STALE_CACHE_RETRY_MS };
+    if (action === 'taken') return action;
     this.#ctx.metrics.configMapWrites.inc({ action });
     this.#ctx.log.info({ api: `${api.metadata.namespace}/${api.metadata.name}`, action }, 'compiled config written');
     this.#ctx.events.record(api, 'Normal', 'ConfigWritten', `compiled config ${action} in ConfigMap ${desired.metadata?.name} (${policyCount} granting policies)`);
