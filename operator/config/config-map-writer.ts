@@ -1,5 +1,5 @@
 import { CoreV1Api, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
-import { CONFIG_KEY, MANAGED_BY, MANAGED_BY_LABEL } from '../../common/compiled-config-map.ts';
+import { MANAGED_BY, MANAGED_BY_LABEL } from '../../common/compiled-config-map.ts';
 import { controllerUid, isConflict, isNotFound } from '../kit/controllerutil.ts';
 import type { OwnWrites } from '../kit/own-writes.ts';
 
@@ -21,10 +21,11 @@ export interface ConfigMapWriter {
    */
   delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'>;
   /**
-   * The compiled config a ConfigMap holds as stored (the informer's cache keeps only its
-   * digest); undefined when there is none. Read only to keep a refused policy's last version.
+   * A ConfigMap as stored, with its data (the informer's cache keeps only a digest of it);
+   * undefined when there is none. Read only to keep the version in force of a resource the
+   * compile step refuses.
    */
-  storedConfig(namespace: string, name: string): Promise<string | undefined>;
+  stored(namespace: string, name: string): Promise<V1ConfigMap | undefined>;
 }
 
 /** Create, replace and delete through the API server, each on the version the caller read; 404/409 say the stored one moved on. */
@@ -87,8 +88,8 @@ export class KubeConfigMapWriter implements ConfigMapWriter {
     }
   }
 
-  async storedConfig(namespace: string, name: string): Promise<string | undefined> {
-    return (await this.#read(namespace, name))?.data?.[CONFIG_KEY];
+  stored(namespace: string, name: string): Promise<V1ConfigMap | undefined> {
+    return this.#read(namespace, name);
   }
 
   async delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'> {

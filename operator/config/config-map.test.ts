@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { apiDefinitionSpecSchema } from '../../crds/schemas/index.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
-import { desiredConfigMap, keepOnlyDataDigest, upToDate, withConfig } from './config-map.ts';
+import { asWritten, desiredConfigMap, keepOnlyDataDigest, upToDate, withConfig } from './config-map.ts';
 
 const api: GwObject<'ApiDefinition'> = {
   apiVersion: 'gw.dev/v1alpha1',
@@ -60,5 +60,16 @@ describe('compiled ConfigMap', () => {
     expect(upToDate(cached({ 'config.json': '{"a":2}' }), desired)).toBe(false);
     expect(upToDate(cached({ 'config.json': '{"a":1}', extra: 'x' }), desired)).toBe(false);
     expect(upToDate(cached({}), desired)).toBe(false);
+  });
+
+  it('is kept as the version in force only as the operator wrote it for this ApiDefinition, without what the API server adds', () => {
+    const written = desiredWith('{"version":1}');
+    const stored = { ...written, metadata: { ...written.metadata, resourceVersion: '7', uid: 'cm-1', managedFields: [{ manager: 'gw' }] } };
+    expect(asWritten(stored, api)).toEqual(written);
+    const edited = { ...stored, data: { 'config.json': '{"hacked":true}' } };
+    const foreign = { metadata: { name: 'gw-api-orders', namespace: 'shop' }, data: { 'config.json': '{"version":1}' } };
+    const otherApis = { ...stored, metadata: { ...stored.metadata, ownerReferences: [{ ...stored.metadata.ownerReferences![0]!, uid: 'u-2' }] } };
+    const retained = { ...stored, metadata: { ...stored.metadata, annotations: { ...stored.metadata.annotations, 'gw.dev/retain-until-reload': 'true' } } };
+    for (const cm of [edited, foreign, otherApis, retained]) expect(asWritten(cm, api)).toBeUndefined();
   });
 });

@@ -89,3 +89,22 @@ export function upToDate(current: V1ConfigMap, desired: V1ConfigMap): boolean {
   ];
   return checks.every(Boolean);
 }
+
+/**
+ * A stored ConfigMap as the operator wrote it for `api`, ready to be written again: undefined
+ * when it is not that (someone else's, another ApiDefinition's, edited by hand so its data no
+ * longer has the hash it carries, or marked retained by the admin DELETE).
+ */
+export function asWritten(cm: V1ConfigMap, api: GwObject<'ApiDefinition'>): V1ConfigMap | undefined {
+  const { name, namespace, labels, annotations, ownerReferences } = cm.metadata ?? {};
+  const config = cm.data?.[CONFIG_KEY];
+  const written =
+    config !== undefined &&
+    Object.keys(cm.data ?? {}).length === 1 &&
+    annotations?.[CONFIG_HASH_ANNOTATION] === configHash(config) &&
+    annotations[RETAIN_ANNOTATION] === undefined &&
+    labels?.[MANAGED_BY_LABEL] === MANAGED_BY &&
+    api.metadata.uid !== undefined &&
+    controllerUid(cm) === api.metadata.uid;
+  return written ? { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace, labels, annotations, ownerReferences }, data: { [CONFIG_KEY]: config } } : undefined;
+}

@@ -1,11 +1,11 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
-import { apiNameOf, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION, RETAINED_FOR_UID_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { apiNameOf, CONFIG_KEY, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION, RETAINED_FOR_UID_ANNOTATION } from '../../common/compiled-config-map.ts';
 import { flatKey } from '../../common/flat-key.ts';
 import type { CompiledRate } from '../../crds/compiled.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
 import { EVERY_API } from '../../crds/policy-coverage.ts';
 import { ApiCompiler, apiIdsOfChange, coveredApiIds, policiesOfConfigMap, type CompileInputs } from '../config/compile-api.ts';
-import { desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
+import { asWritten, desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
 import type { Request, Result } from '../kit/reconciler.ts';
@@ -27,7 +27,8 @@ const rateLimitColumn = (limit: CompiledRate | null): string => (limit ? `${limi
  * ApiDefinition → its compiled ConfigMap `gw-api-<name>` (the API, every policy granting
  * it, the gateway settings), rewritten only when the content changes, plus status.
  * A compile problem or an oversized config leaves the last written ConfigMap in place
- * (sidecars keep serving the last good config) and says why on the status.
+ * (sidecars keep serving the last good config) and says why on the status; one deleted or
+ * edited by hand meanwhile is written back as it was.
  */
 export class ApiDefinitionController implements KindController {
   readonly kind = 'ApiDefinition';
@@ -41,6 +42,15 @@ export class ApiDefinitionController implements KindController {
    * never to a later one of an ApiDefinition of the same name.
    */
   readonly #retainedSince = new Map<string, { since: number; retainedFor: string | undefined }>();
+  /**
+   * The ConfigMap in force, with its config, of each ApiDefinition that the compile step
+   * refuses or compiles with a refused granting Policy: what it keeps serving, and what is
+   * written back if the ConfigMap is deleted meanwhile (docs/behaviour.md#bad-edits). Read from
+   * the API server when the refusal is first seen (the cache keeps only a digest of the data),
+   * then what the operator writes; dropped once the API compiles whole, or is deleted, so only
+   * refused APIs cost memory.
+   */
+  readonly #inForce = new Map<string, V1ConfigMap>();
 
   constructor(ctx: ControllerContext) {
     this.#ctx = ctx;
@@ -80,28 +90,31 @@ export class ApiDefinitionController implements KindController {
     const api = this.#ctx.caches.apis.get(namespace, name);
     if (!api || api.metadata.deletionTimestamp) {
       this.#compiler.forget(namespace, name);
+      this.#inForce.delete(flatKey(namespace, name));
       return this.#cleanUp(namespace, name);
     }
     let outcome = this.#compiler.compile(api, this.#inputs);
     if (outcome.ok && outcome.refusedPolicies) {
-      // A granting policy the compile step refuses keeps the version its ConfigMap holds (docs/behaviour.md#bad-edits).
-      const written = policiesOfConfigMap(await this.#ctx.configMaps.storedConfig(namespace, configMapName(name)));
-      outcome = this.#compiler.compile(api, this.#inputs, written);
+      // A granting policy the compile step refuses keeps the version in force (docs/behaviour.md#bad-edits).
+      const inForce = await this.#inForceConfigMap(api);
+      outcome = this.#compiler.compile(api, this.#inputs, policiesOfConfigMap(inForce?.data?.[CONFIG_KEY]));
     }
     if (!outcome.ok) {
       await this.#setStatus(api, { ready: false, reason: outcome.reason, message: outcome.message, fields: { api_id: outcome.apiId } });
-      return;
+      return this.#keepInForce(api, signal);
     }
     const fields = { api_id: outcome.apiId, policies: outcome.policyIds, configMap: configMapName(name) };
     if (outcome.bytes > MAX_CONFIG_BYTES) {
       const message = `compiled config is ${outcome.bytes} bytes, over the ${MAX_CONFIG_BYTES}-byte limit of one ConfigMap; split the policies granting this API or reduce its endpoints`;
       await this.#setStatus(api, { ready: false, reason: 'ConfigTooLarge', message, fields });
-      return;
+      return this.#keepInForce(api, signal);
     }
+    const keepsRefused = outcome.refusedPolicies !== undefined;
+    if (!keepsRefused) this.#inForce.delete(flatKey(namespace, name));
     signal.throwIfAborted();
     const desired = desiredConfigMap(api, outcome.apiId, outcome.hash);
     const json = (): string => outcome.json ?? this.#compiler.configJson(api, this.#inputs);
-    const result = await this.#writeConfigMap(api, desired, json, outcome.policyIds.length);
+    const result = await this.#writeConfigMap(api, desired, json, outcome.policyIds.length, keepsRefused);
     if (result === 'taken') {
       const message = `ConfigMap ${configMapName(name)} exists and is not this ApiDefinition's (it has neither the operator's label nor an owner reference to it): the operator neither uses nor deletes it; delete or rename it, and the ApiDefinition gets its own`;
       await this.#setStatus(api, { ready: false, reason: 'ConfigMapNameTaken', message, fields });
@@ -119,16 +132,51 @@ export class ApiDefinitionController implements KindController {
     return result;
   }
 
-  /** Writes the compiled ConfigMap unless the cached one is up to date; `json` compiles its config only when a write needs it. */
-  async #writeConfigMap(api: Api, desired: V1ConfigMap, json: () => string, policyCount: number): Promise<Result | 'taken' | void> {
+  /**
+   * The ConfigMap in force of an ApiDefinition refused (or compiled with a refused granting
+   * Policy): the one held, else the stored one if it is as the operator wrote it for this
+   * ApiDefinition, then held. None when there is none to be had: it never compiled, or its
+   * ConfigMap was deleted before this operator saw the refusal (one started since, say).
+   */
+  async #inForceConfigMap(api: Api): Promise<V1ConfigMap | undefined> {
+    const { namespace, name } = api.metadata;
+    const key = flatKey(namespace, name);
+    const held = this.#inForce.get(key);
+    if (held) return held;
+    if (!this.#ctx.caches.configMaps.get(namespace, configMapName(name))) return undefined;
+    const stored = await this.#ctx.configMaps.stored(namespace, configMapName(name));
+    const written = stored && asWritten(stored, api);
+    if (written) this.#inForce.set(key, written);
+    return written;
+  }
+
+  /** A refused ApiDefinition stays served as it is (docs/behaviour.md#bad-edits): its ConfigMap in force, deleted or edited by hand since, is written back. */
+  async #keepInForce(api: Api, signal: AbortSignal): Promise<Result | void> {
+    const inForce = await this.#inForceConfigMap(api);
+    const config = inForce?.data?.[CONFIG_KEY];
+    if (!inForce || config === undefined) return;
+    signal.throwIfAborted();
+    const result = await this.#writeConfigMap(api, inForce, () => config, Object.keys(policiesOfConfigMap(config)).length, true);
+    // Someone else's ConfigMap took the name: nothing to keep until it goes, and the status already says why the API is not Ready.
+    return result === 'taken' ? undefined : result;
+  }
+
+  /**
+   * Writes the compiled ConfigMap unless the cached one is up to date; `json` compiles its
+   * config only when a write needs it. `keep`: what is written is the version in force of a
+   * refused API or Policy (#inForce).
+   */
+  async #writeConfigMap(api: Api, desired: V1ConfigMap, json: () => string, policyCount: number, keep: boolean): Promise<Result | 'taken' | void> {
     const current = this.#ctx.caches.configMaps.get(api.metadata.namespace, configMapName(api.metadata.name));
     if (current && upToDate(current, desired)) return;
     const graceLeftMs = current ? this.#retainGraceLeftMs(api, current) : 0;
     if (graceLeftMs > 0) return { requeueAfterMs: graceLeftMs };
-    const action = await this.#ctx.configMaps.apply(withConfig(desired, json()), current);
+    const body = withConfig(desired, json());
+    const action = await this.#ctx.configMaps.apply(body, current);
     // The cache lagged behind the stored ConfigMap (a retain mark, a hand edit): decide again on it.
     if (action === 'changed') return { requeueAfterMs: STALE_CACHE_RETRY_MS };
     if (action === 'taken') return action;
+    if (keep) this.#inForce.set(flatKey(api.metadata.namespace, api.metadata.name), body);
     this.#ctx.metrics.configMapWrites.inc({ action });
     this.#ctx.log.info({ api: `${api.metadata.namespace}/${api.metadata.name}`, action }, 'compiled config written');
     this.#ctx.events.record(api, 'Normal', 'ConfigWritten', `compiled config ${action} in ConfigMap ${desired.metadata?.name} (${policyCount} granting policies)`);

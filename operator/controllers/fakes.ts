@@ -1,6 +1,5 @@
 import type { KubernetesObject, V1ConfigMap, V1Secret } from '@kubernetes/client-node';
 import { pino } from 'pino';
-import { CONFIG_KEY } from '../../common/compiled-config-map.ts';
 import { MemorySessionStore } from '../../common/session-store.ts';
 import type { KindName } from '../../crds/kinds.ts';
 import { defaultGatewaySettings } from '../../crds/settings.ts';
@@ -114,8 +113,8 @@ export class MemoryConfigMapWriter implements ConfigMapWriter {
     return current ? 'updated' : 'created';
   }
 
-  async storedConfig(namespace: string, name: string): Promise<string | undefined> {
-    return this.#configMaps.get(namespace, name)?.data?.[CONFIG_KEY];
+  async stored(namespace: string, name: string): Promise<V1ConfigMap | undefined> {
+    return structuredClone(this.#configMaps.get(namespace, name));
   }
 
   async delete(namespace: string, name: string, resourceVersion: string | undefined): Promise<'deleted' | 'changed'> {

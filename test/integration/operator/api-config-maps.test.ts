@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { KindName } from '../../../crds/kinds.ts';
 import type { Operator } from '../../../operator/operator.ts';
 import { createNamespace, kubeConfig, testEnv } from '../../harness/index.ts';
 import { client, ready, removeGwResources, startOperator, waitFor } from './support.ts';
@@ -17,11 +18,27 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
   let ns: string;
   let operator: Operator;
 
-  const api = (name: string) =>
-    c.create('ApiDefinition', ns, {
-      metadata: { name },
-      spec: { api_id: `${ns}-${name}`, use_keyless: true, proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' } },
+  const apiSpec = (name: string, extra: Record<string, unknown> = {}) => ({
+    api_id: `${ns}-${name}`,
+    use_keyless: true,
+    proxy: { listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' },
+    ...extra,
+  });
+  const api = (name: string) => c.create('ApiDefinition', ns, { metadata: { name }, spec: apiSpec(name) });
+  const configOf = async (name: string): Promise<string | undefined> => (await c.configMap(ns, `gw-api-${name}`))?.data?.['config.json'];
+  const waitReady = (kind: KindName, name: string, want: 'True' | 'False') =>
+    waitFor(`${kind} ${name} Ready=${want}`, async () => {
+      const obj = await c.get(kind, ns, name);
+      return ready(obj)?.status === want && obj?.status?.observedGeneration === obj?.metadata.generation ? ready(obj) : undefined;
     });
+  /** Deletes the ConfigMap by hand and waits for it to be back: the operator's watch event, well before a resync. */
+  async function deletedComesBack(name: string): Promise<string> {
+    await c.core.deleteNamespacedConfigMap({ namespace: ns, name: `gw-api-${name}` });
+    const started = Date.now();
+    const back = await waitFor(`gw-api-${name} back`, () => configOf(name), 4 * RESYNC_SECONDS * 1000);
+    expect(Date.now() - started).toBeLessThan(RESYNC_SECONDS * 1000);
+    return back;
+  }
 
   beforeAll(async () => {
     ns = await createNamespace('op-api-cm');
@@ -65,5 +82,42 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
     expect(own.metadata?.ownerReferences?.[0]?.uid).toBe((await c.get('ApiDefinition', ns, 'foreign'))?.metadata.uid);
     expect(JSON.parse(own.data!['config.json']!).apis[0].api_id).toBe(`${ns}-foreign`);
     await waitFor('ApiDefinition foreign Ready=True', async () => ready(await c.get('ApiDefinition', ns, 'foreign'))?.status === 'True');
+  });
+
+  it('writes back, as it was, the ConfigMap of an ApiDefinition the compile step refuses when it is deleted by hand', async () => {
+    await api('refused');
+    const good = await waitFor('refused compiled', () => configOf('refused'));
+    await c.replaceSpec('ApiDefinition', ns, 'refused', apiSpec('refused', { use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x[', method: 'GET', rate: 1, per: 1 }] } }));
+    expect(await waitReady('ApiDefinition', 'refused', 'False')).toMatchObject({ reason: 'InvalidRegex' });
+    expect(await deletedComesBack('refused')).toBe(good);
+    const cm = await c.configMap(ns, 'gw-api-refused');
+    expect(cm?.metadata?.ownerReferences?.[0]?.uid).toBe((await c.get('ApiDefinition', ns, 'refused'))?.metadata.uid);
+    expect(cm?.metadata?.labels?.['app.kubernetes.io/managed-by']).toBe('gw-operator');
+
+    // A hand edit meanwhile is undone as well, and once fixed the API compiles as usual.
+    await c.core.patchNamespacedConfigMap({ namespace: ns, name: 'gw-api-refused', body: [{ op: 'replace', path: '/data/config.json', value: '{"hacked":true}' }] });
+    await waitFor('the edit undone', async () => (await configOf('refused')) === good);
+    await c.replaceSpec('ApiDefinition', ns, 'refused', apiSpec('refused', { global_rate_limit: { rate: 7, per: 60 } }));
+    await waitFor('the fixed API compiled', async () => JSON.parse((await configOf('refused')) ?? '{}').apis?.[0]?.api_limit?.rate === 7);
+  });
+
+  it("keeps a refused Policy's last good version in an API's ConfigMap deleted by hand", async () => {
+    const apiId = `${ns}-granted`;
+    await api('granted');
+    const spec = (path: string, rate: number) => ({ rate, per: 60, access_rights: { [apiId]: { endpoints: [{ path, methods: [{ name: 'GET', limit: { rate: 2, per: 60 } }] }] } } });
+    await c.create('Policy', ns, { metadata: { name: 'grant' }, spec: spec('/a', 10) });
+    const policyId = `${ns}/grant`;
+    const good = await waitFor('the policy compiled', async () => {
+      const json = await configOf('granted');
+      return json !== undefined && JSON.parse(json).policies[policyId] ? json : undefined;
+    });
+    const reconciled = await apiReconciles(operator);
+    await c.replaceSpec('Policy', ns, 'grant', spec('/a(', 50));
+    expect(await waitReady('Policy', 'grant', 'False')).toMatchObject({ reason: 'InvalidRegex' });
+    // The operator sees the refusal at the API's reconcile the Policy's edit sets off.
+    await waitFor('the API reconciled', async () => (await apiReconciles(operator)) > reconciled);
+    const back = JSON.parse(await deletedComesBack('granted'));
+    expect(back.policies[policyId]).toEqual(JSON.parse(good).policies[policyId]);
+    expect(ready(await c.get('ApiDefinition', ns, 'granted'))?.status).toBe('True');
   });
 });
