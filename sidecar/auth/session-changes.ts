@@ -51,20 +51,6 @@ export interface SessionChangeFeedOptions {
 const connectionErrorLog = (): ErrorLogGate => new ErrorLogGate(5_000);
 
 /**
- * The session cache's reads on one Redis server (or a Sentinel set, or one Cluster master), on
- * a connection of their own that the feed turns tracking on for (CLIENT TRACKING in OPTIN mode,
- * reports redirected to the feed's connection). Redis then remembers which gateway read which
- * session and reports each change to those gateways only: a session write costs Redis one
- * report per gateway that holds the session, not one per gateway of the fleet
- * (docs/architecture.md#sessions). Only the sessions found are tracked: Redis keeps a tracked
- * key in its table until the key is written, which a key that does not exist may never be, so
- * tracking every read let a flood of made-up keys fill Redis's memory. A key not seen before is
- * read untracked first, and read again tracked only when its session is there; a missing one is
- * cached for the short TTL. Only this connection's reads are tracked, so the limit scripts on
- * the main connection add nothing to Redis's table. While tracking is off, reads go through the
- * gateway's own client.
- */
-/**
  * A session read on the gateway's own client, refused at once while its connection is down:
  * queued, it would hold the request for the whole `redis_timeout_ms` first.
  */
@@ -89,6 +75,20 @@ const timedOut = (err: unknown): boolean => err instanceof Error && err.message 
 /** A Cluster master's answer while the Cluster has lost a master (and no replica has taken over yet). */
 const clusterDown = (err: unknown): boolean => refusedByRedis(err) && (err as Error).message.startsWith('CLUSTERDOWN');
 
+/**
+ * The session cache's reads on one Redis server (or a Sentinel set, or one Cluster master), on
+ * a connection of their own that the feed turns tracking on for (CLIENT TRACKING in OPTIN mode,
+ * reports redirected to the feed's connection). Redis then remembers which gateway read which
+ * session and reports each change to those gateways only: a session write costs Redis one
+ * report per gateway that holds the session, not one per gateway of the fleet
+ * (docs/architecture.md#sessions). Only the sessions found are tracked: Redis keeps a tracked
+ * key in its table until the key is written, which a key that does not exist may never be, so
+ * tracking every read let a flood of made-up keys fill Redis's memory. A key not seen before is
+ * read untracked first, and read again tracked only when its session is there; a missing one is
+ * cached for the short TTL. Only this connection's reads are tracked, so the limit scripts on
+ * the main connection add nothing to Redis's table. While tracking is off, reads go through the
+ * gateway's own client.
+ */
 export class TrackedSessionReads implements SessionReads {
   /** The gateway's client (a Cluster's, for a master's reads): reads while untracked, or refused here. */
   readonly #main: Redis | Cluster;
