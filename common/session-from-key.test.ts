@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { sessionSchema } from '../crds/session.ts';
 import { sessionFromKey } from './session-from-key.ts';
+import { LONGEST_QUOTA_PERIOD_SECONDS } from '../crds/quota-times.ts';
 
 const t0 = new Date('2026-01-01T00:00:00Z');
 const t1 = new Date('2026-01-02T00:00:00Z');
@@ -52,6 +53,11 @@ describe('sessionFromKey', () => {
     expect(given.ok && given.session.quota_renews).toBe(1_900_000_000);
     const never = sessionFromKey({ rate: 10, per: 60, quota_max: 10 }, { name: 'k', namespace: 'ns' }, null, t0);
     expect(never.ok && never.session.quota_renews).toBe(0);
+  });
+
+  it('takes a quota period as long as the field allows, its first period ending as the limit engine counts it', () => {
+    const longest = sessionFromKey({ rate: 10, per: 60, quota_max: 10, quota_renewal_rate: Number.MAX_SAFE_INTEGER }, { name: 'k', namespace: 'ns' }, null, t0);
+    expect(longest).toMatchObject({ ok: true, session: { quota_renewal_rate: Number.MAX_SAFE_INTEGER, quota_renews: t0.getTime() / 1000 + LONGEST_QUOTA_PERIOD_SECONDS } });
   });
 
   it('keeps run-time fields of an existing session and only moves last_updated on change', () => {

@@ -1,5 +1,6 @@
 import { sameData } from './same-data.ts';
 import { activeSmoothing } from '../crds/compile/limits.ts';
+import { countedQuotaPeriod } from '../crds/quota-times.ts';
 import { sessionSchema, type Session, type SessionInput } from '../crds/session.ts';
 import { unknownFields } from '../crds/openapi/unknown-fields.ts';
 import { keySpecSchema, type KeySpec } from '../crds/schemas/key.ts';
@@ -110,7 +111,9 @@ function specFields(s: KeySpec, key: KeyIdentity, existing: Session | null): Ses
  * of 0 would have let the first request find the period over and the quota full.
  */
 function initialRuntime(s: KeySpec, now: Date): RuntimeFields {
-  const renewal = s.quota_renewal_rate ?? 0;
+  // Counted as the limit engine counts it: a period near the field's bound would otherwise end
+  // past the largest time the session may hold, and the key be refused for a field not given.
+  const renewal = countedQuotaPeriod(s.quota_renewal_rate ?? 0);
   const quotaRenews = s.quota_renews ?? (renewal > 0 ? Math.floor(now.getTime() / 1000) + renewal : undefined);
   // A period never has more left than the quota's max (the limit engine counts no more).
   const remaining = s.quota_remaining !== undefined && s.quota_max !== undefined && s.quota_max > 0 ? Math.min(s.quota_remaining, s.quota_max) : (s.quota_remaining ?? s.quota_max);

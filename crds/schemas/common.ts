@@ -82,17 +82,7 @@ export const countField = boundedInt(0, maxInt32);
 export const positiveCountField = boundedInt(1, maxInt32);
 /** Quota fields allow -1 (unlimited), like the key record of docs/behaviour.md#admin-operations. */
 export const quotaField = z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER);
-/**
- * The latest instant a key's times may name: 9999-12-31T23:59:59Z, the last second a
- * four-digit year writes. The rate-limit store counts in milliseconds and sets expiries as
- * 64-bit integers: with this bound and the longest quota period below, every instant it
- * computes (a renewal time plus a period) stays an exact integer, where a larger one wrapped
- * to a negative expiry that deleted the quota at every request.
- */
-const latestUnixTime = 253_402_300_799;
-export const unixTimeField = boundedInt(0, latestUnixTime);
-/** A thousand years: the longest quota period (see latestUnixTime for why there is one). */
-const longestQuotaPeriod = 1_000 * maxSeconds;
+export const unixTimeField = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 export const boundedString = (max: number = bounds.text) => z.string().max(max);
 export const stringList = (maxItems: number = bounds.smallList, maxLength: number = bounds.name) =>
   z.array(z.string().min(1).max(maxLength)).max(maxItems);
@@ -244,7 +234,11 @@ export const keyLimitFields = {
   rate: rateField.describe('Requests allowed per `per` seconds; 0 means no rate limit at this scope.').optional(),
   per: perSecondsField.describe('Window length in seconds; must be greater than 0 when rate is greater than 0.').optional(),
   quota_max: quotaField.describe('Requests allowed per quota period; -1 or 0 means unlimited.').optional(),
-  quota_renewal_rate: boundedInt(0, longestQuotaPeriod)
+  quota_renewal_rate: z
+    .number()
+    .int()
+    .min(0)
+    .max(Number.MAX_SAFE_INTEGER)
     .describe('Length of the quota period in seconds; 0 means the quota never renews.')
     .optional(),
   throttle_interval: boundedInt(0, 3_600)

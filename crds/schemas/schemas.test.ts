@@ -23,7 +23,6 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['policy', policySpecSchema, { rate: 10, per: 60, smoothing, access_rights: { a: { api_id: 'a', limit: { rate: 5, per: 1 } } } }],
     ['key', keySpecSchema, { rate: 10, per: 60, key_hash: 'a'.repeat(64), meta_data: { any: { nested: [1] } } }],
     ['key whose smoothing holds off for a year', keySpecSchema, { rate: 10, per: 60, smoothing: { ...smoothing, delay: 31_536_000 } }],
-    ['key at the end of its time bounds', keySpecSchema, { quota_max: 2, quota_renewal_rate: 31_536_000_000, quota_renews: 253_402_300_799, expires: 253_402_300_799 }],
     ['category', categorySpecSchema, { name: 'public' }],
     ['portal product', portalProductSpecSchema, { id: 'starter', tags: [{ Name: 'a' }, { Name: 'b' }] }],
   ])('accepts a valid %s spec', (_name, schema, value) => {
@@ -84,9 +83,6 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['policy name with a path separator', keySpecSchema, { apply_policies: ['gold', '../other-ns/gold'] }, 'apply_policies.1', /name of a Policy/],
     ['alias with a terminal escape', keySpecSchema, { alias: 'ops\u001b[2J' }, 'alias', /control characters/],
     ['key quota below -1', keySpecSchema, { quota_max: -2 }, 'quota_max', /Too small/],
-    ['a quota period over a thousand years', policySpecSchema, { quota_max: 2, quota_renewal_rate: 31_536_000_001 }, 'quota_renewal_rate', /<=31536000000/],
-    ['a quota renewal after year 9999', keySpecSchema, { quota_renews: 253_402_300_800 }, 'quota_renews', /<=253402300799/],
-    ['an expiry after year 9999', keySpecSchema, { expires: 253_402_300_800 }, 'expires', /<=253402300799/],
     ['duplicate product tag', portalProductSpecSchema, { tags: [{ Name: 'a' }, { Name: 'a' }] }, 'tags.1.Name', /duplicate Name/],
   ])('refuses %s, naming the field', (_name, schema, value, path, message) => {
     expect(issues(schema, value)).toContainEqual({ path, message: expect.stringMatching(message) });

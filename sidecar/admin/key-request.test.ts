@@ -72,8 +72,6 @@ describe('create-key request', () => {
     ['throttle_retry_limit', 1_000],
     ['rate', 2_147_483_647],
     ['per', 31_536_000],
-    ['quota_renewal_rate', 31_536_000_000],
-    ['quota_renews', 253_402_300_799],
   ])('refuses a %s far beyond its bound naming that bound, not the safe-integer one', (field, max) => {
     const message = refusal({ apply_policies: ['gold'], rate: 1, per: 1, [field]: 1e300 });
     expect(message).toContain(field);

@@ -1,4 +1,5 @@
 import type { CompiledApi, CompiledConfig } from '../../crds/compiled.ts';
+import { countedQuotaPeriod, countedQuotaRenewal } from '../../crds/quota-times.ts';
 import type { Session } from '../../crds/session.ts';
 import { effectiveLimits, type EffectiveLimits, type KeyQuota, type KeyRateLimit, type SmoothingWithoutRate } from './effective-session.ts';
 import { compileEndpoints, firstMatch, type EndpointMatcher } from './endpoint-match.ts';
@@ -111,13 +112,13 @@ function keyPlan(limit: KeyRateLimit, identity: string): PlannedLimit {
  * after the session was made, or at the first request once that time has gone by.
  */
 function quotaPlan(quota: KeyQuota, entry: SessionEntry, session: Session, nowMs: number): QuotaPlan {
-  const renewalMs = quota.renewalSeconds > 0 ? quota.renewalSeconds * 1000 : 0;
+  const renewalMs = quota.renewalSeconds > 0 ? countedQuotaPeriod(quota.renewalSeconds) * 1000 : 0;
   const plan = { quotaId: `${entry.identity}:${quota.scopeId}`, source: quota.source, max: quota.max, renewalMs };
   if (!quota.own) {
     const firstEndsMs = renewalMs > 0 ? entry.madeMs + renewalMs : Number.NaN;
     return { ...plan, initRemaining: quota.max, initRenewsMs: firstEndsMs > nowMs ? firstEndsMs : 0 };
   }
-  const renewsMs = session.quota_renews * 1000;
+  const renewsMs = countedQuotaRenewal(session.quota_renews) * 1000;
   // The session's quota_remaining / quota_renews seed the state only while they are current;
   // without a renewal time, a 0 is the field's default rather than a key given nothing.
   const inPeriod = renewalMs > 0 && renewsMs > nowMs;

@@ -2,6 +2,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { limiterKey, quotaKey } from '../../../common/redis-keys.ts';
 import type { CompiledSmoothing } from '../../../crds/compiled.ts';
+import { LATEST_QUOTA_RENEWAL_SECONDS, LONGEST_QUOTA_PERIOD_SECONDS } from '../../../crds/quota-times.ts';
 import { defaultGatewaySettings } from '../../../crds/settings.ts';
 import { MemoryLimitStore } from '../../../sidecar/limits/stores/memory-store.ts';
 import { RedisLimitStore } from '../../../sidecar/limits/stores/redis-store.ts';
@@ -18,9 +19,9 @@ import { uniqueId } from './helpers.ts';
  */
 
 const P = 60_000;
-/** The longest quota period and the latest renewal time a key may name (crds/schemas/common.ts), in ms. */
-const LONGEST_PERIOD_MS = 1_000 * 31_536_000 * 1_000;
-const LATEST_MS = 253_402_300_799 * 1_000;
+/** The longest quota period and the latest renewal time a quota counts with (crds/quota-times.ts), in ms. */
+const LONGEST_PERIOD_MS = LONGEST_QUOTA_PERIOD_SECONDS * 1_000;
+const LATEST_MS = LATEST_QUOTA_RENEWAL_SECONDS * 1_000;
 
 /** The case's ops are built with its own limiter names and its start time. */
 interface Scope {
@@ -197,8 +198,8 @@ const cases: [string, Step[]][] = [
     ],
   ],
   [
-    // The schema's bounds (crds/schemas/common.ts): Redis must set the expiry of a renewal at the
-    // latest time plus the longest period as it does any other, not wrap it to a past one.
+    // The bounds the plan counts quotas within (crds/quota-times.ts): Redis must set the expiry of
+    // a renewal at the latest time plus the longest period as it does any other, not wrap it to a past one.
     'quota: the longest period, renewing at the latest time a key may name, counts as any other',
     [
       { at: 0, ops: (s) => [quota(s.id('q'), 2, LONGEST_PERIOD_MS, 2, LATEST_MS)], expect: (start) => [ok(2, 1, LATEST_MS - start)] },

@@ -8,6 +8,7 @@ import { createNamespace } from '../../harness/index.ts';
 import { collectingLogger } from '../../support/collecting-logger.ts';
 import { call, compiledApi, deployApi, eventually, newRedis, sidecarOptions, startTestSidecar, storeSession, uniqueId } from './helpers.ts';
 import type { CompiledApi } from '../../../crds/compiled.ts';
+import { LATEST_QUOTA_RENEWAL_SECONDS, LONGEST_QUOTA_PERIOD_SECONDS } from '../../../crds/quota-times.ts';
 import { policy } from '../../support/compiled-fixtures.ts';
 
 /** docs/behaviour.md#gateway-answers rows of the proxy side, 502/504/413 and forwarding rules, through each forwarder. */
@@ -209,6 +210,29 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     const refused = await call(url(api), { headers });
     expect(refused.status).toBe(403);
     expect(refused.json()).toEqual({ error: 'Quota exceeded' });
+  });
+
+  // The fields' largest values (2^53 - 1) once made the store's expiry wrap to a negative one,
+  // which deleted the quota at every request (crds/quota-times.ts). A period counts as a
+  // thousand years at most, and a renewal time as the end of year 9999 at the latest.
+  it.each([
+    ['its renewal time given as far ahead: the period ends at the end of year 9999', { quota_renews: Number.MAX_SAFE_INTEGER }, () => LATEST_QUOTA_RENEWAL_SECONDS],
+    ['its first period starting now: it ends a thousand years from now', {}, (sentAt: number) => sentAt + LONGEST_QUOTA_PERIOD_SECONDS],
+  ])('a quota period as long as the field takes still counts the quota, %s', async (_name, renews, resetAt) => {
+    const api = await deploy({ keyless: false });
+    const key = await storeSession(redis, {
+      quota_max: 2,
+      quota_remaining: 2,
+      quota_renewal_rate: Number.MAX_SAFE_INTEGER,
+      ...renews,
+      access_rights: { [api.api_id]: { api_id: api.api_id } },
+    });
+    const headers = { authorization: key };
+    const sentAt = Math.floor(Date.now() / 1000);
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await call(url(api), { headers }));
+    expect(answers.map((a) => a.status)).toEqual([200, 200, 403]);
+    expect(Number(answers[0]!.headers['x-ratelimit-reset'])).toBeOneOf([resetAt(sentAt), resetAt(sentAt + 1)]);
   });
 
   it('under `quotas`, a quota that never renews resets at 0, and a 429 carries no quota figures: the quota was not reached', async () => {
