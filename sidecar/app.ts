@@ -208,6 +208,7 @@ function selectSource(options: SidecarOptions, overrides: SidecarOverrides, part
     // APIs deleted through the admin operations stay served until a reload, even as the watched folder is re-read.
     const retainedApis = resources instanceof FolderResourceStore ? () => resources.deletedApiIds() : undefined;
     const source = new FolderConfigSource({ dir: options.configDir, defaultNamespace: options.namespace, sessions, logger, metrics, retainedApis, retainedElsewhere });
+    if (resources instanceof FolderResourceStore) resources.keyCreated = (hash) => source.keyCreated(hash);
     whenRedisReady(parts, (first) => (first ? source.storeReached() : source.storeReturned()));
     return source;
   }

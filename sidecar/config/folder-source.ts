@@ -207,6 +207,15 @@ export class FolderConfigSource implements ConfigSource {
   readonly #compiledApis = new ApiCompileCache();
   /** Hashes of the Keys the folder held at the last load: a Key that leaves it loses its session. */
   #keyHashes = new Set<string>();
+  /**
+   * Keys the admin operations wrote, their sessions stored, that no load has found yet, each
+   * with the number of folder reads begun before it was written: a read begun after it that
+   * does not find it (its file removed, or its hash edited, within the watch's quiet time)
+   * revokes its session, which no load would otherwise have known of.
+   */
+  readonly #createdKeys = new Map<string, number>();
+  /** Folder reads begun, the one of the load under way included. */
+  #reads = 0;
   /** By key hash, the Keys the last load found settled (`#storeKeys`). */
   #settledKeys = new Map<string, SettledKey>();
   /** By key hash, the Key (`namespace/name`) that held it at the last load: a copy added since does not take it. */
@@ -301,6 +310,7 @@ export class FolderConfigSource implements ConfigSource {
     let files: YamlFile[];
     try {
       // Files that parsed last time and have not changed since are not parsed again.
+      this.#reads += 1;
       files = await readFolder(dir, this.#lastGoodFiles);
     } catch (err) {
       // The next read that works reports afresh, even if it finds what was loaded before.
@@ -310,7 +320,11 @@ export class FolderConfigSource implements ConfigSource {
       this.#report([{ subject: `folder ${dir}`, reason: `${(err as Error).message}; the last good config stays in effect`, kind: 'Folder', code: 'Unreadable' }]);
       throw err;
     }
-    if (!always && sameContent(files, this.#loadedFiles)) return;
+    if (!always && sameContent(files, this.#loadedFiles)) {
+      // The same Keys as the last load: one created and removed since, within the quiet time, is gone.
+      await this.#revokeCreatedGone(this.#keyHashes);
+      return;
+    }
 
     const problems: FolderProblem[] = [];
     const usable = this.#usableFiles(files, problems);
@@ -610,6 +624,26 @@ export class FolderConfigSource implements ConfigSource {
       this.#options.logger.info({ keyHash: hash.slice(0, 12) }, 'Key gone from the config folder; its session removed');
     });
     this.#keyHashes = present;
+    await this.#revokeCreatedGone(present);
+  }
+
+  /** A Key file the admin operations wrote (FolderResourceStore), its session stored: see #createdKeys. */
+  keyCreated(hash: string): void {
+    this.#createdKeys.set(hash, this.#reads);
+  }
+
+  /** Revokes the Keys created here that this load's read, begun after they were written, did not find. */
+  async #revokeCreatedGone(present: ReadonlySet<string>): Promise<void> {
+    const gone: string[] = [];
+    for (const [hash, readsBefore] of this.#createdKeys) {
+      if (present.has(hash)) this.#createdKeys.delete(hash);
+      else if (readsBefore < this.#reads) gone.push(hash);
+    }
+    await inBatches(gone, async (hash) => {
+      await this.#options.sessions.delete(hash);
+      this.#createdKeys.delete(hash);
+      this.#options.logger.info({ keyHash: hash.slice(0, 12) }, 'Key created by the admin API gone from the config folder before a load found it; its session removed');
+    });
   }
 
   #report(problems: FolderProblem[]): void {

@@ -58,6 +58,11 @@ function plainInYaml11(text: string): boolean {
  * without `metadata.namespace` belong to `defaultNamespace`.
  */
 export class FolderResourceStore implements ResourceStore {
+  /**
+   * Set by the folder config source: a Key file this store wrote, whose session create-key
+   * stored already, before any load of the folder has seen it (sidecar/config/folder-source.ts).
+   */
+  keyCreated: (keyHash: string) => void = () => undefined;
   readonly namespaces: readonly string[] = [];
   readonly #dir: string;
   readonly #defaultNamespace: string;
@@ -147,6 +152,7 @@ export class FolderResourceStore implements ResourceStore {
         spec: key.spec,
       };
       await createFile(join(this.#dir, `key-${key.name}.yaml`), keyFileText(resource));
+      if (key.spec.key_hash) this.keyCreated(key.spec.key_hash);
     });
   }
 

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { cp, mkdir, mkdtemp, readdir, rename, rm, symlink, unlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rename, rm, symlink, unlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -315,6 +315,33 @@ spec: { key_hash: ${keyHash(`${rawKey}-shouting`)}, access_rights: { private: {}
     await eventually(async () => (await readyz()).body.problems.find((p) => p.subject === 'Key default/by-hand')?.reason.startsWith('Key has no field "quota_max"') === true, 10_000, 'the field beside spec reported');
     expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="UnknownField"} 1');
     expect(await status('/private/x', { authorization: rawKey })).toBe(200);
+  });
+
+  it.each([
+    ['removed', (): string | null => null],
+    ['given another key_hash', (text: string): string | null => text.replace(/key_hash: ['"]?[0-9a-f]{64}['"]?/, `key_hash: ${keyHash(randomBytes(16).toString('hex'))}`)],
+  ])('revokes a key the admin API created whose file is %s before any load found it', async (_change, edited) => {
+    await writeFile(join(dir, 'key.yaml'), authApiAndKey(upstream.url, randomBytes(16).toString('hex')));
+    await start();
+    const created = await call(`${sidecar.adminUrl}/admin/org/keys`, {
+      method: 'POST',
+      headers: { 'admin-auth': adminSecret, 'content-type': 'application/json' },
+      body: JSON.stringify({ access_rights: { private: { api_id: 'private' } } }),
+    });
+    expect(created.status).toBe(200);
+    const { key_id: rawKey, key_hash: hash, data } = created.json() as { key_id: string; key_hash: string; data: { key_id: string } };
+    // Within the watch's quiet time, so the file's own load never comes.
+    const file = join(dir, `key-${data.key_id}.yaml`);
+    const text = edited(await readFile(file, 'utf8'));
+    if (text === null) await unlink(file);
+    else await writeFile(file, text);
+    await eventually(async () => (await status('/private/x', { authorization: rawKey })) === 403, 10_000, 'the key refused');
+    const redis = newRedisClient(testEnv().redisUrl);
+    try {
+      expect(await redis.exists(sessionKey(hash))).toBe(0);
+    } finally {
+      redis.disconnect();
+    }
   });
 
   it('reports a Key granted an API the folder does not have until that API is added', async () => {
