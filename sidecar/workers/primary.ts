@@ -89,6 +89,23 @@ function heldBy(workers: readonly WorkerMetrics[]): (labels: AllowanceLabels) =>
 }
 
 /**
+ * The metrics of each started worker, for a scrape. A worker that ends before it answers is
+ * left out: its counts stay in the sum as the last scrape read them (WorkersMetricsSum.ended),
+ * so the scrape still answers, every counter as it was, where it failed with a 500. A worker
+ * that lives and does not answer in time fails the scrape (README.md#the-sidecar-gw-sidecar).
+ */
+async function startedWorkersMetrics(started: readonly Slot[]): Promise<{ index: number; metrics: WorkerMetrics }[]> {
+  const answers = await Promise.allSettled(started.map((slot) => slot.peer!.call('metrics', undefined, METRICS_TIMEOUT_MS)));
+  const workers: { index: number; metrics: WorkerMetrics }[] = [];
+  for (const [i, answer] of answers.entries()) {
+    const slot = started[i]!;
+    if (answer.status === 'fulfilled') workers.push({ index: slot.index, metrics: answer.value });
+    else if (slot.worker !== undefined) throw answer.reason;
+  }
+  return workers;
+}
+
+/**
  * Ready while every running worker is ready and one at least runs. A worker that is down,
  * or restarted and not ready yet, is a problem, not a reason: the others serve on while it
  * restarts, and an unready pod would leave its Service.
@@ -281,7 +298,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
         contentType: metrics.registry.contentType,
         text: async () => {
           const asked = Date.now();
-          const workers = await Promise.all(live().filter((s) => s.started).map(async (s) => ({ index: s.index, metrics: await s.peer!.call('metrics', undefined, METRICS_TIMEOUT_MS) })));
+          const workers = await startedWorkersMetrics(live().filter((s) => s.started));
           metrics.allowance.retain(heldBy(workers.map((w) => w.metrics)), asked);
           return `${await sum.text(workers)}\n${await metricsText(metrics.registry)}`;
         },

@@ -171,7 +171,15 @@ spec:
       expect(pids).toHaveLength(2);
       const countedBefore = sumOf((await call(`${gw.health}/metrics`)).text, 'gw_requests_total');
       expect(countedBefore).toBe(116);
+      // Killed while a scrape waits for its answer (stopped first, so that it cannot answer): the
+      // scrape answers still, with what the last one read of it.
+      process.kill(pids[1]!, 'SIGSTOP');
+      const scrape = call(`${gw.health}/metrics`);
+      await new Promise((r) => setTimeout(r, 200));
       process.kill(pids[1]!, 'SIGKILL');
+      const scraped = await scrape;
+      expect(scraped.status).toBe(200);
+      expect(sumOf(scraped.text, 'gw_requests_total')).toBe(countedBefore);
       await eventually(async () => /^gw_worker_exits_total\{code="SIGKILL"\} 1$/m.test((await call(`${gw.health}/metrics`)).text), 10_000, 'exit counted');
       // The primary waits half a second before the new worker: meanwhile the other serves all.
       expect(await statuses(`${gw.proxy}/kept/x`, 6)).toEqual(Array(6).fill(200));
