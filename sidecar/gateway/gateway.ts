@@ -283,7 +283,8 @@ export class Gateway {
   /** Connection upgrades (WebSocket) pass the same route, auth and limits before http-proxy carries them. */
   async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
     socket.on('error', (err) => this.#log(requestId).debug({ err }, 'upgrade socket error'));
-    if (!websocket.test(String(req.headers.upgrade ?? ''))) {
+    // An opening handshake is a GET (RFC 6455 §4.1); http-proxy would drop any other without a word.
+    if (req.method !== 'GET' || !websocket.test(String(req.headers.upgrade ?? ''))) {
       sendErrorOnSocket(socket, gatewayErrors.badUpgrade, idHeaders(requestId));
       this.#deps.metrics.gatewayErrors.inc('', gatewayErrors.badUpgrade.code);
       return;
@@ -298,11 +299,13 @@ export class Gateway {
       this.#deps.metrics.gatewayErrors.inc(api, error.code);
       return;
     }
-    this.#deps.metrics.requests.inc(api, '1xx');
-    this.#deps.upgrades.upgrade(req, socket, head, {
+    // Counted once its fate is known, as a request's answer is: 101, the upstream's refusal, the
+    // gateway's 502/504, or 499 for a client that left before any of them.
+    const result = await this.#deps.upgrades.upgrade(req, socket, head, {
       origin: match.route.origin,
       path: match.upstreamPath,
       answerHeaders: { ...admission.rateHeaders, ...idHeaders(requestId) },
     });
+    this.#answered(req, requestId, api, match.route.origin, result);
   }
 }

@@ -96,7 +96,8 @@ export interface UpgradeForwarder {
   /**
    * Carry an accepted connection upgrade (WebSocket) to the upstream. `answerHeaders` (the request
    * id, and the rate headers of its admission) go on the upstream's answer to the client, as on
-   * any request's answer.
+   * any request's answer. Resolves with how it went once the upstream switched protocols or
+   * answered, the gateway answered it (502, 504), or the client left (499).
    */
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: UpgradeTarget): void;
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, target: UpgradeTarget): Promise<ForwardResult>;
 }

@@ -4,7 +4,7 @@ import { Readable, type Duplex } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import httpProxy from 'http-proxy';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
-import { sendError } from '../http/respond.ts';
+import { sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
 import { CONNECTIONS_PER_ORIGIN, refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder, type UpgradeTarget } from './forwarder.ts';
 import { removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders, wantsClose } from './headers.ts';
@@ -43,6 +43,22 @@ function filterResponseHeaders(proxyRes: IncomingMessage, req: IncomingMessage, 
 function stampUpgradeAnswer(upstreamAnswer: IncomingMessage, answerHeaders: Record<string, string>): void {
   if ('x-ratelimit-limit' in answerHeaders) removeRateLimitHeaders(upstreamAnswer.headers);
   Object.assign(upstreamAnswer.headers, answerHeaders);
+}
+
+/** An upgrade handed to http-proxy: what its answer carries, and how it went once known. */
+interface PendingUpgrade {
+  answerHeaders: Record<string, string>;
+  settled: boolean;
+  /** The gateway answered it (502, 504): its answer is on its way out, the socket closes after it. */
+  answeredHere: boolean;
+  settle: (result: ForwardResult) => void;
+}
+
+/** Reports an upgrade's outcome once: the first of the upstream's answer, the gateway's, or the client leaving. */
+function settle(pending: PendingUpgrade, result: ForwardResult): void {
+  if (pending.settled) return;
+  pending.settled = true;
+  pending.settle(result);
 }
 
 /**
@@ -100,21 +116,19 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
   readonly #agent = new LineAgent({ keepAlive: true, maxSockets: CONNECTIONS_PER_ORIGIN });
   readonly #proxy = httpProxy.createProxyServer({ agent: this.#agent, changeOrigin: true, xfwd: false });
   readonly #options: ForwarderOptions;
-  /** Each upgrade's answer headers, until http-proxy opens its upstream request. */
-  readonly #upgradeAnswers = new WeakMap<IncomingMessage, Record<string, string>>();
+  /** Each upgrade's answer headers and report, until http-proxy opens its upstream request. */
+  readonly #upgrades = new WeakMap<IncomingMessage, PendingUpgrade>();
 
   constructor(options: ForwarderOptions) {
     this.#options = options;
     this.#proxy.on('proxyRes', filterResponseHeaders);
     // http-proxy emits no event with the upstream's answer to an upgrade, but it listens for that
     // answer only after this event: listeners added here run first, while the headers can change.
-    this.#proxy.on('proxyReqWs', (proxyReq: ClientRequest, req: IncomingMessage) => {
-      const answerHeaders = this.#upgradeAnswers.get(req);
-      if (answerHeaders === undefined) return;
-      this.#upgradeAnswers.delete(req);
-      const stamp = (upstreamAnswer: IncomingMessage): void => stampUpgradeAnswer(upstreamAnswer, answerHeaders);
-      proxyReq.once('upgrade', stamp);
-      proxyReq.once('response', stamp);
+    this.#proxy.on('proxyReqWs', (proxyReq: ClientRequest, req: IncomingMessage, socket: Duplex) => {
+      const pending = this.#upgrades.get(req);
+      if (pending === undefined) return;
+      this.#upgrades.delete(req);
+      this.#watchUpgrade(proxyReq, socket, pending);
     });
     this.#proxy.on('proxyReq', (proxyReq: ClientRequest, _req: IncomingMessage, res: ServerResponse) => {
       // The upstream socket's idle time. A client that does not read holds the answer back and
@@ -198,14 +212,85 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     // Nothing to release.
   }
 
-  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, { origin, path, answerHeaders }: UpgradeTarget): void {
+  upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, { origin, path, answerHeaders }: UpgradeTarget): Promise<ForwardResult> {
     // Connection and Upgrade must reach the upstream here: they are the upgrade itself. Every
     // other hop-by-hop header stays on the client's hop, as on any request.
     const protocol = req.headers.upgrade;
     req.headers = { ...upstreamRequestHeaders(req), connection: 'Upgrade', ...(protocol === undefined ? {} : { upgrade: protocol }) } as IncomingMessage['headers'];
     req.url = path;
-    this.#upgradeAnswers.set(req, answerHeaders);
-    this.#proxy.ws(req, socket, head, { target: origin }, () => socket.destroy());
+    // A client that left during admission is never sent upstream (README.md#the-sidecar-gw-sidecar).
+    if (socket.destroyed) return Promise.resolve({ status: CLIENT_CLOSED_REQUEST, upstreamSeconds: null, error: null });
+    return new Promise((resolve) => {
+      const pending: PendingUpgrade = { answerHeaders, settled: false, answeredHere: false, settle: resolve };
+      this.#upgrades.set(req, pending);
+      this.#proxy.ws(req, socket, head, { target: origin }, () => {
+        // Before any answer, the upstream could not be reached; after the upstream's, the tunnel broke.
+        if (!pending.settled) this.#answerUpgrade(socket, pending, gatewayErrors.upstreamUnreachable);
+        else if (!pending.answeredHere) socket.destroy();
+      });
+      // http-proxy dropped it without asking the upstream (not a GET WebSocket handshake).
+      if (this.#upgrades.delete(req)) settle(pending, { status: gatewayErrors.badUpgrade.status, upstreamSeconds: null, error: gatewayErrors.badUpgrade });
+    });
+  }
+
+  /**
+   * An upgrade's upstream request, from the hand-over until the upstream answers it (101 or any
+   * response): within the upstream timeout, its wait for a connection included, as any request
+   * (README.md#gateway-settings); a client that leaves first takes its upstream request with it.
+   * Once switched, the tunnel is the client's and the upstream's, with no timeout of ours.
+   */
+  #watchUpgrade(proxyReq: ClientRequest, socket: Duplex, pending: PendingUpgrade): void {
+    let upgraded = false;
+    const answered = (upstreamAnswer: IncomingMessage): void => {
+      clearTimeout(deadline);
+      stampUpgradeAnswer(upstreamAnswer, pending.answerHeaders);
+      settle(pending, { status: upstreamAnswer.statusCode ?? 101, upstreamSeconds: null, error: null });
+    };
+    proxyReq.once('upgrade', (upstreamAnswer: IncomingMessage) => {
+      upgraded = true;
+      // The tunnel reads the client from here on (http-proxy's pipe resumes it).
+      socket.pause();
+      socket.off('data', holdEarly);
+      socket.off('end', left);
+      answered(upstreamAnswer);
+    });
+    proxyReq.once('response', answered);
+    const deadline = setTimeout(() => {
+      this.#answerUpgrade(socket, pending, gatewayErrors.upstreamTimeout);
+      proxyReq.destroy(new UpstreamTimeoutError('upstream timed out'));
+    }, this.#options.timeoutMs());
+    // Destroyed while it waits for a connection, it is never sent; after a response of the
+    // upstream's that was read whole, destroying it does nothing.
+    const gone = (): void => {
+      clearTimeout(deadline);
+      if (!upgraded) proxyReq.destroy();
+      settle(pending, { status: CLIENT_CLOSED_REQUEST, upstreamSeconds: null, error: null });
+    };
+    // A client that closes its side of the connection is only seen reading it, and nothing reads
+    // it until the tunnel opens. The client sends nothing before the answer (RFC 6455 §4.1): it
+    // is read till then, and whatever it sends all the same is put back, the reading stopped
+    // (the deadline still ends a wait that this no longer sees).
+    const holdEarly = (chunk: Buffer): void => {
+      socket.pause();
+      socket.off('data', holdEarly);
+      socket.unshift(chunk);
+    };
+    const left = (): void => {
+      if (pending.settled) return;
+      gone();
+      socket.destroy();
+    };
+    socket.on('data', holdEarly);
+    socket.once('end', left);
+    socket.once('close', gone);
+  }
+
+  /** The gateway's own answer to an upgrade the upstream did not answer (docs/behaviour.md#gateway-answers). */
+  #answerUpgrade(socket: Duplex, pending: PendingUpgrade, error: GatewayError): void {
+    if (pending.settled) return;
+    pending.answeredHere = true;
+    settle(pending, { status: error.status, upstreamSeconds: null, error });
+    sendErrorOnSocket(socket, error, pending.answerHeaders);
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,133 @@
+import { createServer, request as httpRequest, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket, WebSocketServer } from 'ws';
+import type { RunningSidecar } from '../../../sidecar/app.ts';
+import { CONNECTIONS_PER_ORIGIN } from '../../../sidecar/proxy/forwarder.ts';
+import { createNamespace } from '../../harness/index.ts';
+import { call, compiledApi, deployApi, eventually, sidecarOptions, startTestSidecar, uniqueId } from './helpers.ts';
+
+const TIMEOUT_MS = 1500;
+/** A loaded CI's share of the wait. */
+const SLACK_MS = 1500;
+
+/** Upgrades counted by status class for one API, as the sidecar's metric has them. */
+async function counted(sidecar: RunningSidecar, api: string, codeClass: string): Promise<number> {
+  const { values } = await sidecar.metrics.requests.get();
+  return values.find((v) => v.labels.api === api && v.labels.code_class === codeClass)?.value ?? 0;
+}
+
+interface UpgradeAnswer {
+  status: number;
+  code: string | string[] | undefined;
+  requestId: string | string[] | undefined;
+  ms: number;
+}
+
+/** A WebSocket opening handshake through the gateway, and the answer that is not a 101 (or a 101). */
+function upgrade(url: string, leaveAfterMs?: number, method = 'GET'): Promise<UpgradeAnswer | 'left'> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const req = httpRequest(url, { method, agent: false, headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' } });
+    const answer = (status: number, headers: Record<string, string | string[] | undefined>): void => {
+      resolve({ status, code: headers['x-gw-error-code'], requestId: headers['x-request-id'], ms: performance.now() - started });
+      req.destroy();
+    };
+    req.on('response', (res) => answer(res.statusCode ?? 0, res.headers));
+    req.on('upgrade', (res) => answer(res.statusCode ?? 0, res.headers));
+    req.on('error', (err) => (leaveAfterMs === undefined ? reject(err) : resolve('left')));
+    req.setTimeout(15_000, () => req.destroy(new Error('upgrade timed out')));
+    if (leaveAfterMs !== undefined) setTimeout(() => req.destroy(), leaveAfterMs);
+    req.end();
+  });
+}
+
+/**
+ * README.md#gateway-settings: an upgrade the upstream does not answer gets its 504 within
+ * upstream_timeout_ms, as any request; neither it nor a client that leaves mid-upgrade keeps an
+ * upstream connection, so hung upgrades never use up an origin's connections.
+ */
+describe.each(['undici', 'http-proxy'] as const)('WebSocket upgrades the upstream does not answer (forwarder setting %s)', (forwarder) => {
+  let namespace: string;
+  let upstream: Server;
+  let sidecar: RunningSidecar;
+  /** The upstream's connections that carry a `/hangws` upgrade, while open. */
+  const hung = new Set<Socket>();
+
+  beforeAll(async () => {
+    namespace = await createNamespace(`sc-ws-hang-${forwarder}`);
+    const wss = new WebSocketServer({ noServer: true });
+    upstream = createServer((_req, res) => res.end('ok'));
+    upstream.maxConnections = 1000;
+    // `/hangws` is never answered; `/ws` switches at once and echoes.
+    upstream.on('upgrade', (req, socket: Socket, head) => {
+      if (req.url === '/hangws') {
+        hung.add(socket);
+        // The server's sockets are half-open: the gateway's end of one closes it here too.
+        socket.once('end', () => socket.end());
+        socket.once('close', () => hung.delete(socket));
+        return;
+      }
+      wss.handleUpgrade(req, socket, head, (ws) => ws.on('message', (data) => ws.send(String(data))));
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    sidecar = await startTestSidecar(sidecarOptions(namespace), { env: { GW_FORWARDER: forwarder, GW_UPSTREAM_TIMEOUT_MS: String(TIMEOUT_MS) } });
+  });
+
+  afterAll(async () => {
+    for (const socket of hung) socket.destroy();
+    upstream?.closeAllConnections();
+    await sidecar?.close();
+    await new Promise((resolve) => upstream?.close(resolve));
+  });
+
+  async function deploy(origin = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`): Promise<{ api: string; base: string }> {
+    const api = compiledApi(uniqueId('ws'), origin);
+    await deployApi(sidecar, namespace, api);
+    return { api: api.api_id, base: `${sidecar.proxyUrl}${api.listen_path.replace(/\/$/, '')}` };
+  }
+
+  it('answers 504 in time, closes the upstream connections, then serves an upgrade and a request', async () => {
+    const { api, base } = await deploy();
+    const answers = await Promise.all(Array.from({ length: CONNECTIONS_PER_ORIGIN + 2 }, () => upgrade(`${base}/hangws`)));
+    expect(answers.filter((a) => a === 'left' || a.status !== 504 || a.code !== 'upstream_timeout' || typeof a.requestId !== 'string')).toEqual([]);
+    expect(Math.max(...answers.map((a) => (a === 'left' ? Infinity : a.ms)))).toBeLessThan(TIMEOUT_MS + SLACK_MS);
+    await eventually(() => hung.size === 0, 2000, 'the hung upgrades’ upstream connections closed');
+
+    const ws = new WebSocket(`${base.replace('http', 'ws')}/ws`);
+    const echo = await new Promise<string>((resolve, reject) => {
+      ws.on('open', () => ws.send('ping'));
+      ws.on('message', (data) => resolve(String(data)));
+      ws.on('error', reject);
+    });
+    ws.close();
+    expect(echo).toBe('ping');
+    const next = await call(`${base}/x`);
+    expect(next.status).toBe(200);
+    expect(next.text).toBe('ok');
+    // Each upgrade counted as it was answered: the gateway's 504s, the one that opened.
+    expect(await counted(sidecar, api, '5xx')).toBe(CONNECTIONS_PER_ORIGIN + 2);
+    expect(await counted(sidecar, api, '1xx')).toBe(1);
+  }, 20_000);
+
+  it('closes the upstream connection of an upgrade whose client left before its answer', async () => {
+    const { api, base } = await deploy();
+    const started = performance.now();
+    const leaving = Promise.all(Array.from({ length: 5 }, () => upgrade(`${base}/hangws`, 200)));
+    await eventually(() => hung.size === 5, 1000, 'the upgrades at the upstream');
+    expect(await leaving).toEqual(Array(5).fill('left'));
+    await eventually(() => hung.size === 0, 5000, 'the left upgrades’ upstream connections closed');
+    // Well before the upstream timeout would have closed them.
+    expect(performance.now() - started).toBeLessThan(TIMEOUT_MS - 300);
+    // As a request whose client left: 499, no upstream failure.
+    await eventually(async () => (await counted(sidecar, api, '4xx')) === 5, 2000, 'the left upgrades counted');
+    expect(await counted(sidecar, api, '5xx')).toBe(0);
+  }, 20_000);
+
+  it('answers an upgrade the upstream cannot take, or that is no WebSocket handshake, in the gateway’s shape', async () => {
+    const { base } = await deploy('http://127.0.0.1:1');
+    expect(await upgrade(`${base}/ws`)).toMatchObject({ status: 502, code: 'upstream_unreachable', requestId: expect.any(String) });
+    const { base: served } = await deploy();
+    expect(await upgrade(`${served}/ws`, undefined, 'POST')).toMatchObject({ status: 400, code: 'bad_upgrade' });
+  }, 20_000);
+});
