@@ -189,7 +189,11 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
         gaveUp = true;
       }, this.#options.timeoutMs());
       queued.once('response', () => clearTimeout(deadline));
-      res.once('close', () => clearTimeout(deadline));
+      res.once('close', () => {
+        clearTimeout(deadline);
+        // Nobody would read its answer: one still in line is never sent, body and all.
+        if (request.signal.aborted) queued.destroy();
+      });
     });
   }
 

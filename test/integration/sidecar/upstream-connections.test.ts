@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
@@ -19,7 +19,7 @@ describe.each(['undici', 'http-proxy'] as const)('upstream connections through t
   let namespace: string;
   let upstream: Server;
   let sidecar: RunningSidecar;
-  const received = { queued: 0 };
+  const received = { queued: 0, ids: new Set<string>() };
 
   beforeAll(async () => {
     namespace = await createNamespace(`sc-conns-${forwarder}`);
@@ -41,6 +41,7 @@ describe.each(['undici', 'http-proxy'] as const)('upstream connections through t
         return;
       }
       if (req.url === '/queued') received.queued += 1;
+      received.ids.add(String(req.headers['x-request-id']));
       res.end('ok');
     });
     upstream.maxConnections = 1000;
@@ -93,4 +94,23 @@ describe.each(['undici', 'http-proxy'] as const)('upstream connections through t
     expect(next.status).toBe(200);
     expect(received.queued).toBe(0);
   });
+
+  it('never sends a request whose client left while it waited for a connection', async () => {
+    const base = await deploy();
+    const streams = concurrently(CONNECTIONS_PER_ORIGIN, `${base}/stream`);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const ids = Array.from({ length: 10 }, (_, i) => `left-in-line-${forwarder}-${i}`);
+    // Each client sends its body, then leaves before its turn for a connection comes.
+    await Promise.all(ids.map((id) => new Promise<void>((resolve) => {
+      const req = httpRequest(`${base}/left`, { method: 'POST', agent: false, headers: { 'x-request-id': id, 'content-type': 'text/plain' } });
+      req.on('error', () => resolve());
+      req.end('a body nobody reads');
+      setTimeout(() => req.destroy(), 200);
+    })));
+    // The streams end and free their connections, which the waiting requests would have had.
+    expect((await streams).filter((a) => a.status !== 200)).toEqual([]);
+    expect((await call(`${base}/x`)).status).toBe(200);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(ids.filter((id) => received.ids.has(id))).toEqual([]);
+  }, 20_000);
 });
