@@ -84,6 +84,9 @@ async function framedBody(req: IncomingMessage, res: ServerResponse, maxBytes: n
 
 type AddRequest = (this: Agent, req: ClientRequest, options: RequestOptions) => void;
 const addRequest = (Agent.prototype as unknown as { addRequest: AddRequest }).addRequest;
+/** Node's own says whether it keeps a freed socket; its types have it return nothing. */
+type KeepSocketAlive = (this: Agent, socket: Duplex) => boolean;
+const keepSocketAlive = (Agent.prototype as unknown as { keepSocketAlive: KeepSocketAlive }).keepSocketAlive;
 
 /**
  * An agent that tells which request it last put in line for a socket, all of its origin's
@@ -92,6 +95,7 @@ const addRequest = (Agent.prototype as unknown as { addRequest: AddRequest }).ad
  */
 class LineAgent extends Agent {
   #queued: ClientRequest | null = null;
+  #retired = false;
 
   addRequest(req: ClientRequest, options: RequestOptions): void {
     this.#queued = null;
@@ -106,6 +110,19 @@ class LineAgent extends Agent {
     this.#queued = null;
     return queued;
   }
+
+  /**
+   * Its idle connections close now; the busy ones serve the requests in line, then close as
+   * they come free (the agent hands a freed socket to a waiting request before keeping it).
+   */
+  retire(): void {
+    this.#retired = true;
+    for (const sockets of Object.values(this.freeSockets)) for (const socket of sockets ?? []) socket.destroy();
+  }
+
+  override keepSocketAlive(socket: Duplex): boolean {
+    return !this.#retired && keepSocketAlive.call(this, socket);
+  }
 }
 
 /**
@@ -113,8 +130,9 @@ class LineAgent extends Agent {
  * always the one that carries connection upgrades (WebSocket).
  */
 export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
-  readonly #agent = new LineAgent({ keepAlive: true, maxSockets: CONNECTIONS_PER_ORIGIN });
-  readonly #proxy = httpProxy.createProxyServer({ agent: this.#agent, changeOrigin: true, xfwd: false });
+  /** One keep-alive pool per upstream origin, as undici's (README.md#the-sidecar-gw-sidecar). */
+  readonly #agents = new Map<string, LineAgent>();
+  readonly #proxy = httpProxy.createProxyServer({ changeOrigin: true, xfwd: false });
   readonly #options: ForwarderOptions;
   /** Each upgrade's answer headers and report, until http-proxy opens its upstream request. */
   readonly #upgrades = new WeakMap<IncomingMessage, PendingUpgrade>();
@@ -174,8 +192,9 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
       // A client that left before the answer is no upstream failure (docs/behaviour.md#gateway-answers).
       res.once('close', () => resolve(request.signal.aborted && !res.headersSent ? { status: CLIENT_CLOSED_REQUEST, upstreamSeconds, error: null } : { status: res.statusCode, upstreamSeconds, error }));
       body?.once('error', fail);
-      this.#proxy.web(req, res, { target: request.origin, buffer: body }, fail);
-      const queued = this.#agent.takeQueued();
+      const agent = this.#agentFor(request.origin);
+      this.#proxy.web(req, res, { target: request.origin, agent, buffer: body }, fail);
+      const queued = agent.takeQueued();
       if (queued === null) return;
       // The socket's idle timeout starts only once the agent gives it one: a request waiting in
       // line has its deadline from the hand-over (README.md#gateway-settings). Destroyed
@@ -211,9 +230,21 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     return error;
   }
 
-  /** One agent is shared by every origin, and it keeps no per-origin state to release. */
-  retainOrigins(): void {
-    // Nothing to release.
+  #agentFor(origin: string): LineAgent {
+    let agent = this.#agents.get(origin);
+    if (agent === undefined) {
+      agent = new LineAgent({ keepAlive: true, maxSockets: CONNECTIONS_PER_ORIGIN });
+      this.#agents.set(origin, agent);
+    }
+    return agent;
+  }
+
+  retainOrigins(origins: ReadonlySet<string>): void {
+    for (const [origin, agent] of this.#agents) {
+      if (origins.has(origin)) continue;
+      this.#agents.delete(origin);
+      agent.retire();
+    }
   }
 
   upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, { origin, path, answerHeaders }: UpgradeTarget): Promise<ForwardResult> {
@@ -227,7 +258,7 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     return new Promise((resolve) => {
       const pending: PendingUpgrade = { answerHeaders, settled: false, answeredHere: false, settle: resolve };
       this.#upgrades.set(req, pending);
-      this.#proxy.ws(req, socket, head, { target: origin }, () => {
+      this.#proxy.ws(req, socket, head, { target: origin, agent: this.#agentFor(origin) }, () => {
         // Before any answer, the upstream could not be reached; after the upstream's, the tunnel broke.
         if (!pending.settled) this.#answerUpgrade(socket, pending, gatewayErrors.upstreamUnreachable);
         else if (!pending.answeredHere) socket.destroy();
@@ -299,6 +330,7 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
 
   async close(): Promise<void> {
     this.#proxy.close();
-    this.#agent.destroy();
+    for (const agent of this.#agents.values()) agent.destroy();
+    this.#agents.clear();
   }
 }

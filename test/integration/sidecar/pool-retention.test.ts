@@ -15,7 +15,11 @@ interface TrackedUpstream {
 
 async function trackedUpstream(): Promise<TrackedUpstream> {
   const open = new Set<Socket>();
-  const server: Server = createServer((_req, res) => res.end('ok'));
+  // `/slow` is answered after 500 ms, anything else at once.
+  const server: Server = createServer((req, res) => {
+    if (req.url === '/slow') setTimeout(() => res.end('ok'), 500);
+    else res.end('ok');
+  });
   // Longer than the test: a connection that closes was closed by the gateway.
   server.keepAliveTimeout = 60_000;
   const tracked = {
@@ -37,7 +41,7 @@ async function trackedUpstream(): Promise<TrackedUpstream> {
   return tracked;
 }
 
-describe('upstream connection pools across config swaps', () => {
+describe.each(['undici', 'http-proxy'] as const)('upstream connection pools across config swaps (forwarder %s)', (forwarder) => {
   let kept: TrackedUpstream;
   let dropped: TrackedUpstream;
   let source: HandSource;
@@ -50,7 +54,7 @@ describe('upstream connection pools across config swaps', () => {
     keptApi.target_url = kept.url;
     droppedApi.target_url = dropped.url;
     source = new HandSource(compiledConfig([keptApi, droppedApi]));
-    sidecar = await startTestSidecar(sidecarOptions('default'), { source });
+    sidecar = await startTestSidecar(sidecarOptions('default'), { source, env: { GW_FORWARDER: forwarder } });
   }, 30_000);
 
   afterAll(async () => {
@@ -79,5 +83,15 @@ describe('upstream connection pools across config swaps', () => {
     await eventually(() => sidecar.runtime.apis().length === 2, 5000, 'the API back');
     expect((await call(`${sidecar.proxyUrl}/${droppedApi.api_id}/again`)).status).toBe(200);
     expect(dropped.accepted).toBe(2);
+  }, 20_000);
+
+  it('serves a request in flight to an origin no route reaches any more, then closes its connection', async () => {
+    const answer = call(`${sidecar.proxyUrl}/${droppedApi.api_id}/slow`);
+    // At the upstream, on the connection the last test left open.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    source.publish(compiledConfig([keptApi]));
+    await eventually(() => sidecar.runtime.apis().length === 1, 5000, 'the API gone');
+    expect((await answer).status).toBe(200);
+    await eventually(() => dropped.open.size === 0, 5000, 'the dropped origin’s connection closed once free');
   }, 20_000);
 });
