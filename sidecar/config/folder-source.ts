@@ -618,13 +618,18 @@ export class FolderConfigSource implements ConfigSource {
   }
 
   async #revokeKeysGone(present: Set<string>): Promise<void> {
-    const gone = [...this.#keyHashes].filter((hash) => !present.has(hash));
-    await inBatches(gone, async (hash) => {
-      await this.#options.sessions.delete(hash);
-      this.#options.logger.info({ keyHash: hash.slice(0, 12) }, 'Key gone from the config folder; its session removed');
-    });
+    await this.#revoke([...this.#keyHashes].filter((hash) => !present.has(hash)));
     this.#keyHashes = present;
     await this.#revokeCreatedGone(present);
+  }
+
+  async #revoke(hashes: readonly string[]): Promise<void> {
+    await inBatches(hashes, async (hash) => {
+      await this.#options.sessions.delete(hash);
+      // A Key the admin API created is forgotten once its session is gone, not before: a failed delete is tried again.
+      this.#createdKeys.delete(hash);
+      this.#options.logger.info({ keyHash: hash.slice(0, 12) }, 'Key gone from the config folder; its session removed');
+    });
   }
 
   /** A Key file the admin operations wrote (FolderResourceStore), its session stored: see #createdKeys. */
@@ -639,11 +644,7 @@ export class FolderConfigSource implements ConfigSource {
       if (present.has(hash)) this.#createdKeys.delete(hash);
       else if (readsBefore < this.#reads) gone.push(hash);
     }
-    await inBatches(gone, async (hash) => {
-      await this.#options.sessions.delete(hash);
-      this.#createdKeys.delete(hash);
-      this.#options.logger.info({ keyHash: hash.slice(0, 12) }, 'Key created by the admin API gone from the config folder before a load found it; its session removed');
-    });
+    await this.#revoke(gone);
   }
 
   #report(problems: FolderProblem[]): void {

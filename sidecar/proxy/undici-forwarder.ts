@@ -55,12 +55,11 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.#controller?.resume();
   };
 
-  /** It gave up waiting for a connection (out of time, or its client left): never sent, answered now. */
-  readonly #giveUp = (): void => {
-    this.leaveLine();
-    const { signal } = this.#request;
-    this.onResponseError(null, signal.aborted ? new Error('the client closed the connection') : new undiciErrors.HeadersTimeoutError());
-  };
+  /**
+   * It gave up waiting for a connection (out of time, or its client left): never sent, answered
+   * now. Made only for a request that waits, so one sent at once allocates no closure for it.
+   */
+  #giveUp: (() => void) | null = null;
 
   constructor(request: ForwardRequest, options: Dispatcher.DispatchOptions, settle: (result: ForwardResult) => void) {
     this.#request = request;
@@ -76,8 +75,14 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   joinLine(line: Set<UpstreamExchange>): void {
     this.#line = line;
     line.add(this);
-    this.#deadline = setTimeout(this.#giveUp, this.options.headersTimeout ?? 0);
-    this.#request.signal.addEventListener('abort', this.#giveUp, { once: true });
+    const giveUp = (): void => {
+      this.leaveLine();
+      const { signal } = this.#request;
+      this.onResponseError(null, signal.aborted ? new Error('the client closed the connection') : new undiciErrors.HeadersTimeoutError());
+    };
+    this.#giveUp = giveUp;
+    this.#deadline = setTimeout(giveUp, this.options.headersTimeout ?? 0);
+    this.#request.signal.addEventListener('abort', giveUp, { once: true });
   }
 
   /** Out of the line: its headers timeout becomes what is left of the time it had. */
@@ -86,7 +91,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.#line.delete(this);
     this.#line = null;
     clearTimeout(this.#deadline);
-    this.#request.signal.removeEventListener('abort', this.#giveUp);
+    if (this.#giveUp !== null) this.#request.signal.removeEventListener('abort', this.#giveUp);
+    this.#giveUp = null;
     const left = (this.options.headersTimeout ?? 0) - (performance.now() - this.#started);
     this.options.headersTimeout = Math.max(1, Math.ceil(left));
   }
