@@ -45,6 +45,26 @@ function stampUpgradeAnswer(upstreamAnswer: IncomingMessage, answerHeaders: Reco
   Object.assign(upstreamAnswer.headers, answerHeaders);
 }
 
+/**
+ * http-proxy pipes an upstream's answer to an upgrade that is not a 101 to the client with no
+ * timeout of its own: an upstream that stopped sending its body held the client's connection
+ * and its own for good. Its body is cut, as any answer's (README.md#gateway-settings), once the
+ * upstream pauses it longer than the upstream timeout; time the client holds it back (its
+ * socket full) is not counted. One timer, on this rare path only.
+ */
+function cutWhenStalled(upstreamAnswer: IncomingMessage, socket: Duplex, timeoutMs: number): void {
+  const stalled = setTimeout(() => {
+    if (socket.writableNeedDrain) {
+      stalled.refresh();
+      return;
+    }
+    upstreamAnswer.destroy();
+    socket.destroy();
+  }, timeoutMs);
+  upstreamAnswer.on('data', () => stalled.refresh());
+  upstreamAnswer.once('close', () => clearTimeout(stalled));
+}
+
 /** An upgrade handed to http-proxy: what its answer carries, and how it went once known. */
 interface PendingUpgrade {
   answerHeaders: Record<string, string>;
@@ -289,7 +309,10 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
       socket.off('end', left);
       answered(upstreamAnswer);
     });
-    proxyReq.once('response', answered);
+    proxyReq.once('response', (upstreamAnswer: IncomingMessage) => {
+      answered(upstreamAnswer);
+      cutWhenStalled(upstreamAnswer, socket, this.#options.timeoutMs());
+    });
     const deadline = setTimeout(() => {
       this.#answerUpgrade(socket, pending, gatewayErrors.upstreamTimeout);
       proxyReq.destroy(new UpstreamTimeoutError('upstream timed out'));

@@ -42,6 +42,36 @@ function upgrade(url: string, leaveAfterMs?: number, method = 'GET'): Promise<Up
   });
 }
 
+interface RefusalBody {
+  status: number;
+  body: string;
+  /** Whether the body came whole (its length's worth, then its end) rather than being cut. */
+  whole: boolean;
+  /** From the answer's headers to its end or its cut. */
+  ms: number;
+}
+
+/** An opening handshake the upstream refuses with an answer of its own, read to its end or its cut. */
+function refusedUpgrade(url: string): Promise<RefusalBody> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { agent: false, headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==' } });
+    req.on('upgrade', () => reject(new Error('switched protocols')));
+    req.on('response', (res) => {
+      const started = performance.now();
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => (body += chunk));
+      res.on('close', () => resolve({ status: res.statusCode ?? 0, body, whole: res.complete, ms: performance.now() - started }));
+    });
+    req.on('error', reject);
+    req.setTimeout(15_000, () => req.destroy(new Error('refusal not read in time')));
+    req.end();
+  });
+}
+
+/** An upstream's raw refusal of an upgrade: its head, saying the body is `length` bytes long. */
+const refusalHead = (length: number): string => `HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: ${length}\r\n\r\n`;
+
 /**
  * README.md#gateway-settings: an upgrade the upstream does not answer gets its 504 within
  * upstream_timeout_ms, as any request; neither it nor a client that leaves mid-upgrade keeps an
@@ -61,6 +91,27 @@ describe.each(['undici', 'http-proxy'] as const)('WebSocket upgrades the upstrea
     upstream.maxConnections = 1000;
     // `/hangws` is never answered; `/ws` switches at once and echoes.
     upstream.on('upgrade', (req, socket: Socket, head) => {
+      // `/stallws` refuses it, then stops its body half-way; `/slowws` refuses it, its body
+      // sent a piece at a time, each gap well within the timeout, all of it well over it.
+      if (req.url === '/stallws' || req.url === '/slowws') {
+        // The refusal whose body stops holds its connection till the gateway lets go of it.
+        if (req.url === '/stallws') hung.add(socket);
+        socket.once('end', () => socket.end());
+        socket.once('close', () => hung.delete(socket));
+        socket.on('error', () => undefined);
+        const pieces = req.url === '/stallws' ? 1 : 8;
+        socket.write(`${refusalHead(10 * 8)}${'refused. '.padEnd(10)}`);
+        let sent = 1;
+        const more = setInterval(() => {
+          if (sent >= pieces || socket.destroyed) {
+            clearInterval(more);
+            return;
+          }
+          socket.write('refused. '.padEnd(10));
+          sent += 1;
+        }, TIMEOUT_MS / 3);
+        return;
+      }
       if (req.url === '/hangws') {
         hung.add(socket);
         // The server's sockets are half-open: the gateway's end of one closes it here too.
@@ -122,6 +173,21 @@ describe.each(['undici', 'http-proxy'] as const)('WebSocket upgrades the upstrea
     // As a request whose client left: 499, no upstream failure.
     await eventually(async () => (await counted(sidecar, api, '4xx')) === 5, 2000, 'the left upgrades counted');
     expect(await counted(sidecar, api, '5xx')).toBe(0);
+  }, 20_000);
+
+  it('cuts the upstream’s refusal of an upgrade whose body stops, and passes on one whose body keeps coming', async () => {
+    const { api, base } = await deploy();
+    const [stalled, slow] = await Promise.all([refusedUpgrade(`${base}/stallws`), refusedUpgrade(`${base}/slowws`)]);
+    // The first piece came, then nothing: cut after the upstream timeout, both connections closed.
+    expect(stalled).toMatchObject({ status: 403, body: 'refused. '.padEnd(10), whole: false });
+    expect(stalled.ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 50);
+    expect(stalled.ms).toBeLessThan(TIMEOUT_MS + SLACK_MS);
+    // Over twice the timeout in all, never paused that long: it comes whole.
+    expect(slow).toMatchObject({ status: 403, body: 'refused. '.padEnd(10).repeat(8), whole: true });
+    expect(slow.ms).toBeGreaterThan(2 * TIMEOUT_MS);
+    await eventually(() => hung.size === 0, 2000, 'the stalled refusal’s upstream connection closed');
+    // Each counted with the upstream's answer, as a request's is.
+    expect(await counted(sidecar, api, '4xx')).toBe(2);
   }, 20_000);
 
   it('answers an upgrade the upstream cannot take, or that is no WebSocket handshake, in the gateway’s shape', async () => {
