@@ -109,26 +109,35 @@ type KeepSocketAlive = (this: Agent, socket: Duplex) => boolean;
 const keepSocketAlive = (Agent.prototype as unknown as { keepSocketAlive: KeepSocketAlive }).keepSocketAlive;
 
 /**
- * An agent that tells which request it last put in line for a socket, all of its origin's
- * sockets busy. http-proxy hands its upstream request out only once it has a socket (its
- * 'proxyReq' event), too late for one that waits.
+ * An agent that tells whether the request it was last given waits for its connection: in line,
+ * all of its origin's sockets busy, or while a new one opens. http-proxy hands its upstream
+ * request out only once it has a socket (its 'proxyReq' event), too late for one that waits, and
+ * Node starts a request's socket timeout only once its connection is open.
  */
 class LineAgent extends Agent {
-  #queued: ClientRequest | null = null;
+  #waiting: ClientRequest | null = null;
+  #opening = false;
   #retired = false;
 
   addRequest(req: ClientRequest, options: RequestOptions): void {
-    this.#queued = null;
+    this.#waiting = null;
+    this.#opening = false;
     addRequest.call(this, req, options);
+    if (this.#opening) this.#waiting = req;
     // The agent appends a request that has to wait to its origin's line.
-    for (const name in this.requests) if (this.requests[name]?.at(-1) === req) this.#queued = req;
+    else for (const name in this.requests) if (this.requests[name]?.at(-1) === req) this.#waiting = req;
+  }
+
+  override createConnection(options: RequestOptions, callback?: (err: Error | null, stream: Duplex) => void): Duplex | null | undefined {
+    this.#opening = true;
+    return super.createConnection(options, callback);
   }
 
   /** The request `http.request` just gave it, if that one waits; asked right after it returns. */
-  takeQueued(): ClientRequest | null {
-    const queued = this.#queued;
-    this.#queued = null;
-    return queued;
+  takeWaiting(): ClientRequest | null {
+    const waiting = this.#waiting;
+    this.#waiting = null;
+    return waiting;
   }
 
   /**
@@ -214,24 +223,25 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
       body?.once('error', fail);
       const agent = this.#agentFor(request.origin);
       this.#proxy.web(req, res, { target: request.origin, agent, buffer: body }, fail);
-      const queued = agent.takeQueued();
-      if (queued === null) return;
-      // The socket's idle timeout starts only once the agent gives it one: a request waiting in
-      // line has its deadline from the hand-over (README.md#gateway-settings). Destroyed
-      // while it waits, Node never sends it: the agent passes the socket on at its turn.
+      const waiting = agent.takeWaiting();
+      if (waiting === null) return;
+      // The socket's idle timeout starts only once its connection is open: a request that waits
+      // for one (in line, or while it opens) has its deadline from the hand-over to the answer's
+      // headers (README.md#gateway-settings). Destroyed while in line, Node never sends it: the
+      // agent passes the socket on at its turn.
       const deadline = setTimeout(() => {
         const err = new UpstreamTimeoutError('upstream timed out');
-        const waiting = queued.socket === null;
-        queued.destroy(err);
-        if (!waiting) return;
+        const inLine = waiting.socket === null;
+        waiting.destroy(err);
+        if (!inLine) return;
         fail(err);
         gaveUp = true;
       }, this.#options.timeoutMs());
-      queued.once('response', () => clearTimeout(deadline));
+      waiting.once('response', () => clearTimeout(deadline));
       res.once('close', () => {
         clearTimeout(deadline);
         // Nobody would read its answer: one still in line is never sent, body and all.
-        if (request.signal.aborted) queued.destroy();
+        if (request.signal.aborted) waiting.destroy();
       });
     });
   }

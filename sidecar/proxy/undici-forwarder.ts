@@ -1,6 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { Pool, errors as undiciErrors } from 'undici';
+import { buildConnector, Pool, errors as undiciErrors } from 'undici';
 import type { Dispatcher } from 'undici';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
@@ -36,10 +36,19 @@ function forwardInterim(res: ServerResponse, statusCode: number, headers: Record
   else if (statusCode === 103 && headers.link !== undefined) res.writeEarlyHints({ link: headers.link });
 }
 
+/**
+ * A wait before a request reaches its connection shorter than this is left to undici's headers
+ * timeout (which then runs at most this much over): a request on an open keep-alive connection
+ * starts at once and pays for no timer of its own.
+ */
+const WAIT_WORTH_A_TIMER_MS = 1;
+
 class UpstreamExchange implements Dispatcher.DispatchHandler {
   readonly #request: ForwardRequest;
   readonly #settle: (result: ForwardResult) => void;
   readonly #started = performance.now();
+  /** The upstream timeout it was handed over with: the whole of its time, from the hand-over to the answer's headers. */
+  readonly #budgetMs: number;
   readonly options: Dispatcher.DispatchOptions;
   /** The line it waits in for a connection of its origin (OriginPool), while it does. */
   #line: Set<UpstreamExchange> | null = null;
@@ -64,6 +73,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   constructor(request: ForwardRequest, options: Dispatcher.DispatchOptions, settle: (result: ForwardResult) => void) {
     this.#request = request;
     this.options = options;
+    this.#budgetMs = options.headersTimeout ?? 0;
     this.#settle = settle;
   }
 
@@ -102,12 +112,20 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     const { signal } = this.#request;
     if (signal.aborted) this.#onClientGone();
     else signal.addEventListener('abort', this.#onClientGone, { once: true });
+    // undici's headers timeout starts now, on the connection, in full. A request that first
+    // waited (for a connection to open, or in line) has only what is left of its time: the
+    // timer that ends it then is paid for only on that path (README.md#gateway-settings).
+    const waited = performance.now() - this.#started;
+    if (waited >= WAIT_WORTH_A_TIMER_MS) {
+      this.#deadline = setTimeout(() => controller.abort(new undiciErrors.HeadersTimeoutError()), Math.max(1, this.#budgetMs - waited));
+    }
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>): void {
     const { res, rateHeaders, answerHeaders } = this.#request;
     // An interim answer, the final one still to come (RFC 9110 §15.2).
     if (statusCode < 200) return forwardInterim(res, statusCode, headers);
+    clearTimeout(this.#deadline);
     this.#upstreamSeconds = (performance.now() - this.#started) / 1000;
     res.writeHead(statusCode, clientResponseHeaders(headers, rateHeaders, answerHeaders));
   }
@@ -151,6 +169,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   #finish(result: ForwardResult): void {
     if (this.#settled) return;
     this.#settled = true;
+    clearTimeout(this.#deadline);
     this.#request.signal.removeEventListener('abort', this.#onClientGone);
     if (this.#awaitingDrain) this.#request.res.off('drain', this.#onDrain);
     this.#settle(result);
@@ -172,8 +191,21 @@ class OriginPool {
   /** Set once the origin is retired: the pool closes when its line is empty. */
   #retired: (() => void) | null = null;
 
-  constructor(origin: string) {
-    this.#pool = new Pool(origin, { connections: CONNECTIONS_PER_ORIGIN, keepAliveTimeout: 30_000 });
+  /** undici's connector, made again only when the upstream timeout it keeps to changes. */
+  #connector: { timeoutMs: number; connect: buildConnector.connector } | null = null;
+
+  /**
+   * `timeoutMs`: the upstream timeout, read as each connection opens. undici's own connect
+   * timeout is a fixed 10 s: an upstream that never answered the connection (a pod gone, its
+   * address dropping packets) was answered 504 after 10 s whatever the setting.
+   */
+  constructor(origin: string, timeoutMs: () => number) {
+    const connect: buildConnector.connector = (options, callback) => {
+      const timeout = timeoutMs();
+      if (this.#connector?.timeoutMs !== timeout) this.#connector = { timeoutMs: timeout, connect: buildConnector({ timeout }) };
+      this.#connector.connect(options, callback);
+    };
+    this.#pool = new Pool(origin, { connections: CONNECTIONS_PER_ORIGIN, keepAliveTimeout: 30_000, connect });
     this.#pool.on('drain', this.#onDrain);
   }
 
@@ -228,7 +260,7 @@ export class UndiciForwarder implements Forwarder {
   #pool(origin: string): OriginPool {
     let pool = this.#pools.get(origin);
     if (pool === undefined) {
-      pool = new OriginPool(origin);
+      pool = new OriginPool(origin, this.#options.timeoutMs);
       this.#pools.set(origin, pool);
     }
     return pool;
