@@ -14,7 +14,7 @@ const INVALIDATIONS = '__redis__:invalidate';
 
 /**
  * Redis answered no: to a setup command (CLIENT not allowed by an ACL, a Redis older than 6),
- * asking again will not change it; to a read (a Cluster's MOVED or ASK, the slot on its way to
+ * asking again at once will not change it; to a read (a Cluster's MOVED or ASK, the slot on its way to
  * another master; CLUSTERDOWN while a master is lost), the connection and its tracking are as
  * they were. Anything else (a command timed out on a busy start, a connection lost) is tried
  * again on a new connection.
@@ -46,6 +46,13 @@ export interface SessionChangeFeedOptions {
   /** Rations the connection's error lines; shared with the reads' connection on the same server. */
   errorLog?: ErrorLogGate;
 }
+
+/**
+ * How long after Redis refused the setup it is asked again: a user's ACL fixed meanwhile (say,
+ * `+client|caching` added) turns tracking on without a restart. A refused try costs a few
+ * commands.
+ */
+export const REFUSED_SETUP_RETRY_MS = 10_000;
 
 /** A connection's error lines while its server stays away: one per 5 s. */
 const connectionErrorLog = (): ErrorLogGate => new ErrorLogGate(5_000);
@@ -196,9 +203,10 @@ export class ClusterSessionReads implements SessionReads {
  * Tracking lasts as long as both connections: when one closes, or stops answering the
  * heartbeat, the cache is told that reports may be lost (it forgets every entry), and tracking
  * starts again once both are open, before the cache is told it is back. Where Redis refuses it
- * (CLIENT not allowed by an ACL, a Redis older than 6), the cache keeps its short TTL and a
- * warning says why. A setup that fails otherwise (a command timed out while the gateway or
- * Redis was busy) is tried again on a new connection.
+ * (CLIENT not allowed by an ACL, a Redis older than 6), the cache keeps its short TTL, a
+ * warning says why, and Redis is asked again every REFUSED_SETUP_RETRY_MS. A setup that fails
+ * otherwise (a command timed out while the gateway or Redis was busy) is tried again on a new
+ * connection.
  */
 export class SessionChangeFeed implements SessionChanges {
   readonly #connection: Redis;
@@ -218,6 +226,10 @@ export class SessionChangeFeed implements SessionChanges {
    */
   #redirect: { id: number } | undefined;
   #closed = false;
+  /** The next try of a setup Redis refused. */
+  #retry: NodeJS.Timeout | undefined;
+  /** Whether the refusal was told since tracking last ran: it is logged once, not at every try. */
+  #refusalLogged = false;
 
   /** `redis` is the server (or Cluster master) that `reads` reads from. */
   constructor(redis: Redis, reads: TrackedSessionReads, listener: SessionChangeListener, logger: Logger, options: SessionChangeFeedOptions = {}) {
@@ -264,6 +276,7 @@ export class SessionChangeFeed implements SessionChanges {
   async close(): Promise<void> {
     this.#closed = true;
     clearInterval(this.#heartbeat);
+    clearTimeout(this.#retry);
     this.#stop();
     await Promise.all([this.#connection, this.#reads.reader].map((c) => c.quit().catch(() => c.disconnect())));
   }
@@ -275,7 +288,7 @@ export class SessionChangeFeed implements SessionChanges {
       id = Number(await connection.client('ID'));
       await connection.subscribe(INVALIDATIONS);
     } catch (err) {
-      if (opening === this.#opened && !this.#closed) this.#failed(connection, err);
+      if (opening === this.#opened && !this.#closed) this.#failed(connection, err, () => opening === this.#opened && void this.#track(opening));
       return;
     }
     if (opening !== this.#opened || this.#closed || connection.status !== 'ready') return;
@@ -297,7 +310,7 @@ export class SessionChangeFeed implements SessionChanges {
       // from README.md's list before tracking was opt-in) is found out here, once, not at every read.
       await afterCachingYes(reader, (pipeline) => pipeline.ping());
     } catch (err) {
-      if (readerOpening === this.#readerOpened && !this.#closed) this.#failed(reader, err);
+      if (readerOpening === this.#readerOpened && !this.#closed) this.#failed(reader, err, () => void this.#trackReads());
       return;
     }
     if (this.#unchangedSince(redirect, readerOpening)) this.#start();
@@ -309,10 +322,18 @@ export class SessionChangeFeed implements SessionChanges {
     return open && !this.#closed && redirect === this.#redirect && readerOpening === this.#readerOpened;
   }
 
-  /** A setup command on `connection` failed: refused for good, or tried again on a new connection. */
-  #failed(connection: Redis, err: unknown): void {
+  /**
+   * A setup command on `connection` failed: refused by Redis, `again` after a while on the same
+   * connection; otherwise tried again on a new connection.
+   */
+  #failed(connection: Redis, err: unknown, again: () => void): void {
     if (refusedByRedis(err)) {
-      this.#logger.warn({ err }, `Redis does not report session changes; sessions are read again every ${SESSION_TTL_MS} ms`);
+      if (!this.#refusalLogged) {
+        this.#refusalLogged = true;
+        this.#logger.warn({ err }, `Redis does not report session changes; sessions are read again every ${SESSION_TTL_MS} ms, and Redis is asked again every ${REFUSED_SETUP_RETRY_MS / 1000} s`);
+      }
+      clearTimeout(this.#retry);
+      this.#retry = setTimeout(again, REFUSED_SETUP_RETRY_MS).unref();
       return;
     }
     this.#logger.warn({ err }, 'could not turn on reports of session changes yet; trying again on a new connection');
@@ -322,6 +343,7 @@ export class SessionChangeFeed implements SessionChanges {
   #start(): void {
     if (this.#tracking) return;
     this.#tracking = true;
+    this.#refusalLogged = false;
     this.#reads.tracked = true;
     this.#tracked?.set(1);
     this.#listener.trackingStarted();

@@ -11,7 +11,7 @@ import { sessionSchema } from '../../../crds/session.ts';
 import { startEchoUpstream, type EchoUpstream } from '../../../demo/upstream.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { SESSION_TTL_MS } from '../../../sidecar/auth/session-cache.ts';
-import { reportedSessionCache, TrackedSessionReads } from '../../../sidecar/auth/session-changes.ts';
+import { REFUSED_SETUP_RETRY_MS, reportedSessionCache, TrackedSessionReads } from '../../../sidecar/auth/session-changes.ts';
 import { createNamespace, startRedis, type RedisHandle } from '../../harness/index.ts';
 import { metricValues } from '../limits/helpers.ts';
 import { gatewayTold, killReportConnection, trackedKeys } from '../../support/session-changes.ts';
@@ -395,11 +395,12 @@ describe('sessions stay cached until Redis reports their change', () => {
   });
 
   // An ACL user that may do everything the gateway does but run CLIENT, or but CLIENT CACHING (a
-  // user made from README.md's list before tracking was opt-in): no tracking, and no harm.
+  // user made from README.md's list before tracking was opt-in): no tracking, and no harm; once
+  // the ACL allows it, tracking starts without a restart.
   it.each([
-    ['no CLIENT at all', 'reader', '-client'],
-    ['no CLIENT CACHING', 'no-caching', '-client|caching'],
-  ])('keeps the short TTL, and says why, where Redis refuses to report changes (%s)', async (_name, user, denied) => {
+    ['no CLIENT at all', 'reader', '-client', '+client'],
+    ['no CLIENT CACHING', 'no-caching', '-client|caching', '+client|caching'],
+  ])('keeps the short TTL, and says why, where Redis refuses to report changes (%s), until the ACL allows it', async (_name, user, denied, allowed) => {
     await client.call('ACL', 'SETUSER', user, 'on', '>reader-password', '~*', '&*', '+@all', denied);
     const url = redis.url.replace('redis://', `redis://${user}:reader-password@`);
     const lines: string[] = [];
@@ -417,8 +418,25 @@ describe('sessions stay cached until Redis reports their change', () => {
       // Read again once the short TTL is over.
       await eventually(() => readsOf(rawKey) >= 2, 2_000, 'the second GET seen by MONITOR');
       expect(lines.join('')).not.toContain(rawKey);
+
+      // The ACL fixed: the gateway asks again (every REFUSED_SETUP_RETRY_MS), and its sessions
+      // stay cached from then on.
+      await client.call('ACL', 'SETUSER', user, allowed);
+      await eventually(async () => (await tracked(restricted)) === 1, REFUSED_SETUP_RETRY_MS + 5_000, 'tracking on once allowed');
+      expect(lines.filter((line) => line.includes('Redis does not report session changes'))).toHaveLength(1);
+      expect((await callRestricted()).status).toBe(200);
+      const readsTracked = readsOf(rawKey);
+      await sleep(2 * SESSION_TTL_MS);
+      expect((await callRestricted()).status).toBe(200);
+      await sleep(200); // MONITOR's last lines
+      expect(readsOf(rawKey)).toBeLessThanOrEqual(readsTracked + 2);
+      const settled = readsOf(rawKey);
+      await sleep(2 * SESSION_TTL_MS);
+      expect((await callRestricted()).status).toBe(200);
+      await sleep(200);
+      expect(readsOf(rawKey)).toBe(settled);
     } finally {
       await restricted.close();
     }
-  });
+  }, REFUSED_SETUP_RETRY_MS + 30_000);
 });
