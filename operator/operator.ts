@@ -35,6 +35,7 @@ import { createRedis, whenReady } from './runtime/redis-client.ts';
 import { releaseNames } from './runtime/release-names.ts';
 import { releaseOwner } from './runtime/release-owner.ts';
 import { keepOnlyKeyHash } from './keys/key-secrets.ts';
+import { OrphanSessionSweeper } from './keys/orphan-sessions.ts';
 import { configMapType, customResourceType, secretType } from './runtime/resources.ts';
 import { KubeStatusWriter } from './runtime/status.ts';
 import { WebhookRunner } from './webhook/webhook-runner.ts';
@@ -70,6 +71,7 @@ export class Operator {
   readonly #controllers: Record<KindName, Controller>;
   readonly #elector: LeaderElector | undefined;
   readonly #webhook: WebhookRunner | undefined;
+  readonly #orphanSessions: OrphanSessionSweeper;
   #health: Server | undefined;
   #resync: NodeJS.Timeout | undefined;
   #leading = false;
@@ -100,6 +102,16 @@ export class Operator {
       settings: deps.settings,
       metrics: this.metrics,
     };
+    this.#orphanSessions = new OrphanSessionSweeper({
+      redis: this.#redis,
+      keys: this.#informers.keys,
+      keysByHash: ctx.indexes.keysByHash,
+      synced: () => this.#informers.keys.synced(),
+      sessions: ctx.sessions,
+      watchNamespaces: options.watchNamespaces,
+      removed: this.metrics.orphanSessionsRemoved,
+      log: this.#log,
+    });
     const controllerOptions: ControllerOptions = { concurrency: options.concurrency, baseDelayMs: 200, maxDelayMs: 30_000, timeoutMs: RECONCILE_TIMEOUT_MS, ownWrites, mayReconcile: holdsLease };
     const controller = (reconciler: KindController) => new Controller(reconciler, controllerOptions, this.metrics, this.#log);
     this.#controllers = {
@@ -183,6 +195,7 @@ export class Operator {
     // drift is corrected within one and a half periods.
     this.#resync = setInterval(() => Object.values(this.#controllers).forEach((controller) => controller.resync(period / 2, period / 2)), period);
     this.#resync.unref();
+    this.#orphanSessions.start(this.options.orphanSessionSweepSeconds * 1000);
   }
 
   async #stopLeading(): Promise<void> {
@@ -190,6 +203,7 @@ export class Operator {
     this.#leading = false;
     this.metrics.leader.set(0);
     clearInterval(this.#resync);
+    this.#orphanSessions.stop();
     await Promise.all(Object.values(this.#controllers).map((controller) => controller.stop()));
   }
 

@@ -17,6 +17,7 @@ describe('operator options', () => {
       leaderElection: true,
       webhook: true,
       resyncSeconds: 30,
+      orphanSessionSweepSeconds: 300,
     });
     expect(parseOptions([], base)).toMatchObject({ watchNamespaces: [] });
   });

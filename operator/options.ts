@@ -80,6 +80,12 @@ const table = {
   leaderElection: { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)', schema: booleanOption.default(true) },
   leaseDurationSeconds: { flag: 'lease-duration-seconds', env: 'GW_LEASE_DURATION_SECONDS', help: 'leader Lease duration (default 15)', schema: positiveIntOption.default(15) },
   resyncSeconds: { flag: 'resync-seconds', env: 'GW_RESYNC_SECONDS', help: 'period of the full re-reconcile that corrects drift (default 30)', schema: z.coerce.number().positive().default(30) },
+  orphanSessionSweepSeconds: {
+    flag: 'orphan-session-sweep-seconds',
+    env: 'GW_ORPHAN_SESSION_SWEEP_SECONDS',
+    help: 'period of the pass over Redis that removes the sessions of Keys deleted without their finalizer, each found in two passes in a row (default 300)',
+    schema: z.coerce.number().positive().default(300),
+  },
   concurrency: { flag: 'concurrency', env: 'GW_RECONCILE_CONCURRENCY', help: 'reconciles running at once per kind (default 32)', schema: positiveIntOption.default(32) },
   logLevel: { env: 'GW_LOG_LEVEL', help: 'log level: fatal, error, warn, info, debug, trace or silent (default info)', schema: logLevelOption },
 } satisfies CliTable;

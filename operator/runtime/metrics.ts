@@ -10,6 +10,7 @@ export class OperatorMetrics {
   readonly configMapWrites: Counter<'action'>;
   readonly webhookReviews: Counter<'result'>;
   readonly sessionsRestored: Counter;
+  readonly orphanSessionsRemoved: Counter;
 
   constructor(queueDepths: () => Record<string, number>, withDefaults = true) {
     if (withDefaults) collectDefaultMetrics({ register: this.registry, prefix: 'gw_operator_' });
@@ -49,6 +50,11 @@ export class OperatorMetrics {
     this.sessionsRestored = new Counter({
       name: 'gw_operator_sessions_restored_total',
       help: "Keys' sessions found missing from Redis (restarted empty, flushed, evicted) and stored again.",
+      registers: [this.registry],
+    });
+    this.orphanSessionsRemoved = new Counter({
+      name: 'gw_operator_orphan_sessions_removed_total',
+      help: 'Sessions of Keys deleted without their finalizer (patched away by hand) found in Redis and removed.',
       registers: [this.registry],
     });
     this.webhookReviews = new Counter({
