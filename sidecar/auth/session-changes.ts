@@ -14,10 +14,10 @@ const INVALIDATIONS = '__redis__:invalidate';
 
 /**
  * Redis answered no: to a setup command (CLIENT not allowed by an ACL, a Redis older than 6),
- * asking again at once will not change it; to a read (a Cluster's MOVED or ASK, the slot on its way to
- * another master; CLUSTERDOWN while a master is lost), the connection and its tracking are as
- * they were. Anything else (a command timed out on a busy start, a connection lost) is tried
- * again on a new connection.
+ * asking again at once will not change it; to a read (a Cluster's MOVED or ASK, the slot on its
+ * way to another master; CLUSTERDOWN while a master is lost), the connection and its tracking
+ * are as they were. Anything else (a command timed out on a busy start, a connection lost) is
+ * tried again on a new connection.
  */
 const refusedByRedis = (err: unknown): boolean => err instanceof (ReplyError as typeof Error);
 
@@ -288,7 +288,10 @@ export class SessionChangeFeed implements SessionChanges {
       id = Number(await connection.client('ID'));
       await connection.subscribe(INVALIDATIONS);
     } catch (err) {
-      if (opening === this.#opened && !this.#closed) this.#failed(connection, err, () => opening === this.#opened && void this.#track(opening));
+      const again = (): void => {
+        if (opening === this.#opened) void this.#track(opening);
+      };
+      if (opening === this.#opened && !this.#closed) this.#failed(connection, err, again);
       return;
     }
     if (opening !== this.#opened || this.#closed || connection.status !== 'ready') return;

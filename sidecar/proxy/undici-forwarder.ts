@@ -79,8 +79,8 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
 
   /**
    * Wait in `line` for a connection, for no longer than the upstream timeout (it runs from the
-   * hand-over, as for a request sent at once); the only timer a request pays for, and only when
-   * it waits (README.md#gateway-settings).
+   * hand-over, as for a request sent at once): a timer a request pays for only when it waits
+   * (README.md#gateway-settings).
    */
   joinLine(line: Set<UpstreamExchange>): void {
     this.#line = line;
