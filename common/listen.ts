@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 
 /**
  * Listening and draining for every server of both binaries (the sidecar's listeners, the
@@ -39,11 +40,20 @@ export function listen(server: Listener, address: string, options: ListenOptions
 export const urlOf = (info: AddressInfo, scheme: 'http' | 'https' = 'http'): string =>
   `${scheme}://${info.family === 'IPv6' ? `[${info.address}]` : info.address}:${info.port}`;
 
-/** Stop accepting, let in-flight requests finish within `drainMs`, then cut what is left. */
-export function drain(server: Listener, drainMs: number): Promise<void> {
+/**
+ * Stop accepting, let in-flight requests finish within `drainMs`, then cut what is left.
+ * `upgraded`: the sockets the server handed to its 'upgrade' listeners (WebSocket tunnels),
+ * while open. Node no longer counts them as its connections, so closeAllConnections() leaves
+ * them, yet server.close() waits for them: one open tunnel kept a stopping gateway from ever
+ * finishing its stop.
+ */
+export function drain(server: Listener, drainMs: number, upgraded: ReadonlySet<Duplex> = new Set()): Promise<void> {
   if (!server.listening) return Promise.resolve();
   return new Promise((resolve) => {
-    const timer = setTimeout(() => server.closeAllConnections(), drainMs);
+    const timer = setTimeout(() => {
+      server.closeAllConnections();
+      for (const socket of upgraded) socket.destroy();
+    }, drainMs);
     server.close(() => {
       clearTimeout(timer);
       resolve();

@@ -1,5 +1,6 @@
 import type { RequestListener, Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Cluster, Redis } from 'ioredis';
 import { loadKubeConfig } from '../common/kube.ts';
@@ -359,7 +360,8 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   };
   const tlsOf = (listener: TlsListener): ReloadingTlsFiles | undefined => (options.tlsListeners ?? TLS_LISTENERS_ALL).has(listener) ? tls : undefined;
   const proxyServer = boundedServer(gateway.handle, overrides, tlsOf('proxy'), { handlerContinues: true });
-  proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade));
+  const upgraded = new Set<Duplex>();
+  proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade, upgraded));
   const healthServer = boundedServer(createHealthHandler(metricsOf(metrics.registry), { readiness }), overrides);
   const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'), { handlerContinues: true, refusalShape: adminRefusalShape });
   adminServer.once('listening', () => warnUnsetSecrets(options, logger));
@@ -368,7 +370,7 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   let warm: Promise<void> = Promise.resolve();
   const close = async (): Promise<void> => {
     warming.abort();
-    await Promise.all([drain(proxyServer, drainMs), drain(adminServer, drainMs), warm]);
+    await Promise.all([drain(proxyServer, drainMs, upgraded), drain(adminServer, drainMs), warm]);
     await drain(healthServer, 1000);
     await runtime.stop();
     tls?.close();

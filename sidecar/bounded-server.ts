@@ -100,9 +100,14 @@ const idOf = (req: IncomingMessage): Record<string, string> => ({ [REQUEST_ID_HE
 
 const tooManyHeaders = (req: IncomingMessage): boolean => req.rawHeaders.length / 2 > LISTENER_BOUNDS.maxHeaderCount;
 
-/** The same bounds for connection upgrades, which never reach the request handler. */
-export function boundedUpgrade(handler: (req: IncomingMessage, socket: Duplex, head: Buffer) => void) {
+/**
+ * The same bounds for connection upgrades, which never reach the request handler. Each socket
+ * handed over is in `upgraded` while open, for the listener's drain to cut (common/listen.ts).
+ */
+export function boundedUpgrade(handler: (req: IncomingMessage, socket: Duplex, head: Buffer) => void, upgraded: Set<Duplex>) {
   return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    upgraded.add(socket);
+    socket.once('close', () => upgraded.delete(socket));
     const refusal = tooManyHeaders(req) ? gatewayErrors.tooManyHeaders : refusedTarget(req);
     if (refusal !== null) sendErrorOnSocket(socket, refusal, idOf(req));
     else handler(req, socket, head);

@@ -311,8 +311,11 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
       stampUpgradeAnswer(upstreamAnswer, pending.answerHeaders);
       settle(pending, { status: upstreamAnswer.statusCode ?? 101, upstreamSeconds: null, error: null });
     };
-    proxyReq.once('upgrade', (upstreamAnswer: IncomingMessage) => {
+    proxyReq.once('upgrade', (upstreamAnswer: IncomingMessage, upstreamSocket: Duplex) => {
       upgraded = true;
+      // http-proxy ends the upstream's side when the client's ends or fails, not when it is cut
+      // (a gateway's drain): the tunnel's upstream connection goes with it.
+      socket.once('close', () => upstreamSocket.destroy());
       // The tunnel reads the client from here on (http-proxy's pipe resumes it).
       socket.pause();
       socket.off('data', holdEarly);
