@@ -49,6 +49,26 @@ describe('ApiDefinitionController', () => {
     expect(rewritten?.metadata?.annotations).toEqual(written?.metadata?.annotations);
   });
 
+  it('writes back the ConfigMap in force of an API refused, deleted by hand as soon as the refusal shows', async () => {
+    const { ctx, caches } = fakeContext();
+    const controller = new ApiDefinitionController(ctx);
+    caches.apis.put(api('orders'));
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    const good = caches.configMaps.get('ns', 'gw-api-orders');
+    caches.apis.put(apiDefinition('orders', { api_id: 'orders', use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET', rate: 1, per: 1 }] } }, 2));
+    // Whoever reads the status deletes the ConfigMap the moment it says Ready=False.
+    const write = ctx.status.write.bind(ctx.status);
+    ctx.status.write = async (kind, obj, status) => {
+      await write(kind, obj, status);
+      caches.configMaps.remove('ns', 'gw-api-orders');
+    };
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    expect(caches.apis.get('ns', 'orders')?.status?.conditions?.[0]).toMatchObject({ status: 'False', reason: 'InvalidRegex' });
+    // Its delete asks again: the version in force goes back as it was.
+    await controller.reconcile({ namespace: 'ns', name: 'orders' }, signal);
+    expect(caches.configMaps.get('ns', 'gw-api-orders')?.data).toEqual(good?.data);
+  });
+
   it('reports a compile problem as Ready=False with a Warning event and writes no ConfigMap', async () => {
     const { ctx, caches, events } = fakeContext();
     caches.apis.put(api('bad', { use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET', rate: 1, per: 1 }] } }));

@@ -99,15 +99,11 @@ export class ApiDefinitionController implements KindController {
       const inForce = await this.#inForceConfigMap(api);
       outcome = this.#compiler.compile(api, this.#inputs, policiesOfConfigMap(inForce?.data?.[CONFIG_KEY]));
     }
-    if (!outcome.ok) {
-      await this.#setStatus(api, { ready: false, reason: outcome.reason, message: outcome.message, fields: { api_id: outcome.apiId } });
-      return this.#keepInForce(api, signal);
-    }
+    if (!outcome.ok) return this.#refuse(api, { ready: false, reason: outcome.reason, message: outcome.message, fields: { api_id: outcome.apiId } }, signal);
     const fields = { api_id: outcome.apiId, policies: outcome.policyIds, configMap: configMapName(name) };
     if (outcome.bytes > MAX_CONFIG_BYTES) {
       const message = `compiled config is ${outcome.bytes} bytes, over the ${MAX_CONFIG_BYTES}-byte limit of one ConfigMap; split the policies granting this API or reduce its endpoints`;
-      await this.#setStatus(api, { ready: false, reason: 'ConfigTooLarge', message, fields });
-      return this.#keepInForce(api, signal);
+      return this.#refuse(api, { ready: false, reason: 'ConfigTooLarge', message, fields }, signal);
     }
     const keepsRefused = outcome.refusedPolicies !== undefined;
     if (!keepsRefused) this.#inForce.delete(flatKey(namespace, name));
@@ -148,6 +144,17 @@ export class ApiDefinitionController implements KindController {
     const written = stored && asWritten(stored, api);
     if (written) this.#inForce.set(key, written);
     return written;
+  }
+
+  /**
+   * Says why the ApiDefinition is refused, its ConfigMap in force held first: a ConfigMap
+   * deleted as soon as the status says so (by a user who saw it) would otherwise be gone before
+   * it was read, and never written back.
+   */
+  async #refuse(api: Api, status: DesiredStatus<ApiDefinitionStatus>, signal: AbortSignal): Promise<Result | void> {
+    await this.#inForceConfigMap(api);
+    await this.#setStatus(api, status);
+    return this.#keepInForce(api, signal);
   }
 
   /** A refused ApiDefinition stays served as it is (docs/behaviour.md#bad-edits): its ConfigMap in force, deleted or edited by hand since, is written back. */
