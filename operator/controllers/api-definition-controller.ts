@@ -147,19 +147,14 @@ export class ApiDefinitionController implements KindController {
   }
 
   /**
-   * Says why the ApiDefinition is refused, its ConfigMap in force held first: a ConfigMap
-   * deleted as soon as the status says so (by a user who saw it) would otherwise be gone before
-   * it was read, and never written back.
+   * Says why the ApiDefinition is refused, and keeps it served as it is (docs/behaviour.md#bad-edits):
+   * its ConfigMap in force, deleted or edited by hand since, is written back. That ConfigMap is
+   * held before the status says so: one deleted as soon as the refusal shows (by a user who saw
+   * it) would otherwise be gone before it was read, and never written back.
    */
   async #refuse(api: Api, status: DesiredStatus<ApiDefinitionStatus>, signal: AbortSignal): Promise<Result | void> {
-    await this.#inForceConfigMap(api);
-    await this.#setStatus(api, status);
-    return this.#keepInForce(api, signal);
-  }
-
-  /** A refused ApiDefinition stays served as it is (docs/behaviour.md#bad-edits): its ConfigMap in force, deleted or edited by hand since, is written back. */
-  async #keepInForce(api: Api, signal: AbortSignal): Promise<Result | void> {
     const inForce = await this.#inForceConfigMap(api);
+    await this.#setStatus(api, status);
     const config = inForce?.data?.[CONFIG_KEY];
     if (!inForce || config === undefined) return;
     signal.throwIfAborted();

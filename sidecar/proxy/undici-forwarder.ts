@@ -47,8 +47,6 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   readonly #request: ForwardRequest;
   readonly #settle: (result: ForwardResult) => void;
   readonly #started = performance.now();
-  /** The upstream timeout it was handed over with: the whole of its time, from the hand-over to the answer's headers. */
-  readonly #budgetMs: number;
   readonly options: Dispatcher.DispatchOptions;
   /** The line it waits in for a connection of its origin (OriginPool), while it does. */
   #line: Set<UpstreamExchange> | null = null;
@@ -73,7 +71,6 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
   constructor(request: ForwardRequest, options: Dispatcher.DispatchOptions, settle: (result: ForwardResult) => void) {
     this.#request = request;
     this.options = options;
-    this.#budgetMs = options.headersTimeout ?? 0;
     this.#settle = settle;
   }
 
@@ -95,7 +92,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.#request.signal.addEventListener('abort', giveUp, { once: true });
   }
 
-  /** Out of the line: its headers timeout becomes what is left of the time it had. */
+  /** Out of the line: what is left of its time is kept from its start (onRequestStart). */
   leaveLine(): void {
     if (this.#line === null) return;
     this.#line.delete(this);
@@ -103,8 +100,6 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     clearTimeout(this.#deadline);
     if (this.#giveUp !== null) this.#request.signal.removeEventListener('abort', this.#giveUp);
     this.#giveUp = null;
-    const left = (this.options.headersTimeout ?? 0) - (performance.now() - this.#started);
-    this.options.headersTimeout = Math.max(1, Math.ceil(left));
   }
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
@@ -117,7 +112,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     // timer that ends it then is paid for only on that path (README.md#gateway-settings).
     const waited = performance.now() - this.#started;
     if (waited >= WAIT_WORTH_A_TIMER_MS) {
-      this.#deadline = setTimeout(() => controller.abort(new undiciErrors.HeadersTimeoutError()), Math.max(1, this.#budgetMs - waited));
+      this.#deadline = setTimeout(() => controller.abort(new undiciErrors.HeadersTimeoutError()), Math.max(1, (this.options.headersTimeout ?? 0) - waited));
     }
   }
 
