@@ -14,6 +14,7 @@ import { jemallocEnv } from '../harness/install-image-host-files.ts';
 import { freePort } from '../harness/ports.ts';
 import { chartNodeOptions } from '../support/chart-node-options.ts';
 import { closedLoop, type LoadResult } from './load-generator.ts';
+import type { SidecarBuild } from './revision.ts';
 import type { BenchContext, BenchRow, RoundSpread } from './types.ts';
 
 
@@ -61,18 +62,20 @@ export const SIDECAR_NODE_OPTIONS = process.env.BENCH_SIDECAR_NODE_OPTIONS ?? ch
  * while to load). It runs as an injected sidecar runs: the bundle its image runs
  * (scripts/build/bundle.ts, built once per bench run), with the node flags of the image's
  * entrypoint (or `nodeFlags`), SIDECAR_NODE_OPTIONS and the image's allocator (jemalloc, which
- * the bench installs like redis-server).
+ * the bench installs like redis-server). `build` runs another revision's sidecar instead
+ * (revision.ts), with its own flags.
  */
 export async function startSidecarProcess(
   dir: string,
-  options: { redisUrl?: string; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; nodeFlags?: string[] } = {},
+  options: { redisUrl?: string; env?: NodeJS.ProcessEnv; readyTimeoutMs?: number; nodeFlags?: string[]; build?: SidecarBuild } = {},
 ): Promise<{ base: string; health: string; child: ChildProcess }> {
   const [listen, admin, health] = await Promise.all([freePort(), freePort(), freePort()]);
-  const args = [...(options.nodeFlags ?? imageNodeFlags('sidecar')), await bundleOnce('sidecar'), '--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`];
+  const build = options.build ?? { entry: await bundleOnce('sidecar'), nodeFlags: imageNodeFlags('sidecar'), nodeOptions: SIDECAR_NODE_OPTIONS };
+  const args = [...(options.nodeFlags ?? build.nodeFlags), build.entry, '--config', dir, '--listen', `127.0.0.1:${listen}`, '--admin-listen', `127.0.0.1:${admin}`];
   args.push('--health-listen', `127.0.0.1:${health}`);
   if (options.redisUrl !== undefined) args.push('--redis-url', options.redisUrl);
   // One process unless a suite asks for more: the rows compare one core's work.
-  const child = spawnNode(args, { GW_WORKERS: '1', NODE_OPTIONS: SIDECAR_NODE_OPTIONS, ...await jemallocEnv(), ...options.env });
+  const child = spawnNode(args, { GW_WORKERS: '1', NODE_OPTIONS: build.nodeOptions, ...await jemallocEnv(), ...options.env });
   try {
     await waitFor(`http://127.0.0.1:${health}/readyz`, options.readyTimeoutMs);
   } catch (err) {
@@ -96,6 +99,8 @@ export interface Target {
    * shared machine moves, this is what the target itself spends.
    */
   cpu?: Record<string, readonly number[]>;
+  /** `--against`: the name of this tree's row that this row measures the other revision's build of (revision.ts). */
+  twinOf?: string;
 }
 
 /** The processes `pid` started that still run (its main thread's children, as Linux lists them). */
@@ -159,13 +164,37 @@ async function measure(ctx: BenchContext, target: Target): Promise<Measured> {
 /** Every round of every target, by target name, in round order. */
 export type Rounds = Map<string, Measured[]>;
 
-/** Targets are measured in interleaved rounds, so a burst of other load on a shared machine skews one round, not the comparison. */
+/**
+ * Targets are measured in interleaved rounds, so a burst of other load on a shared machine skews
+ * one round, not the comparison. A row and its twin (`twinOf`, right after it) take turns going
+ * first: on this machine whichever of two identical builds went second read 2% dearer.
+ */
 export async function measureRounds(ctx: BenchContext, targets: Target[], rounds: number): Promise<Rounds> {
   const all: Rounds = new Map(targets.map((t) => [t.name, []]));
   for (let round = 0; round < rounds; round += 1) {
-    for (const target of targets) all.get(target.name)!.push(await measure(ctx, target));
+    for (const target of round % 2 === 0 ? targets : twinsSwapped(targets)) all.get(target.name)!.push(await measure(ctx, target));
   }
   return all;
+}
+
+/** This tree's rows paired with the name of the other revision's row of the same (`--against`). */
+export function twinsOf(targets: readonly Target[]): [Target, string][] {
+  const rows = new Map(targets.map((t) => [t.name, t]));
+  return targets.flatMap((twin) => {
+    const row = twin.twinOf === undefined ? undefined : rows.get(twin.twinOf);
+    return row === undefined ? [] : [[row, twin.name] as [Target, string]];
+  });
+}
+
+/** `targets` with each twin measured before the row it twins. */
+export function twinsSwapped(targets: readonly Target[]): Target[] {
+  const order = [...targets];
+  for (let i = 0; i + 1 < order.length; i += 1) {
+    if (order[i + 1]!.twinOf !== order[i]!.name) continue;
+    [order[i], order[i + 1]] = [order[i + 1]!, order[i]!];
+    i += 1;
+  }
+  return order;
 }
 
 export function median(values: readonly number[]): number {
@@ -173,6 +202,9 @@ export function median(values: readonly number[]): number {
   const mid = sorted.length >> 1;
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
+
+/** The rounds of the HTTP suites unless BENCH_ROUNDS says: 3, or 4 with `--against`, so each of two twins goes first as often. */
+export const httpRounds = (ctx: Pick<BenchContext, 'against'>): number => roundCount(ctx.against === undefined ? 3 : 4);
 
 /** Rounds a suite runs: BENCH_ROUNDS, else `fallback`. */
 export function roundCount(fallback: number): number {

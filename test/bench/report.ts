@@ -33,6 +33,8 @@ export interface RunResult {
   quick: boolean;
   durationMs: number;
   machine: Machine;
+  /** `--against REV`: the revision measured beside this tree, and the commit it named. */
+  against?: { rev: string; commit: string };
   rows: BenchRow[];
   failures: { suite: string; error: string }[];
 }

@@ -1,10 +1,11 @@
 /**
- * Bench runner (`npm run bench [-- NAME...] [--suites DIR] [--out FILE] [--compare FILE]`):
- * runs every suite module under test/bench/suites (or only those whose file name contains
- * one of the NAMEs), starting Redis and a control plane only when a suite asks for them,
- * then prints the machine and its load, a table, and with --compare each ratio's change
- * against an earlier results file, and writes the figures as JSON. BENCH_QUICK=1 shortens
- * measurements.
+ * Bench runner (`npm run bench [-- NAME...] [--suites DIR] [--out FILE] [--compare FILE]
+ * [--against REV]`): runs every suite module under test/bench/suites (or only those whose file
+ * name contains one of the NAMEs), starting Redis and a control plane only when a suite asks
+ * for them, then prints the machine and its load, a table, and with --compare each ratio's
+ * change against an earlier results file, and writes the figures as JSON. --against builds
+ * another revision first, whose sidecars the proxy suite measures beside this tree's
+ * (revision.ts). BENCH_QUICK=1 shortens measurements.
  */
 import { loadavg } from 'node:os';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -14,6 +15,7 @@ import { pathToFileURL } from 'node:url';
 import { startControlPlane } from '../harness/index.ts';
 import { startRedisServer } from '../harness/redis.ts';
 import { meterMachine } from './load-generator.ts';
+import { prepareRevision } from './revision.ts';
 import { compareRatios, formatComparison, machineAtStart, machineLine, ratioText, type IdleWakeLateness, type RunResult } from './report.ts';
 import type { BenchContext, BenchRow, BenchSuite } from './types.ts';
 
@@ -94,6 +96,7 @@ async function main(): Promise<number> {
       suites: { type: 'string', default: join(HERE, 'suites') },
       out: { type: 'string', default: join(HERE, 'results', 'latest.json') },
       compare: { type: 'string' },
+      against: { type: 'string' },
     },
   });
   // Read first: a missing or unreadable file should fail before minutes of measuring.
@@ -104,17 +107,21 @@ async function main(): Promise<number> {
     console.log(`no bench suites matched in ${values.suites}`);
     return positionals.length > 0 ? 1 : 0;
   }
+  // Built before measuring too: a revision that does not build fails in seconds, not after the suites.
+  const against = values.against === undefined ? undefined : await prepareRevision(values.against);
+  if (against !== undefined) console.log(`against ${against.label}: its sidecar bundle is built beside this tree's`);
   const servers = lazyServers();
   const started = Date.now();
   const machine = machineAtStart();
   machine.idleWakeLateBefore = await idleWakeLateness();
   console.log(machineLine(machine));
   const result: RunResult = { startedAt: new Date(started).toISOString(), node: process.version, quick, durationMs: 0, machine, rows: [], failures: [] };
+  if (against !== undefined) result.against = { rev: against.rev, commit: against.commit };
   try {
     for (const file of files) {
       const suite = basename(file, '.ts');
       const log = (m: string): void => void process.stderr.write(`[${suite}] ${m}\n`);
-      const ctx: BenchContext = { ...servers.ctx, durationMs: quick ? 1_000 : 5_000, log };
+      const ctx: BenchContext = { ...servers.ctx, against, durationMs: quick ? 1_000 : 5_000, log };
       try {
         log('running');
         result.rows.push(...withRatios(await runSuite(file, ctx)));
@@ -124,7 +131,7 @@ async function main(): Promise<number> {
       }
     }
   } finally {
-    await servers.teardown();
+    await Promise.all([servers.teardown(), against?.dispose()]);
   }
   result.durationMs = Date.now() - started;
   machine.loadAfter = loadavg();

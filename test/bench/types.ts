@@ -3,6 +3,8 @@
  * test/bench/suites/: each suite module's default export takes a context and returns
  * rows. Figures are compared with a baseline measured in the same run.
  */
+import type { Revision } from './revision.ts';
+
 export interface BenchRow {
   suite: string;
   name: string;
@@ -30,6 +32,8 @@ export interface BenchContext {
   kubeconfig(): Promise<string>;
   /** PIDs of that control plane's etcd and kube-apiserver, to read what CPU they spent. */
   controlPlanePids(): Promise<number[]>;
+  /** `--against REV`: the other revision whose sidecars the proxy suite measures beside this tree's. */
+  against?: Revision;
   /** Bounded duration for one measurement, in ms (short under BENCH_QUICK=1). */
   durationMs: number;
   log(message: string): void;

@@ -16,7 +16,8 @@ import { keyHash } from '../../../crds/key-hash.ts';
 import { imageNodeFlags } from '../../../scripts/images/build.ts';
 import { freePort } from '../../harness/ports.ts';
 import { startNginx, type RunningNginx } from '../nginx.ts';
-import { cpuRatioOverRounds, measureRounds, ratioOverRounds, REPO_ROOT, roundCount, rowsOf, SIDECAR_NODE_OPTIONS, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, waitFor, type Target } from '../http-load.ts';
+import { cpuRatioOverRounds, httpRounds, measureRounds, ratioOverRounds, REPO_ROOT, rowsOf, SIDECAR_NODE_OPTIONS, spawnEchoUpstream, spawnNode, startSidecarProcess, stopChild, twinsOf, waitFor, type Target } from '../http-load.ts';
+import { againstRowName, type Revision } from '../revision.ts';
 import type { BenchContext, BenchSuite } from '../types.ts';
 
 /** The proxy rows' baseline: the gateway's own forwarder with nothing of the gateway around it. */
@@ -174,31 +175,43 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
     ];
     nginx = await startNginx(upstreamUrl, 1);
     ctx.log(`sidecars run as their image runs them: node ${imageNodeFlags('sidecar').join(' ')}, NODE_OPTIONS '${SIDECAR_NODE_OPTIONS}', on jemalloc`);
+    if (ctx.against !== undefined) ctx.log(`${ctx.against.label}'s sidecars run as its image runs them: node ${ctx.against.sidecar.nodeFlags.join(' ')}, NODE_OPTIONS '${ctx.against.sidecar.nodeOptions}', on jemalloc`);
     targets.push({ name: 'nginx proxy_pass + limit_req, 1 worker', url: `${nginx.url}/bench`, baseline: BARE, cpu: { proxy: nginx.pids } });
-    for (const forwarder of forwarders) {
+    /** One forwarder's sidecar rows, from a sidecar process of this tree's or of `revision`'s (its rows named after this tree's). */
+    const sidecarTargets = async (forwarder: string, revision?: Revision): Promise<Target[]> => {
       // The auth row shows the rate limit's X-RateLimit-* headers on every answer (docs/benchmarks.md#proxy).
       const env = { GW_FORWARDER: forwarder, GW_ENABLE_REDIS_ROLLING_LIMITER: 'true', GW_RATE_LIMIT_RESPONSE_HEADERS: 'rate_limits' };
-      const sidecar = await startSidecarProcess(dir, { redisUrl, env, readyTimeoutMs: 60_000 });
+      const sidecar = await startSidecarProcess(dir, { redisUrl, env, readyTimeoutMs: 60_000, build: revision?.sidecar });
       children.push(sidecar.child);
+      const named = (name: string): Pick<Target, 'name' | 'twinOf'> => (revision === undefined ? { name } : { name: againstRowName(name, revision), twinOf: name });
       const baseline = BARE;
       const proxy = [sidecar.child.pid!];
-      targets.push({ name: `sidecar keyless (${forwarder})`, url: `${sidecar.base}/keyless/bench`, baseline, cpu: { proxy } });
-      targets.push({
-        name: `sidecar auth-token + sliding log (${forwarder})`,
-        url: `${sidecar.base}/auth/bench`,
-        baseline,
-        headers: { authorization: rawKey },
-        cpu: { proxy, redis: [redisPid] },
-      });
-      if (forwarder !== 'undici') continue;
-      targets.push({
-        name: `sidecar auth-token + sliding log, ${FLEET_KEYS.toLocaleString('en')} keys in turn (${forwarder})`,
+      const rows: Target[] = [
+        { ...named(`sidecar keyless (${forwarder})`), url: `${sidecar.base}/keyless/bench`, baseline, cpu: { proxy } },
+        {
+          ...named(`sidecar auth-token + sliding log (${forwarder})`),
+          url: `${sidecar.base}/auth/bench`,
+          baseline,
+          headers: { authorization: rawKey },
+          cpu: { proxy, redis: [redisPid] },
+        },
+      ];
+      if (forwarder !== 'undici') return rows;
+      rows.push({
+        ...named(`sidecar auth-token + sliding log, ${FLEET_KEYS.toLocaleString('en')} keys in turn (${forwarder})`),
         url: `${sidecar.base}/auth/bench`,
         baseline,
         headers: { authorization: fleetKey(rawKey, '{i}') },
         rotate: FLEET_KEYS,
         cpu: { proxy, redis: [redisPid] },
       });
+      return rows;
+    };
+    for (const forwarder of forwarders) {
+      const ours = await sidecarTargets(forwarder);
+      const theirs = ctx.against === undefined ? [] : await sidecarTargets(forwarder, ctx.against);
+      // Each row of the other revision right after this tree's: the two are measured one after the other, taking turns going first (measureRounds).
+      targets.push(...ours.flatMap((target, i) => [target, ...theirs.slice(i, i + 1)]));
     }
     return { targets, stop };
   } catch (err) {
@@ -210,7 +223,7 @@ export async function startProxyTargets(ctx: BenchContext, forwarders: readonly 
 const proxySuite: BenchSuite = async (ctx) => {
   const { targets, stop } = await startProxyTargets(ctx, ['undici', 'http-proxy']);
   try {
-    const rounds = await measureRounds(ctx, targets, roundCount(3));
+    const rounds = await measureRounds(ctx, targets, httpRounds(ctx));
     const rows = targets.flatMap((t) => rowsOf('proxy', t, rounds));
     for (const t of targets.filter((t) => t.name.startsWith('sidecar'))) {
       const ratio = ratioOverRounds(rounds, t.name, 'upstream direct');
@@ -225,6 +238,16 @@ const proxySuite: BenchSuite = async (ctx) => {
     for (const t of targets.filter(limitedInRedis)) {
       const ratio = cpuRatioOverRounds(rounds, t.name, REDIS_FLOOR, 'proxy');
       rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, the Redis floor's / this row's`, value: ratio.ratio, unit: 'ratio', baseline: REDIS_FLOOR, ...ratio });
+    }
+    // --against: each row against the other revision's build of it, round by round (1.05: this tree's 5% better).
+    const { against } = ctx;
+    if (against !== undefined) {
+      for (const [t, twin] of twinsOf(targets)) {
+        const rate = ratioOverRounds(rounds, t.name, twin);
+        rows.push({ suite: 'proxy', name: `${t.name} vs ${against.label}`, value: rate.ratio, unit: 'ratio', baseline: twin, ...rate });
+        const cpu = cpuRatioOverRounds(rounds, t.name, twin, 'proxy');
+        rows.push({ suite: 'proxy', name: `${t.name}: proxy CPU per request, ${against.label}'s / this tree's`, value: cpu.ratio, unit: 'ratio', baseline: twin, ...cpu });
+      }
     }
     return rows;
   } finally {

@@ -15,7 +15,7 @@
  * which no server's p99 can be under. Over the row's p50 it is the smallest p99 / p50 the row
  * could have shown on this machine at this load.
  */
-import { CONNECTIONS, median, measureRounds, roundCount, withCpuPerRequest, type Target, type WithCpu } from '../http-load.ts';
+import { CONNECTIONS, httpRounds, median, measureRounds, twinsOf, twinsSwapped, withCpuPerRequest, type Target, type WithCpu } from '../http-load.ts';
 import { openLoop, type LoadResult } from '../load-generator.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
 import { BARE, limitedInRedis, REDIS_FLOOR, startProxyTargets } from './proxy.ts';
@@ -41,8 +41,9 @@ const tailSuite: BenchSuite = async (ctx) => {
     const closed = await measureRounds(ctx, targets, 1);
     const rateOf = (t: Target): number => Math.round(closed.get(t.name)![0]!.rate * LOAD);
     const runs = new Map<string, TailRun[]>(targets.map((t) => [t.name, []]));
-    for (let round = 0; round < roundCount(3); round += 1) {
-      for (const target of targets) {
+    for (let round = 0; round < httpRounds(ctx); round += 1) {
+      // A row and its --against twin take turns going first, as in measureRounds.
+      for (const target of round % 2 === 0 ? targets : twinsSwapped(targets)) {
         const proxy = { proxy: target.cpu?.proxy ?? [] };
         const result = await withCpuPerRequest(proxy, () =>
           openLoop({ url: target.url, headers: target.headers, rate: rateOf(target), durationMs: ctx.durationMs, connections: CONNECTIONS }),
@@ -76,6 +77,10 @@ const tailSuite: BenchSuite = async (ctx) => {
       );
       if (target.name !== BARE) rows.push({ suite: SUITE, name: `${name}: p99 added over the bare forwarder's`, value: p99Added(own, bare), unit: 'ms' });
       if (limitedInRedis(target)) rows.push({ suite: SUITE, name: `${name}: p99 added over the Redis floor's`, value: p99Added(own, floor), unit: 'ms' });
+    }
+    // --against: what this tree's build adds to each row's p99 over the other revision's, in the same rounds.
+    for (const [target, twin] of twinsOf(targets)) {
+      rows.push({ suite: SUITE, name: `${target.name} at ${LOAD} of its maximum: p99 added over ${twin}'s`, value: p99Added(runs.get(target.name)!, runs.get(twin)!), unit: 'ms' });
     }
     return rows;
   } finally {
