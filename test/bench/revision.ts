@@ -57,7 +57,7 @@ export async function prepareRevision(rev: string, repo = REPO_ROOT): Promise<Re
   try {
     await extract(repo, commit, root);
     const missing = NEEDED.filter((file) => !existsSync(join(root, file)));
-    if (missing.length > 0) throw new Error(`--against ${label}: the revision has no ${missing.join(', ')}, which running its sidecar as its image does needs`);
+    if (missing.length > 0) throw new Error(`--against ${label}: the revision has no ${missing.join(', ')}, needed to build and run its sidecar as its image does (commit 357ae8a and later have them)`);
     await installDependencies(repo, root);
     const { bundle } = (await import(pathToFileURL(join(root, 'scripts/build/bundle.ts')).href)) as { bundle(program: 'sidecar', out: string): Promise<string> };
     const { imageNodeFlags } = (await import(pathToFileURL(join(root, 'scripts/images/build.ts')).href)) as { imageNodeFlags(image: 'sidecar'): string[] };
