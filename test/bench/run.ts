@@ -15,11 +15,13 @@ import { pathToFileURL } from 'node:url';
 import { startControlPlane } from '../harness/index.ts';
 import { startRedisServer } from '../harness/redis.ts';
 import { meterMachine } from './load-generator.ts';
-import { prepareRevision } from './revision.ts';
+import { prepareRevision, type Revision } from './revision.ts';
 import { compareRatios, formatComparison, machineAtStart, machineLine, ratioText, type IdleWakeLateness, type RunResult } from './report.ts';
 import type { BenchContext, BenchRow, BenchSuite } from './types.ts';
 
 const HERE = import.meta.dirname;
+/** The suites that run `--against`'s sidecars beside this tree's (suites/proxy.ts starts them). */
+const SUITES_WITH_AGAINST = ['proxy', 'tail'];
 /** How long the idle machine is metered before the first suite and after the last. */
 const IDLE_METER_MS = 2_000;
 
@@ -89,6 +91,20 @@ async function runSuite(file: string, ctx: BenchContext): Promise<BenchRow[]> {
   return mod.default(ctx);
 }
 
+/** `--against REV`, built, when a suite that measures it is selected; else why not, printed. */
+async function revisionFor(rev: string, files: readonly string[]): Promise<Revision | Error> {
+  if (!files.some((f) => SUITES_WITH_AGAINST.includes(basename(f, '.ts')))) {
+    return new Error(`--against: only the ${SUITES_WITH_AGAINST.join(' and ')} suites measure another revision, and none of them is selected`);
+  }
+  try {
+    const revision = await prepareRevision(rev);
+    console.log(`against ${revision.label}: its sidecar bundle is built beside this tree's`);
+    return revision;
+  } catch (err) {
+    return err as Error;
+  }
+}
+
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
@@ -108,8 +124,11 @@ async function main(): Promise<number> {
     return positionals.length > 0 ? 1 : 0;
   }
   // Built before measuring too: a revision that does not build fails in seconds, not after the suites.
-  const against = values.against === undefined ? undefined : await prepareRevision(values.against);
-  if (against !== undefined) console.log(`against ${against.label}: its sidecar bundle is built beside this tree's`);
+  const against = values.against === undefined ? undefined : await revisionFor(values.against, files);
+  if (against instanceof Error) {
+    console.error(against.message);
+    return 1;
+  }
   const servers = lazyServers();
   const started = Date.now();
   const machine = machineAtStart();
