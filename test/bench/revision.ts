@@ -11,10 +11,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
+import { REPO_ROOT } from './http-load.ts';
 
 const run = promisify(execFile);
-
-const REPO_ROOT = new URL('../../', import.meta.url).pathname;
 
 /** What a revision must hold for its sidecar to run as its image runs it. */
 const NEEDED = ['scripts/build/bundle.ts', 'scripts/images/build.ts', 'test/support/chart-node-options.ts', 'package-lock.json'];
