@@ -172,7 +172,7 @@ export type Rounds = Map<string, Measured[]>;
 export async function measureRounds(ctx: BenchContext, targets: Target[], rounds: number): Promise<Rounds> {
   const all: Rounds = new Map(targets.map((t) => [t.name, []]));
   for (let round = 0; round < rounds; round += 1) {
-    for (const target of round % 2 === 0 ? targets : twinsSwapped(targets)) all.get(target.name)!.push(await measure(ctx, target));
+    for (const target of roundOrder(targets, round)) all.get(target.name)!.push(await measure(ctx, target));
   }
   return all;
 }
@@ -186,8 +186,9 @@ export function twinsOf(targets: readonly Target[]): [Target, string][] {
   });
 }
 
-/** `targets` with each twin measured before the row it twins. */
-export function twinsSwapped(targets: readonly Target[]): Target[] {
+/** The order `targets` are measured in, in round `round` (from 0): each twin goes before the row it twins in every other round. */
+export function roundOrder(targets: readonly Target[], round: number): readonly Target[] {
+  if (round % 2 === 0) return targets;
   const order = [...targets];
   for (let i = 0; i + 1 < order.length; i += 1) {
     if (order[i + 1]!.twinOf !== order[i]!.name) continue;

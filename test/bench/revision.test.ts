@@ -5,10 +5,9 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { imageNodeFlags } from '../../scripts/images/build.ts';
 import { chartNodeOptions } from '../support/chart-node-options.ts';
-import { startSidecarProcess, stopChild, twinsOf, twinsSwapped, type Target } from './http-load.ts';
+import { REPO_ROOT, roundOrder, startSidecarProcess, stopChild, twinsOf, type Target } from './http-load.ts';
 import { againstRowName, prepareRevision } from './revision.ts';
 
-const REPO_ROOT = new URL('../../', import.meta.url).pathname;
 const git = (cwd: string, ...args: string[]): string => execFileSync('git', ['-C', cwd, ...args], { encoding: 'utf8' }).trim();
 /** The folders `prepareRevision` left in the temp dir for a commit. */
 const leftFor = (commit: string): string[] => readdirSync(tmpdir()).filter((name) => name.startsWith(`gw-against-${commit.slice(0, 7)}-`));
@@ -98,7 +97,9 @@ describe("--against's rows", () => {
   });
 
   it('measures each twin first every other round, the other rows in their order', () => {
-    expect(twinsSwapped(targets)).toEqual([bare, keylessThen, keyless, authThen, auth, httpProxy]);
-    expect(twinsSwapped([bare, keyless, httpProxy])).toEqual([bare, keyless, httpProxy]);
+    expect(roundOrder(targets, 0)).toEqual(targets);
+    expect(roundOrder(targets, 1)).toEqual([bare, keylessThen, keyless, authThen, auth, httpProxy]);
+    expect(roundOrder(targets, 2)).toEqual(targets);
+    expect(roundOrder([bare, keyless, httpProxy], 1)).toEqual([bare, keyless, httpProxy]);
   });
 });

@@ -15,7 +15,7 @@
  * which no server's p99 can be under. Over the row's p50 it is the smallest p99 / p50 the row
  * could have shown on this machine at this load.
  */
-import { CONNECTIONS, httpRounds, median, measureRounds, twinsOf, twinsSwapped, withCpuPerRequest, type Target, type WithCpu } from '../http-load.ts';
+import { CONNECTIONS, httpRounds, median, measureRounds, roundOrder, twinsOf, withCpuPerRequest, type Target, type WithCpu } from '../http-load.ts';
 import { openLoop, type LoadResult } from '../load-generator.ts';
 import type { BenchRow, BenchSuite } from '../types.ts';
 import { BARE, limitedInRedis, REDIS_FLOOR, startProxyTargets } from './proxy.ts';
@@ -42,8 +42,7 @@ const tailSuite: BenchSuite = async (ctx) => {
     const rateOf = (t: Target): number => Math.round(closed.get(t.name)![0]!.rate * LOAD);
     const runs = new Map<string, TailRun[]>(targets.map((t) => [t.name, []]));
     for (let round = 0; round < httpRounds(ctx); round += 1) {
-      // A row and its --against twin take turns going first, as in measureRounds.
-      for (const target of round % 2 === 0 ? targets : twinsSwapped(targets)) {
+      for (const target of roundOrder(targets, round)) {
         const proxy = { proxy: target.cpu?.proxy ?? [] };
         const result = await withCpuPerRequest(proxy, () =>
           openLoop({ url: target.url, headers: target.headers, rate: rateOf(target), durationMs: ctx.durationMs, connections: CONNECTIONS }),
