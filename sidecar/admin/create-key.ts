@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { keyHash } from '../../crds/key-hash.ts';
-import type { Session, Smoothing } from '../../crds/session.ts';
+import type { Session, SessionAccessRight, Smoothing } from '../../crds/session.ts';
 import { requireSecret } from './auth.ts';
 import { AdminError, adminErrors, MAX_BODY_BYTES } from './errors.ts';
 import { keySpecOf } from './key-request.ts';
@@ -20,15 +20,31 @@ const keyNameOf = (hash: string): string => `key-${hash.slice(0, 24)}`;
 /** Smoothing switched off, every field present: what a key without smoothing answers. */
 const smoothingOff: Smoothing = { enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 };
 
+/** An access right of the create-key answer's `data` (`recordAccessRight`). */
+type RecordAccessRight = Omit<SessionAccessRight, 'limit'> & { limit?: Omit<NonNullable<SessionAccessRight['limit']>, 'smoothing'> & { smoothing: Smoothing } };
+
+/** The create-key answer's `data`. */
+type KeyRecord = Omit<Session, 'namespace' | 'key_uid' | 'access_rights' | 'smoothing'> & { access_rights: Record<string, RecordAccessRight>; smoothing: Smoothing };
+
+/**
+ * An access right as the key record answers it: a right without a limit of its own has no
+ * `limit` (the session keeps null), and a limit without smoothing has it switched off, so
+ * the answer's `access_rights` can be sent back as they are.
+ */
+function recordAccessRight({ limit, ...right }: SessionAccessRight): RecordAccessRight {
+  return limit === null ? right : { ...right, limit: { ...limit, smoothing: limit.smoothing ?? smoothingOff } };
+}
+
 /**
  * The response's `data`: the stored session as the key record types it. The record's
  * `smoothing` is an object, so a key without smoothing gets it switched off rather than
- * null (the session keeps null, which the limiters read as "no smoothing"). `namespace`
- * and `key_uid` are gw's own and stay out.
+ * null (the session keeps null, which the limiters read as "no smoothing"), and so does each
+ * access right's (`recordAccessRight`). `namespace` and `key_uid` are gw's own and stay out.
  */
-function keyRecordOf(session: Session): Omit<Session, 'namespace' | 'key_uid' | 'smoothing'> & { smoothing: Smoothing } {
-  const { namespace: _namespace, key_uid: _keyUid, ...record } = session;
-  return { ...record, smoothing: session.smoothing ?? smoothingOff };
+function keyRecordOf(session: Session): KeyRecord {
+  const { namespace: _namespace, key_uid: _keyUid, access_rights: accessRights, ...record } = session;
+  const access_rights = Object.fromEntries(Object.entries(accessRights).map(([apiId, right]) => [apiId, recordAccessRight(right)]));
+  return { ...record, access_rights, smoothing: session.smoothing ?? smoothingOff };
 }
 
 /**

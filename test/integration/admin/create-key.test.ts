@@ -191,6 +191,25 @@ describe('POST /admin/org/keys on the API server and Redis', () => {
     expect((refused.json as { Message: string }).Message).toContain('smoothing.threshold: threshold must be set, at least 1, when smoothing is enabled');
   });
 
+  it('answers access rights that can be sent back as they are: no limit where there is none, a limit\'s smoothing switched off', async () => {
+    const off = { enabled: false, threshold: 0, step: 0, trigger: 0, delay: 0 };
+    const request = { access_rights: { pets: { api_name: 'Pets' }, 'pets-api': { api_id: 'pets-api', limit: { rate: 5, per: 10 } } } };
+    const first = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json(request) });
+    expect(first.status).toBe(200);
+    const answered = first.json as { key_hash: string; data: { access_rights: unknown } };
+    expect(answered.data.access_rights).toEqual({
+      pets: { api_id: 'pets', api_name: 'Pets', versions: [] },
+      'pets-api': { api_id: 'pets-api', api_name: '', versions: [], limit: { rate: 5, per: 10, quota_max: -1, quota_renewal_rate: 0, throttle_interval: 0, throttle_retry_limit: 0, smoothing: off } },
+    });
+    const again = await admin.call('POST', '/admin/org/keys', { headers: [auth, jsonType], body: json({ access_rights: answered.data.access_rights }) });
+    expect(again.status).toBe(200);
+    const resent = again.json as { key_hash: string; data: { access_rights: unknown } };
+    expect(resent.data.access_rights).toEqual(answered.data.access_rights);
+    const storedRights = async (hash: string): Promise<unknown> => (JSON.parse((await redis.get(sessionKey(hash)))!) as { access_rights: unknown }).access_rights;
+    expect(await storedRights(resent.key_hash)).toEqual(await storedRights(answered.key_hash));
+    expect(((await storedRights(answered.key_hash)) as Record<string, { limit: unknown }>).pets!.limit).toBeNull();
+  });
+
   it('refuses a key with neither access rights nor policies, and writes no session and no Key', async () => {
     const keysBefore = (await keysIn(namespace)).map((k) => k.metadata.name);
     for (const request of [{}, { rate: 5, per: 1 }, { alias: 'nothing', apply_policies: [], access_rights: {} }]) {
