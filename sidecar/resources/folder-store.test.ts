@@ -228,12 +228,14 @@ metadata: {name: cat}
   it("writes a Key's meta_data in flow style, so the file stays about the size of the JSON it came as", async () => {
     let nested: unknown = Array.from({ length: 2_000 }, () => 0);
     for (let depth = 0; depth < 60; depth++) nested = [nested, 'yes'];
-    const metaData = { flat: Array.from({ length: 20_000 }, () => 0), nested, plain: { on: 'on', text: 'x'.repeat(500) } };
+    const metaData = { flat: Array.from({ length: 20_000 }, () => 0), nested, plain: { on: 'on', text: 'x'.repeat(500), 'two\nlines': 'y\nz', crlf: 'a\r\nb' } };
     const key = { namespace: 'default', name: 'key-meta', spec: { key_hash: 'f'.repeat(64), meta_data: metaData } };
     await store.createKey(key);
     const text = await readFile(join(dir, 'key-key-meta.yaml'), 'utf8');
     // Block style wrote this as 465 kB, a line per item indented by its depth; as JSON it is 45 kB.
     expect(text.length).toBeLessThan(JSON.stringify(key).length * 1.6);
+    // On one line, a string's line breaks included.
+    expect(text.split('\n').filter((line) => line.includes('meta_data'))).toEqual([expect.stringMatching(/^ {2}meta_data: \{ .* \}$/)]);
     // Read as gw reads it (YAML 1.2) and as kubectl does (1.1): the same values, `on` and `yes` strings.
     expect(parse(text).spec).toEqual(key.spec);
     expect(parse(text, { version: '1.1' }).spec).toEqual(key.spec);

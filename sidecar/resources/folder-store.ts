@@ -26,7 +26,9 @@ const WRITE_TRIES = 5;
  * depth: written in YAML's block style, each item takes a line indented by its depth, which
  * made a 1 MB body of nested lists a 60 MB file (and a 1 MB flat list of numbers 5 MB, over
  * the 4 MiB a config file may hold: a key answered 200 and gone at the next restart). In flow
- * style on one line, as JSON writes it, the text stays within about 1.5 times the body.
+ * style on one line, as JSON writes it, the text stays within about 1.5 times the body. A
+ * string with a line break is double-quoted, its breaks escaped: written plain, it would break
+ * the collection around it over several lines.
  */
 function keyFileText(resource: object): string {
   const doc = new Document(resource, yaml11Safe);
@@ -35,6 +37,9 @@ function keyFileText(resource: object): string {
     visit(metaData, {
       Collection(_key, node) {
         node.flow = true;
+      },
+      Scalar(_key, node) {
+        if (typeof node.value === 'string' && /[\n\r]/.test(node.value)) node.type = Scalar.QUOTE_DOUBLE;
       },
     });
   }
