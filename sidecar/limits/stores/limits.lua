@@ -235,9 +235,12 @@ local function sentinel(log, flag, rate, per, m)
     redis.call('SET', flag, int(now + per), 'PX', int(per))
     return {0, rate, 0, now + per, 0, 0}
   end
-  -- The flag was not blocking (checked above), so a flag set here is this request's own.
-  local flagged = count + 1 >= rate
-  if flagged then redis.call('SET', flag, int(now + per), 'PX', int(per)) end
+  -- The flag was not blocking (checked above), so a flag set here is this request's own, and
+  -- nothing passes before it ends: that is its reset.
+  if count + 1 >= rate then
+    redis.call('SET', flag, int(now + per), 'PX', int(per))
+    return {1, rate, 0, now + per, 0, 0}
+  end
   return {1, rate, rate - count - 1, oldest_reset(log, per, false), 0, 0}
 end
 

@@ -206,7 +206,8 @@ export class MemoryLimitStore implements LimitStore {
       this.#unlog(op.limiterId, nowMs);
       if (flagged) this.#flags.delete(op.limiterId);
     };
-    return { result: result(true, op.rate, op.rate - count - 1, log[0]! + op.perMs), undo };
+    // Nothing passes before this request's own flag ends: that is its reset.
+    return { result: result(true, op.rate, op.rate - count - 1, flagged ? nowMs + op.perMs : log[0]! + op.perMs), undo };
   }
 
   #fixed(op: Op<'fixed_window'>, nowMs: number): Ran {

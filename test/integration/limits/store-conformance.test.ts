@@ -90,8 +90,8 @@ const cases: [string, Step[]][] = [
       { at: 0, ops: everyKind, expect: [ok(2, 1, P), ok(3, 2, P), ok(2, 1, P), ok(5, 4, P)] },
       { at: 1000, peek: true, ops: everyKind, expect: [seen(1, 2, 1, P), seen(1, 3, 2, P), seen(1, 2, 1, P), seen(1, 5, 4, P)] },
       { at: 1001, peek: true, ops: everyKind, expect: [seen(1, 2, 1, P), seen(1, 3, 2, P), seen(1, 2, 1, P), seen(1, 5, 4, P)] },
-      { at: 2000, ops: everyKind, expect: [ok(2, 0, P), ok(3, 1, P), ok(2, 0, P), ok(5, 3, P)] },
-      // The sentinel's flag now blocks until a window after the request that set it.
+      // The sentinel's flag now blocks until a window after the request that set it: its reset.
+      { at: 2000, ops: everyKind, expect: [ok(2, 0, P), ok(3, 1, P), ok(2, 0, 2000 + P), ok(5, 3, P)] },
       // A full sliding log resets when a caller that stops would pass again: once all but one
       // of its entries, the would-be request's own included, have left the window.
       { at: 3000, peek: true, ops: everyKind, expect: [seen(2, 2, 0, 2000 + P), seen(2, 3, 1, P), seen(2, 2, 0, 2000 + P), seen(2, 5, 3, P)] },
@@ -130,7 +130,8 @@ const cases: [string, Step[]][] = [
     'sentinel: the request that reaches the limit sets a flag that refuses for a whole window; refusals are logged',
     [
       { at: 0, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 1, P)] },
-      { at: 1000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 0, P)] },
+      // This one sets the flag: nothing passes before it ends, which is its reset.
+      { at: 1000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [ok(2, 0, 1000 + P)] },
       { at: 2000, ops: (s) => [sentinel(s.id('s'), 2)], expect: [no(2, 1000 + P)] },
       { at: P + 500, ops: (s) => [sentinel(s.id('s'), 2)], expect: [no(2, 1000 + P)] },
       // The flag has ended, but the refusals under it (at 2000 and P + 500) fill the window:
