@@ -311,6 +311,13 @@ describe('compile: OAS ApiDefinitions', () => {
   it.each([
     ['an operationId missing from paths', { operations: { nope: { rateLimit: { rate: 1, per: '1s' } } } }, 'UnknownOperation', 'spec.oas.x-gw-api-gateway.middleware.operations.nope'],
     ['a zero per with a rate', { operations: { getItem: { rateLimit: { rate: 1, per: '0s' } } } }, 'InvalidSpec', 'spec.oas.x-gw-api-gateway.middleware.operations.getItem.rateLimit.per'],
+    // A per-endpoint limit has no smoothing (docs/behaviour.md#smoothing): refused, not accepted and never applied.
+    [
+      'smoothing on an operation\'s limit',
+      { operations: { getItem: { rateLimit: { rate: 6, per: '10s', smoothing: { enabled: true, threshold: 2, step: 2, trigger: 0.5, delay: 1 } } } } },
+      'UnknownField',
+      'spec.oas.x-gw-api-gateway.middleware.operations["getItem"].rateLimit.smoothing',
+    ],
   ])('reports %s and leaves the API out', (_name, middleware, reason, field) => {
     const { config, problems } = run({ apiDefinitions: [oasApi('o', { paths }, { middleware })] });
     expect(config.apis).toEqual([]);

@@ -146,19 +146,25 @@ const rateLimitResourceSchema = z
   })
   .describe('Stream rate-limit resource.');
 
-const oasRateLimitSchema = withRules(
-  z.object({
-    enabled: z.boolean().default(true).describe('Whether the limit is in effect.'),
-    rate: rateField.describe('Requests allowed per `per`.'),
-    per: durationSchema.describe('Window as a duration string such as "10s" or "1m": at least 1ms and at most 8760h when the limit is enabled with a rate above 0.'),
-    smoothing: smoothingSchema.optional(),
-  }),
-  [thresholdRule, oasPerRule],
-);
+const oasRateFields = {
+  enabled: z.boolean().default(true).describe('Whether the limit is in effect.'),
+  rate: rateField.describe('Requests allowed per `per`.'),
+  per: durationSchema.describe('Window as a duration string such as "10s" or "1m": at least 1ms and at most 8760h when the limit is enabled with a rate above 0.'),
+};
+
+/** The API-level limit of an OAS definition (`upstream.rateLimit`), which may be smoothed. */
+const oasRateLimitSchema = withRules(z.object({ ...oasRateFields, smoothing: smoothingSchema.optional() }), [thresholdRule, oasPerRule]);
+
+/**
+ * An operation's per-endpoint limit: as a classic `extended_paths.rate_limit` rule, it has no
+ * smoothing (docs/behaviour.md#smoothing), so a `smoothing` here is refused as an unknown field
+ * rather than accepted and never applied.
+ */
+const oasOperationRateLimitSchema = withRules(z.object(oasRateFields), [oasPerRule]);
 
 const oasOperationSchema = z
   .object({
-    rateLimit: oasRateLimitSchema.optional().describe('Per-endpoint limit of this operation, for all clients together.'),
+    rateLimit: oasOperationRateLimitSchema.optional().describe('Per-endpoint limit of this operation, for all clients together.'),
     ignoreAuthentication: z
       .object({ enabled: z.boolean().describe('Serve this operation without authentication.') })
       .optional()
