@@ -135,8 +135,10 @@ local function readmit_reset(log, per, n, allowance, trimmed)
 end
 
 -- Same rule as smoothing.ts (docs/behaviour.md#smoothing); the allowance is shared by every gateway.
--- `requests` is the window's count before this request, so an idle window reads 0.
-local function smooth(key, requests, rate, per, threshold, step, trigger, delay)
+-- `requests` is the window's count before this request, so an idle window reads 0. Returns the
+-- allowance this request meets, the one before its step, and the stored state it came from;
+-- nothing is written (a peek asks what a request would meet).
+local function smoothed(key, requests, rate, threshold, step, trigger, delay)
   local state = redis.call('HMGET', key, 'a', 't')
   local stored = tonumber(state[1])
   -- An edit of the limit since (a lower rate, a higher threshold) puts a stored allowance back
@@ -151,6 +153,11 @@ local function smooth(key, requests, rate, per, threshold, step, trigger, delay)
       allowance = math.max(threshold, allowance - step)
     end
   end
+  return allowance, old, stored, changed
+end
+
+local function smooth(key, requests, rate, per, threshold, step, trigger, delay)
+  local allowance, old, stored, changed = smoothed(key, requests, rate, threshold, step, trigger, delay)
   if allowance ~= stored then
     changed = (allowance ~= old) and now or changed
     redis.call('HSET', key, 'a', allowance, 't', changed)
@@ -296,10 +303,11 @@ local function window_count(log, per)
   return redis.call('ZCOUNT', log, '(' .. int(now - per), '+inf')
 end
 
-local function peek_sliding(log, smooth_key, rate, per, threshold)
+-- A smoothed limit's row has the allowance the request would meet, its smoothing step taken.
+local function peek_sliding(log, smooth_key, rate, per, threshold, step, trigger, delay)
   local count = window_count(log, per)
   local allowance = rate
-  if threshold > 0 then allowance = math.max(threshold, math.min(rate, tonumber(redis.call('HMGET', smooth_key, 'a')[1]) or threshold)) end
+  if threshold > 0 then allowance = smoothed(smooth_key, count, rate, threshold, step, trigger, delay) end
   if count >= allowance then return peeked(count, allowance, readmit_reset(log, per, count + 1, allowance, false)) end
   return peeked(count, allowance, oldest_reset(log, per, false))
 end
@@ -325,9 +333,9 @@ end
 local function peek(k, a, nops)
   local rows = {}
   for j = 1, nops do
-    local kind, f1, f2, f3, f4 = op_at(a + j - 1)
+    local kind, f1, f2, f3, f4, f5, f6 = op_at(a + j - 1)
     if kind == 'L' then
-      rows[j] = peek_sliding(keys[k], keys[k + 1], f1, f2, f3)
+      rows[j] = peek_sliding(keys[k], keys[k + 1], f1, f2, f3, f4, f5, f6)
     elseif kind == 'S' then
       rows[j] = peek_sentinel(keys[k], keys[k + 1], f1, f2)
     elseif kind == 'F' then

@@ -112,8 +112,9 @@ export class MemoryLimitStore implements LimitStore {
     switch (op.kind) {
       case 'sliding_log': {
         const log = this.#window(op.limiterId, op.perMs, nowMs);
+        // A smoothed limit reads the allowance the request would meet, its smoothing step taken.
         const smoothing = op.smoothing ? clampSmoothing(op.smoothing, op.rate) : null;
-        const allowance = smoothing ? withinBounds(this.#smoothing.get(op.limiterId, nowMs)?.allowance ?? smoothing.threshold, smoothing.threshold, op.rate) : op.rate;
+        const allowance = smoothing ? smoothStep(this.#smoothingState(op.limiterId, smoothing, op.rate, nowMs), log.length, op.rate, smoothing, nowMs).allowance : op.rate;
         const resetEntry = log.length >= allowance ? readmittedAt(log, log.length + 1, allowance, nowMs) : (log[0] ?? nowMs);
         return peeked(log.length, allowance, resetEntry + op.perMs);
       }
@@ -180,12 +181,16 @@ export class MemoryLimitStore implements LimitStore {
     nowMs: number,
   ): { oldAllowance: number; newAllowance: number } {
     const settings = clampSmoothing(raw, op.rate);
-    const stored = this.#smoothing.get(limiterId, nowMs);
-    // An edit of the limit since puts the allowance back within its bounds, with no event (limits.lua `smooth`).
-    const state = { allowance: withinBounds(stored?.allowance ?? settings.threshold, settings.threshold, op.rate), changedAt: stored?.changedAt ?? 0 };
+    const state = this.#smoothingState(limiterId, settings, op.rate, nowMs);
     const next = smoothStep(state, requests, op.rate, settings, nowMs);
     this.#smoothing.set(limiterId, next, nowMs + op.perMs * 2 + settings.delay * 1000 + 1000);
     return { oldAllowance: state.allowance, newAllowance: next.allowance };
+  }
+
+  /** A limiter's smoothing state before a request's step. An edit of the limit since puts the allowance back within its bounds, with no event (limits.lua `smoothed`). */
+  #smoothingState(limiterId: string, settings: CompiledSmoothing, rate: number, nowMs: number): SmoothingState {
+    const stored = this.#smoothing.get(limiterId, nowMs);
+    return { allowance: withinBounds(stored?.allowance ?? settings.threshold, settings.threshold, rate), changedAt: stored?.changedAt ?? 0 };
   }
 
   /** The sliding log's variant: every request logged, refused ones too, and a flag that refuses at once for a window (limits.lua). */

@@ -104,13 +104,20 @@ const cases: [string, Step[]][] = [
     ],
   ],
   [
-    'a peek reads a smoothed allowance, the threshold before the first request',
+    'a peek reads a smoothed allowance as the next request would meet it: the threshold before the first request, a pending step taken',
     [
       { at: 0, peek: true, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [seen(0, 2, 2, P)] },
       { at: 0, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [ok(2, 1, P)] },
       { at: 1, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [ok(2, 0, P)] },
       { at: 2, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [ok(4, 1, P, { oldAllowance: 2, newAllowance: 4 })] },
       { at: 3, peek: true, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [seen(3, 4, 1, P)] },
+      { at: 3, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [ok(4, 0, P)] },
+      // The window is at the allowance, but the next request steps it up: it would be admitted at 6.
+      { at: 4, peek: true, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [seen(4, 6, 2, P)] },
+      { at: 4, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [ok(6, 1, P, { oldAllowance: 4, newAllowance: 6 })] },
+      // A window on, idle: the next request steps it down, and a peek reads the allowance it would meet.
+      { at: P + 10, peek: true, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [seen(0, 4, 4, 2 * P + 10)] },
+      { at: P + 10, ops: (s) => [sliding(s.id('m'), 10, smoothing(0))], expect: [ok(4, 3, 2 * P + 10, { oldAllowance: 6, newAllowance: 4 })] },
     ],
   ],
   [

@@ -218,6 +218,27 @@ describe('GET /gw/keys/{keyHash}/limits: why a request was limited', () => {
     expect((ownRead.passed_over as { level: string; rate: number; per: number }[]).map(({ level, rate, per }) => ({ level, rate, per }))).toEqual([{ level: 'key_global', rate: 40, per: PER }]);
   });
 
+  it('a smoothed limit is read as the next request would meet it: a step up that is due admits it', async () => {
+    const id = uniqueId('api');
+    const api = await deploy({ api_id: id, listen_path: `/${id}/` });
+    // The delay leaves a slow machine time for the five requests before the next step is due.
+    const smoothing = { enabled: true, threshold: 2, step: 2, trigger: 0.5, delay: 2 };
+    const raw = await storeSession(redis, { rate: 10, per: PER, smoothing, access_rights: { [id]: right(id) } });
+    const url = `${sidecar.proxyUrl}/${id}/`;
+    // 2, 2, then a step to 4 (2 over 2 − 2 × 0.5), 4, and a refusal: the next step waits for the delay.
+    const answers: CallResult[] = [];
+    for (let i = 0; i < 5; i++) answers.push(await call(url, { headers: { authorization: raw } }));
+    expect(answers.map((res) => [res.status, rateHeaders(res).limit])).toEqual([[200, 2], [200, 2], [200, 4], [200, 4], [429, 4]]);
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+
+    const body = (await explain(sidecar, keyHash(raw), { api_id: api.api_id, path: `/${id}/`, method: 'GET' })).json();
+    expect(body).toMatchObject({ outcome: 'allowed', refused_by: null });
+    const own = (body.limits as Level[]).find((l) => l.level === 'key_global')!;
+    expect({ limit: own.limit, remaining: own.remaining, count: own.count }).toEqual({ limit: 6, remaining: 1, count: 5 });
+    const next = await call(url, { headers: { authorization: raw } });
+    expect([next.status, rateHeaders(next).limit, rateHeaders(next).remaining]).toEqual([200, 6, 0]);
+  });
+
   it('smoothing on a scope with no rate is shown as unused, with the reason, not left out', async () => {
     const id = uniqueId('api');
     const smoothing = { enabled: true, threshold: 2, step: 1, trigger: 0.5, delay: 0 };
