@@ -64,6 +64,10 @@ export function limitedBody(req: IncomingMessage, res: ServerResponse, maxBytes:
     },
   });
   req.on('error', (err) => counter.destroy(err));
+  // Whoever reads the body (undici, http-proxy) listens for its errors while it reads. One that
+  // comes after it let go (a client leaving mid-body once its 502 was sent) has nobody left to
+  // tell, and an 'error' event without a listener would end the process.
+  counter.on('error', () => undefined);
   req.pipe(counter);
   continueBody(req, res);
   return counter;

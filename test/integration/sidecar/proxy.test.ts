@@ -273,6 +273,29 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(upstreamFailures(String(res.headers['x-request-id']))).toMatchObject([{ level: 40, api: api.api_id, upstream: closed.url, status: 502, code: 'upstream_unreachable' }]);
   });
 
+  it('a client that leaves mid-body after the 502 of an unreachable upstream is let go, and the gateway serves on', async () => {
+    const closed = await startEchoUpstream();
+    await closed.close();
+    const api = await deploy({}, closed.url);
+    const { port } = new URL(sidecar.proxyUrl);
+    const path = `${api.listen_path}upload`;
+    for (let i = 0; i < 3; i++) {
+      const socket = connect(Number(port), '127.0.0.1');
+      socket.write(`POST ${path} HTTP/1.1\r\nHost: a\r\nContent-Length: 30\r\n\r\nabc`);
+      // The answer comes before the rest of the body, which this client never sends: it leaves.
+      const head = await new Promise<string>((resolve, reject) => {
+        socket.once('data', (chunk: Buffer) => resolve(chunk.toString()));
+        socket.once('error', reject);
+      });
+      expect(head).toMatch(/^HTTP\/1\.1 502 /);
+      expect(head).toContain('x-gw-error-code: upstream_unreachable');
+      socket.destroy();
+    }
+    await eventually(async () => (await gatewayErrorCount(api.api_id, 'upstream_unreachable')) === 3);
+    const served = await call(url(await deploy()));
+    expect(served.status).toBe(200);
+  });
+
   it('504 when the upstream answers later than upstream_timeout_ms', async () => {
     const api = await deploy();
     const res = await call(url(api, '/?delay_ms=3000'));
