@@ -6,6 +6,7 @@ import { continueBody } from './http/body-limit.ts';
 import { gatewayErrors } from './http/errors.ts';
 import { refusedTarget } from './http/request-target.ts';
 import { requestIdOf } from './http/request-id.ts';
+import { offersWebSocket } from './http/upgrade.ts';
 import { clientErrorAnswer, gatewayShape, REQUEST_ID_HEADER, sendError, sendErrorOnSocket, type RefusalShape } from './http/respond.ts';
 
 /**
@@ -58,6 +59,10 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
     connectionsCheckingInterval: Math.min(1000, headersTimeout),
     // Checked below (`refusedTarget`), to answer in the JSON shape and to count two Hosts too.
     requireHostHeader: false,
+    // Only a WebSocket handshake is taken as an upgrade (where the listener has an upgrade
+    // handler at all); any other offer, such as `curl --http2`'s h2c, is served as the HTTP/1.1
+    // request it also is, its Upgrade ignored as RFC 9110 §7.8 allows and nginx does.
+    shouldUpgradeCallback: (req: IncomingMessage): boolean => server.listenerCount('upgrade') > 0 && offersWebSocket(req),
   };
   const bounded: RequestListener = (req, res) => {
     const refusal = tooManyHeaders(req) ? gatewayErrors.tooManyHeaders : refusedTarget(req);

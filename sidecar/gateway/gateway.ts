@@ -15,6 +15,7 @@ import { clientGone, type Forwarder, type ForwardResult, type UpgradeForwarder }
 import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { rateHeadersFor } from './rate-headers.ts';
 import { requestIdOf } from '../http/request-id.ts';
+import { offersWebSocket } from '../http/upgrade.ts';
 import { REQUEST_ID_HEADER, sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { isIgnored, type RouteMatch, type RouteTable } from './routes.ts';
 import { Sampler, TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
@@ -83,8 +84,6 @@ const refusals: Record<DecisionOutcome, GatewayError | null> = {
   quota_exceeded: gatewayErrors.quotaExceeded,
   store_unavailable: gatewayErrors.storeUnavailable,
 };
-
-const websocket = /^websocket$/i;
 
 /** What admission needs of the exchange beyond the request: its id, and the signal of a client that left. */
 interface Exchange {
@@ -284,7 +283,7 @@ export class Gateway {
   async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
     socket.on('error', (err) => this.#log(requestId).debug({ err }, 'upgrade socket error'));
     // An opening handshake is a GET (RFC 6455 §4.1); http-proxy would drop any other without a word.
-    if (req.method !== 'GET' || !websocket.test(String(req.headers.upgrade ?? ''))) {
+    if (req.method !== 'GET' || !offersWebSocket(req)) {
       sendErrorOnSocket(socket, gatewayErrors.badUpgrade, idHeaders(requestId));
       this.#deps.metrics.gatewayErrors.inc('', gatewayErrors.badUpgrade.code);
       return;

@@ -70,6 +70,18 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(echoed.headers.host).toBe(new URL(upstream.url).host);
   });
 
+  it('serves a request offering an upgrade other than WebSocket (curl --http2\'s h2c) as HTTP/1.1, the offer not passed on', async () => {
+    const api = await deploy();
+    const res = await call(url(api, '/h2c'), {
+      headers: { connection: 'Upgrade, HTTP2-Settings', upgrade: 'h2c', 'http2-settings': 'AAMAAABkAAQCAAAAAAIAAAAA' },
+    });
+    expect(res.status).toBe(200);
+    const echoed = res.json() as { path: string; headers: Record<string, string> };
+    expect(echoed.path).toBe('/h2c');
+    expect([echoed.headers.upgrade, echoed.headers['http2-settings']]).toEqual([undefined, undefined]);
+    expect(res.headers.upgrade).toBeUndefined();
+  });
+
   it('gives each request an id, on the answer and to the upstream; keeps a client\'s acceptable one', async () => {
     const api = await deploy();
     const fresh = await call(url(api, '/id'));
