@@ -13,11 +13,15 @@ export interface Readiness {
   problems: { subject: string; reason: string }[];
 }
 
-function json(res: ServerResponse, status: number, body: unknown): void {
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const payload = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload), ...headers });
   res.end(payload);
 }
+
+/** The listener's own refusals carry their code, as every gw listener's do (docs/behaviour.md#gateway-answers). */
+const refuse = (res: ServerResponse, status: number, code: string, error: string, headers: Record<string, string> = {}): void =>
+  json(res, status, { error }, { 'x-gw-error-code': code, ...headers });
 
 export interface HealthChecks {
   /** The process's loops run; false makes /healthz answer 503 (default: always live). */
@@ -34,7 +38,7 @@ export function createHealthHandler(metrics: MetricsSource, checks: HealthChecks
   const serve = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      json(res, 405, { error: 'Method not allowed' });
+      refuse(res, 405, 'method_not_allowed', 'Method not allowed', { allow: 'GET, HEAD' });
       return;
     }
     if (path === '/healthz') {
@@ -48,10 +52,10 @@ export function createHealthHandler(metrics: MetricsSource, checks: HealthChecks
       res.writeHead(200, { 'content-type': metrics.contentType });
       res.end(body);
     } else {
-      json(res, 404, { error: 'Not found' });
+      refuse(res, 404, 'not_found', 'Not found');
     }
   };
   return (req, res) => {
-    serve(req, res).catch(() => json(res, 500, { error: 'metrics unavailable' }));
+    serve(req, res).catch(() => refuse(res, 500, 'internal_error', 'metrics unavailable'));
   };
 }

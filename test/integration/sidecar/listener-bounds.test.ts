@@ -53,6 +53,13 @@ describe('every listener bounds what one client may hold', () => {
     ['health', sidecar.healthUrl, '/healthz', gatewayBody],
   ];
 
+  it('the health listener answers an unknown path and another method than GET or HEAD with their code, the 405 with Allow', async () => {
+    const unknown = await call(`${sidecar.healthUrl}/nope`);
+    expect([unknown.status, unknown.headers['x-gw-error-code'], unknown.text]).toEqual([404, 'not_found', gatewayBody('Not found')]);
+    const posted = await call(`${sidecar.healthUrl}/healthz`, { method: 'POST' });
+    expect([posted.status, posted.headers['x-gw-error-code'], posted.headers.allow, posted.text]).toEqual([405, 'method_not_allowed', 'GET, HEAD', gatewayBody('Method not allowed')]);
+  });
+
   it('answers what Node would answer with an empty body in the JSON error shape: no Host or two, another expectation, CONNECT', async () => {
     for (const [name, url, path, body] of listeners()) {
       const cases: Array<[string, GatewayError, string]> = [
