@@ -245,6 +245,18 @@ describe('compile: classic ApiDefinitions', () => {
     expect(problems).toEqual([expect.objectContaining({ reason: 'DuplicateApiId', ref: expect.objectContaining({ namespace: 'a', name: 'a' }) })]);
   });
 
+  it('counts an older ApiDefinition its schema passes but that does not compile (a bad regex) as one that can never be served', () => {
+    const older = { metadata: { name: 'a9', namespace: 'a', creationTimestamp: '2020-01-01T00:00:00Z' }, spec: classic('a9', { api_id: 'same', extended_paths: { rate_limit: [{ path: '/z(', method: 'GET', enabled: true, rate: 2, per: 60 }] } }).spec };
+    const newer = { ...classic('a10', { api_id: 'same' }, 'a'), metadata: { name: 'a10', namespace: 'a', creationTimestamp: '2020-02-01T00:00:00Z' } };
+    const { config, problems } = run({ apiDefinitions: [older, newer] });
+    expect(onlyApi(config).source).toMatchObject({ namespace: 'a', name: 'a10' });
+    expect(problems).toEqual([expect.objectContaining({ reason: 'DuplicateApiId', ref: expect.objectContaining({ namespace: 'a', name: 'a9' }) })]);
+    // Once it served, a bad edit of the holder keeps the api_id at its last good version (docs/behaviour.md#bad-edits).
+    const kept = run({ apiDefinitions: [older, newer], lastGoodApis: run({ apiDefinitions: [classic('a9', { api_id: 'same' }, 'a')] }).config.apis });
+    expect(kept.problems.map((p) => [p.ref.name, p.reason])).toEqual([['a9', 'InvalidRegex'], ['a10', 'DuplicateApiId']]);
+    expect(kept.config.apis).toEqual([]);
+  });
+
   it('reports a spec that bypassed the CRD with the field that is wrong', () => {
     const broken = { metadata: { name: 'x', namespace: 'ns' }, spec: { proxy: { listen_path: 'nope', target_url: target }, global_rate_limit: { rate: 5 } } };
     const { config, problems } = run({ apiDefinitions: [broken as ApiDefinitionInput] });

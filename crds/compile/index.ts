@@ -82,14 +82,15 @@ const byAge = <T extends { metadata: Meta }>(a: T, b: T): number =>
 /**
  * Which of several ApiDefinitions claiming one api_id holds it: the one that served it last
  * (a folder has no creation times, and a newcomer named earlier must not take it over); else
- * one whose spec is valid over one that could never be served (a broken copy must not take a
- * working API down at a restart); else the oldest.
+ * one that compiles over one that could never be served as written, whatever made it so (its
+ * schema, a regular expression, an OAS path): a broken copy must not take a working API down
+ * at a restart, nor keep a valid newcomer from serving; else the oldest.
  */
-function byClaim(claimants: readonly ApiDefinitionInput[], server: string | undefined): (a: ApiDefinitionInput, b: ApiDefinitionInput) => number {
+function byClaim(claimants: readonly ApiDefinitionInput[], server: string | undefined, compiles: (resource: ApiDefinitionInput) => boolean): (a: ApiDefinitionInput, b: ApiDefinitionInput) => number {
   const rank = new Map(
     claimants.map((resource): [ApiDefinitionInput, number] => [
       resource,
-      (`${resource.metadata.namespace ?? defaultNamespace}/${resource.metadata.name}` === server ? 0 : 2) + (apiDefinitionSpecSchema.safeParse(resource.spec).success ? 0 : 1),
+      (`${resource.metadata.namespace ?? defaultNamespace}/${resource.metadata.name}` === server ? 0 : 2) + (compiles(resource) ? 0 : 1),
     ]),
   );
   return (a, b) => rank.get(a)! - rank.get(b)! || byAge(a, b);
@@ -183,19 +184,23 @@ function apiCatalogue(apiDefinitions: readonly ApiDefinitionInput[], cache: ApiC
   }
   // The claim is settled only among the claimants of one api_id: sorting every API by age (a
   // collation per comparison) took 10 ms at 5,000 APIs, on each reload of a folder.
+  const compileOf = (resource: ApiDefinitionInput, apiId: string): ApiEntry => (cache ? cache.entry(resource, apiId) : compileApi(resource, apiId));
+  const compiled = new Map<string, ApiEntry>();
   let servedBy: Map<string, string> | undefined;
   for (const [apiId, claimants] of byId) {
     if (claimants.length < 2) continue;
     servedBy ??= new Map((lastGoodApis ?? []).map((api): [string, string] => [api.api_id, `${api.source.namespace}/${api.source.name}`]));
-    claimants.sort(byClaim(claimants, servedBy.get(apiId)));
+    // Each claimant is compiled to rank it; the holder's compile is the api_id's.
+    const entries = new Map(claimants.map((resource) => [resource, compileOf(resource, apiId)]));
+    claimants.sort(byClaim(claimants, servedBy.get(apiId), (resource) => entries.get(resource)!.api !== null));
+    compiled.set(apiId, entries.get(claimants[0]!)!);
   }
-  const compiled = new Map<string, ApiEntry>();
   const entry = (apiId: string): ApiEntry | undefined => {
     const owner = byId.get(apiId)?.[0];
     if (!owner) return undefined;
     let found = compiled.get(apiId);
     if (!found) {
-      found = cache ? cache.entry(owner, apiId) : compileApi(owner, apiId);
+      found = compileOf(owner, apiId);
       compiled.set(apiId, found);
     }
     return found;

@@ -48,6 +48,20 @@ describe('operator: watches of one kind for another, without a resync', () => {
     expect(await c.configMap(ns, 'gw-api-dup-second')).toBeDefined();
   });
 
+  it('gives an api_id to a newer ApiDefinition that compiles over an older one that never can (a bad regex)', async () => {
+    const apiId = `${ns}-regex`;
+    const proxy = (name: string) => ({ listen_path: `/${name}/`, target_url: 'http://127.0.0.1:9000' });
+    await c.create('ApiDefinition', ns, {
+      metadata: { name: 'regex-broken' },
+      spec: { api_id: apiId, use_keyless: true, proxy: proxy('regex-broken'), extended_paths: { rate_limit: [{ path: '/z(', method: 'GET', enabled: true, rate: 2, per: 60 }] } },
+    });
+    await waitFor('broken InvalidRegex', async () => (await readyOf('ApiDefinition', 'regex-broken'))?.reason === 'InvalidRegex');
+    await api('regex-valid', apiId);
+    await waitFor('valid Ready', async () => (await readyOf('ApiDefinition', 'regex-valid'))?.status === 'True', soon);
+    expect(await c.configMap(ns, 'gw-api-regex-valid')).toBeDefined();
+    await waitFor('broken DuplicateApiId', async () => (await readyOf('ApiDefinition', 'regex-broken'))?.reason === 'DuplicateApiId', soon);
+  });
+
   it('turns a Policy MissingApi at once when the API it grants changes its api_id', async () => {
     const apiId = `${ns}-renamed`;
     await api('renamed', apiId);
