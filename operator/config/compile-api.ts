@@ -98,18 +98,31 @@ export interface CompileInputs {
 /** The policies of the API's ConfigMap as written last, by id: what a policy the compile step now refuses keeps (docs/behaviour.md#bad-edits). */
 export type LastWrittenPolicies = Readonly<Record<string, CompiledPolicy>>;
 
-/** The policies of a compiled ConfigMap's config; none when it holds no config this operator can read. */
-export function policiesOfConfigMap(json: string | undefined): Readonly<Record<string, CompiledPolicy>> {
-  if (json === undefined) return {};
+/** A compiled ConfigMap's config; undefined when it holds none this operator can read. */
+function configOfConfigMap(json: string | undefined): CompiledConfig | undefined {
+  if (json === undefined) return undefined;
   let raw: unknown;
   try {
     raw = JSON.parse(json);
   } catch {
-    return {};
+    return undefined;
   }
-  // Checked, but used as written: the schema's output orders fields its own way, and a policy
+  // Checked, but used as written: the schema's output orders fields its own way, and what is
   // kept as it was keeps the ConfigMap's hash.
-  return compiledConfigSchema.safeParse(raw).success ? (raw as CompiledConfig).policies : {};
+  return compiledConfigSchema.safeParse(raw).success ? (raw as CompiledConfig) : undefined;
+}
+
+/** The policies of a compiled ConfigMap's config; none when it holds no config this operator can read. */
+export function policiesOfConfigMap(json: string | undefined): Readonly<Record<string, CompiledPolicy>> {
+  return configOfConfigMap(json)?.policies ?? {};
+}
+
+/** A granting policy the compile step refused keeps its version in `lastWritten`, in the compile step's order of policies (by namespace/name), so a kept policy sits where it did. */
+function keepRefused(policies: Record<string, CompiledPolicy>, refused: readonly string[], lastWritten: LastWrittenPolicies): Record<string, CompiledPolicy> {
+  if (refused.length === 0) return policies;
+  const kept = { ...policies };
+  for (const id of refused) if (lastWritten[id]) kept[id] = lastWritten[id];
+  return Object.fromEntries(Object.entries(kept).sort(([a], [b]) => a.localeCompare(b)));
 }
 
 /** Ids of the policies the compile step left out whole (policyRefusingReasons). */
@@ -129,13 +142,8 @@ function compileOne(api: Api, apiId: string, inputs: CompileInputs, { settings, 
   if (problem) return { ok: false, apiId, ...problem };
   const compiledApi = result.config.apis.find((compiled) => compiled.api_id === apiId);
   if (!compiledApi) return { ok: false, apiId, reason: 'NotCompiled', message: `the compile step produced no API for api_id ${apiId}` };
-  const config: CompiledConfig = result.config;
   const refused = refusedPolicyIds(result.problems);
-  if (refused.length > 0) {
-    for (const id of refused) if (lastWritten[id]) config.policies[id] = lastWritten[id];
-    // In the compile step's order of policies (by namespace/name), so a kept policy sits where it did.
-    config.policies = Object.fromEntries(Object.entries(config.policies).sort(([a], [b]) => a.localeCompare(b)));
-  }
+  const config: CompiledConfig = { ...result.config, policies: keepRefused(result.config.policies, refused, lastWritten) };
   const json = JSON.stringify(config);
   return {
     ok: true,
@@ -207,6 +215,28 @@ export class ApiCompiler {
     const outcome = compileOne(api, apiIdOf(api), inputs, { ...this.#context, lastWritten: {} });
     if (!outcome.ok || outcome.json === undefined) throw new Error(`compiling ${api.metadata.namespace}/${api.metadata.name} again failed: ${outcome.ok ? 'no JSON' : outcome.message}`);
     return outcome.json;
+  }
+
+  /**
+   * The config of an ApiDefinition the compile step refuses (docs/behaviour.md#bad-edits): its
+   * API as in force (`inForceJson`, its ConfigMap's config), with the Policies granting that
+   * API as they are now. So a Policy deleted, edited, or no longer granting it reaches its keys
+   * while the API's own edit is refused; a granting Policy the compile step refuses keeps its
+   * version in force. Undefined when `inForceJson` holds no config of an API this operator can read.
+   */
+  refusedApiConfig(inForceJson: string, inputs: CompileInputs): string | undefined {
+    const inForce = configOfConfigMap(inForceJson);
+    const served = inForce?.apis.length === 1 ? inForce.apis[0] : undefined;
+    if (!inForce || !served) return undefined;
+    const result = compileForApi(served.api_id, {
+      apiDefinitions: inputs.allApis().map(asApi),
+      policies: inputs.allPolicies().map(asPolicy),
+      settings: this.#context.settings,
+      cache: this.#context.cache,
+      lastGoodApis: [served],
+    });
+    const policies = keepRefused(result.config.policies, refusedPolicyIds(result.problems), inForce.policies);
+    return JSON.stringify({ ...inForce, policies });
   }
 
   forget(namespace: string, name: string): void {

@@ -67,6 +67,12 @@ export function withConfig(desired: V1ConfigMap, json: string): V1ConfigMap {
   return { ...desired, data: { [CONFIG_KEY]: json } };
 }
 
+/** The same ConfigMap holding `json` instead, with its hash: a refused API's in force, its Policies compiled again. */
+export function withHash(cm: V1ConfigMap, json: string): V1ConfigMap {
+  const metadata = cm.metadata ?? {};
+  return { ...cm, metadata: { ...metadata, annotations: { ...metadata.annotations, [CONFIG_HASH_ANNOTATION]: configHash(json) } }, data: { [CONFIG_KEY]: json } };
+}
+
 /**
  * Whether the stored ConfigMap already is the desired one: same content (compared on the
  * hash of the data itself, so a hand edit that kept the annotation is still caught), labels,

@@ -5,7 +5,7 @@ import type { CompiledRate } from '../../crds/compiled.ts';
 import type { ApiDefinitionStatus } from '../../crds/schemas/api-definition.ts';
 import { EVERY_API } from '../../crds/policy-coverage.ts';
 import { ApiCompiler, apiIdsOfChange, coveredApiIds, policiesOfConfigMap, type CompileInputs } from '../config/compile-api.ts';
-import { asWritten, desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig } from '../config/config-map.ts';
+import { asWritten, desiredConfigMap, MAX_CONFIG_BYTES, upToDate, withConfig, withHash } from '../config/config-map.ts';
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
 import type { Request, Result } from '../kit/reconciler.ts';
@@ -148,17 +148,23 @@ export class ApiDefinitionController implements KindController {
 
   /**
    * Says why the ApiDefinition is refused, and keeps it served as it is (docs/behaviour.md#bad-edits):
-   * its ConfigMap in force, deleted or edited by hand since, is written back. That ConfigMap is
-   * held before the status says so: one deleted as soon as the refusal shows (by a user who saw
-   * it) would otherwise be gone before it was read, and never written back.
+   * its ConfigMap in force, deleted or edited by hand since, is written back, with the Policies
+   * granting it as they are now (a revoked grant must not stay in force behind a refused edit).
+   * That ConfigMap is held before the status says so: one deleted as soon as the refusal shows
+   * (by a user who saw it) would otherwise be gone before it was read, and never written back.
    */
   async #refuse(api: Api, status: DesiredStatus<ApiDefinitionStatus>, signal: AbortSignal): Promise<Result | void> {
     const inForce = await this.#inForceConfigMap(api);
-    await this.#setStatus(api, status);
-    const config = inForce?.data?.[CONFIG_KEY];
+    const held = inForce?.data?.[CONFIG_KEY];
+    const refreshed = held === undefined ? undefined : this.#compiler.refusedApiConfig(held, this.#inputs);
+    // Past one ConfigMap's bound (the refusal may be ConfigTooLarge itself), what is in force stays.
+    const config = refreshed !== undefined && Buffer.byteLength(refreshed) <= MAX_CONFIG_BYTES ? refreshed : held;
+    const policies = Object.keys(policiesOfConfigMap(config));
+    await this.#setStatus(api, config === undefined ? status : { ...status, fields: { ...status.fields, policies } });
     if (!inForce || config === undefined) return;
     signal.throwIfAborted();
-    const result = await this.#writeConfigMap(api, inForce, () => config, Object.keys(policiesOfConfigMap(config)).length, true);
+    const body = config === held ? inForce : withHash(inForce, config);
+    const result = await this.#writeConfigMap(api, body, () => config, policies.length, true);
     // Someone else's ConfigMap took the name: nothing to keep until it goes, and the status already says why the API is not Ready.
     return result === 'taken' ? undefined : result;
   }

@@ -101,6 +101,31 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
     await waitFor('the fixed API compiled', async () => JSON.parse((await configOf('refused')) ?? '{}').apis?.[0]?.api_limit?.rate === 7);
   });
 
+  it('keeps a refused ApiDefinition served as in force, but with its Policies as they are now: a deleted or revoked grant goes', async () => {
+    const apiId = `${ns}-frozen`;
+    await api('frozen');
+    const grant = (rate: number) => ({ rate, per: 60, access_rights: { [apiId]: {} } });
+    await c.create('Policy', ns, { metadata: { name: 'revoked' }, spec: grant(5) });
+    await c.create('Policy', ns, { metadata: { name: 'deleted' }, spec: grant(6) });
+    await c.create('Policy', ns, { metadata: { name: 'edited' }, spec: grant(7) });
+    const policiesOf = async (): Promise<string[]> => Object.keys(JSON.parse((await configOf('frozen')) ?? '{"policies":{}}').policies).sort();
+    await waitFor('the three policies compiled', async () => (await policiesOf()).length === 3);
+    const served = JSON.parse((await configOf('frozen'))!).apis;
+    await c.replaceSpec('ApiDefinition', ns, 'frozen', apiSpec('frozen', { global_rate_limit: { rate: 1, per: 1 }, use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x[', method: 'GET', rate: 1, per: 1 }] } }));
+    expect(await waitReady('ApiDefinition', 'frozen', 'False')).toMatchObject({ reason: 'InvalidRegex' });
+
+    await c.remove('Policy', ns, 'deleted');
+    await c.replaceSpec('Policy', ns, 'revoked', { rate: 5, per: 60, access_rights: { other: {} } });
+    await c.replaceSpec('Policy', ns, 'edited', grant(70));
+    await waitFor('only the edited policy left in force', async () => (await policiesOf()).join() === `${ns}/edited`);
+    const config = JSON.parse((await configOf('frozen'))!);
+    expect(config.policies[`${ns}/edited`].rate).toEqual({ rate: 70, per: 60 });
+    // The API itself is still the one in force: its refused edit (a limit of 1/1) is not served.
+    expect(config.apis).toEqual(served);
+    const status = (await c.get('ApiDefinition', ns, 'frozen'))?.status;
+    expect([ready(await c.get('ApiDefinition', ns, 'frozen'))?.reason, status?.policies]).toEqual(['InvalidRegex', [`${ns}/edited`]]);
+  });
+
   it("keeps a refused Policy's last good version in an API's ConfigMap deleted by hand", async () => {
     const apiId = `${ns}-granted`;
     await api('granted');
