@@ -38,7 +38,7 @@ const listenPathSchema = z
   .regex(/^\/[^\s]*$/);
 
 const targetUrlSchema = z
-  .url({ protocol: /^https?$/ })
+  .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
   .max(bounds.url);
 
 // No minimum length: the pattern already needs a number and its unit, and its message shows

@@ -57,7 +57,7 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['endpoint per 0', apiDefinitionSpecSchema, { ...classic, extended_paths: { rate_limit: [{ path: '/x', method: 'GET', rate: 1, per: 0 }] } }, 'extended_paths.rate_limit.0.per', /greater than 0/],
     ['listen path without a slash', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, listen_path: 'a' } }, 'proxy.listen_path', /Invalid string/],
     ['oversized listen path', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, listen_path: `/${'a'.repeat(1024)}` } }, 'proxy.listen_path', /Too big/],
-    ['ftp target', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, target_url: 'ftp://x' } }, 'proxy.target_url', /Invalid URL/],
+    ['ftp target', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, target_url: 'ftp://x' } }, 'proxy.target_url', /must be an http:\/\/ or https:\/\/ URL/],
     ['too many categories', apiDefinitionSpecSchema, { ...classic, categories: Array.from({ length: 65 }, (_, i) => `c${i}`) }, 'categories', /Too big/],
     ['bad api_id', apiDefinitionSpecSchema, { ...classic, api_id: '../etc' }, 'api_id', /Invalid string/],
     ['duplicate stream label', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a' }, { label: 'a' }] }, 'rate_limit_resources.1.label', /duplicate label/],
