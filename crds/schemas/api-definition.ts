@@ -37,9 +37,11 @@ const listenPathSchema = z
   .max(bounds.path)
   .regex(/^\/[^\s]*$/);
 
+// The pattern puts the scheme in the CRD too, so the API server refuses another at apply time.
 const targetUrlSchema = z
   .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
-  .max(bounds.url);
+  .max(bounds.url)
+  .regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, 'must be an http:// or https:// URL');
 
 // No minimum length: the pattern already needs a number and its unit, and its message shows
 // that form for "1", where a length rule's "at least 2 chars long" would not say why.
