@@ -339,7 +339,7 @@ const DRL_RATE = 10;
  * on its own: 10 per 60 s over two replicas is 5 at each pod, whichever pod is asked first.
  */
 async function drlSplit(j: Journey): Promise<void> {
-  await run('helm', ['upgrade', 'gw', join(ROOT, 'charts', 'gw'), '-n', RELEASE_NS, '--reuse-values', '--wait', '--timeout', '5m',
+  await run('helm', ['upgrade', 'gw', join(ROOT, 'charts', 'gw'), '-n', RELEASE_NS, '--reset-then-reuse-values', '--wait', '--timeout', '5m',
     '--set', 'gateway.settings.enable_redis_rolling_limiter=false'], { timeoutMs: 320_000 });
   await eventually('the compiled config carries the DRL setting', 120_000, async () => {
     const cm = await kubectl(['-n', APP_NS, 'get', 'configmap', '-l', 'gw.dev/api-id', '-o', 'json'], { allowFail: true });

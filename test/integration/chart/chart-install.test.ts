@@ -115,7 +115,7 @@ describe('helm install', () => {
     const bare = await helm(['install', 'notes-only', CHART_DIR, '--namespace', ns, '--skip-crds', '--dry-run=server']);
     expect(bare.stdout).toContain('kubectl -n demo create rolebinding gw-sidecar');
     expect(bare.stdout).toContain('An injected gateway also needs Secret gw-sidecar-env (its GW_REDIS_URL)');
-    expect(bare.stdout).toContain(`helm upgrade notes-only <chart> -n ${ns} --reuse-values --set 'sidecar.namespaces={demo}'`);
+    expect(bare.stdout).toContain(`helm upgrade notes-only <chart> -n ${ns} --reset-then-reuse-values --set 'sidecar.namespaces={demo}'`);
     // Over HTTPS, the command calls a name the certificate can hold, sent to the port-forward.
     const tls = await helm(['install', 'notes-tls', CHART_DIR, '--namespace', ns, '--skip-crds', '--dry-run=server', ...setArgs({ 'admin.tls.secretName': 'gw-admin-tls' })]);
     const host = `notes-tls-gw-admin.${ns}.svc`;
