@@ -433,6 +433,27 @@ describe('helm template with non-default values', () => {
     expect(noNodes.stderr).toContain('redis.external.nodes');
   });
 
+  it('refuses values that contradict each other, where one would be dropped without a word, saying what to change', async () => {
+    const refusals: Array<[Record<string, unknown>, string]> = [
+      [{ 'redis.external.url': 'redis://ext:6379' }, 'redis.external.url is set with redis.enabled=true: the chart runs its own Redis and would not use it'],
+      [{ 'redis.external.existingSecret': 'mine' }, 'redis.external.existingSecret is set with redis.enabled=true'],
+      [{ 'redis.enabled': false, 'redis.external.url': 'redis://ext:6379', 'redis.auth.password': 'pw' }, 'redis.auth.password is set with redis.enabled=false'],
+      [{ 'redis.enabled': false, 'redis.external.url': 'redis://ext:6379', 'redis.external.existingSecret': 'mine' }, 'redis.external.existingSecret holds the whole GW_REDIS_URL, so redis.external.url would not be used'],
+      [{ 'redis.enabled': false, 'redis.external.url': 'redis://ext:6379', 'redis.external.password': 'pw' }, 'redis.external.password is for the sentinel and cluster modes'],
+      [{ 'redis.auth.password': 'pw', 'redis.auth.existingSecret': 'mine' }, 'redis.auth.password and redis.auth.existingSecret are both set'],
+      [{ 'auth.adminSecret': 'a'.repeat(32), 'auth.existingSecret': 'mine' }, 'auth.adminSecret and auth.existingSecret are both set'],
+    ];
+    for (const [values, message] of refusals) {
+      const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(values)], { allowFail: true });
+      expect(result.code, JSON.stringify(values)).not.toBe(0);
+      expect(result.stderr).toContain(message);
+    }
+    // Each of them alone, as the README's install forms give them, renders.
+    for (const values of [{ 'redis.enabled': false, 'redis.external.existingSecret': 'mine' }, { 'redis.enabled': false, 'redis.external.mode': 'cluster', 'redis.external.nodes': ['a:1'], 'redis.external.password': 'pw' }]) {
+      expect((await helm(['template', 'gw', CHART_DIR, ...setArgs(values)], { allowFail: true })).code, JSON.stringify(values)).toBe(0);
+    }
+  });
+
   it('refuses labels that would take a selector label, one port for two listeners, and replicas without a leader, saying which', async () => {
     const refusals: Array<[Record<string, unknown>, string]> = [
       [{ commonLabels: { 'app.kubernetes.io/name': 'myapp' } }, "commonLabels must not set app.kubernetes.io/name: the chart's selectors use it"],
