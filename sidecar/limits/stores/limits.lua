@@ -278,7 +278,8 @@ local function quota_state(key, max, renewal, init_remaining, init_renews)
   end
   local stored = tonumber(state[1])
   if not stored then return math.max(0, math.min(init_remaining, max)), renews, state end
-  return math.min(stored + max - (tonumber(state[3]) or max), max), renews, state
+  -- The change of max first: unchanged it is 0, so a balance near 2^53 is not rounded.
+  return math.min(stored + (max - (tonumber(state[3]) or max)), max), renews, state
 end
 
 -- Checked last: nothing after it can refuse, so a quota is never given back.

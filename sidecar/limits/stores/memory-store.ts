@@ -236,7 +236,8 @@ export class MemoryLimitStore implements LimitStore {
     if (!state) return { balance: Math.max(0, Math.min(op.initRemaining, op.max)), renews };
     // What the period has used stays used when the max changes (a Policy edit), also across a
     // max lowered under the use and raised again.
-    return { balance: Math.min(state.balance + op.max - state.max, op.max), renews };
+    // max raised or lowered first: unchanged it is 0, so a balance near 2^53 is not rounded.
+    return { balance: Math.min(state.balance + (op.max - state.max), op.max), renews };
   }
 
   #quota(op: Op<'quota'>, nowMs: number): StoreResult {

@@ -216,6 +216,15 @@ const cases: [string, Step[]][] = [
     ],
   ],
   [
+    // The largest quota_max a Key may have (crds/schemas/common.ts): one request uses one of it.
+    'quota: a max near 2^53 counts one per request, as any other',
+    [
+      { at: 0, ops: (s) => [quota(s.id('q'), Number.MAX_SAFE_INTEGER, P, Number.MAX_SAFE_INTEGER, s.start + P)], expect: [ok(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER - 1, P)] },
+      { at: 1, ops: (s) => [quota(s.id('q'), Number.MAX_SAFE_INTEGER, P, Number.MAX_SAFE_INTEGER, s.start + P)], expect: [ok(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER - 2, P)] },
+      { at: 2, peek: true, ops: (s) => [quota(s.id('q'), Number.MAX_SAFE_INTEGER, P, Number.MAX_SAFE_INTEGER, s.start + P)], expect: [{ limit: Number.MAX_SAFE_INTEGER, remaining: Number.MAX_SAFE_INTEGER - 2, resetMs: P, count: 2 }] },
+    ],
+  ],
+  [
     'quota: starts from the session\'s remaining count, and one without renewal never resets',
     [
       { at: 0, ops: (s) => [quota(s.id('q'), 5, 0, 1, 0)], expect: [ok(5, 0, 0)] },
