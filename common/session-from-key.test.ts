@@ -41,6 +41,9 @@ describe('sessionFromKey', () => {
     expect(alone.ok && alone.session).toMatchObject({ rate: 0, allowance: 0 });
     const over = sessionFromKey({ quota_max: 3, quota_remaining: 50, quota_renewal_rate: 3600 }, { name: 'k', namespace: 'ns' }, null, t0);
     expect(over.ok && over.session.quota_remaining).toBe(3);
+    // -1 (unset) starts the period full, as the limit engine counts it, and the record says so.
+    const unset = sessionFromKey({ quota_max: 3, quota_remaining: -1, quota_renewal_rate: 600 }, { name: 'k', namespace: 'ns' }, null, t0);
+    expect(unset.ok && unset.session.quota_remaining).toBe(3);
     const unlimited = sessionFromKey({ quota_max: -1, quota_remaining: 50 }, { name: 'k', namespace: 'ns' }, null, t0);
     expect(unlimited.ok && unlimited.session.quota_remaining).toBe(50);
   });

@@ -115,8 +115,10 @@ function initialRuntime(s: KeySpec, now: Date): RuntimeFields {
   // past the largest time the session may hold, and the key be refused for a field not given.
   const renewal = countedQuotaPeriod(s.quota_renewal_rate ?? 0);
   const quotaRenews = s.quota_renews ?? (renewal > 0 ? Math.floor(now.getTime() / 1000) + renewal : undefined);
-  // A period never has more left than the quota's max (the limit engine counts no more).
-  const remaining = s.quota_remaining !== undefined && s.quota_max !== undefined && s.quota_max > 0 ? Math.min(s.quota_remaining, s.quota_max) : (s.quota_remaining ?? s.quota_max);
+  // A period never has more left than the quota's max (the limit engine counts no more), and
+  // a negative count (-1, the field's "unset") starts it full, as the limit engine does.
+  const max = s.quota_max ?? -1;
+  const remaining = max > 0 && s.quota_remaining !== undefined ? (s.quota_remaining < 0 ? max : Math.min(s.quota_remaining, max)) : (s.quota_remaining ?? s.quota_max);
   return { quota_remaining: remaining, quota_renews: quotaRenews, date_created: now.toISOString() };
 }
 
