@@ -103,8 +103,10 @@ describe('helm install', () => {
 
   it('prints the next commands in NOTES.txt', async () => {
     const { stdout } = await helm(['get', 'notes', release, '--namespace', ns]);
-    expect(stdout).toContain('kubectl apply -n demo -f examples/');
-    expect(stdout).toContain('kubectl get gw -n demo');
+    // The commands use the namespace the values serve: this release's sidecar namespace, which exists.
+    expect(stdout).toContain(`kubectl apply -n ${appNs} -f examples/`);
+    expect(stdout).toContain(`kubectl get gw -n ${appNs}`);
+    expect(stdout).not.toContain('kubectl create namespace');
     expect(stdout).toContain('kubectl get events -A --field-selector reason=RateLimitSmoothingUp');
     expect(stdout).toContain(`kubectl -n ${ns} port-forward service/${prefix}-admin 8081:8081`);
     expect(stdout).toContain(`kubectl -n ${ns} get secret ${prefix}-auth`);
@@ -116,6 +118,12 @@ describe('helm install', () => {
     expect(bare.stdout).toContain('kubectl -n demo create rolebinding gw-sidecar');
     expect(bare.stdout).toContain('An injected gateway also needs Secret gw-sidecar-env (its GW_REDIS_URL)');
     expect(bare.stdout).toContain(`helm upgrade notes-only <chart> -n ${ns} --reset-then-reuse-values --set 'sidecar.namespaces={demo}'`);
+    expect(bare.stdout).toContain('kubectl create namespace demo');
+    // Watching some namespaces only, the commands use the first, which the operator watches.
+    const watching = await helm(['install', 'notes-watch', CHART_DIR, '--namespace', ns, '--skip-crds', '--dry-run=server', ...setArgs({ watchNamespaces: [appNs], 'admin.targetNamespace': appNs })]);
+    expect(watching.stdout).toContain(`kubectl apply -n ${appNs} -f examples/`);
+    expect(watching.stdout).toContain(`kubectl -n ${appNs} create rolebinding gw-sidecar`);
+    expect(watching.stdout).toContain(`--reset-then-reuse-values --set 'sidecar.namespaces={${appNs}}'`);
     // Over HTTPS, the command calls a name the certificate can hold, sent to the port-forward.
     const tls = await helm(['install', 'notes-tls', CHART_DIR, '--namespace', ns, '--skip-crds', '--dry-run=server', ...setArgs({ 'admin.tls.secretName': 'gw-admin-tls' })]);
     const host = `notes-tls-gw-admin.${ns}.svc`;
