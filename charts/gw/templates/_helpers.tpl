@@ -280,3 +280,16 @@ suffix (MAX_SIDECAR_RESOURCES).
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/*
+The chart's Redis's --maxmemory: three quarters of its memory limit when that is given in Mi or Gi
+(the rest for the copy an AOF rewrite forks, and fragmentation); empty otherwise.
+*/}}
+{{- define "gw.redis.maxMemory" -}}
+{{- $limit := toString (dig "limits" "memory" "" .Values.redis.resources) }}
+{{- if regexMatch "^[0-9]+(Mi|Gi)$" $limit }}
+{{- $mib := regexFind "^[0-9]+" $limit | int64 }}
+{{- if hasSuffix "Gi" $limit }}{{ $mib = mul $mib 1024 }}{{ end }}
+{{- printf "%dmb" (div (mul $mib 3) 4) }}
+{{- end }}
+{{- end }}

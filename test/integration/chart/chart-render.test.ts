@@ -253,6 +253,13 @@ describe('helm template with default values', () => {
     for (const key of ['admin-secret', 'portal-secret']) expect(Buffer.from(auth.data[key], 'base64').toString()).toMatch(/^[A-Za-z0-9]{40}$/);
   });
 
+  it("sizes the chart Redis's maxmemory from its memory limit, and sets none for a limit not in Mi or Gi", async () => {
+    const argsWith = async (memory: unknown): Promise<string[]> =>
+      findObject(await renderChart(ns, { 'redis.resources.limits.memory': memory }), 'StatefulSet', 'gw-redis').spec.template.spec.containers[0].args as string[];
+    expect(await argsWith('1Gi')).toEqual(expect.arrayContaining(['--maxmemory', '768mb']));
+    expect(await argsWith('1000000000')).not.toContain('--maxmemory');
+  });
+
   it('wires the chart Redis: password from its Secret, expanded into GW_REDIS_URL', () => {
     for (const name of ['gw-operator', 'gw-admin']) {
       const env = containerEnv(findObject(objects, 'Deployment', name));
@@ -266,7 +273,10 @@ describe('helm template with default values', () => {
     }
     const redis = findObject(objects, 'StatefulSet', 'gw-redis');
     expect(redis.spec.volumeClaimTemplates[0].spec.resources.requests.storage).toBe('1Gi');
-    expect(redis.spec.template.spec.containers[0].args.slice(0, 2)).toEqual(['--requirepass', '$(REDIS_PASSWORD)']);
+    const args = redis.spec.template.spec.containers[0].args as string[];
+    expect(args.slice(0, 2)).toEqual(['--requirepass', '$(REDIS_PASSWORD)']);
+    // Full at three quarters of its 256Mi limit, it refuses writes rather than being killed.
+    expect(args.slice(args.indexOf('--maxmemory'))).toEqual(['--maxmemory', '192mb', '--maxmemory-policy', 'noeviction']);
     const password = Buffer.from(findObject(objects, 'Secret', 'gw-redis').data.password, 'base64').toString();
     expect(password).toMatch(/^[A-Za-z0-9]{40}$/);
     // Injected sidecars get the same Redis, password included, from a Secret of their namespace.
