@@ -36,6 +36,12 @@ part-of or version, never a selector label: the Deployments' selectors would sto
 */}}
 {{- define "gw.labels" -}}
 {{- include "gw.refuseSelectorLabels" (dict "labels" .Values.commonLabels "value" "commonLabels") }}
+{{- /* Helm checks these on an upgrade to tell its own objects: a release whose objects said otherwise could not be upgraded. */}}
+{{- range $key := list "app.kubernetes.io/managed-by" "helm.sh/chart" }}
+{{- if hasKey ($.Values.commonLabels | default dict) $key }}
+{{- fail (printf "commonLabels must not set %s: Helm sets it, and an object that says otherwise is not the release's to upgrade" $key) }}
+{{- end }}
+{{- end }}
 {{- $own := dict "helm.sh/chart" (include "gw.chart" .) "app.kubernetes.io/name" (include "gw.name" .) "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" .Chart.AppVersion "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/part-of" "gw" }}
 {{- toYaml (merge (deepCopy (.Values.commonLabels | default dict)) $own) }}
 {{- end }}

@@ -468,6 +468,7 @@ describe('helm template with non-default values', () => {
     const refusals: Array<[Record<string, unknown>, string]> = [
       [{ commonLabels: { 'app.kubernetes.io/name': 'myapp' } }, "commonLabels must not set app.kubernetes.io/name: the chart's selectors use it"],
       [{ 'admin.podLabels': { 'app.kubernetes.io/component': 'x' } }, "admin.podLabels must not set app.kubernetes.io/component: the chart's selectors use it"],
+      [{ commonLabels: { 'app.kubernetes.io/managed-by': 'argocd' } }, 'commonLabels must not set app.kubernetes.io/managed-by: Helm sets it'],
       [{ 'admin.port': 8082 }, 'admin.port and admin.healthPort are both 8082'],
       [{ 'operator.webhook.port': 8082 }, 'operator.webhook.port and operator.healthPort are both 8082'],
       [{ 'operator.leaderElection': false, 'operator.replicas': 2 }, 'operator.leaderElection is false with operator.replicas 2: every replica would reconcile the same resources'],
