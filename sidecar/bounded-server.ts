@@ -6,7 +6,6 @@ import { continueBody } from './http/body-limit.ts';
 import { gatewayErrors } from './http/errors.ts';
 import { refusedTarget } from './http/request-target.ts';
 import { requestIdOf } from './http/request-id.ts';
-import { offersWebSocket } from './http/upgrade.ts';
 import { clientErrorAnswer, gatewayShape, REQUEST_ID_HEADER, sendError, sendErrorOnSocket, type RefusalShape } from './http/respond.ts';
 
 /**
@@ -99,6 +98,9 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
   });
   return server;
 }
+
+/** The request offers an upgrade to WebSocket: the one upgrade the proxy listener carries (docs/behaviour.md#gateway-answers). */
+const offersWebSocket = (req: IncomingMessage): boolean => /^websocket$/i.test(String(req.headers.upgrade ?? ''));
 
 /** Refusals before any handler carry a request id too, as every answer does (README.md#the-sidecar-gw-sidecar). */
 const idOf = (req: IncomingMessage): Record<string, string> => ({ [REQUEST_ID_HEADER]: requestIdOf(req) });

@@ -15,7 +15,6 @@ import { clientGone, type Forwarder, type ForwardResult, type UpgradeForwarder }
 import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { rateHeadersFor } from './rate-headers.ts';
 import { requestIdOf } from '../http/request-id.ts';
-import { offersWebSocket } from '../http/upgrade.ts';
 import { REQUEST_ID_HEADER, sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { isIgnored, type RouteMatch, type RouteTable } from './routes.ts';
 import { Sampler, TIMING_SAMPLE_EVERY } from '../../common/sampler.ts';
@@ -282,8 +281,9 @@ export class Gateway {
   /** Connection upgrades (WebSocket) pass the same route, auth and limits before http-proxy carries them. */
   async #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer, requestId: string): Promise<void> {
     socket.on('error', (err) => this.#log(requestId).debug({ err }, 'upgrade socket error'));
-    // An opening handshake is a GET (RFC 6455 §4.1); http-proxy would drop any other without a word.
-    if (req.method !== 'GET' || !offersWebSocket(req)) {
+    // Only a WebSocket offer gets here (bounded-server.ts). An opening handshake is a GET (RFC
+    // 6455 §4.1); http-proxy would drop any other without a word.
+    if (req.method !== 'GET') {
       sendErrorOnSocket(socket, gatewayErrors.badUpgrade, idHeaders(requestId));
       this.#deps.metrics.gatewayErrors.inc('', gatewayErrors.badUpgrade.code);
       return;
