@@ -1,7 +1,7 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { gatewaySettingsSchema } from '../../crds/settings.ts';
 import { StreamRateLimitWaitError } from './errors.ts';
-import { StreamLimiter, StreamLimiters, streamMaxWaitMs } from './stream-limiter.ts';
+import { SlotTime, SlotWait, StreamLimiter, StreamLimiters, streamMaxWaitMs } from './stream-limiter.ts';
 
 /** A caller that takes its slot and waits for it, as the gateway does for a request its limits admit. */
 const acquire = async (limiter: StreamLimiter, maxWaitMs: number, signal?: AbortSignal): Promise<void> => limiter.take(maxWaitMs).wait(signal);
@@ -263,6 +263,40 @@ describe('StreamLimiter on a clock moved by hand', () => {
     limiters.release({ apiId: 'a', id: fourth! });
     // All three given back: the next slots are at 2000 and 4000, one per interval.
     expect(startsOf([0, 1].map(() => limiters.reserve({ apiId: 'a', limit, maxWaitMs: 20_000 })), t0)).toEqual([2000, 4000]);
+  });
+});
+
+describe('SlotWait', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('releases callers in slot order when the clock reads a timer early, slots 1 ms apart', async () => {
+    vi.useFakeTimers({ now: 0 });
+    // Date.now() may read a millisecond behind the timers' clock: here, at the first slot's moment.
+    const now = (): number => (Date.now() === 200 ? 199 : Date.now());
+    const wait = new SlotWait(now);
+    const order: string[] = [];
+    const first = wait.until(new SlotTime(200), undefined, () => undefined).then(() => order.push('200'));
+    const second = wait.until(new SlotTime(201), undefined, () => undefined).then(() => order.push('201'));
+    const sameAsFirst = wait.until(new SlotTime(200), undefined, () => undefined).then(() => order.push('200 again'));
+    await vi.advanceTimersByTimeAsync(200);
+    expect(order).toEqual([]);
+    await vi.advanceTimersByTimeAsync(1);
+    await Promise.all([first, second, sameAsFirst]);
+    expect(order).toEqual(['200', '200 again', '201']);
+  });
+
+  it('a slot given after a later one still goes first', async () => {
+    vi.useFakeTimers({ now: 0 });
+    const wait = new SlotWait();
+    const order: number[] = [];
+    const later = wait.until(new SlotTime(300), undefined, () => undefined).then(() => order.push(300));
+    const sooner = wait.until(new SlotTime(100), undefined, () => undefined).then(() => order.push(100));
+    await vi.advanceTimersByTimeAsync(100);
+    await sooner;
+    expect(order).toEqual([100]);
+    await vi.advanceTimersByTimeAsync(200);
+    await later;
+    expect(order).toEqual([100, 300]);
   });
 });
 

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { CompiledApi, CompiledStreamLimit } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
 import { StreamRateLimitWaitError } from './errors.ts';
@@ -100,13 +99,20 @@ export class SlotTime {
 }
 
 /**
- * The callers of one slot wait on one timer, so they go on in arrival order: timers of
- * different lengths set at different times may fire in either order at the same moment. A
- * caller whose slot is brought forward joins the callers of its new time, after them.
+ * The waiting callers' slot times, on one timer: when it fires, every time that has come is
+ * resolved in time order, and each time's callers in arrival order. So callers go on in the
+ * order of their slots even when two slots are a millisecond apart (separate timers set at
+ * different moments may fire in either order within one millisecond). A caller whose slot is
+ * brought forward joins the callers of its new time, after them.
  */
 export class SlotWait {
   readonly #now: () => number;
-  readonly #timers = new Map<number, Promise<void>>();
+  /** A promise per slot time still to come, resolved when it comes. */
+  readonly #due = new Map<number, { came: Promise<void>; resolve: () => void }>();
+  /** The keys of `#due`, ascending: slots are mostly given in time order, so this mostly appends. */
+  readonly #times: number[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #timerAt = Infinity;
 
   constructor(now: () => number = Date.now) {
     this.#now = now;
@@ -122,7 +128,7 @@ export class SlotWait {
       const start = time.startMs;
       if (start <= this.#now() && !signal?.aborted) return;
       try {
-        const came = await abortable(Promise.race([this.#timerOf(start).then(() => true), time.nextMove().then(() => false)]), signal);
+        const came = await abortable(Promise.race([this.#cameOf(start).then(() => true), time.nextMove().then(() => false)]), signal);
         if (came) return;
       } catch (error) {
         release();
@@ -132,18 +138,39 @@ export class SlotWait {
     }
   }
 
-  #timerOf(start: number): Promise<void> {
-    let timer = this.#timers.get(start);
-    if (timer === undefined) {
-      timer = this.#sleepUntil(start).finally(() => this.#timers.delete(start));
-      this.#timers.set(start, timer);
+  #cameOf(start: number): Promise<void> {
+    let due = this.#due.get(start);
+    if (due === undefined) {
+      const { promise, resolve } = Promise.withResolvers<void>();
+      due = { came: promise, resolve };
+      this.#due.set(start, due);
+      let at = this.#times.length;
+      while (at > 0 && this.#times[at - 1]! > start) at -= 1;
+      this.#times.splice(at, 0, start);
+      if (start < this.#timerAt) this.#arm(start);
     }
-    return timer;
+    return due.came;
   }
 
-  async #sleepUntil(start: number): Promise<void> {
-    // Timers may fire a little early: wait until the slot's time has really come.
-    for (let left = start - this.#now(); left > 0; left = start - this.#now()) await sleep(left);
+  #arm(start: number): void {
+    clearTimeout(this.#timer);
+    this.#timerAt = start;
+    this.#timer = setTimeout(() => this.#fire(), Math.max(0, start - this.#now()));
+  }
+
+  #fire(): void {
+    this.#timer = undefined;
+    this.#timerAt = Infinity;
+    // Timers may fire a little early by Date.now()'s clock: a time not yet come waits for the next turn.
+    const nowMs = this.#now();
+    let come = 0;
+    while (come < this.#times.length && this.#times[come]! <= nowMs) come += 1;
+    for (const start of this.#times.splice(0, come)) {
+      this.#due.get(start)?.resolve();
+      this.#due.delete(start);
+    }
+    const next = this.#times[0];
+    if (next !== undefined) this.#arm(next);
   }
 }
 
