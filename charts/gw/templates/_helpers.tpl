@@ -148,16 +148,28 @@ password is guessed offline at billions of tries a second.
 {{- end }}
 {{- end }}
 
+{{/*
+An image reference: repository@digest when a digest is given, else repository:tag (the
+chart's appVersion when the tag is empty). Call with (dict "ctx" $ "image" IMAGE "tag" TAG).
+*/}}
 {{- define "gw.image" -}}
-{{- printf "%s:%s" .repository (default .ctx.Chart.AppVersion .ctx.Values.image.tag) }}
+{{- if .image.digest }}
+{{- printf "%s@%s" .image.repository .image.digest }}
+{{- else }}
+{{- printf "%s:%s" .image.repository (default .ctx.Chart.AppVersion .tag) }}
+{{- end }}
 {{- end }}
 
 {{- define "gw.operator.image" -}}
-{{ include "gw.image" (dict "ctx" . "repository" .Values.operator.image.repository) }}
+{{ include "gw.image" (dict "ctx" . "image" .Values.operator.image "tag" .Values.image.tag) }}
 {{- end }}
 
 {{- define "gw.sidecar.image" -}}
-{{ include "gw.image" (dict "ctx" . "repository" .Values.sidecar.image.repository) }}
+{{ include "gw.image" (dict "ctx" . "image" .Values.sidecar.image "tag" .Values.image.tag) }}
+{{- end }}
+
+{{- define "gw.redis.image" -}}
+{{ include "gw.image" (dict "ctx" . "image" .Values.redis.image "tag" .Values.redis.image.tag) }}
 {{- end }}
 
 {{/*

@@ -452,6 +452,8 @@ describe('helm template with non-default values', () => {
       [{ 'redis.enabled': false, 'redis.external.url': 'redis://ext:6379', 'redis.external.password': 'pw' }, 'redis.external.password is for the sentinel and cluster modes'],
       [{ 'redis.auth.password': 'pw', 'redis.auth.existingSecret': 'mine' }, 'redis.auth.password and redis.auth.existingSecret are both set'],
       [{ 'auth.adminSecret': 'a'.repeat(32), 'auth.existingSecret': 'mine' }, 'auth.adminSecret and auth.existingSecret are both set'],
+      [{ 'admin.enabled': false, 'auth.portalSecret': 'p'.repeat(32) }, 'auth.portalSecret is set with admin.enabled=false: only the admin gateway uses the admin and portal keys'],
+      [{ 'admin.enabled': false, 'auth.existingSecret': 'mine' }, 'auth.existingSecret is set with admin.enabled=false'],
     ];
     for (const [values, message] of refusals) {
       const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(values)], { allowFail: true });
@@ -649,15 +651,32 @@ describe('helm template with non-default values', () => {
     expect(acme.selector).toContainEqual({ key: 'kubernetes.io/metadata.name', operator: 'In', values: [appNs] });
   });
 
-  it('runs two operator replicas with a disruption budget, and can leave the admin gateway out', async () => {
+  it('runs two operator replicas with a disruption budget, and can leave the admin gateway out, with its keys', async () => {
     const objects = await renderChart(ns, { 'operator.replicas': 2, 'admin.enabled': false, 'redis.persistence.enabled': false });
     expect(findObject(objects, 'Deployment', 'gw-operator').spec.replicas).toBe(2);
     expect(findObject(objects, 'PodDisruptionBudget', 'gw-operator').spec.maxUnavailable).toBe(1);
     expect(objects.some((o) => o.metadata.name.startsWith('gw-admin'))).toBe(false);
+    expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name)).toEqual(['gw-redis']);
     const redis = findObject(objects, 'StatefulSet', 'gw-redis');
     expect(redis.spec.volumeClaimTemplates).toBeUndefined();
     expect(redis.spec.template.spec.volumes.find((v: { name: string }) => v.name === 'data').emptyDir).toEqual({});
     await serverValidate(objects);
+  });
+
+  it('pins each image by its digest when given, the tag then unused, and refuses a digest that is not sha256', async () => {
+    const digest = (c: string): string => `sha256:${c.repeat(64)}`;
+    const objects = await renderChart(ns, { 'image.tag': '9.9.9', 'operator.image.digest': digest('a'), 'sidecar.image.digest': digest('b'), 'redis.image.digest': digest('c') });
+    const images = podSpecs(objects).flatMap(({ spec }) => spec.containers.map((c: { image: string }) => c.image));
+    expect(new Set(images)).toEqual(new Set([`gw-operator@${digest('a')}`, `gw-sidecar@${digest('b')}`, `gw-redis@${digest('c')}`]));
+    const operator = findObject(objects, 'Deployment', 'gw-operator');
+    expect(envValue(containerEnv(operator), 'GW_SIDECAR_IMAGE').value).toBe(`gw-sidecar@${digest('b')}`);
+    await serverValidate(objects);
+    // Only the sidecar pinned: the others keep the tag.
+    const one = await renderChart(ns, { 'image.tag': '9.9.9', 'sidecar.image.digest': digest('b') });
+    expect(findObject(one, 'Deployment', 'gw-operator').spec.template.spec.containers[0].image).toBe('gw-operator:9.9.9');
+    const refused = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'sidecar.image.digest': 'latest' })], { allowFail: true });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("at '/sidecar/image/digest'");
   });
 
   it('serves the admin listener over HTTPS from a TLS Secret when told, leaving health plain for the probes', async () => {
