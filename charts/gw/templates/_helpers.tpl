@@ -36,14 +36,30 @@ part-of or version, never a selector label: the Deployments' selectors would sto
 */}}
 {{- define "gw.labels" -}}
 {{- include "gw.refuseSelectorLabels" (dict "labels" .Values.commonLabels "value" "commonLabels") }}
-{{- /* Helm checks these on an upgrade to tell its own objects: a release whose objects said otherwise could not be upgraded. */}}
-{{- range $key := list "app.kubernetes.io/managed-by" "helm.sh/chart" }}
-{{- if hasKey ($.Values.commonLabels | default dict) $key }}
-{{- fail (printf "commonLabels must not set %s: Helm sets it, and an object that says otherwise is not the release's to upgrade" $key) }}
-{{- end }}
-{{- end }}
+{{- include "gw.refuseHelmLabels" (dict "labels" .Values.commonLabels "value" "commonLabels") }}
 {{- $own := dict "helm.sh/chart" (include "gw.chart" .) "app.kubernetes.io/name" (include "gw.name" .) "app.kubernetes.io/instance" .Release.Name "app.kubernetes.io/version" .Chart.AppVersion "app.kubernetes.io/managed-by" .Release.Service "app.kubernetes.io/part-of" "gw" }}
 {{- toYaml (merge (deepCopy (.Values.commonLabels | default dict)) $own) }}
+{{- end }}
+
+{{/*
+Fails when the labels of a value set a label Helm checks on an upgrade to tell its own objects:
+a release whose objects said otherwise could not be upgraded. Call with (dict "labels" MAP "value" NAME).
+*/}}
+{{- define "gw.refuseHelmLabels" -}}
+{{- range $key := list "app.kubernetes.io/managed-by" "helm.sh/chart" }}
+{{- if hasKey ($.labels | default dict) $key }}
+{{- fail (printf "%s must not set %s: Helm sets it, and an object that says otherwise is not the release's to upgrade" $.value $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+An object's labels with a value's own labels added, each key once, the value's winning over the
+chart's and commonLabels. Call with (dict "labels" YAML "extra" MAP "value" NAME).
+*/}}
+{{- define "gw.labelsWith" -}}
+{{- include "gw.refuseHelmLabels" (dict "labels" .extra "value" .value) }}
+{{- toYaml (merge (deepCopy (.extra | default dict)) (.labels | fromYaml)) }}
 {{- end }}
 
 {{/* Fails when the labels of a value set a selector label; call with (dict "labels" MAP "value" NAME). */}}
@@ -309,5 +325,25 @@ The chart's Redis's --maxmemory: three quarters of its memory limit when that is
 {{- $mib := regexFind "^[0-9]+" $limit | int64 }}
 {{- if hasSuffix "Gi" $limit }}{{ $mib = mul $mib 1024 }}{{ end }}
 {{- printf "%dmb" (div (mul $mib 3) 4) }}
+{{- end }}
+{{- end }}
+
+{{/*
+A component's pod affinity: the given one, else replicas spread over nodes where the scheduler
+can (preferred, so one node still runs them all), so that one node's loss does not take every
+replica. Call with (dict "ctx" $ "component" NAME "affinity" MAP).
+*/}}
+{{- define "gw.affinity" -}}
+{{- if .affinity }}
+{{- toYaml .affinity }}
+{{- else -}}
+podAntiAffinity:
+  preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm:
+        topologyKey: kubernetes.io/hostname
+        labelSelector:
+          matchLabels:
+            {{- include "gw.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 12 }}
 {{- end }}
 {{- end }}

@@ -651,9 +651,13 @@ describe('helm template with non-default values', () => {
     expect(acme.selector).toContainEqual({ key: 'kubernetes.io/metadata.name', operator: 'In', values: [appNs] });
   });
 
-  it('runs two operator replicas with a disruption budget, and can leave the admin gateway out, with its keys', async () => {
+  it('runs two operator replicas on different nodes where it can, with a disruption budget, and can leave the admin gateway out, with its keys', async () => {
     const objects = await renderChart(ns, { 'operator.replicas': 2, 'admin.enabled': false, 'redis.persistence.enabled': false });
-    expect(findObject(objects, 'Deployment', 'gw-operator').spec.replicas).toBe(2);
+    const operator = findObject(objects, 'Deployment', 'gw-operator');
+    expect(operator.spec.replicas).toBe(2);
+    expect(operator.spec.template.spec.affinity).toEqual({
+      podAntiAffinity: { preferredDuringSchedulingIgnoredDuringExecution: [{ weight: 100, podAffinityTerm: { topologyKey: 'kubernetes.io/hostname', labelSelector: { matchLabels: operator.spec.selector.matchLabels } } }] },
+    });
     expect(findObject(objects, 'PodDisruptionBudget', 'gw-operator').spec.maxUnavailable).toBe(1);
     expect(objects.some((o) => o.metadata.name.startsWith('gw-admin'))).toBe(false);
     expect(objects.filter((o) => o.kind === 'Secret').map((o) => o.metadata.name)).toEqual(['gw-redis']);
@@ -661,6 +665,12 @@ describe('helm template with non-default values', () => {
     expect(redis.spec.volumeClaimTemplates).toBeUndefined();
     expect(redis.spec.template.spec.volumes.find((v: { name: string }) => v.name === 'data').emptyDir).toEqual({});
     await serverValidate(objects);
+
+    // An affinity given replaces the spread.
+    const nodeAffinity = { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchExpressions: [{ key: 'pool', operator: 'In', values: ['control'] }] }] } };
+    const given = await renderChart(ns, { 'admin.affinity': { nodeAffinity } });
+    expect(findObject(given, 'Deployment', 'gw-admin').spec.template.spec.affinity).toEqual({ nodeAffinity });
+    expect(findObject(given, 'Deployment', 'gw-operator').spec.template.spec.affinity.podAntiAffinity).toBeDefined();
   });
 
   it('pins each image by its digest when given, the tag then unused, and refuses a digest that is not sha256', async () => {

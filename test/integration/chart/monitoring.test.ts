@@ -181,6 +181,18 @@ describe('chart monitoring', () => {
     expect(result.stdout).toContain('SUCCESS');
   });
 
+  it("gives a label that commonLabels also sets once, the monitoring value's, and refuses Helm's own labels", async () => {
+    const values = { ...ON, commonLabels: { release: 'common', team: 'edge' }, 'monitoring.prometheusRule.labels': { release: 'rules' }, 'monitoring.dashboard.labels': { team: 'dash' } };
+    // parseManifest refuses a document with a key twice, so each label is there once.
+    const rendered = await renderChart(ns, values);
+    for (const monitor of rendered.filter((o) => o.kind === 'PodMonitor')) expect(monitor.metadata.labels).toMatchObject({ release: 'prom', team: 'edge', 'app.kubernetes.io/part-of': 'gw' });
+    expect(findObject(rendered, 'PrometheusRule', 'gw').metadata.labels).toMatchObject({ release: 'rules', team: 'edge' });
+    expect(findObject(rendered, 'ConfigMap', 'gw-dashboard').metadata.labels).toMatchObject({ release: 'common', team: 'dash', grafana_dashboard: '1' });
+    const refused = await helm(['template', 'gw', CHART_DIR, ...setArgs({ ...ON, 'monitoring.podMonitors.labels': { 'app.kubernetes.io/managed-by': 'me' } })], { allowFail: true });
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain('monitoring.podMonitors.labels must not set app.kubernetes.io/managed-by: Helm sets it');
+  });
+
   it('ships the dashboard in a ConfigMap the API server accepts, labelled for Grafana', async () => {
     const configMap = findObject(objects, 'ConfigMap', 'gw-dashboard');
     expect(configMap.metadata.labels).toMatchObject({ grafana_dashboard: '1' });
