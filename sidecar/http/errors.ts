@@ -34,6 +34,7 @@ export const gatewayErrors = {
   upstreamUnreachable: define('upstream_unreachable', 502, 'Upstream unreachable'),
   upstreamTimeout: define('upstream_timeout', 504, 'Upstream timed out'),
   badUpgrade: define('bad_upgrade', 400, 'Unsupported connection upgrade'),
+  upstreamBadUpgrade: define('upstream_bad_upgrade', 502, 'Upstream switched protocols without a WebSocket handshake'),
   internal: define('internal_error', 500, 'Internal gateway error'),
   badRequest: define('bad_request', 400, 'Malformed HTTP request'),
   headersTooLarge: define('headers_too_large', 431, 'Request header fields too large'),

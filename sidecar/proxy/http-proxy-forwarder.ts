@@ -8,6 +8,7 @@ import { sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
 import { CONNECTIONS_PER_ORIGIN, refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder, type UpgradeTarget } from './forwarder.ts';
 import { removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders, wantsClose } from './headers.ts';
+import { completesWebSocketHandshake, expectedWebSocketAccept } from './websocket-handshake.ts';
 
 class UpstreamTimeoutError extends Error {
   readonly code = 'upstream_timeout';
@@ -68,6 +69,8 @@ function cutWhenStalled(upstreamAnswer: IncomingMessage, socket: Duplex, timeout
 /** An upgrade handed to http-proxy: what its answer carries, and how it went once known. */
 interface PendingUpgrade {
   answerHeaders: Record<string, string>;
+  /** The Sec-WebSocket-Accept a 101 must carry (null: the client sent no key, so no 101 completes it). */
+  expectedAccept: string | null;
   settled: boolean;
   /** The gateway answered it (502, 504): its answer is on its way out, the socket closes after it. */
   answeredHere: boolean;
@@ -286,7 +289,7 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     // A client that left during admission is never sent upstream (README.md#the-sidecar-gw-sidecar).
     if (socket.destroyed) return Promise.resolve({ status: CLIENT_CLOSED_REQUEST, upstreamSeconds: null, error: null });
     return new Promise((resolve) => {
-      const pending: PendingUpgrade = { answerHeaders, settled: false, answeredHere: false, settle: resolve };
+      const pending: PendingUpgrade = { answerHeaders, expectedAccept: expectedWebSocketAccept(req.headers), settled: false, answeredHere: false, settle: resolve };
       this.#upgrades.set(req, pending);
       this.#proxy.ws(req, socket, head, { target: origin, agent: this.#agentFor(origin) }, () => {
         // Before any answer, the upstream could not be reached; after the upstream's, the tunnel broke.
@@ -311,6 +314,19 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
       stampUpgradeAnswer(upstreamAnswer, pending.answerHeaders);
       settle(pending, { status: upstreamAnswer.statusCode ?? 101, upstreamSeconds: null, error: null });
     };
+    // http-proxy switches the client's connection over on any 101, in an 'upgrade' listener of
+    // its own added after this one. A 101 that does not complete this WebSocket handshake never
+    // reaches it: the client gets the gateway's 502, and the upstream connection is closed.
+    const emit = proxyReq.emit;
+    proxyReq.emit = ((event: string | symbol, ...args: unknown[]): boolean => {
+      if (event !== 'upgrade') return emit.call(proxyReq, event, ...args);
+      const [upstreamAnswer, upstreamSocket] = args as [IncomingMessage, Duplex];
+      if (completesWebSocketHandshake(upstreamAnswer.statusCode, upstreamAnswer.headers, pending.expectedAccept)) return emit.call(proxyReq, event, ...args);
+      clearTimeout(deadline);
+      upstreamSocket.destroy();
+      this.#answerUpgrade(socket, pending, gatewayErrors.upstreamBadUpgrade);
+      return true;
+    }) as ClientRequest['emit'];
     proxyReq.once('upgrade', (upstreamAnswer: IncomingMessage, upstreamSocket: Duplex) => {
       upgraded = true;
       // http-proxy ends the upstream's side when the client's ends or fails, not when it is cut

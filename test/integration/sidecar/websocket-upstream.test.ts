@@ -1,5 +1,6 @@
 import { createServer, request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import { once } from 'node:events';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
@@ -69,8 +70,11 @@ function refusedUpgrade(url: string): Promise<RefusalBody> {
   });
 }
 
-/** An upstream's raw refusal of an upgrade: its head, saying the body is `length` bytes long. */
-const refusalHead = (length: number): string => `HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: ${length}\r\n\r\n`;
+/**
+ * An upstream's raw refusal of an upgrade: its head, saying the body is `length` bytes long. The
+ * connection closes after it, as the upgrade handler holds the raw socket and reads no more requests.
+ */
+const refusalHead = (length: number): string => `HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: ${length}\r\nconnection: close\r\n\r\n`;
 
 /**
  * README.md#gateway-settings: an upgrade the upstream does not answer gets its 504 within
@@ -83,6 +87,8 @@ describe.each(['undici', 'http-proxy'] as const)('WebSocket upgrades the upstrea
   let sidecar: RunningSidecar;
   /** The upstream's connections that carry a `/hangws` upgrade, while open. */
   const hung = new Set<Socket>();
+  /** What reached the upstream over a connection it switched without a WebSocket handshake. */
+  const tunnelled: string[] = [];
 
   beforeAll(async () => {
     namespace = await createNamespace(`sc-ws-hang-${forwarder}`);
@@ -110,6 +116,15 @@ describe.each(['undici', 'http-proxy'] as const)('WebSocket upgrades the upstrea
           socket.write('refused. '.padEnd(10));
           sent += 1;
         }, TIMEOUT_MS / 3);
+        return;
+      }
+      // `/fake101` and `/h2c101` switch without completing the WebSocket handshake (no accept
+      // value; another protocol), then read whatever comes as HTTP, as httpbin's /status/101 does.
+      if (req.url === '/fake101' || req.url === '/h2c101') {
+        socket.on('error', () => undefined);
+        socket.once('end', () => socket.end());
+        socket.on('data', (chunk: Buffer) => tunnelled.push(chunk.toString('latin1')));
+        socket.write(`HTTP/1.1 101 Switching Protocols\r\nupgrade: ${req.url === '/h2c101' ? 'h2c' : 'websocket'}\r\nconnection: Upgrade\r\n\r\n`);
         return;
       }
       if (req.url === '/hangws') {
@@ -188,6 +203,37 @@ describe.each(['undici', 'http-proxy'] as const)('WebSocket upgrades the upstrea
     await eventually(() => hung.size === 0, 2000, 'the stalled refusal’s upstream connection closed');
     // Each counted with the upstream's answer, as a request's is.
     expect(await counted(sidecar, api, '4xx')).toBe(2);
+  }, 20_000);
+
+  it('answers 502 to a 101 that does not complete the WebSocket handshake, and tunnels nothing past auth and limits', async () => {
+    const { api, base } = await deploy();
+    const { host, pathname } = new URL(base);
+    for (const path of ['/fake101', '/h2c101']) {
+      const socket = connect({ host: host.split(':')[0], port: Number(host.split(':')[1]) });
+      let received = '';
+      socket.setEncoding('latin1');
+      socket.on('data', (chunk: string) => (received += chunk));
+      const closed = once(socket, 'close');
+      await once(socket, 'connect');
+      socket.write(`GET ${pathname}${path} HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+      // What a client would send next, if the gateway had switched: a request of its own choosing.
+      socket.write(`GET /tunnelled HTTP/1.1\r\nhost: x\r\n\r\n`);
+      await closed;
+      expect(received, path).toMatch(/^HTTP\/1\.1 502 /);
+      expect(received).toContain('x-gw-error-code: upstream_bad_upgrade');
+      expect(received).toContain('{"error":"Upstream switched protocols without a WebSocket handshake"}');
+      expect(received).not.toContain('101');
+    }
+    expect(tunnelled.join('')).not.toContain('/tunnelled');
+    expect(await counted(sidecar, api, '5xx')).toBe(2);
+    expect(await counted(sidecar, api, '1xx')).toBe(0);
+    // A real handshake still opens.
+    const ws = new WebSocket(`${base.replace('http', 'ws')}/ws`);
+    await new Promise<void>((resolve, reject) => {
+      ws.on('open', () => resolve());
+      ws.on('error', reject);
+    });
+    ws.close();
   }, 20_000);
 
   it('answers an upgrade the upstream cannot take, or that is no WebSocket handshake, in the gateway’s shape', async () => {
