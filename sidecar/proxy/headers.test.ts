@@ -19,6 +19,11 @@ describe('upstreamRequestHeaders', () => {
     });
   });
 
+  it("keeps the gateway's request id even when the client names it in Connection", () => {
+    const out = upstreamRequestHeaders(request({ host: 'gw.example', connection: 'keep-alive, X-Request-Id, Authorization', 'x-request-id': 'id-1', authorization: 'k' }));
+    expect(out).toEqual({ 'x-request-id': 'id-1', 'x-forwarded-for': '10.0.0.9', 'x-forwarded-proto': 'http', 'x-forwarded-host': 'gw.example' });
+  });
+
   it('drops a plain Connection: keep-alive and its Keep-Alive, whatever the case of the name it gives', () => {
     for (const connection of ['keep-alive', 'Keep-Alive']) {
       const out = upstreamRequestHeaders(request({ host: 'gw.example', connection, 'keep-alive': 'timeout=5', accept: 'text/plain' }));

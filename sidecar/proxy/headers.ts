@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import type { TLSSocket } from 'node:tls';
+import { REQUEST_ID_HEADER } from '../http/respond.ts';
 
 /**
  * Header rules shared by both forwarders: hop-by-hop headers (RFC 9110 §7.6.1, plus the
@@ -60,9 +61,14 @@ export function wantsClose(req: IncomingMessage): boolean {
   return tokens?.has('close') ?? false;
 }
 
-/** Headers for the upstream request: no hop-by-hop, no Host (the forwarder sets the upstream's), X-Forwarded-* set. */
+/**
+ * Headers for the upstream request: no hop-by-hop, no Host (the forwarder sets the upstream's),
+ * X-Forwarded-* set. The request id is the gateway's own (sidecar/http/request-id.ts), as the
+ * X-Forwarded-* are: a client that names it in Connection does not keep it from the upstream.
+ */
 export function upstreamRequestHeaders(req: IncomingMessage): Record<string, string | string[]> {
   const named = connectionTokens(req.headers.connection);
+  named?.delete(REQUEST_ID_HEADER);
   const out: Record<string, string | string[]> = {};
   const source: IncomingHttpHeaders = req.headers;
   for (const name in source) {
