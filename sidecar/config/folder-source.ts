@@ -4,6 +4,7 @@ import type { Logger } from '../../common/logger.ts';
 import { sessionFromKey } from '../../common/session-from-key.ts';
 import { parseSession, type SessionStore } from '../../common/session-store.ts';
 import type { Session } from '../../crds/session.ts';
+import { keyHashPattern } from '../../crds/key-hash.ts';
 import { apiVersion, group, kindNames } from '../../crds/kinds.ts';
 import { ApiCompileCache, compile, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import type { CompiledApi, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
@@ -96,6 +97,9 @@ function addProblem(problems: FolderProblem[], logger: Logger, file: string, pro
 }
 
 const knownKinds: ReadonlySet<string> = new Set(kindNames);
+
+const keyHashFormat = new RegExp(keyHashPattern);
+const NOT_A_KEY_HASH = 'spec.key_hash is not a key hash (64 characters 0-9a-f, the SHA-256 of the key; never the key itself); skipped';
 
 /**
  * Documents meant for gw that no reader takes: a kind misspelt (`ApiDefintion`), or a version
@@ -602,6 +606,9 @@ export class FolderConfigSource implements ConfigSource {
       const spec = doc.object.spec as { key_hash?: unknown } | undefined;
       const subject = `Key ${meta?.namespace ?? this.#options.defaultNamespace}/${meta?.name ?? `in ${basename(doc.file.path)}`}`;
       if (meta === null || typeof spec?.key_hash !== 'string') problems.push(this.#unservableKey(doc, meta, subject));
+      // Not a hash: most likely the raw key pasted in its place. It names no session (nothing is
+      // read, written or logged under it), and the problem does not repeat it.
+      else if (!keyHashFormat.test(spec.key_hash)) addProblem(problems, this.#options.logger, doc.file.path, { subject, reason: NOT_A_KEY_HASH, kind: 'Key', code: 'InvalidSpec' });
       else keys.push({ doc, meta, hash: spec.key_hash, spec, subject });
     }
     return keys;

@@ -298,6 +298,35 @@ spec: { key_hash: ${keyHash(`${rawKey}-shouting`)}, access_rights: { private: {}
     expect(await status('/private/x', { authorization: `${rawKey}-shouting` })).toBe(200);
   });
 
+  it('refuses a raw key pasted as key_hash without repeating it, reading or writing a session under it, or logging it when fixed', async () => {
+    const rawKey = `pasted-${randomBytes(12).toString('hex')}`;
+    const pasted = authApiAndKey(upstream.url, rawKey).replace(keyHash(rawKey), rawKey);
+    await writeFile(join(dir, 'key.yaml'), pasted);
+    const redis = newRedisClient(testEnv().redisUrl);
+    try {
+      const monitor = await redis.monitor();
+      const commands: string[] = [];
+      monitor.on('monitor', (_time: string, args: string[]) => commands.push(args.join(' ')));
+      await start();
+      const problem = (await readyz()).body.problems.find((p) => p.subject === 'Key default/by-hand');
+      expect(problem).toEqual({ subject: 'Key default/by-hand', reason: expect.stringContaining('spec.key_hash is not a key hash'), file: 'key.yaml' });
+      expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="InvalidSpec"} 1');
+      expect(await status('/private/x', { authorization: rawKey })).toBe(403);
+
+      await writeFile(join(dir, 'key.yaml'), authApiAndKey(upstream.url, rawKey));
+      await eventually(async () => (await status('/private/x', { authorization: rawKey })) === 200, 10_000, 'the fixed Key served');
+      expect((await readyz()).body.problems).toEqual([]);
+      monitor.disconnect();
+      // A key never appears in full or in part (a 12-character log prefix, say).
+      const secretPart = rawKey.slice(0, 12);
+      expect(logs.filter((line) => line.includes(secretPart))).toEqual([]);
+      expect(commands.filter((command) => command.includes(secretPart))).toEqual([]);
+      expect(await redis.exists(sessionKey(rawKey))).toBe(0);
+    } finally {
+      redis.disconnect();
+    }
+  });
+
   it('keeps a Key that an edit made invalid on its last good session, and says so in the log too', async () => {
     const rawKey = randomBytes(16).toString('hex');
     await writeFile(join(dir, 'key.yaml'), authApiAndKey(upstream.url, rawKey));
