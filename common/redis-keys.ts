@@ -23,3 +23,10 @@ export const limiterKey = (limiterId: string, part: string): string => `${prefix
 
 /** Quota state of one rate-limit identity and scope. */
 export const quotaKey = (quotaId: string): string => `${prefix}quota:{${quotaId}}`;
+
+/**
+ * A gateway's probe while its Redis calls fail (sidecar/limits/store-health.ts): a short-lived
+ * write, so a Redis that answers but refuses writes (full under noeviction, a read-only replica)
+ * is not taken for one that is back.
+ */
+export const storeProbeKey = (instanceId: string): string => `${prefix}probe:${instanceId}`;

@@ -1,6 +1,7 @@
 import type { Cluster, Redis } from 'ioredis';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../common/logger.ts';
+import { storeProbeKey } from '../../common/redis-keys.ts';
 import { GatewayHeartbeat } from './heartbeat.ts';
 import { StoreHealth } from './store-health.ts';
 import { MemoryLimitStore } from './stores/memory-store.ts';
@@ -8,8 +9,10 @@ import { RedisLimitStore } from './stores/redis-store.ts';
 import type { LimitStore } from './stores/store.ts';
 import { withTimeout } from './stores/with-timeout.ts';
 
-/** How long a probe of a Redis whose calls have been failing waits for its PING (store-health.ts). */
+/** How long a probe of a Redis whose calls have been failing waits for its answer (store-health.ts). */
 const PROBE_TIMEOUT_MS = 1_000;
+/** The probe's key outlives no probe by much: it is written only while calls fail. */
+const PROBE_TTL_MS = 10_000;
 
 /**
  * What the engine counts with, built by whoever runs it (sidecar/app.ts, tests, benchmarks)
@@ -45,7 +48,9 @@ export interface LimitBackendOptions {
 
 export function createLimitBackends(options: LimitBackendOptions): LimitBackends {
   const { redis, instanceId } = options;
-  const health = new StoreHealth(options.logger, options.registry, redis ? () => withTimeout(redis.ping(), PROBE_TIMEOUT_MS) : undefined);
+  // A write, as the limit script's calls are: a PING is answered by a Redis that refuses them.
+  const probe = redis ? () => withTimeout(redis.set(storeProbeKey(instanceId), '1', 'PX', PROBE_TTL_MS), PROBE_TIMEOUT_MS) : undefined;
+  const health = new StoreHealth(options.logger, options.registry, probe);
   const now = options.now ?? Date.now;
   const drlPeer = options.drlPeer !== false;
   if (!redis) return { store: new MemoryLimitStore(now), peers: null, health, drlPeer };

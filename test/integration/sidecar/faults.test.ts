@@ -143,6 +143,32 @@ describe('Redis faults with redis_failure_mode: closed', () => {
     // No request is sent from here on: the readiness checks alone find Redis back.
     await eventually(async () => (await call(`${sidecar.healthUrl}/readyz`)).status === 200, 10_000, 'ready again');
   });
+
+  it('stays unready while Redis answers but refuses writes (full under noeviction), and is ready once it takes them', async () => {
+    const keyless = compiledApi(uniqueId('api'), upstream.url, { api_limit: { rate: 100, per: 60 } });
+    await writeConfigMap(namespace, keyless.api_id, JSON.stringify(compiledConfig([keyless])));
+    await eventually(() => servesApi(sidecar, keyless.api_id)());
+    await eventually(async () => (await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status === 200, 20_000, 'serving');
+    await client.config('SET', 'maxmemory-policy', 'noeviction');
+    await client.config('SET', 'maxmemory', '1');
+    try {
+      expect((await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status).toBe(503);
+      // Each check probes Redis again; it answers (a PING would pass) but takes no write.
+      for (let i = 0; i < 5; i += 1) {
+        expect((await call(`${sidecar.healthUrl}/readyz`)).status).toBe(503);
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect((await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status).toBe(503);
+    } finally {
+      await client.config('SET', 'maxmemory', '0');
+    }
+    await eventually(async () => (await call(`${sidecar.healthUrl}/readyz`)).status === 200, 10_000, 'ready again');
+    expect((await call(`${sidecar.proxyUrl}/${keyless.api_id}/`)).status).toBe(200);
+    // The probe's key expires by itself.
+    const probes = await client.keys('gw:probe:*');
+    expect(probes).toHaveLength(1);
+    expect(await client.pttl(probes[0]!)).toBeGreaterThan(0);
+  });
 });
 
 describe('stream rate limit on the upstream call', () => {
