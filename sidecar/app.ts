@@ -22,7 +22,7 @@ import type { ConfigSource } from './config/source.ts';
 import { KubeEventSink } from './events/kube-event-sink.ts';
 import { LogEventSink } from './events/log-event-sink.ts';
 import { Gateway } from './gateway/gateway.ts';
-import { boundedServer, boundedUpgrade } from './bounded-server.ts';
+import { answersInFlight, boundedServer, boundedUpgrade } from './bounded-server.ts';
 import { createHealthHandler, type Readiness } from '../common/health.ts';
 import { metricsOf } from '../common/metrics-text.ts';
 import { createLimitBackends } from './limits/backends.ts';
@@ -345,9 +345,12 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   let warmedUp = options.warmUpRequests === 0 || options.listen === PROXY_OFF;
   // Redis away makes the gateway unready only when it then refuses (failure mode closed):
   // failing open, it serves on, and an unready pod would take the app out of its Service.
+  // From the start of its stop, so that a load balancer sends it nothing new while it drains.
+  let stopping = false;
   const readiness = (): Readiness => {
     const reasons: string[] = [];
     const problems = [...runtime.problems()];
+    if (stopping) reasons.push('stopping');
     if (!runtime.loaded) reasons.push('config not loaded');
     if (!warmedUp) reasons.push('warming up');
     // A hung Redis keeps its connection up: its calls time out, which the store reports.
@@ -369,8 +372,13 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
   const drainMs = overrides.drainMs ?? 10_000;
   let warm: Promise<void> = Promise.resolve();
   const close = async (): Promise<void> => {
+    stopping = true;
     warming.abort();
-    await Promise.all([drain(proxyServer, drainMs, upgraded), drain(adminServer, drainMs), warm]);
+    await Promise.all([
+      drain(proxyServer, drainMs, { upgraded, answering: answersInFlight(proxyServer) }),
+      drain(adminServer, drainMs, { answering: answersInFlight(adminServer) }),
+      warm,
+    ]);
     await drain(healthServer, 1000);
     await runtime.stop();
     tls?.close();

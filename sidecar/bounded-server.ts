@@ -63,7 +63,10 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
     // request it also is, its Upgrade ignored as RFC 9110 §7.8 allows and nginx does.
     shouldUpgradeCallback: (req: IncomingMessage): boolean => server.listenerCount('upgrade') > 0 && offersWebSocket(req),
   };
+  const answering = new Set<ServerResponse>();
   const bounded: RequestListener = (req, res) => {
+    answering.add(res);
+    res.once('close', () => answering.delete(res));
     const refusal = tooManyHeaders(req) ? gatewayErrors.tooManyHeaders : refusedTarget(req);
     if (refusal !== null) {
       req.resume();
@@ -96,7 +99,15 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
     socket.on('error', () => socket.destroy());
     sendErrorOnSocket(socket, shape(gatewayErrors.connectNotServed, req.url ?? null), idOf(req));
   });
+  answers.set(server, answering);
   return server;
+}
+
+const answers = new WeakMap<Server, ReadonlySet<ServerResponse>>();
+
+/** The answers a bounded server has in flight, for its drain (common/listen.ts) to close their connections after them. */
+export function answersInFlight(server: Server): ReadonlySet<ServerResponse> {
+  return answers.get(server) ?? new Set();
 }
 
 /** The request offers an upgrade to WebSocket: the one upgrade the proxy listener carries (docs/behaviour.md#gateway-answers). */

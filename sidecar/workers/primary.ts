@@ -303,7 +303,8 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
           return `${await sum.text(workers)}\n${await metricsText(metrics.registry)}`;
         },
       },
-      { readiness: () => readinessOf(slots) },
+      // Stopping, the workers drain: none should be sent anything new.
+      { readiness: () => (stopping ? { ready: false, reasons: ['stopping'], problems: [] } : readinessOf(slots)) },
     ),
     {},
   );
