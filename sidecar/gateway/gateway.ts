@@ -275,7 +275,7 @@ export class Gateway {
     if (result.error === null) return;
     this.#deps.metrics.gatewayErrors.inc(api, result.error.code);
     // The upstream failed (502, 504): what an operator looks for first.
-    if (result.status >= 500) this.#log(requestId).warn({ api, upstream, status: result.status, code: result.error.code }, 'upstream failed');
+    if (result.status >= 500) this.#log(requestId).warn({ api, upstream, status: result.status, code: result.error.code, cause: result.cause }, 'upstream failed');
   }
 
   /** Connection upgrades (WebSocket) pass the same route, auth and limits before http-proxy carries them. */

@@ -49,6 +49,20 @@ export interface ForwardResult {
   upstreamSeconds: number | null;
   /** The gateway's own answer (413, 502, 504) when it gave one instead of the upstream's. */
   error: GatewayError | null;
+  /** Why the upstream failed, for the log line of a 502 or 504 (`failureCause`). */
+  cause?: string;
+}
+
+/**
+ * What an operator needs of an upstream failure to tell refused from reset, a name not found or
+ * a certificate refused: the error's code (ECONNREFUSED, ECONNRESET, ENOTFOUND,
+ * UND_ERR_HEADERS_TIMEOUT, DEPTH_ZERO_SELF_SIGNED_CERT, …), else its class's name. Never its
+ * message, which may hold the request's URL, and so a key in its query.
+ */
+export function failureCause(err: unknown): string {
+  if (typeof err !== 'object' || err === null) return 'unknown';
+  const { code, name } = err as { code?: unknown; name?: unknown };
+  return typeof code === 'string' ? code : typeof name === 'string' ? name : 'unknown';
 }
 
 /**

@@ -6,7 +6,7 @@ import httpProxy from 'http-proxy';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors, type GatewayError } from '../http/errors.ts';
 import { sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import { CONNECTIONS_PER_ORIGIN, refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder, type UpgradeTarget } from './forwarder.ts';
+import { CONNECTIONS_PER_ORIGIN, failureCause, refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder, type UpgradeTarget } from './forwarder.ts';
 import { removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders, wantsClose } from './headers.ts';
 import { completesWebSocketHandshake, expectedWebSocketAccept } from './websocket-handshake.ts';
 
@@ -214,15 +214,20 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     return new Promise((resolve) => {
       let upstreamSeconds: number | null = null;
       let error: GatewayError | null = null;
+      let cause: string | undefined;
       let gaveUp = false;
       const fail = (err: unknown): void => {
-        if (!gaveUp) error = this.#fail(req, res, err) ?? error;
+        if (gaveUp) return;
+        const answered = this.#fail(req, res, err);
+        if (answered === null) return;
+        error = answered;
+        cause = failureCause(err);
       };
       res.once('pipe', () => {
         upstreamSeconds = (performance.now() - started) / 1000;
       });
       // A client that left before the answer is no upstream failure (docs/behaviour.md#gateway-answers).
-      res.once('close', () => resolve(request.signal.aborted && !res.headersSent ? { status: CLIENT_CLOSED_REQUEST, upstreamSeconds, error: null } : { status: res.statusCode, upstreamSeconds, error }));
+      res.once('close', () => resolve(request.signal.aborted && !res.headersSent ? { status: CLIENT_CLOSED_REQUEST, upstreamSeconds, error: null } : { status: res.statusCode, upstreamSeconds, error, cause }));
       body?.once('error', fail);
       const agent = this.#agentFor(request.origin);
       this.#proxy.web(req, res, { target: request.origin, agent, buffer: body }, fail);

@@ -5,7 +5,7 @@ import type { Dispatcher } from 'undici';
 import { CLIENT_CLOSED_REQUEST, gatewayErrors } from '../http/errors.ts';
 import { sendError } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
-import { CONNECTIONS_PER_ORIGIN, refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions } from './forwarder.ts';
+import { CONNECTIONS_PER_ORIGIN, failureCause, refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions } from './forwarder.ts';
 import { clientResponseHeaders, upstreamRequestHeaders } from './headers.ts';
 
 /** Which gateway error an upstream failure before the response headers becomes. */
@@ -158,7 +158,7 @@ class UpstreamExchange implements Dispatcher.DispatchHandler {
     // leave the client's next keep-alive request stuck behind its unread bytes.
     if (!req.complete) refuseRestOfBody(req, res);
     sendError(res, failure, rateHeaders, answerHeaders);
-    this.#finish({ status: failure.status, upstreamSeconds: null, error: failure });
+    this.#finish({ status: failure.status, upstreamSeconds: null, error: failure, cause: failureCause(err) });
   }
 
   #finish(result: ForwardResult): void {

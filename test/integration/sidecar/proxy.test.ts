@@ -282,7 +282,7 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(res.headers['x-gw-error-code']).toBe('upstream_unreachable');
     expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
     expect(await gatewayErrorCount(api.api_id, 'upstream_unreachable')).toBe(1);
-    expect(upstreamFailures(String(res.headers['x-request-id']))).toMatchObject([{ level: 40, api: api.api_id, upstream: closed.url, status: 502, code: 'upstream_unreachable' }]);
+    expect(upstreamFailures(String(res.headers['x-request-id']))).toMatchObject([{ level: 40, api: api.api_id, upstream: closed.url, status: 502, code: 'upstream_unreachable', cause: 'ECONNREFUSED' }]);
   });
 
   it('a client that leaves mid-body after the 502 of an unreachable upstream is let go, and the gateway serves on', async () => {
@@ -315,7 +315,10 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(res.json()).toEqual({ error: 'Upstream timed out' });
     expect(res.headers['x-gw-error-code']).toBe('upstream_timeout');
     expect(await gatewayErrorCount(api.api_id, 'upstream_timeout')).toBe(1);
-    expect(upstreamFailures(String(res.headers['x-request-id']))).toMatchObject([{ level: 40, status: 504, code: 'upstream_timeout' }]);
+    const [timedOut] = upstreamFailures(String(res.headers['x-request-id']));
+    expect(timedOut).toMatchObject({ level: 40, status: 504, code: 'upstream_timeout' });
+    // undici's own timeout, or the gateway's deadline with http-proxy.
+    expect(timedOut?.cause).toBe(forwarder === 'undici' ? 'UND_ERR_HEADERS_TIMEOUT' : 'upstream_timeout');
   });
 
   it('answers unparsable requests and oversized headers in the JSON error shape', async () => {
