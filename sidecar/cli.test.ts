@@ -103,6 +103,14 @@ describe('sidecar flags', () => {
     expect(parseSidecarArgs([], { ...inCluster, GW_NAMESPACE: 'team-2' })).toMatchObject({ namespace: 'team-2' });
   });
 
+  it('refuses an admin or portal key under 16 characters, naming it; empty is no key', () => {
+    expect(() => parseSidecarArgs([], { ...inCluster, GW_ADMIN_SECRET: 'a' })).toThrow(/^GW_ADMIN_SECRET: must be 16 characters or more/);
+    expect(() => parseSidecarArgs([], { ...inCluster, GW_PORTAL_SECRET: 'p'.repeat(15) })).toThrow(/^GW_PORTAL_SECRET: must be 16 characters or more/);
+    const parsed = parseSidecarArgs([], { ...inCluster, GW_ADMIN_SECRET: 'a'.repeat(16), GW_PORTAL_SECRET: '' });
+    expect(parsed).toMatchObject({ adminSecret: 'a'.repeat(16) });
+    expect(parsed).not.toHaveProperty('portalSecret', expect.any(String));
+  });
+
   it('--help asks for help; unknown flags throw', () => {
     expect(parseSidecarArgs(['--help'], {})).toBe('help');
     expect(() => parseSidecarArgs(['--nope'], {})).toThrow();

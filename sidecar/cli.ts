@@ -53,6 +53,16 @@ function parseApis(value: string): '*' | ReadonlySet<string> {
 }
 
 /** The sidecar's options: one table drives parsing, validation, their type and `--help` (common/cli.ts). */
+/**
+ * An admin or portal key. Guessing is cheap (the admin listener answers thousands of tries a
+ * second), so a key is at least as long as a bearer token (16): the chart generates 40. Empty
+ * is no key: its operations refuse every call (warned of at start).
+ */
+const secretOption = z
+  .string()
+  .refine((secret) => secret === '' || secret.length >= 16, 'must be 16 characters or more (empty: no key, and its operations refuse every call)')
+  .optional();
+
 const table = {
   configDir: { flag: 'config', value: 'DIR', env: 'GW_CONFIG_DIR', help: 'Folder of resource YAML (standalone mode); without it, config comes from Kubernetes.', schema: z.string().optional() },
   listen: {
@@ -105,8 +115,8 @@ const table = {
   },
   namespace: { env: 'GW_NAMESPACE', help: 'Namespace whose compiled ConfigMaps are watched (the pod namespace). Default: default.', schema: namespaceOption.default('default') },
   instanceId: { env: INSTANCE_ID_ENV, help: 'This gateway instance (the pod name). Default: hostname-pid.', schema: z.string().min(1).default(`${hostname()}-${process.pid}`) },
-  adminSecret: { env: 'GW_ADMIN_SECRET', help: 'Admin key for Admin-Auth and X-GW-Authorization.', schema: z.string().optional() },
-  portalSecret: { env: 'GW_PORTAL_SECRET', help: 'API key for the portal Authorization header.', schema: z.string().optional() },
+  adminSecret: { env: 'GW_ADMIN_SECRET', help: 'Admin key for Admin-Auth and X-GW-Authorization: 16 characters or more.', schema: secretOption },
+  portalSecret: { env: 'GW_PORTAL_SECRET', help: 'API key for the portal Authorization header: 16 characters or more.', schema: secretOption },
   bearerTokens: {
     env: 'GW_BEARER_TOKENS',
     help: 'Standalone only: JSON array of {name, token, permissions} for the category reads (in a cluster: TokenReview).',

@@ -28,6 +28,36 @@ function requestCounter(registry: Registry | undefined): Counter<'operation' | '
   });
 }
 
+/** The refusals of a credential: what someone guessing keys makes. */
+const credentialRefusals: ReadonlySet<string> = new Set([adminErrors.adminKeyInvalid.code, adminErrors.gatewayKeyInvalid.code, adminErrors.portalKeyInvalid.code, adminErrors.bearerMissing.code]);
+
+/** At most one warn line per this long about refused credentials, with how many there were. */
+const REFUSALS_LOG_MS = 60_000;
+
+/**
+ * Refused credentials logged at warn, as someone guessing the admin key shows: the first at
+ * once, then one line a minute at most with the count since the last, so that a guessing client
+ * cannot flood the log. Each refusal is counted in gw_admin_requests_total all the same.
+ */
+class CredentialRefusals {
+  readonly #log: AdminDeps['logger'];
+  #lastLoggedAt = -Infinity;
+  #unlogged = 0;
+
+  constructor(log: AdminDeps['logger']) {
+    this.#log = log;
+  }
+
+  refused(operation: string, code: string, client: string | undefined): void {
+    this.#unlogged += 1;
+    const now = performance.now();
+    if (now - this.#lastLoggedAt < REFUSALS_LOG_MS) return;
+    this.#log.warn({ operation, code, client, refusedSinceLastLine: this.#unlogged }, 'admin credentials refused');
+    this.#lastLoggedAt = now;
+    this.#unlogged = 0;
+  }
+}
+
 function failureOf(route: Route, error: unknown): AdminError {
   return error instanceof AdminError ? error : new AdminError(route.failure, undefined, { cause: error });
 }
@@ -40,6 +70,7 @@ function failureOf(route: Route, error: unknown): AdminError {
  */
 export function createAdminHandler(deps: AdminDeps): (req: IncomingMessage, res: ServerResponse) => void {
   const counter = requestCounter(deps.registry);
+  const refusals = new CredentialRefusals(deps.logger);
 
   async function serve(req: IncomingMessage, res: ServerResponse, requestId: string): Promise<void> {
     const path = pathOf(req.url) ?? '/';
@@ -63,6 +94,7 @@ export function createAdminHandler(deps: AdminDeps): (req: IncomingMessage, res:
     } catch (thrown) {
       const error = failureOf(route, thrown);
       counter?.inc({ operation: route.operation, code: error.def.code });
+      if (credentialRefusals.has(error.def.code)) refusals.refused(route.operation, error.def.code, req.socket.remoteAddress);
       const report = error.def.status >= 500 ? log.error.bind(log) : log.debug.bind(log);
       report({ operation: route.operation, code: error.def.code, err: error.cause ?? error }, 'admin request failed');
       // A body left unread (too large, or never read after a refusal) is drained so the client reads this answer.

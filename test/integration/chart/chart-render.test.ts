@@ -371,6 +371,7 @@ describe('values', () => {
     ['an unknown failure policy', { 'operator.webhook.failurePolicy': 'Retry' }, "at '/operator/webhook/failurePolicy'"],
     ['zero operator replicas', { 'operator.replicas': 0 }, "at '/operator/replicas'"],
     ['a numeric admin secret', { 'auth.adminSecret': 12345 }, "at '/auth/adminSecret': got number, want string"],
+    ['an admin secret under 16 characters', { 'auth.adminSecret': 'short-secret' }, "at '/auth/adminSecret': 'short-secret' does not match pattern"],
     ['a Redis password that would break the URL', { 'redis.auth.password': 'p@ss/word' }, "at '/redis/auth/password'"],
     ['a label key with a space', { commonLabels: { 'bad label': 'x' } }, "invalid propertyName 'bad label'"],
     ['a label value that is not a string', { 'operator.podLabels': { team: 1 } }, "at '/operator/podLabels"],
@@ -577,7 +578,7 @@ describe('helm template with non-default values', () => {
     expect(checksums(await renderChart(ns, { 'redis.auth.password': 'first-password' }))).toEqual(before);
     const after = checksums(await renderChart(ns, { 'redis.auth.password': 'second-password' }));
     after.forEach((checksum, i) => expect(checksum).not.toBe(before[i]));
-    const adminKey = checksums(await renderChart(ns, { 'redis.auth.password': 'first-password', 'auth.adminSecret': 'new-admin-key' }));
+    const adminKey = checksums(await renderChart(ns, { 'redis.auth.password': 'first-password', 'auth.adminSecret': 'new-admin-key-given-now' }));
     expect(adminKey[1]).not.toBe(before[1]);
     // Generated secrets differ between two renders without a cluster; they must not roll anything.
     expect(checksums(await renderChart(ns))).toEqual(checksums(await renderChart(ns)));
@@ -750,10 +751,10 @@ describe('helm template with non-default values', () => {
   });
 
   it('uses given secrets and an existing auth Secret as told', async () => {
-    const given = await renderChart(ns, { 'auth.adminSecret': 'admin-given', 'auth.portalSecret': 'portal-given', 'redis.auth.password': 'redis-given' });
+    const given = await renderChart(ns, { 'auth.adminSecret': 'admin-key-given-here', 'auth.portalSecret': 'portal-key-given-here', 'redis.auth.password': 'redis-given' });
     const auth = findObject(given, 'Secret', 'gw-auth');
-    expect(Buffer.from(auth.data['admin-secret'], 'base64').toString()).toBe('admin-given');
-    expect(Buffer.from(auth.data['portal-secret'], 'base64').toString()).toBe('portal-given');
+    expect(Buffer.from(auth.data['admin-secret'], 'base64').toString()).toBe('admin-key-given-here');
+    expect(Buffer.from(auth.data['portal-secret'], 'base64').toString()).toBe('portal-key-given-here');
     expect(Buffer.from(findObject(given, 'Secret', 'gw-redis').data.password, 'base64').toString()).toBe('redis-given');
     const existing = await renderChart(ns, { 'auth.existingSecret': 'team-gw-auth' });
     expect(existing.some((o) => o.kind === 'Secret' && o.metadata.name === 'gw-auth')).toBe(false);

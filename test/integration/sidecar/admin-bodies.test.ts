@@ -84,6 +84,28 @@ describe('admin request bodies on a standalone sidecar', () => {
     expect((await readdir(dir)).length).toBe(files.length + 1);
   });
 
+  it('logs refused credentials at warn, once a minute at most with their count, and never the key tried', async () => {
+    const lines: string[] = [];
+    const guarded = await startTestSidecar(
+      { ...sidecarOptions('default', testEnv().redisUrl), configDir: dir, instanceId: uniqueId('admin-guessed'), adminSecret, portalSecret },
+      { logger: collectingLogger(lines) },
+    );
+    try {
+      const tries = ['guess-one', 'guess-two', 'guess-three', 'guess-four', 'guess-five'];
+      for (const guess of tries) {
+        expect((await call(`${guarded.adminUrl}/gw/reload`, { headers: { 'x-gw-authorization': guess } })).status).toBe(403);
+      }
+      expect((await call(`${guarded.adminUrl}/admin/org/keys`, { method: 'POST', headers: { 'admin-auth': 'guess-six', 'content-type': 'application/json' }, body: '{}' })).status).toBe(403);
+      const refusedLines = lines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'admin credentials refused');
+      expect(refusedLines).toEqual([expect.objectContaining({ level: 40, operation: 'reload', code: 'gateway_key_invalid', client: '127.0.0.1', refusedSinceLastLine: 1 })]);
+      for (const guess of [...tries, 'guess-six']) expect(lines.filter((line) => line.includes(guess))).toEqual([]);
+      const metrics = (await call(`${guarded.healthUrl}/metrics`)).text;
+      expect(metrics).toContain('gw_admin_requests_total{operation="reload",code="gateway_key_invalid"} 5');
+    } finally {
+      await guarded.close();
+    }
+  });
+
   it('counts a client that leaves mid-body as client_closed, logs no error, and writes nothing', async () => {
     const files = await readdir(dir);
     const sessions = await redis.keys(sessionKey('*'));
