@@ -31,7 +31,8 @@ import { liveGateways } from './limits/heartbeat.ts';
 import { StreamLimiters, streamResourcesOf, type StreamSlots } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEvent, SmoothingEventSink } from './limits/types.ts';
 import { drain, listen, urlOf } from '../common/listen.ts';
-import { createSidecarMetrics, retainApiSeries, type SidecarMetrics } from './metrics.ts';
+import { createSidecarMetrics, retainApiSeries, statusClass, type SidecarMetrics } from './metrics.ts';
+import type { GatewayError } from './http/errors.ts';
 import { HttpProxyForwarder } from './proxy/http-proxy-forwarder.ts';
 import { UndiciForwarder } from './proxy/undici-forwarder.ts';
 import { createRedis } from './redis.ts';
@@ -362,9 +363,14 @@ export async function startSidecar(options: SidecarOptions, overrides: SidecarOv
     return { ready: reasons.length === 0, reasons, problems };
   };
   const tlsOf = (listener: TlsListener): ReloadingTlsFiles | undefined => (options.tlsListeners ?? TLS_LISTENERS_ALL).has(listener) ? tls : undefined;
-  const proxyServer = boundedServer(gateway.handle, overrides, tlsOf('proxy'), { handlerContinues: true });
+  // The proxy listener's own refusals (a request it could not parse, too many headers, …) belong to no API.
+  const refused = (error: GatewayError): void => {
+    metrics.requests.inc('', statusClass(error.status));
+    metrics.gatewayErrors.inc('', error.code);
+  };
+  const proxyServer = boundedServer(gateway.handle, overrides, tlsOf('proxy'), { handlerContinues: true, refused });
   const upgraded = new Set<Duplex>();
-  proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade, upgraded));
+  proxyServer.on('upgrade', boundedUpgrade(gateway.upgrade, upgraded, refused));
   const healthServer = boundedServer(createHealthHandler(metricsOf(metrics.registry), { readiness }), overrides);
   const adminServer: Server = boundedServer(adminHandler(options, overrides, parts, runtime), overrides, tlsOf('admin'), { handlerContinues: true, refusalShape: adminRefusalShape });
   adminServer.once('listening', () => warnUnsetSecrets(options, logger));

@@ -3,7 +3,7 @@ import { createServer as createTlsServer } from 'node:https';
 import type { ReloadingTlsFiles } from '../common/tls-files.ts';
 import type { Duplex } from 'node:stream';
 import { continueBody } from './http/body-limit.ts';
-import { gatewayErrors } from './http/errors.ts';
+import { gatewayErrors, type GatewayError } from './http/errors.ts';
 import { refusedTarget } from './http/request-target.ts';
 import { requestIdOf } from './http/request-id.ts';
 import { clientErrorAnswer, gatewayShape, REQUEST_ID_HEADER, sendError, sendErrorOnSocket, type RefusalShape } from './http/respond.ts';
@@ -38,6 +38,8 @@ export interface ListenerOptions {
    * shape unless given (the admin listener answers in its operations' shapes).
    */
   refusalShape?: RefusalShape;
+  /** Told of each refusal the listener answers itself, before any handler (the proxy listener counts them: README.md#monitoring). */
+  refused?: (error: GatewayError) => void;
 }
 
 /**
@@ -71,6 +73,7 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
     if (refusal !== null) {
       req.resume();
       res.shouldKeepAlive = false;
+      listener.refused?.(refusal);
       sendError(res, shape(refusal, req.url ?? null), idOf(req));
       return;
     }
@@ -86,17 +89,19 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
   } else server = createServer(options, bounded);
   // Every field is kept, so the count above sees them all (Node would silently drop past 2000).
   server.maxHeadersCount = 0;
-  server.on('clientError', clientErrorAnswer(shape));
+  server.on('clientError', clientErrorAnswer(shape, listener.refused));
   // With a listener here, Node leaves the 100 Continue to `bounded` (and its handler).
   server.on('checkContinue', bounded);
   server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
     req.resume();
     res.shouldKeepAlive = false;
+    listener.refused?.(gatewayErrors.expectationFailed);
     sendError(res, shape(gatewayErrors.expectationFailed, req.url ?? null), idOf(req));
   });
   // Without a listener Node would drop the connection unanswered.
   server.on('connect', (req: IncomingMessage, socket: Duplex) => {
     socket.on('error', () => socket.destroy());
+    listener.refused?.(gatewayErrors.connectNotServed);
     sendErrorOnSocket(socket, shape(gatewayErrors.connectNotServed, req.url ?? null), idOf(req));
   });
   answers.set(server, answering);
@@ -122,12 +127,16 @@ const tooManyHeaders = (req: IncomingMessage): boolean => req.rawHeaders.length 
  * The same bounds for connection upgrades, which never reach the request handler. Each socket
  * handed over is in `upgraded` while open, for the listener's drain to cut (common/listen.ts).
  */
-export function boundedUpgrade(handler: (req: IncomingMessage, socket: Duplex, head: Buffer) => void, upgraded: Set<Duplex>) {
+export function boundedUpgrade(handler: (req: IncomingMessage, socket: Duplex, head: Buffer) => void, upgraded: Set<Duplex>, refused?: (error: GatewayError) => void) {
   return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     upgraded.add(socket);
     socket.once('close', () => upgraded.delete(socket));
     const refusal = tooManyHeaders(req) ? gatewayErrors.tooManyHeaders : refusedTarget(req);
-    if (refusal !== null) sendErrorOnSocket(socket, refusal, idOf(req));
-    else handler(req, socket, head);
+    if (refusal === null) {
+      handler(req, socket, head);
+      return;
+    }
+    refused?.(refusal);
+    sendErrorOnSocket(socket, refusal, idOf(req));
   };
 }

@@ -61,7 +61,7 @@ function targetOf(rawPacket: unknown): string | null {
  * empty body. Node gives no parsed request, only the bytes it was reading (`rawPacket`): the
  * target is read from their request line when they start with one.
  */
-export function clientErrorAnswer(shape: RefusalShape) {
+export function clientErrorAnswer(shape: RefusalShape, refused?: (error: GatewayError) => void) {
   return (err: Error & { code?: string; rawPacket?: unknown }, socket: Duplex): void => {
     if (err.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();
@@ -71,6 +71,7 @@ export function clientErrorAnswer(shape: RefusalShape) {
     const id = { [REQUEST_ID_HEADER]: randomUUID() };
     const error = err.code === 'HPE_HEADER_OVERFLOW' ? gatewayErrors.headersTooLarge
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? gatewayErrors.requestTimeout : gatewayErrors.badRequest;
+    refused?.(error);
     sendErrorOnSocket(socket, shape(error, targetOf(err.rawPacket)), id);
   };
 }

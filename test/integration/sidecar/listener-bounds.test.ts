@@ -110,6 +110,32 @@ describe('every listener bounds what one client may hold', () => {
     }
   });
 
+  it("counts the proxy listener's own refusals under api=\"\", by code and by status class", async () => {
+    const series = async (): Promise<Map<string, number>> => {
+      const text = (await call(`${sidecar.healthUrl}/metrics`)).text;
+      return new Map([...text.matchAll(/^(gw_(?:gateway_errors|requests)_total\{api="",[^}]*\}) (\d+)$/gm)].map((m) => [m[1]!, Number(m[2])]));
+    };
+    const before = await series();
+    const path = '/nothing/here';
+    const refusals: Array<[string, GatewayError]> = [
+      [`GET ${path} HTTP/1.1\r\nConnection: close\r\n\r\n`, gatewayErrors.badHost],
+      [`GET ${path} HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\nConnection: close\r\n\r\n`, gatewayErrors.expectationFailed],
+      [`CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n\r\n`, gatewayErrors.connectNotServed],
+      [`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n${headerLines(LISTENER_BOUNDS.maxHeaderCount)}\r\n`, gatewayErrors.tooManyHeaders],
+      [`GET ${path} HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(LISTENER_BOUNDS.maxHeaderBytes + 1)}\r\n\r\n`, gatewayErrors.headersTooLarge],
+      ['NOT HTTP AT ALL\r\n\r\n', gatewayErrors.badRequest],
+      [`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n${headerLines(LISTENER_BOUNDS.maxHeaderCount)}\r\n`, gatewayErrors.tooManyHeaders],
+    ];
+    for (const [request, error] of refusals) expect((await exchange(sidecar.proxyUrl, request)).answer).toContain(`x-gw-error-code: ${error.code}`);
+    const after = await series();
+    const grew = (name: string): number => (after.get(name) ?? 0) - (before.get(name) ?? 0);
+    for (const [code, times] of [['bad_host', 1], ['expectation_failed', 1], ['connect_not_served', 1], ['too_many_headers', 2], ['headers_too_large', 1], ['bad_request', 1]] as const) {
+      expect(grew(`gw_gateway_errors_total{api="",code="${code}"}`), code).toBe(times);
+    }
+    expect(grew('gw_requests_total{api="",code_class="4xx"}')).toBe(6);
+    expect(grew('gw_requests_total{api="",code_class="5xx"}')).toBe(1);
+  });
+
   it('answers 408 and closes a connection whose headers do not arrive in time (slowloris), serving others meanwhile', async () => {
     const slow = listeners().map(([name, url, path]) =>
       exchange(url, `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Slow: `, false).then((r) => [name, r] as const));
