@@ -173,7 +173,7 @@ class Engine implements LimitEngine {
   }
 
   readonly #counted = (evaluated: Evaluated): LimitDecision => {
-    this.#metrics.decisions.inc(evaluated.algorithm, evaluated.decision.outcome);
+    this.#metrics.decisions.inc(evaluated.algorithm, evaluated.withoutStore ? 'allowed_without_store' : evaluated.decision.outcome);
     return evaluated.decision;
   };
 
@@ -357,6 +357,8 @@ class Engine implements LimitEngine {
     const quota = quotaAt !== null && stored && stored.length === quotaAt + 1 ? stored[quotaAt]! : null;
     const evaluated = toDecision(steps, results, quota);
     if (evaluated.decision.outcome !== 'allowed') this.#refund(steps, results);
+    // The store failed under `open`: the limits it counts (the first named) went unchecked.
+    else if (stored === undefined) return { ...evaluated, algorithm: remote.length > 0 ? steps[remote[0]!]!.algorithm : evaluated.algorithm, withoutStore: true };
     return evaluated;
   }
 

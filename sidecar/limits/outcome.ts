@@ -20,6 +20,12 @@ export interface Evaluated {
   decision: LimitDecision;
   /** Algorithm of the limit that applied, for the decisions metric. */
   algorithm: Algorithm | 'none';
+  /**
+   * Admitted with the limits the store counts left unchecked, the store having failed under
+   * `redis_failure_mode: open`: counted as `allowed_without_store`, not as a request no limit
+   * applied to.
+   */
+  withoutStore?: true;
 }
 
 const header = (result: StepResult): RateHeaderData => ({
