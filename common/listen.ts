@@ -53,7 +53,7 @@ export interface DrainTargets {
    */
   upgraded?: ReadonlySet<Duplex>;
   /** The answers in flight (sidecar/bounded-server.ts `answersInFlight`), to close their connections after them. */
-  answering?: ReadonlySet<ServerResponse>;
+  answering?: Iterable<ServerResponse>;
 }
 
 /**
@@ -62,7 +62,7 @@ export interface DrainTargets {
  * mid-request at its end: each answer not begun yet says `Connection: close` and closes its
  * connection, and a connection whose answer went out before goes once it is idle.
  */
-export function drain(server: Listener, drainMs: number, { upgraded = new Set(), answering = new Set() }: DrainTargets = {}): Promise<void> {
+export function drain(server: Listener, drainMs: number, { upgraded = new Set(), answering = [] }: DrainTargets = {}): Promise<void> {
   if (!server.listening) return Promise.resolve();
   return new Promise((resolve) => {
     const closeAfterAnswer = (_req: IncomingMessage, res: ServerResponse): void => {
