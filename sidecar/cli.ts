@@ -52,7 +52,6 @@ function parseApis(value: string): '*' | ReadonlySet<string> {
   return ids.length === 0 || ids.includes('*') ? '*' : new Set(ids);
 }
 
-/** The sidecar's options: one table drives parsing, validation, their type and `--help` (common/cli.ts). */
 /**
  * An admin or portal key. Guessing is cheap (the admin listener answers thousands of tries a
  * second), so a key is at least as long as a bearer token (16): the chart generates 40. Empty
@@ -63,6 +62,7 @@ const secretOption = z
   .refine((secret) => secret === '' || secret.length >= 16, 'must be 16 characters or more (empty: no key, and its operations refuse every call)')
   .optional();
 
+/** The sidecar's options: one table drives parsing, validation, their type and `--help` (common/cli.ts). */
 const table = {
   configDir: { flag: 'config', value: 'DIR', env: 'GW_CONFIG_DIR', help: 'Folder of resource YAML (standalone mode); without it, config comes from Kubernetes.', schema: z.string().optional() },
   listen: {
