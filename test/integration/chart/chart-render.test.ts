@@ -748,6 +748,17 @@ describe('helm template with non-default values', () => {
     const empty = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'networkPolicy.enabled': true, 'networkPolicy.adminClients.podLabels.gw\\.dev/admin-client': null })], { allowFail: true });
     expect(empty.code).not.toBe(0);
     expect(empty.stderr).toContain("at '/networkPolicy/adminClients/podLabels': minProperties: got 0, want 1");
+
+    // An admin Service outside clients reach: their CIDRs reach the admin port too; without any, refused.
+    const outside = await renderChart(ns, { 'networkPolicy.enabled': true, 'admin.service.type': 'LoadBalancer', 'networkPolicy.adminClients.ipBlocks': ['203.0.113.0/24', '2001:db8::/32'] });
+    const outsidePolicy = findObject(outside, 'NetworkPolicy', 'gw-admin');
+    expect(outsidePolicy.spec.ingress[1]).toEqual({ from: [{ ipBlock: { cidr: '203.0.113.0/24' } }, { ipBlock: { cidr: '2001:db8::/32' } }], ports: [{ port: 'admin', protocol: 'TCP' }] });
+    await serverValidate(outside);
+    for (const type of ['LoadBalancer', 'NodePort']) {
+      const blocked = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'networkPolicy.enabled': true, 'admin.service.type': type })], { allowFail: true });
+      expect(blocked.code, type).not.toBe(0);
+      expect(blocked.stderr).toContain(`admin.service.type is ${type} with networkPolicy.enabled: the admin NetworkPolicy admits labelled pods only`);
+    }
   });
 
   it('uses given secrets and an existing auth Secret as told', async () => {
