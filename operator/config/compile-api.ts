@@ -1,6 +1,7 @@
 import { ApiCompileCache, apiIdOf as contractApiIdOf, compile, compileForApi, policyRefusingReasons, type ApiDefinitionInput, type CompileProblem, type PolicyInput } from '../../crds/compile/index.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
 import { flatKey } from '../../common/flat-key.ts';
+import { sameData } from '../../common/same-data.ts';
 import { compiledConfigSchema, type CompiledConfig, type CompiledPolicy, type CompiledRate } from '../../crds/compiled.ts';
 import { EVERY_API } from '../../crds/policy-coverage.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
@@ -223,8 +224,14 @@ export class ApiCompiler {
    * API as they are now. So a Policy deleted, edited, or no longer granting it reaches its keys
    * while the API's own edit is refused; a granting Policy the compile step refuses keeps its
    * version in force. Undefined when `inForceJson` holds no config of an API this operator can read.
+   *
+   * Past `maxBytes` (one ConfigMap's bound: the refusal may be ConfigTooLarge itself, new
+   * Policies having grown the config), no Policy is added, but a revoked grant still goes: the
+   * Policies in force, each as it is now. Should a changed one still not fit, the changed ones
+   * go and only those unchanged stay, which is in force already and so fits: a grant is refused,
+   * never kept looser than its Policy says.
    */
-  refusedApiConfig(inForceJson: string, inputs: CompileInputs): string | undefined {
+  refusedApiConfig(inForceJson: string, inputs: CompileInputs, maxBytes: number): string | undefined {
     const inForce = configOfConfigMap(inForceJson);
     const served = inForce?.apis.length === 1 ? inForce.apis[0] : undefined;
     if (!inForce || !served) return undefined;
@@ -236,7 +243,13 @@ export class ApiCompiler {
       lastGoodApis: [served],
     });
     const policies = keepRefused(result.config.policies, refusedPolicyIds(result.problems), inForce.policies);
-    return JSON.stringify({ ...inForce, policies });
+    const withPolicies = (kept: (id: string, policy: CompiledPolicy) => boolean): string =>
+      JSON.stringify({ ...inForce, policies: Object.fromEntries(Object.entries(policies).filter(([id, policy]) => kept(id, policy))) });
+    const now = withPolicies(() => true);
+    if (Buffer.byteLength(now) <= maxBytes) return now;
+    const held = withPolicies((id) => id in inForce.policies);
+    if (Buffer.byteLength(held) <= maxBytes) return held;
+    return withPolicies((id, policy) => id in inForce.policies && sameData(policy, inForce.policies[id]));
   }
 
   forget(namespace: string, name: string): void {

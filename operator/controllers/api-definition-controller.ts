@@ -156,9 +156,7 @@ export class ApiDefinitionController implements KindController {
   async #refuse(api: Api, status: DesiredStatus<ApiDefinitionStatus>, signal: AbortSignal): Promise<Result | void> {
     const inForce = await this.#inForceConfigMap(api);
     const held = inForce?.data?.[CONFIG_KEY];
-    const refreshed = held === undefined ? undefined : this.#compiler.refusedApiConfig(held, this.#inputs);
-    // Past one ConfigMap's bound (the refusal may be ConfigTooLarge itself), what is in force stays.
-    const config = refreshed !== undefined && Buffer.byteLength(refreshed) <= MAX_CONFIG_BYTES ? refreshed : held;
+    const config = (held === undefined ? undefined : this.#compiler.refusedApiConfig(held, this.#inputs, MAX_CONFIG_BYTES)) ?? held;
     const policies = Object.keys(policiesOfConfigMap(config));
     await this.#setStatus(api, config === undefined ? status : { ...status, fields: { ...status.fields, policies } });
     if (!inForce || config === undefined) return;

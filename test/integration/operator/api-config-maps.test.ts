@@ -126,6 +126,34 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
     expect([ready(await c.get('ApiDefinition', ns, 'frozen'))?.reason, status?.policies]).toEqual(['InvalidRegex', [`${ns}/edited`]]);
   });
 
+  it('applies a deleted or tightened grant to an API whose new Policies made its config too large for one ConfigMap', async () => {
+    const apiId = `${ns}-crowded`;
+    await api('crowded');
+    const grant = (rate: number, extra: Record<string, unknown> = {}) => ({ rate, per: 60, access_rights: { [apiId]: {} }, ...extra });
+    for (const [name, rate] of [['kept', 5], ['dropped', 6], ['tightened', 7]] as const) await c.create('Policy', ns, { metadata: { name }, spec: grant(rate) });
+    const configOfCrowded = async (): Promise<{ policies: Record<string, { rate: { rate: number } }> }> => JSON.parse((await configOf('crowded')) ?? '{"policies":{}}');
+    await waitFor('the three policies compiled', async () => Object.keys((await configOfCrowded()).policies).length === 3);
+    // Ten Policies of 100 KB each: the API's config no longer fits one ConfigMap.
+    const blob = 'x'.repeat(100_000);
+    for (let i = 0; i < 10; i += 1) await c.create('Policy', ns, { metadata: { name: `bulk-${i}` }, spec: grant(1, { meta_data: { blob } }) });
+    expect(await waitReady('ApiDefinition', 'crowded', 'False')).toMatchObject({ reason: 'ConfigTooLarge' });
+
+    await c.remove('Policy', ns, 'dropped');
+    await c.replaceSpec('Policy', ns, 'tightened', grant(2));
+    const revoked = await waitFor('the deleted grant gone and the tightened one applied', async () => {
+      const config = await configOfCrowded();
+      return !(`${ns}/dropped` in config.policies) && config.policies[`${ns}/tightened`]?.rate.rate === 2 ? config : undefined;
+    });
+    expect(revoked.policies[`${ns}/kept`]?.rate.rate).toBe(5);
+    // No Policy is added past the bound: what is served still fits one ConfigMap.
+    expect(Buffer.byteLength((await configOf('crowded'))!)).toBeLessThanOrEqual(900 * 1024);
+    const status = (await c.get('ApiDefinition', ns, 'crowded'))?.status;
+    expect(ready(await c.get('ApiDefinition', ns, 'crowded'))?.reason).toBe('ConfigTooLarge');
+    expect(status?.policies).toEqual(Object.keys(revoked.policies));
+    for (let i = 0; i < 10; i += 1) await c.remove('Policy', ns, `bulk-${i}`);
+    await waitReady('ApiDefinition', 'crowded', 'True');
+  }, 60_000);
+
   it("keeps a refused Policy's last good version in an API's ConfigMap deleted by hand", async () => {
     const apiId = `${ns}-granted`;
     await api('granted');
