@@ -1,6 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectedWebSocketAccept } from '../../../sidecar/proxy/websocket-handshake.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { HandSource } from '../../support/hand-source.ts';
 import { compiledApi, compiledConfig, sidecarOptions, startTestSidecar, uniqueId, withExpectation } from './helpers.ts';
@@ -43,7 +44,8 @@ beforeAll(async () => {
   });
   upstream.on('upgrade', (req, socket) => {
     seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers, body: '' });
-    socket.end('HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n');
+    // The handshake completed, as the gateway requires of a 101 (RFC 6455 §4.1).
+    socket.end(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${expectedWebSocketAccept(req.headers)}\r\n\r\n`);
   });
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
   upstreamUrl = `http://127.0.0.1:${(upstream.address() as AddressInfo).port}`;
