@@ -117,9 +117,12 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
     await c.remove('Policy', ns, 'deleted');
     await c.replaceSpec('Policy', ns, 'revoked', { rate: 5, per: 60, access_rights: { other: {} } });
     await c.replaceSpec('Policy', ns, 'edited', grant(70));
-    await waitFor('only the edited policy left in force', async () => (await policiesOf()).join() === `${ns}/edited`);
-    const config = JSON.parse((await configOf('frozen'))!);
-    expect(config.policies[`${ns}/edited`].rate).toEqual({ rate: 70, per: 60 });
+    // The three changes reach the ConfigMap in one reconcile or several: waited for together.
+    const config = await waitFor('only the edited policy left in force, as edited', async () => {
+      const now = JSON.parse((await configOf('frozen'))!) as { apis: unknown; policies: Record<string, { rate: { rate: number; per: number } }> };
+      return Object.keys(now.policies).join() === `${ns}/edited` && now.policies[`${ns}/edited`]?.rate.rate === 70 ? now : undefined;
+    });
+    expect(config.policies[`${ns}/edited`]!.rate).toEqual({ rate: 70, per: 60 });
     // The API itself is still the one in force: its refused edit (a limit of 1/1) is not served.
     expect(config.apis).toEqual(served);
     const status = (await c.get('ApiDefinition', ns, 'frozen'))?.status;
