@@ -50,6 +50,8 @@ describe('Controller', () => {
     controller.resync(10_000);
     await settle();
     expect(runs).toEqual(['bad']);
+    // Failing the same way at the resync: not a second warning.
+    expect(logged).toHaveLength(1);
 
     runs.length = 0;
     controller.resync(0);

@@ -139,8 +139,12 @@ export class Controller {
       this.#metrics.reconciles.inc({ kind: this.kind, result: 'error' });
       if (error instanceof TerminalError) {
         // The object's input is wrong and its status says why: the user's to fix, no operator
-        // fault, so a warning with the reason, not an error with a stack at every resync.
-        this.#log.warn({ object: key, reason: error.message }, 'reconcile failed; not retried until the object changes');
+        // fault, so a warning with the reason, not an error with a stack. A resync checks it
+        // again; the same reason again is logged at debug, as a retry's is (#logRetry).
+        const again = this.#lastFailure.get(key) === error.message;
+        this.#lastFailure.set(key, error.message);
+        if (again) this.#log.debug({ object: key, reason: error.message }, 'reconcile failed again the same way');
+        else this.#log.warn({ object: key, reason: error.message }, 'reconcile failed; not retried until the object changes');
         return;
       }
       if (isNamespaceTerminating(error)) {
