@@ -84,6 +84,10 @@ export const keyStatusSchema = z
     key_hash: z.string().max(64).regex(new RegExp(keyHashPattern)).optional().describe('Hash of the key in effect (spec.key_hash or the generated key).'),
     secretName: z.string().max(bounds.name).optional().describe('Secret holding the generated raw key (kubectl-made keys only).'),
     policies: stringList(16).optional().describe('Applied policies that exist (namespace/name).'),
+    sessionStored: z
+      .boolean()
+      .optional()
+      .describe('The session under key_hash was written to Redis: one found missing later was lost there (a SessionRestored Event).'),
   })
   .describe('What the operator observed and stored.');
 

@@ -39,6 +39,60 @@ describe('KeyController', () => {
     expect((await ctx.metrics.sessionsRestored.get()).values[0]?.value).toBe(1);
   });
 
+  it('remembers through a Redis outage that it had stored the session, so one Redis lost meanwhile is a SessionRestored', async () => {
+    const { ctx, caches, sessions, events } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key());
+    await controller.reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')!.status?.sessionStored).toBe(true);
+    const { get, put } = sessions;
+    sessions.get = () => Promise.reject(new Error('Connection is closed.'));
+    await expect(controller.reconcile(request, signal)).rejects.toThrow('Connection is closed.');
+    expect(caches.keys.get('ns', 'alice')!.status).toMatchObject({ key_hash: keyHash('raw-1'), sessionStored: true, conditions: [{ reason: 'SessionStoreUnavailable' }] });
+    // Redis comes back empty.
+    await sessions.delete(keyHash('raw-1'));
+    Object.assign(sessions, { get, put });
+    await controller.reconcile(request, signal);
+    expect(await sessions.get(keyHash('raw-1'))).not.toBeNull();
+    expect(events.events.map((e) => `${e.type} ${e.reason}`)).toEqual(['Normal SessionCreated', 'Warning SessionStoreUnavailable', 'Warning SessionRestored']);
+    expect(caches.keys.get('ns', 'alice')!.status).toMatchObject({ sessionStored: true, conditions: [{ status: 'True', reason: 'SessionStored' }] });
+  });
+
+  it('says a session never stored is created, not restored, when Redis was down at its first write', async () => {
+    const { ctx, caches, sessions, events } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key());
+    const { put } = sessions;
+    sessions.put = () => Promise.reject(new Error('Connection is closed.'));
+    await expect(controller.reconcile(request, signal)).rejects.toThrow('Connection is closed.');
+    expect(caches.keys.get('ns', 'alice')!.status?.sessionStored).toBeUndefined();
+    sessions.put = put;
+    await controller.reconcile(request, signal);
+    expect(events.events.map((e) => e.reason)).toEqual(['SessionStoreUnavailable', 'SessionCreated']);
+  });
+
+  it('keeps naming the old key while Redis cannot remove its session, and says that key still works, until it can', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key({ key_hash: keyHash('first') }));
+    await controller.reconcile(request, signal);
+    const { delete: remove } = sessions;
+    sessions.delete = () => Promise.reject(new Error('Connection is closed.'));
+    caches.keys.put({ ...caches.keys.get('ns', 'alice')!, spec: keySpecSchema.parse({ key_hash: keyHash('second') }) });
+    await expect(controller.reconcile(request, signal)).rejects.toThrow('Connection is closed.');
+    expect(caches.keys.get('ns', 'alice')!.status).toMatchObject({
+      key_hash: keyHash('first'),
+      sessionStored: true,
+      conditions: [{ status: 'False', reason: 'SessionStoreUnavailable', message: 'could not remove the session of the key it had before, which works until then: Redis is not connected' }],
+    });
+    expect(await sessions.get(keyHash('second'))).toBeNull();
+    sessions.delete = remove;
+    await controller.reconcile(request, signal);
+    expect(await sessions.get(keyHash('first'))).toBeNull();
+    expect(await sessions.get(keyHash('second'))).not.toBeNull();
+    expect(caches.keys.get('ns', 'alice')!.status).toMatchObject({ key_hash: keyHash('second'), sessionStored: true, conditions: [{ status: 'True', reason: 'SessionStored' }] });
+  });
+
   it('removes the session and the Secret of a deleted key, then its finalizer', async () => {
     const { ctx, caches, sessions } = fakeContext();
     const logged: string[] = [];

@@ -19,8 +19,15 @@ const refOf = (key: Key): string => `${key.metadata.namespace}/${key.metadata.na
 const createdAt = (key: Key): number => new Date(key.metadata.creationTimestamp ?? 0).getTime();
 /** Its raw key is in its own Secret (kubectl-made), rather than named by its hash (admin-made, or copied). */
 const generated = (key: Key): boolean => key.spec.key_hash === undefined;
-/** The status fields a deleted Key keeps while its finalizers hold it: what it was. */
-const fieldsKept = (key: Key) => ({ key_hash: key.status?.key_hash, secretName: key.status?.secretName, policies: key.status?.policies ?? [] });
+/** The status fields a Key keeps while its session cannot be changed (a deleted one held by its finalizers, too): what it was. */
+const fieldsKept = (key: Key): StatusFields<KeyStatus> => ({
+  key_hash: key.status?.key_hash,
+  secretName: key.status?.secretName,
+  policies: key.status?.policies ?? [],
+  sessionStored: key.status?.sessionStored,
+});
+/** Whether the status says this Key's session was written under `hash`: then one found missing was lost from Redis. */
+const storedBefore = (key: Key, hash: string): boolean => key.status?.key_hash === hash && key.status.sessionStored === true;
 
 /** Cleanup outside the API server: the Redis session of a deleted Key. */
 export const KEY_FINALIZER = 'gw.dev/key-session';
@@ -100,7 +107,11 @@ export class KeyController implements KindController {
     key = await addFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     const identity = await this.#identity(key);
     if ('reason' in identity) return this.#unidentified(key, identity);
-    const fields = { key_hash: identity.hash, secretName: identity.secretName, policies: this.#existingPolicies(key).found };
+    // Until the session under the previous hash is gone, the status names that hash: the
+    // session to remove at the next try (and on delete), and the key that still works.
+    await this.#storeOrSay(key, fieldsKept(key), 'could not remove the session of the key it had before, which works until then', () => this.#retire(key, identity.hash));
+    const policies = this.#existingPolicies(key).found;
+    const fields = { key_hash: identity.hash, secretName: identity.secretName, policies };
     const holder = this.#holder(identity.hash, key);
     if (holder !== undefined && refOf(holder) !== refOf(key)) {
       const own = key.spec.key_hash === undefined ? `the key in Secret ${identity.secretName} has` : 'spec.key_hash is';
@@ -110,29 +121,48 @@ export class KeyController implements KindController {
       return;
     }
     signal.throwIfAborted();
+    // What is known of the session in Redis while it is not written now: stored before under this hash, or not.
+    const unwritten = { ...fields, sessionStored: storedBefore(key, identity.hash) || undefined };
+    const outcome = await this.#storeOrSay(key, unwritten, 'could not write the session', () => this.#writeSession(key, identity.hash));
+    if (!outcome.ok) {
+      await this.#setStatus(key, { ready: false, reason: 'InvalidKey', message: outcome.message, fields: unwritten });
+      return;
+    }
+    await this.#setStatus(key, this.#readiness(key, { ...fields, sessionStored: true }));
+  }
+
+  /**
+   * Runs a change to the Key's session in Redis; should Redis fail it, the status says so
+   * (SessionStoreUnavailable, with `fields`: what Redis holds meanwhile) and the failure is
+   * thrown for the reconcile to be retried.
+   */
+  async #storeOrSay<T>(key: Key, fields: StatusFields<KeyStatus>, failed: string, change: () => Promise<T>): Promise<T> {
     try {
-      const outcome = await this.#writeSession(key, identity.hash);
-      if (!outcome.ok) {
-        await this.#setStatus(key, { ready: false, reason: 'InvalidKey', message: outcome.message, fields });
-        return;
-      }
+      return await change();
     } catch (error) {
       if (error instanceof LeaseLapsedError) throw error;
-      await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message: `could not write the session: ${sessionStoreProblem(error)}`, fields });
+      await this.#setStatus(key, { ready: false, reason: 'SessionStoreUnavailable', message: `${failed}: ${sessionStoreProblem(error)}`, fields });
       throw error;
     }
-    await this.#setStatus(key, this.#readiness(key, fields));
+  }
+
+  /**
+   * A new identity (Secret replaced or emptied, key_hash edited): the session under the hash
+   * the status names stops working, unless another Key names that hash and takes it over.
+   */
+  async #retire(key: Key, hash: string | undefined): Promise<void> {
+    const previous = key.status?.key_hash;
+    if (previous !== undefined && previous !== hash && !this.#namedByOthers(previous, key)) await this.#ctx.sessions.delete(previous);
   }
 
   /** A Key without a raw key to be had: says why, and looks again or waits for a change. */
   async #unidentified(key: Key, identity: Unidentified): Promise<Result> {
-    let keyHash = key.status?.key_hash;
-    if (identity.reason === 'SecretHoldsNoKey' && keyHash !== undefined) {
+    let fields = { ...fieldsKept(key), policies: this.#existingPolicies(key).found };
+    if (identity.reason === 'SecretHoldsNoKey') {
       // The Secret is the key: emptied, the key it held stops working, as when it is replaced.
-      if (!this.#namedByOthers(keyHash, key)) await this.#ctx.sessions.delete(keyHash);
-      keyHash = undefined;
+      await this.#storeOrSay(key, fields, 'could not remove the session of the key the Secret held, which works until then', () => this.#retire(key, undefined));
+      fields = { ...fields, key_hash: undefined, sessionStored: undefined };
     }
-    const fields = { key_hash: keyHash, secretName: key.status?.secretName, policies: this.#existingPolicies(key).found };
     await this.#setStatus(key, { ready: false, reason: identity.reason, message: identity.message, fields });
     // A name taken by a Secret of someone else's is freed without a change the operator
     // watches (it watches only its own Secrets): look again until it is.
@@ -210,10 +240,6 @@ export class KeyController implements KindController {
       if (!hash) return { reason: 'SecretHoldsNoKey', message: secretHoldsNoKey(secretName) };
       identity = { hash, secretName };
     }
-    const previous = key.status?.key_hash;
-    // A new identity (Secret replaced, key_hash edited): the old session must stop working,
-    // unless another Key names that hash and takes it over.
-    if (previous !== undefined && previous !== identity.hash && !this.#namedByOthers(previous, key)) await this.#ctx.sessions.delete(previous);
     return identity;
   }
 
@@ -258,7 +284,7 @@ export class KeyController implements KindController {
     const others = (key.metadata.finalizers ?? []).filter((f) => f !== KEY_FINALIZER);
     if (others.length > 0) {
       const message = `session removed from Redis: the key no longer works; the Key waits on its other finalizers (${others.join(', ')})`;
-      await this.#setStatus(key, { ready: false, reason: 'SessionRemoved', message, fields: fieldsKept(key) });
+      await this.#setStatus(key, { ready: false, reason: 'SessionRemoved', message, fields: { ...fieldsKept(key), sessionStored: undefined } });
     }
     await removeFinalizer(this.#ctx.finalizers, 'Key', key, KEY_FINALIZER);
     // Not under `key`, which the logger redacts as a credential: the line would name no Key.
@@ -298,15 +324,6 @@ function secretHoldsNoKey(secretName: string): string {
     "such as echo's newline, which no HTTP client can send): put one there (kubectl create secret generic --from-literal), " +
     'or delete the Secret for a new one to be generated'
   );
-}
-
-/** The Ready reasons of a Key whose session had been stored under its status.key_hash. */
-const SESSION_STORED_REASONS: ReadonlySet<string> = new Set(['SessionStored', 'MissingPolicy', 'MissingApi', 'Expired', 'InvalidRateLimitPattern']);
-
-/** Whether the status says this Key's session was stored under `hash`: then a missing one was lost from Redis. */
-function storedBefore(key: Key, hash: string): boolean {
-  const ready = key.status?.conditions?.find((condition) => condition.type === 'Ready');
-  return key.status?.key_hash === hash && ready !== undefined && SESSION_STORED_REASONS.has(ready.reason);
 }
 
 /**
