@@ -45,6 +45,51 @@ describe('PolicyController', () => {
     expect(events.events).toMatchObject([{ type: 'Warning', reason: 'MissingApi' }]);
   });
 
+  it('turns NotInForce while an API it covers is refused and serves its last good config without it, and Valid once served', async () => {
+    const { ctx, caches } = fakeContext();
+    const refused = (name: string, policies: string[]) => ({
+      ...api(name),
+      status: { api_id: name, policies, conditions: [{ type: 'Ready', status: 'False' as const, reason: 'ConfigTooLarge', message: '', lastTransitionTime: '2026-01-01T00:00:00Z' }] },
+    });
+    caches.apis.put(refused('orders', []));
+    caches.apis.put(refused('billing', ['ns/gold']));
+    // Not reconciled yet: it is compiled with the policy.
+    caches.apis.put(api('fresh'));
+    // Refused before it ever compiled: it serves nothing, the policy is missing from nothing.
+    const { policies: _, ...neverCompiled } = refused('broken', []).status;
+    caches.apis.put({ ...api('broken'), status: neverCompiled });
+    // One of two ApiDefinitions of an api_id is refused (DuplicateApiId); the other serves it.
+    caches.apis.put(refused('shared', []));
+    caches.apis.put({ ...apiDefinition('shared-too', { api_id: 'shared' }), status: { api_id: 'shared', policies: ['ns/gold'], conditions: [{ ...neverCompiled.conditions[0]!, status: 'True' as const, reason: 'Compiled' }] } });
+    caches.policies.put(policyObject('gold', ['orders', 'billing', 'fresh', 'broken', 'shared']));
+    const controller = new PolicyController(ctx);
+    await controller.reconcile({ namespace: 'ns', name: 'gold' });
+    expect(caches.policies.get('ns', 'gold')?.status).toMatchObject({
+      apis: ['billing', 'broken', 'fresh', 'orders', 'shared'],
+      conditions: [{ status: 'False', reason: 'NotInForce', message: 'not in force on api_id "orders" (ApiDefinition ns/orders is ConfigTooLarge): it serves its last good config, without this Policy' }],
+    });
+    // A policy granting no API covers every API: the refused one is refused for it too.
+    caches.policies.put(policyObject('silver', []));
+    await controller.reconcile({ namespace: 'ns', name: 'silver' });
+    expect(caches.policies.get('ns', 'silver')?.status?.conditions).toMatchObject([{ reason: 'NotInForce', message: expect.stringContaining('api_id "billing"') }]);
+    caches.apis.put(refused('orders', ['ns/gold']));
+    await controller.reconcile({ namespace: 'ns', name: 'gold' });
+    expect(caches.policies.get('ns', 'gold')?.status?.conditions).toMatchObject([{ status: 'True', reason: 'Valid' }]);
+  });
+
+  it('looks again at the policies covering an API when it is refused or served again, not at each status write', () => {
+    const { ctx, caches } = fakeContext();
+    caches.policies.put(policy(['orders']));
+    caches.policies.put(policyObject('silver', []));
+    caches.policies.put(policyObject('other', ['billing']));
+    const compiled = { ...api('orders'), status: { api_id: 'orders', policies: ['ns/gold'], conditions: [{ type: 'Ready', status: 'True' as const, reason: 'Compiled', message: '', lastTransitionTime: '2026-01-01T00:00:00Z' }] } };
+    caches.apis.put(compiled);
+    const refused = { ...compiled, status: { ...compiled.status, conditions: [{ ...compiled.status.conditions[0]!, status: 'False' as const, reason: 'ConfigTooLarge' }] } };
+    expect(enqueuedBy(new PolicyController(ctx), () => caches.apis.put(refused))).toEqual(['ns/gold', 'ns/silver']);
+    const reworded = { ...refused, status: { ...refused.status, conditions: [{ ...refused.status.conditions[0]!, message: 'now 1,000,001 bytes' }] } };
+    expect(enqueuedBy(new PolicyController(ctx), () => caches.apis.put(reworded))).toEqual([]);
+  });
+
   it('watches its policies, the APIs they grant, and the keys applying them', () => {
     const { ctx, caches } = fakeContext();
     caches.policies.put(policy(['orders']));

@@ -1,11 +1,15 @@
 import type { PolicyStatus } from '../../crds/schemas/policy.ts';
-import { apiIdsOfChange, grantedApiIds, policyProblem } from '../config/compile-api.ts';
+import { apiIdOf, apiIdsOfChange, coveredApiIds, grantedApiIds, policyProblem, type Problem } from '../config/compile-api.ts';
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
 import type { Request } from '../kit/reconciler.ts';
-import { forObjects, requestFor, specChanged, watches, type Watch } from '../kit/watch.ts';
-import type { DesiredStatus } from '../runtime/status.ts';
+import { forObjects, requestFor, specChanged, watches, type Watch, type WatchEvent } from '../kit/watch.ts';
+import { EVERY_API } from '../../crds/policy-coverage.ts';
+import type { GwObject } from '../runtime/gw-object.ts';
+import { readyCondition, type DesiredStatus } from '../runtime/status.ts';
 import type { ControllerContext } from './context.ts';
+
+type Api = GwObject<'ApiDefinition'>;
 
 /** How many Keys a Policy's status names (their count is given whole). */
 const KEYS_NAMED = 20;
@@ -13,8 +17,9 @@ const KEYS_NAMED = 20;
 /**
  * Policy status: Ready, or why not (an API it grants does not exist — deleting an API is
  * never blocked by the policies granting it, they turn not Ready instead — or the policy
- * itself is invalid), and back-links: the api_ids it grants that exist and the Keys
- * using it (their count, and their names in the message).
+ * itself is invalid, or an API it covers is refused and serves its last good config without
+ * it), and back-links: the api_ids it grants that exist and the Keys using it (their count,
+ * and their names in the message).
  * The APIs' ConfigMaps are rewritten by the ApiDefinition controller, which watches policies.
  */
 export class PolicyController implements KindController {
@@ -34,6 +39,12 @@ export class PolicyController implements KindController {
         const ids = apiIdsOfChange(event);
         return [...ids].flatMap((id) => policiesByCoveredApi.get(id)).map(requestFor);
       }),
+      // An API refused, or served again, decides whether the policies covering it are in force there.
+      watches(apis, (event) => {
+        if (!servingChanged(event)) return [];
+        const ids = [...apiIdsOfChange(event), EVERY_API];
+        return ids.flatMap((id) => policiesByCoveredApi.get(id)).map(requestFor);
+      }),
       // A key's apply_policies changes the key count of the policies it names, and of those it named before.
       watches(keys, (event) => {
         if (!specChanged(event)) return [];
@@ -50,12 +61,53 @@ export class PolicyController implements KindController {
     const { apisById, keysByPolicy } = this.#ctx.indexes;
     const keys = keysByPolicy.namesIn(name, namespace);
     const fields = { apis: granted.filter((apiId) => apisById.has(apiId)), keys: keys.size };
-    const problem = policyProblem(policy, granted.flatMap((apiId) => apisById.get(apiId)));
+    const problem = policyProblem(policy, granted.flatMap((apiId) => apisById.get(apiId))) ?? this.#notServed(policy);
     const desired: DesiredStatus<PolicyStatus> = problem
       ? { ready: false, ...problem, fields }
       : { ready: true, reason: 'Valid', message: `${granted.length > 0 ? `grants ${granted.length} API(s)` : 'grants no API: its limits cover every API its keys may call'}; used by ${describeKeys(keys)}`, fields };
     await setStatus(this.#ctx, 'Policy', policy, desired);
   }
+
+  /**
+   * An API the policy covers that serves the config kept from before a refusal, without the
+   * policy in it (a new grant past ConfigTooLarge, say: docs/behaviour.md#bad-edits). An
+   * ApiDefinition not yet reconciled has no say: it is compiled with the policy.
+   */
+  #notServed(policy: GwObject<'Policy'>): Problem | undefined {
+    const ref = `${policy.metadata.namespace}/${policy.metadata.name}`;
+    const { apis } = this.#ctx.caches;
+    const { apisById } = this.#ctx.indexes;
+    const covered = coveredApiIds(policy);
+    const ids = covered.includes(EVERY_API) ? new Set(apis.list().map(apiIdOf)) : covered;
+    const refused: string[] = [];
+    for (const id of ids) {
+      const withId = apisById.get(id);
+      const without = withId.filter((api) => servesWithout(api, ref));
+      // Of several ApiDefinitions with one api_id, one serves it (DuplicateApiId): the others' refusals are not the policy's concern.
+      if (without.length === 0 || withId.some((api) => readyCondition(api)?.status === 'True')) continue;
+      const [first] = without;
+      refused.push(`api_id "${id}" (ApiDefinition ${first!.metadata.namespace}/${first!.metadata.name} is ${readyCondition(first!)!.reason})`);
+    }
+    if (refused.length === 0) return undefined;
+    return { reason: 'NotInForce', message: `not in force on ${refused.sort().join(', ')}: it serves its last good config, without this Policy` };
+  }
+}
+
+/**
+ * The ApiDefinition serves a config without the policy: it is refused and keeps its last good
+ * config (its status names the policies in force there), which the policy is not in. One
+ * refused before it ever compiled serves nothing, so no policy is missing from it.
+ */
+const servesWithout = (api: Api, policyRef: string): boolean => {
+  const inForce = api.status?.policies;
+  return readyCondition(api)?.status === 'False' && inForce !== undefined && !inForce.includes(policyRef);
+};
+
+/** An ApiDefinition turned Ready or not, or changed the policies in force on it. */
+function servingChanged(event: WatchEvent<Api>): boolean {
+  const [before, after] = [event.old, event.verb === 'delete' ? undefined : event.object];
+  const ready = (api: Api | undefined): string | undefined => (api ? readyCondition(api)?.status : undefined);
+  return ready(before) !== ready(after) || (before?.status?.policies ?? []).join() !== (after?.status?.policies ?? []).join();
 }
 
 /** How many Keys, and the first names in code-unit order: a partial selection, as a Policy may have 100,000 Keys. */

@@ -25,6 +25,9 @@ export interface DesiredStatus<S> {
 /** A whole status to merge-patch: the kind's fields, the generation seen and the Ready condition. */
 export type StatusPatch<S> = StatusFields<S> & { observedGeneration: number | undefined; conditions: Condition[] };
 
+/** An object's Ready condition, as the last reconcile of its controller wrote it; none before the first. */
+export const readyCondition = (obj: { status?: StatusBase | undefined }): Condition | undefined => obj.status?.conditions?.find((c) => c.type === 'Ready');
+
 /**
  * Builds the status to write: `observedGeneration`, the Ready condition (its
  * lastTransitionTime kept unless its status flips) and the kind's fields. Returns null
@@ -37,7 +40,7 @@ export function nextStatus<S extends StatusBase>(
   now = new Date(),
 ): StatusPatch<S> | null {
   const generation = obj.metadata.generation;
-  const previous = obj.status?.conditions?.find((c) => c.type === 'Ready');
+  const previous = readyCondition(obj);
   const status: Condition['status'] = desired.ready ? 'True' : 'False';
   const condition: Condition = {
     type: 'Ready',

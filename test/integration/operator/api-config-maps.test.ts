@@ -153,8 +153,17 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
     const status = (await c.get('ApiDefinition', ns, 'crowded'))?.status;
     expect(ready(await c.get('ApiDefinition', ns, 'crowded'))?.reason).toBe('ConfigTooLarge');
     expect(status?.policies).toEqual(Object.keys(revoked.policies));
-    for (let i = 0; i < 10; i += 1) await c.remove('Policy', ns, `bulk-${i}`);
+    // A Policy past the bound says it is not in force (the last one never fits; the first ones
+    // may have been compiled in, one reconcile at a time); one served says it is.
+    expect(await waitReady('Policy', 'bulk-9', 'False')).toMatchObject({
+      reason: 'NotInForce',
+      message: `not in force on api_id "${apiId}" (ApiDefinition ${ns}/crowded is ConfigTooLarge): it serves its last good config, without this Policy`,
+    });
+    expect(ready(await c.get('Policy', ns, 'kept'))).toMatchObject({ status: 'True', reason: 'Valid' });
+    for (let i = 0; i < 9; i += 1) await c.remove('Policy', ns, `bulk-${i}`);
     await waitReady('ApiDefinition', 'crowded', 'True');
+    expect(await waitReady('Policy', 'bulk-9', 'True')).toMatchObject({ reason: 'Valid' });
+    await c.remove('Policy', ns, 'bulk-9');
   }, 60_000);
 
   it("keeps a refused Policy's last good version in an API's ConfigMap deleted by hand", async () => {
