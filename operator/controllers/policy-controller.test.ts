@@ -66,7 +66,7 @@ describe('PolicyController', () => {
     await controller.reconcile({ namespace: 'ns', name: 'gold' });
     expect(caches.policies.get('ns', 'gold')?.status).toMatchObject({
       apis: ['billing', 'broken', 'fresh', 'orders', 'shared'],
-      conditions: [{ status: 'False', reason: 'NotInForce', message: 'not in force on api_id "orders" (ApiDefinition ns/orders is ConfigTooLarge): it serves its last good config, without this Policy' }],
+      conditions: [{ status: 'False', reason: 'NotInForce', message: 'not in force on api_id "orders" (ApiDefinition ns/orders is ConfigTooLarge): the refused API serves its last good config, without this Policy' }],
     });
     // A policy granting no API covers every API: the refused one is refused for it too.
     caches.policies.put(policyObject('silver', []));

@@ -89,7 +89,8 @@ export class PolicyController implements KindController {
       refused.push(`api_id "${id}" (ApiDefinition ${first!.metadata.namespace}/${first!.metadata.name} is ${readyCondition(first!)!.reason})`);
     }
     if (refused.length === 0) return undefined;
-    return { reason: 'NotInForce', message: `not in force on ${refused.sort().join(', ')}: it serves its last good config, without this Policy` };
+    const serve = refused.length === 1 ? 'the refused API serves its' : 'the refused APIs serve their';
+    return { reason: 'NotInForce', message: `not in force on ${refused.sort().join(', ')}: ${serve} last good config, without this Policy` };
   }
 }
 

@@ -157,7 +157,7 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
     // may have been compiled in, one reconcile at a time); one served says it is.
     expect(await waitReady('Policy', 'bulk-9', 'False')).toMatchObject({
       reason: 'NotInForce',
-      message: `not in force on api_id "${apiId}" (ApiDefinition ${ns}/crowded is ConfigTooLarge): it serves its last good config, without this Policy`,
+      message: `not in force on api_id "${apiId}" (ApiDefinition ${ns}/crowded is ConfigTooLarge): the refused API serves its last good config, without this Policy`,
     });
     expect(ready(await c.get('Policy', ns, 'kept'))).toMatchObject({ status: 'True', reason: 'Valid' });
     for (let i = 0; i < 9; i += 1) await c.remove('Policy', ns, `bulk-${i}`);
