@@ -7,6 +7,7 @@ import { continueBody } from './http/body-limit.ts';
 import { gatewayErrors, type GatewayError } from './http/errors.ts';
 import { refusedTarget } from './http/request-target.ts';
 import { requestIdOf } from './http/request-id.ts';
+import { upgradesToWebSocket } from './http/websocket-handshake.ts';
 import { clientErrorAnswer, gatewayShape, REQUEST_ID_HEADER, sendError, sendErrorOnSocket, type RefusalShape } from './http/respond.ts';
 
 /**
@@ -64,7 +65,7 @@ export function boundedServer(handler: RequestListener, overrides: BoundOverride
     // Only a WebSocket handshake is taken as an upgrade (where the listener has an upgrade
     // handler at all); any other offer, such as `curl --http2`'s h2c, is served as the HTTP/1.1
     // request it also is, its Upgrade ignored as RFC 9110 §7.8 allows and nginx does.
-    shouldUpgradeCallback: (req: IncomingMessage): boolean => server.listenerCount('upgrade') > 0 && offersWebSocket(req),
+    shouldUpgradeCallback: (req: IncomingMessage): boolean => server.listenerCount('upgrade') > 0 && upgradesToWebSocket(req.headers),
   };
   const connections = new Set<AnsweringSocket>();
   const bounded: RequestListener = (req, res) => {
@@ -130,9 +131,6 @@ export function* answersInFlight(server: Server): Generator<ServerResponse> {
     if (answer !== undefined && !answer.writableFinished) yield answer;
   }
 }
-
-/** The request offers an upgrade to WebSocket: the one upgrade the proxy listener carries (docs/behaviour.md#gateway-answers). */
-const offersWebSocket = (req: IncomingMessage): boolean => /^websocket$/i.test(String(req.headers.upgrade ?? ''));
 
 /** Refusals before any handler carry a request id too, as every answer does (README.md#the-sidecar-gw-sidecar). */
 const idOf = (req: IncomingMessage): Record<string, string> => ({ [REQUEST_ID_HEADER]: requestIdOf(req) });

@@ -4,6 +4,9 @@ import type { IncomingHttpHeaders } from 'node:http';
 /** RFC 6455 §1.3: the GUID a server appends to the client's key to prove it read the handshake. */
 const HANDSHAKE_GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 
+/** The headers name WebSocket as the upgrade: the one upgrade the proxy listener carries (docs/behaviour.md#gateway-answers). */
+export const upgradesToWebSocket = (headers: IncomingHttpHeaders): boolean => /^websocket$/i.test(String(headers.upgrade ?? ''));
+
 /** The `Sec-WebSocket-Accept` an upstream that took the client's handshake answers with; null without a key. */
 export function expectedWebSocketAccept(requestHeaders: IncomingHttpHeaders): string | null {
   const key = requestHeaders['sec-websocket-key'];
@@ -19,7 +22,7 @@ export function expectedWebSocketAccept(requestHeaders: IncomingHttpHeaders): st
  */
 export function completesWebSocketHandshake(statusCode: number | undefined, headers: IncomingHttpHeaders, expectedAccept: string | null): boolean {
   if (statusCode !== 101 || expectedAccept === null) return false;
-  if (!/^websocket$/i.test(String(headers.upgrade ?? '').trim())) return false;
+  if (!upgradesToWebSocket(headers)) return false;
   if (!String(headers.connection ?? '').split(',').some((token) => token.trim().toLowerCase() === 'upgrade')) return false;
   return headers['sec-websocket-accept'] === expectedAccept;
 }

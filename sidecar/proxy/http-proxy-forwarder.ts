@@ -8,7 +8,7 @@ import { sendError, sendErrorOnSocket } from '../http/respond.ts';
 import { BodyTooLargeError, hasRequestBody, limitedBody, refuseRestOfBody } from '../http/body-limit.ts';
 import { CONNECTIONS_PER_ORIGIN, failureCause, refusedAsTooLarge, type ForwardRequest, type ForwardResult, type Forwarder, type ForwarderOptions, type UpgradeForwarder, type UpgradeTarget } from './forwarder.ts';
 import { removeHopByHopResponseHeaders, removeRateLimitHeaders, upstreamRequestHeaders, wantsClose } from './headers.ts';
-import { completesWebSocketHandshake, expectedWebSocketAccept } from './websocket-handshake.ts';
+import { completesWebSocketHandshake, expectedWebSocketAccept } from '../http/websocket-handshake.ts';
 
 class UpstreamTimeoutError extends Error {
   readonly code = 'upstream_timeout';

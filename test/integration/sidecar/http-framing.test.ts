@@ -1,7 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { expectedWebSocketAccept } from '../../../sidecar/proxy/websocket-handshake.ts';
+import { expectedWebSocketAccept } from '../../../sidecar/http/websocket-handshake.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { HandSource } from '../../support/hand-source.ts';
 import { compiledApi, compiledConfig, sidecarOptions, startTestSidecar, uniqueId, withExpectation } from './helpers.ts';
