@@ -90,9 +90,48 @@ function keyProblems(spec: KeyDocSpec | undefined, namespace: string, config: Co
   return found;
 }
 
+/**
+ * The log of a load's config problems: a line the load before logged too is not logged again,
+ * so that a reload (any file's edit, a Redis reconnect) logs what changed, not every problem
+ * the folder still has. /readyz and gw_config_problems list them all at every load.
+ */
+class ProblemLog {
+  readonly #logger: Logger;
+  #lastLoad = new Set<string>();
+  #thisLoad = new Set<string>();
+
+  constructor(logger: Logger) {
+    this.#logger = logger;
+  }
+
+  warn(fields: object, msg: string): void {
+    this.#log('warn', fields, msg);
+  }
+
+  error(fields: object, msg: string): void {
+    this.#log('error', fields, msg);
+  }
+
+  /** A load begins: what it logs is compared with what the last complete one logged. */
+  begin(): void {
+    this.#thisLoad = new Set();
+  }
+
+  /** The load is complete: its lines are the ones the next load does not repeat. */
+  complete(): void {
+    this.#lastLoad = this.#thisLoad;
+  }
+
+  #log(level: 'warn' | 'error', fields: object, msg: string): void {
+    const line = `${level} ${msg} ${JSON.stringify(fields)}`;
+    this.#thisLoad.add(line);
+    if (!this.#lastLoad.has(line)) this.#logger[level](fields, msg);
+  }
+}
+
 /** A problem found in `file`: logged, as every problem is (README.md), and listed for /readyz and the gauge. */
-function addProblem(problems: FolderProblem[], logger: Logger, file: string, problem: FolderProblem): void {
-  logger.warn({ file, subject: problem.subject, problem: problem.reason }, 'config problem');
+function addProblem(problems: FolderProblem[], log: ProblemLog, file: string, problem: FolderProblem): void {
+  log.warn({ file, subject: problem.subject, problem: problem.reason }, 'config problem');
   problems.push({ ...problem, file: basename(file) });
 }
 
@@ -106,7 +145,7 @@ const NOT_A_KEY_HASH = 'spec.key_hash is not a key hash (64 characters 0-9a-f, t
  * gw does not serve. Other YAML in the folder (another tool's, whose kinds may share a name
  * with gw's) is left alone.
  */
-function reportStrayDocuments(files: readonly YamlFile[], problems: FolderProblem[], logger: Logger): void {
+function reportStrayDocuments(files: readonly YamlFile[], problems: FolderProblem[], log: ProblemLog): void {
   for (const file of files) {
     file.objects.forEach((object, index) => {
       const { apiVersion: version, kind } = object ?? {};
@@ -115,7 +154,7 @@ function reportStrayDocuments(files: readonly YamlFile[], problems: FolderProble
       const reason = version === apiVersion
         ? `document ${index + 1}: ${apiVersion} has no kind ${String(kind)} (it has ${kindNames.join(', ')}); skipped`
         : `document ${index + 1}: ${version} is not served (gw reads ${apiVersion}); skipped`;
-      addProblem(problems, logger, file.path, { subject: `file ${basename(file.path)}`, reason, kind: 'File', code: 'UnknownKind' });
+      addProblem(problems, log, file.path, { subject: `file ${basename(file.path)}`, reason, kind: 'File', code: 'UnknownKind' });
     });
   }
 }
@@ -202,6 +241,7 @@ export class FolderConfigSource implements ConfigSource {
   readonly #options: FolderSourceOptions;
   #publish: (config: CompiledConfig) => void = () => undefined;
   #problems: FolderProblem[] = [];
+  readonly #problemLog: ProblemLog;
   /** The `gw_config_problems` series the last report set, by kind/reason. */
   #gaugeSeries = new Map<string, { kind: string; reason: string }>();
   /** The last version of each file that parsed, by path. */
@@ -238,6 +278,7 @@ export class FolderConfigSource implements ConfigSource {
 
   constructor(options: FolderSourceOptions) {
     this.#options = options;
+    this.#problemLog = new ProblemLog(options.logger);
   }
 
   async start(publish: (config: CompiledConfig) => void): Promise<void> {
@@ -331,8 +372,9 @@ export class FolderConfigSource implements ConfigSource {
     }
 
     const problems: FolderProblem[] = [];
+    this.#problemLog.begin();
     const usable = this.#usableFiles(files, problems);
-    reportStrayDocuments(usable, problems, logger);
+    reportStrayDocuments(usable, problems, this.#problemLog);
     // The file each resource is in, by `Kind namespace/name`: the compile step's problems name the resource only.
     const fileOf = new Map<string, string>();
     const refused: CompileProblem[] = [];
@@ -349,7 +391,7 @@ export class FolderConfigSource implements ConfigSource {
       const subject = refName(problem.ref);
       const kept = keptAtLastGood.has(subject);
       const file = fileOf.get(subject);
-      logger.warn({ problem, file, lastGoodKept: kept }, 'config problem');
+      this.#problemLog.warn({ problem, file, lastGoodKept: kept }, 'config problem');
       const reason = `${problem.field}: ${problem.message}${kept ? `; ${LAST_GOOD_KEPT}` : ''}`;
       problems.push({ subject, reason, kind: problem.ref.kind, code: problem.reason, ...(file === undefined ? {} : { file }) });
     }
@@ -358,6 +400,7 @@ export class FolderConfigSource implements ConfigSource {
     await this.#reportKeyProblems(keyDocs, compiled.config, problems);
     await nextTurn();
     this.#report(problems);
+    this.#problemLog.complete();
     this.#published = compiled.config;
     this.#publish(compiled.config);
     // Until the store has taken every session, the same content is loaded again (#retrySessions).
@@ -396,7 +439,7 @@ export class FolderConfigSource implements ConfigSource {
       if (lastGood) usable.push(lastGood);
       const outcome = lastGood ? LAST_GOOD_KEPT : 'none of it is in effect';
       const unreadable = error instanceof UnreadableFileError;
-      this.#options.logger.error({ file: file.path, error: error.message }, `config file ${unreadable ? 'cannot be used' : 'does not parse'}; ${outcome}`);
+      this.#problemLog.error({ file: file.path, error: error.message }, `config file ${unreadable ? 'cannot be used' : 'does not parse'}; ${outcome}`);
       problems.push({ subject: `file ${basename(file.path)}`, reason: `${error.message}; ${outcome}`, kind: 'File', code: unreadable ? 'Unreadable' : 'YamlError', file: basename(file.path) });
     }
     return usable;
@@ -412,7 +455,7 @@ export class FolderConfigSource implements ConfigSource {
     for (const doc of docs) {
       const metadata = metaOf(doc);
       if (metadata === null) {
-        this.#options.logger.warn({ file: doc.file.path, kind }, 'resource without metadata.name skipped');
+        this.#problemLog.warn({ file: doc.file.path, kind }, 'resource without metadata.name skipped');
         problems.push({ subject: `${kind} in ${basename(doc.file.path)}`, reason: 'no metadata.name; skipped', kind, code: 'MissingName', file: basename(doc.file.path) });
         continue;
       }
@@ -537,7 +580,7 @@ export class FolderConfigSource implements ConfigSource {
   /** A Key that gives no session: reported, and served by the session it had if it had one. */
   #refuseKey(key: { doc: FoundDoc; name: string; subject: string }, problem: { message: string; code: string }, hadSession: boolean, problems: FolderProblem[]): void {
     const file = key.doc.file.path;
-    this.#options.logger.warn({ file, resource: key.name, problem: problem.message }, hadSession ? 'invalid Key: its last good session stays in effect' : 'invalid Key skipped');
+    this.#problemLog.warn({ file, resource: key.name, problem: problem.message }, hadSession ? 'invalid Key: its last good session stays in effect' : 'invalid Key skipped');
     problems.push({ subject: key.subject, reason: `${problem.message}; ${hadSession ? LAST_GOOD_KEPT : 'skipped'}`, kind: 'Key', code: problem.code, file: basename(file) });
   }
 
@@ -557,7 +600,7 @@ export class FolderConfigSource implements ConfigSource {
       const namespace = meta.namespace ?? this.#options.defaultNamespace;
       const subject = `Key ${namespace}/${meta.name}`;
       for (const { reason, code } of keyProblems(doc.object.spec as KeyDocSpec | undefined, namespace, config, apiIds)) {
-        addProblem(problems, this.#options.logger, doc.file.path, { subject, reason, kind: 'Key', code });
+        addProblem(problems, this.#problemLog, doc.file.path, { subject, reason, kind: 'Key', code });
       }
     }
   }
@@ -591,7 +634,7 @@ export class FolderConfigSource implements ConfigSource {
       for (const other of same) {
         if (other === holder) continue;
         const reason = `spec.key_hash is also that of Key ${refOf(holder)}, which holds its session: this Key is not in force`;
-        addProblem(problems, this.#options.logger, other.doc.file.path, { subject: other.subject, reason, kind: 'Key', code: 'DuplicateKeyHash' });
+        addProblem(problems, this.#problemLog, other.doc.file.path, { subject: other.subject, reason, kind: 'Key', code: 'DuplicateKeyHash' });
       }
     }
     this.#keyHolders = holders;
@@ -608,7 +651,7 @@ export class FolderConfigSource implements ConfigSource {
       if (meta === null || typeof spec?.key_hash !== 'string') problems.push(this.#unservableKey(doc, meta, subject));
       // Not a hash: most likely the raw key pasted in its place. It names no session (nothing is
       // read, written or logged under it), and the problem does not repeat it.
-      else if (!keyHashFormat.test(spec.key_hash)) addProblem(problems, this.#options.logger, doc.file.path, { subject, reason: NOT_A_KEY_HASH, kind: 'Key', code: 'InvalidSpec' });
+      else if (!keyHashFormat.test(spec.key_hash)) addProblem(problems, this.#problemLog, doc.file.path, { subject, reason: NOT_A_KEY_HASH, kind: 'Key', code: 'InvalidSpec' });
       else keys.push({ doc, meta, hash: spec.key_hash, spec, subject });
     }
     return keys;
@@ -616,7 +659,7 @@ export class FolderConfigSource implements ConfigSource {
 
   #unservableKey(doc: FoundDoc, meta: Meta | null, subject: string): FolderProblem {
     const missing = meta === null ? 'metadata.name' : 'spec.key_hash';
-    this.#options.logger.warn({ file: doc.file.path, resource: meta?.name }, `Key without ${missing} skipped: a standalone gateway cannot generate raw keys`);
+    this.#problemLog.warn({ file: doc.file.path, resource: meta?.name }, `Key without ${missing} skipped: a standalone gateway cannot generate raw keys`);
     const file = basename(doc.file.path);
     if (meta === null) return { subject, reason: 'no metadata.name; skipped', kind: 'Key', code: 'MissingName', file };
     const reason =

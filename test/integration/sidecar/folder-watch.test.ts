@@ -690,9 +690,18 @@ spec: { key_hash: ${keyHash(rawKey)}, apply_policies: [grants] }
       );
     }
     expect(await metrics()).toContain('gw_config_problems{kind="Key",reason="MissingKeyHash"} 3');
-    const warnings = logs.filter((line) => line.includes('Key without spec.key_hash skipped'));
-    expect(warnings).toHaveLength(3);
-    for (const line of warnings) expect(JSON.parse(line).level).toBe(40);
+    const warnings = (): string[] => logs.filter((line) => line.includes('Key without spec.key_hash skipped'));
+    expect(warnings()).toHaveLength(3);
+    for (const line of warnings()) expect(JSON.parse(line).level).toBe(40);
+    // A reload that finds the same problems logs none of them again; a new problem, it logs.
+    await writeFile(join(dir, 'open.yaml'), keylessApi('open', '/open/', upstream.url));
+    await sidecar.runtime.reload();
+    expect(await status('/open/')).toBe(200);
+    expect(warnings()).toHaveLength(3);
+    await writeFile(join(dir, 'nameless.yaml'), 'apiVersion: gw.dev/v1alpha1\nkind: Key\nmetadata: { name: nameless }\nspec: { rate: 1, per: 1 }\n');
+    await sidecar.runtime.reload();
+    expect(warnings()).toHaveLength(4);
+    expect((await readyz()).body.problems.filter((p) => p.reason.startsWith('no spec.key_hash'))).toHaveLength(4);
   });
 
   it('keeps answering while a folder of 5,000 Keys reloads: the work is spread over many turns of the event loop', async () => {
