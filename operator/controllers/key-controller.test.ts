@@ -341,6 +341,39 @@ describe('KeyController', () => {
     ]);
   });
 
+  it('says which applied Policy is refused and in force on no API, and turns Ready once an API serves a version of it', async () => {
+    const { ctx, caches } = fakeContext();
+    const controller = new KeyController(ctx);
+    const ready = (status: 'True' | 'False', reason: string) => [{ type: 'Ready', status, reason, message: '', lastTransitionTime: '2026-01-01T00:00:00Z' }];
+    caches.policies.put({ ...policy('gold', ['orders']), status: { conditions: ready('False', 'InvalidRegex') } });
+    caches.policies.put({ ...policy('silver', ['orders']), status: { conditions: ready('True', 'Valid') } });
+    caches.apis.put({ ...apiDefinition('orders', { api_id: 'orders' }), status: { policies: ['ns/silver'], conditions: ready('True', 'Compiled') } });
+    caches.keys.put(key({ key_hash: keyHash('k'), apply_policies: ['gold', 'silver'] }));
+    await controller.reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([
+      { status: 'False', reason: 'PolicyNotInForce', message: 'apply_policies names gold (InvalidRegex), in force on no API: what it grants and limits does not apply to this key' },
+    ]);
+    // Refused after it compiled: the API keeps its last good version, which applies.
+    caches.apis.put({ ...caches.apis.get('ns', 'orders')!, status: { policies: ['ns/gold', 'ns/silver'], conditions: ready('True', 'Compiled') } });
+    await controller.reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
+  });
+
+  it('enqueues the keys of a policy refused or taken again, and of a refused one an API takes in or leaves out; not at a first Ready', () => {
+    const { ctx, caches } = fakeContext();
+    const ready = (status: 'True' | 'False') => ({ conditions: [{ type: 'Ready', status, reason: status === 'True' ? 'Valid' : 'InvalidRegex', message: '', lastTransitionTime: '2026-01-01T00:00:00Z' }] });
+    caches.keys.put(key({ apply_policies: ['gold'] }, 'alice'));
+    caches.keys.put(key({ apply_policies: ['silver'] }, 'bob'));
+    caches.policies.put(policy('gold', ['orders']));
+    caches.policies.put({ ...policy('silver', ['orders']), status: ready('True') });
+    expect(enqueuedBy(new KeyController(ctx), () => caches.policies.put({ ...policy('gold', ['orders']), status: ready('True') }))).toEqual([]);
+    expect(enqueuedBy(new KeyController(ctx), () => caches.policies.put({ ...policy('gold', ['orders']), status: ready('False') }))).toEqual(['ns/alice']);
+    const orders = apiDefinition('orders', { api_id: 'orders' });
+    caches.apis.put({ ...orders, status: { policies: ['ns/silver'] } });
+    expect(enqueuedBy(new KeyController(ctx), () => caches.apis.put({ ...orders, status: { policies: ['ns/gold', 'ns/silver'] } }))).toEqual(['ns/alice']);
+    expect(enqueuedBy(new KeyController(ctx), () => caches.apis.put({ ...orders, status: { policies: ['ns/gold'] } }))).toEqual([]);
+  });
+
   it('enqueues the keys granted an API when it appears, changes its api_id or goes, and only those', () => {
     const { ctx, caches } = fakeContext();
     caches.keys.put(key({ access_rights: { orders: {} } }, 'alice'));

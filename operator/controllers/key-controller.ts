@@ -1,18 +1,20 @@
 import { ReplyError } from 'ioredis';
 import { sessionFromKey } from '../../common/session-from-key.ts';
-import { apiIdsOfChange } from '../config/compile-api.ts';
+import { apiIdsOfChange, coveredApiIds } from '../config/compile-api.ts';
+import { EVERY_API } from '../../crds/policy-coverage.ts';
 import type { KeyStatus } from '../../crds/schemas/key.ts';
 import { patternMistake } from '../../crds/rate-limit-pattern.ts';
 import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
 import { LeaseLapsedError, TerminalError, type Request, type Result } from '../kit/reconciler.ts';
-import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, type Watch } from '../kit/watch.ts';
+import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, type Watch, type WatchEvent } from '../kit/watch.ts';
 import { hashOfSecret, KEY_DATA, KEY_LABEL, keySecretName, SecretNameTakenError } from '../keys/key-secrets.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
-import type { DesiredStatus, StatusFields } from '../runtime/status.ts';
+import { readyCondition, type DesiredStatus, type StatusFields } from '../runtime/status.ts';
 import { keyHashOf, type ControllerContext } from './context.ts';
 
 type Key = GwObject<'Key'>;
+type Policy = GwObject<'Policy'>;
 
 /** A Key's `namespace/name`. */
 const refOf = (key: Key): string => `${key.metadata.namespace}/${key.metadata.name}`;
@@ -82,11 +84,22 @@ export class KeyController implements KindController {
         const keyName = secret.metadata?.labels?.[KEY_LABEL];
         return keyName ? { namespace: secret.metadata?.namespace ?? '', name: keyName } : undefined;
       }),
-      // A policy appearing or going decides whether the keys naming it are Ready.
+      // A policy appearing, going, or refused or taken again decides whether the keys naming it are Ready.
       watches(policies, (event) => {
-        if (!specChanged(event)) return [];
+        if (!specChanged(event) && !refusalChanged(event)) return [];
         const { namespace, name } = event.object.metadata;
         return keysByPolicy.get(name, namespace).map(requestFor);
+      }),
+      // An API taking a refused policy's last good version in, or leaving it out, decides whether it is in force anywhere.
+      watches(apis, (event) => {
+        const before = event.old?.status?.policies ?? [];
+        const after = event.verb === 'delete' ? [] : (event.object.status?.policies ?? []);
+        const changed = [...before.filter((ref) => !after.includes(ref)), ...after.filter((ref) => !before.includes(ref))];
+        return changed.flatMap((ref) => {
+          const [namespace = '', name = ''] = ref.split('/');
+          const policy = policies.get(namespace, name);
+          return policy && readyCondition(policy)?.status === 'False' ? keysByPolicy.get(name, namespace).map(requestFor) : [];
+        });
       }),
       // An API appearing, going or changing its api_id decides whether the keys granted it are Ready.
       watches(apis, (event) => {
@@ -187,6 +200,11 @@ export class KeyController implements KindController {
     if (missingPolicies.length > 0) {
       problems.push({ reason: 'MissingPolicy', message: `apply_policies names ${missingPolicies.join(', ')}, not a Policy in namespace ${key.metadata.namespace}` });
     }
+    const notInForce = this.#policiesInForceNowhere(key);
+    if (notInForce.length > 0) {
+      const named = notInForce.map((policy) => `${policy.metadata.name} (${readyCondition(policy)?.reason})`).join(', ');
+      problems.push({ reason: 'PolicyNotInForce', message: `apply_policies names ${named}, in force on no API: what it grants and limits does not apply to this key` });
+    }
     const missingApis = this.#missingApis(key);
     if (missingApis.length > 0) {
       problems.push({ reason: 'MissingApi', message: `access_rights names ${missingApis.map((id) => `api_id "${id}"`).join(', ')}, not an ApiDefinition` });
@@ -196,6 +214,24 @@ export class KeyController implements KindController {
     const [first] = problems;
     if (!first) return { ready: true, reason: 'SessionStored', message: 'session stored', fields };
     return { ready: false, reason: first.reason, message: problems.map((p) => p.message).join('; '), fields };
+  }
+
+  /**
+   * The applied Policies that are not Ready and that no API serves (docs/behaviour.md#bad-edits):
+   * one refused before it ever compiled, say. A refused one that an API keeps at its last good
+   * version is in force there, and named in that ApiDefinition's status.policies.
+   */
+  #policiesInForceNowhere(key: Key): Policy[] {
+    const ns = key.metadata.namespace;
+    const applied = (key.spec.apply_policies ?? []).flatMap((name) => this.#ctx.caches.policies.get(ns, name) ?? []);
+    return applied.filter((policy) => readyCondition(policy)?.status === 'False' && !this.#inForceSomewhere(policy));
+  }
+
+  #inForceSomewhere(policy: Policy): boolean {
+    const ref = `${policy.metadata.namespace}/${policy.metadata.name}`;
+    const covered = coveredApiIds(policy);
+    const apis = covered.includes(EVERY_API) ? this.#ctx.caches.apis.list() : covered.flatMap((id) => this.#ctx.indexes.apisById.get(id));
+    return apis.some((api) => api.status?.policies?.includes(ref) === true);
   }
 
   #missingApis(key: Key): string[] {
@@ -316,6 +352,12 @@ export class KeyController implements KindController {
   async #setStatus(key: Key, desired: DesiredStatus<KeyStatus>): Promise<void> {
     await setStatus(this.#ctx, 'Key', key, desired);
   }
+}
+
+/** A policy turned not Ready, or Ready again: whether it is in force anywhere may have changed. The first Ready=True is not such a change. */
+function refusalChanged(event: WatchEvent<Policy>): boolean {
+  const refused = (policy: Policy | undefined): boolean => policy !== undefined && readyCondition(policy)?.status === 'False';
+  return refused(event.old) !== refused(event.verb === 'delete' ? undefined : event.object);
 }
 
 function secretHoldsNoKey(secretName: string): string {

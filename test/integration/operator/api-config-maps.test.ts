@@ -166,6 +166,23 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
     await c.remove('Policy', ns, 'bulk-9');
   }, 60_000);
 
+  it('says a Key applying a Policy refused before it ever compiled is PolicyNotInForce, and Ready once the Policy is fixed', async () => {
+    const apiId = `${ns}-unserved`;
+    await api('unserved');
+    const spec = (path: string) => ({ rate: 10, per: 60, access_rights: { [apiId]: { endpoints: [{ path, methods: [{ name: 'GET', limit: { rate: 2, per: 60 } }] }] } } });
+    await c.create('Policy', ns, { metadata: { name: 'never-compiled' }, spec: spec('/a(') });
+    expect(await waitReady('Policy', 'never-compiled', 'False')).toMatchObject({ reason: 'InvalidRegex' });
+    await c.create('Key', ns, { metadata: { name: 'unserved' }, spec: { rate: 5, per: 60, apply_policies: ['never-compiled'] } });
+    expect(await waitReady('Key', 'unserved', 'False')).toMatchObject({
+      reason: 'PolicyNotInForce',
+      message: 'apply_policies names never-compiled (InvalidRegex), in force on no API: what it grants and limits does not apply to this key',
+    });
+    await c.replaceSpec('Policy', ns, 'never-compiled', spec('/a'));
+    expect(await waitReady('Key', 'unserved', 'True')).toMatchObject({ reason: 'SessionStored' });
+    expect((await c.get('ApiDefinition', ns, 'unserved'))?.status?.policies).toEqual([`${ns}/never-compiled`]);
+    await c.remove('Key', ns, 'unserved');
+  });
+
   it("keeps a refused Policy's last good version in an API's ConfigMap deleted by hand", async () => {
     const apiId = `${ns}-granted`;
     await api('granted');
