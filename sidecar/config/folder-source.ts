@@ -241,6 +241,8 @@ export class FolderConfigSource implements ConfigSource {
   readonly #options: FolderSourceOptions;
   #publish: (config: CompiledConfig) => void = () => undefined;
   #problems: FolderProblem[] = [];
+  /** The file each resource of the published config was found in, by `Kind namespace/name`. */
+  #files = new Map<string, string>();
   readonly #problemLog: ProblemLog;
   /** The `gw_config_problems` series the last report set, by kind/reason. */
   #gaugeSeries = new Map<string, { kind: string; reason: string }>();
@@ -402,6 +404,7 @@ export class FolderConfigSource implements ConfigSource {
     this.#report(problems);
     this.#problemLog.complete();
     this.#published = compiled.config;
+    this.#files = fileOf;
     this.#publish(compiled.config);
     // Until the store has taken every session, the same content is loaded again (#retrySessions).
     this.#loadedFiles = sessionsStored ? files : null;
@@ -704,6 +707,10 @@ export class FolderConfigSource implements ConfigSource {
     for (const labels of this.#gaugeSeries.values()) gauge.remove(labels);
     this.#gaugeSeries = new Map(problems.map(({ kind, code }) => [`${kind}/${code}`, { kind, reason: code }]));
     for (const { kind, code } of problems) gauge.inc({ kind, reason: code });
+  }
+
+  fileOf(resource: ResourceRef): string | undefined {
+    return this.#files.get(refName(resource));
   }
 
   problems(): ConfigProblem[] {

@@ -89,10 +89,14 @@ export class ConfigRuntime {
 
   /** What the source refused or cannot receive (the APIs keep their last good config), and the APIs no request reaches. */
   problems(): ConfigProblem[] {
-    const shadowed = this.#state.routes.shadowed.map(({ api, by }) => ({
-      subject: `${api.source.kind} ${api.source.namespace}/${api.source.name}`,
-      reason: `listen path ${api.listen_path} is served by ${by.source.kind} ${by.source.namespace}/${by.source.name} (its api_id ${by.api_id} comes first); this API is never reached`,
-    }));
+    const shadowed = this.#state.routes.shadowed.map(({ api, by }) => {
+      const file = this.#deps.source.fileOf?.(api.source);
+      return {
+        subject: `${api.source.kind} ${api.source.namespace}/${api.source.name}`,
+        reason: `listen path ${api.listen_path} is served by ${by.source.kind} ${by.source.namespace}/${by.source.name} (its api_id ${by.api_id} comes first); this API is never reached`,
+        ...(file === undefined ? {} : { file }),
+      };
+    });
     return [...this.#deps.source.problems(), ...shadowed];
   }
 

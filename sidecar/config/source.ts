@@ -1,4 +1,4 @@
-import type { CompiledAccessRight, CompiledConfig } from '../../crds/compiled.ts';
+import type { CompiledAccessRight, CompiledConfig, ResourceRef } from '../../crds/compiled.ts';
 
 /**
  * Where a sidecar's compiled config comes from: the operator's ConfigMaps (Kubernetes) or
@@ -13,6 +13,8 @@ export interface ConfigSource {
   stop(): Promise<void>;
   /** Configs refused since their last good version (each API keeps serving that one), and a source that has stopped receiving its config. */
   problems(): ConfigProblem[];
+  /** Standalone: the file of the config folder a resource of the published config was loaded from. */
+  fileOf?(resource: ResourceRef): string | undefined;
 }
 
 export interface ConfigProblem {

@@ -407,7 +407,9 @@ spec: { api_id: later, proxy: { listen_path: /later/, target_url: '${upstream.ur
       body: {
         status: 'ready',
         reasons: [],
-        problems: [{ subject: 'ApiDefinition default/b-second', reason: 'listen path /shared/ is served by ApiDefinition default/a-first (its api_id a-first comes first); this API is never reached' }],
+        problems: [
+          { subject: 'ApiDefinition default/b-second', reason: 'listen path /shared/ is served by ApiDefinition default/a-first (its api_id a-first comes first); this API is never reached', file: 'b.yaml' },
+        ],
       },
     });
     expect(await metrics()).toContain('gw_config_problems{kind="ApiDefinition",reason="ListenPathTaken"} 1');
