@@ -12,7 +12,7 @@ import { nextStatus, type DesiredStatus, type StatusWriter } from '../runtime/st
 /**
  * Writes the status a reconcile decided, unless the resource already carries it; a
  * resource turning (or staying, with new words) not Ready also gets a Warning event
- * saying why, so `kubectl get events` tells the story.
+ * saying why, so `kubectl get events` tells the story. One deleted meanwhile gets neither.
  */
 export async function setStatus<K extends KindName>(
   writers: { status: StatusWriter; events: EventRecorder },
@@ -22,7 +22,13 @@ export async function setStatus<K extends KindName>(
 ): Promise<void> {
   const status = nextStatus(obj, desired);
   if (!status) return;
-  await writers.status.write(kind, obj, status);
+  try {
+    await writers.status.write(kind, obj, status);
+  } catch (error) {
+    // Deleted while it was reconciled: its delete event brings whatever is left to do.
+    if (isNotFound(error)) return;
+    throw error;
+  }
   if (!desired.ready) writers.events.record(obj, 'Warning', desired.reason, desired.message);
 }
 
