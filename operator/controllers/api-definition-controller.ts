@@ -102,7 +102,7 @@ export class ApiDefinitionController implements KindController {
     if (!outcome.ok) return this.#refuse(api, { ready: false, reason: outcome.reason, message: outcome.message, fields: { api_id: outcome.apiId } }, signal);
     const fields = { api_id: outcome.apiId, policies: outcome.policyIds, configMap: configMapName(name) };
     if (outcome.bytes > MAX_CONFIG_BYTES) {
-      const message = `compiled config is ${outcome.bytes} bytes, over the ${MAX_CONFIG_BYTES}-byte limit of one ConfigMap; split the policies granting this API or reduce its endpoints`;
+      const message = `compiled config is ${outcome.bytes} bytes, over the ${MAX_CONFIG_BYTES}-byte limit of one ConfigMap: every Policy granting this API is copied into it whole (meta_data and endpoints too); make them fewer or smaller, or reduce the API's endpoints`;
       return this.#refuse(api, { ready: false, reason: 'ConfigTooLarge', message, fields }, signal);
     }
     const keepsRefused = outcome.refusedPolicies !== undefined;
@@ -157,9 +157,13 @@ export class ApiDefinitionController implements KindController {
     const inForce = await this.#inForceConfigMap(api);
     const held = inForce?.data?.[CONFIG_KEY];
     const config = (held === undefined ? undefined : this.#compiler.refusedApiConfig(held, this.#inputs, MAX_CONFIG_BYTES)) ?? held;
+    if (!inForce || config === undefined) {
+      // Nothing is served: no policy is in force on it, and it has no ConfigMap to name.
+      await this.#setStatus(api, { ...status, fields: { api_id: status.fields.api_id } });
+      return;
+    }
     const policies = Object.keys(policiesOfConfigMap(config));
-    await this.#setStatus(api, config === undefined ? status : { ...status, fields: { ...status.fields, policies } });
-    if (!inForce || config === undefined) return;
+    await this.#setStatus(api, { ...status, fields: { ...status.fields, policies } });
     signal.throwIfAborted();
     const body = config === held ? inForce : withHash(inForce, config);
     const result = await this.#writeConfigMap(api, body, () => config, policies.length, true);

@@ -26,6 +26,7 @@ const keyOf = (obj: KubernetesObject): string => `${obj.metadata?.namespace ?? '
 export class MemorySource<T extends KubernetesObject> implements Source<T> {
   readonly #objects = new Map<string, T>();
   readonly #handlers: Array<(event: WatchEvent<T>) => void> = [];
+  readonly #cacheHandlers: Array<(event: WatchEvent<T>) => void> = [];
   readonly #kind: string;
 
   constructor(kind = 'Thing') {
@@ -44,22 +45,27 @@ export class MemorySource<T extends KubernetesObject> implements Source<T> {
     this.#handlers.push(handler);
   }
 
-  /** No own writes are held back here: every change is handed to every handler. */
   onCached(handler: (event: WatchEvent<T>) => void): void {
-    this.#handlers.push(handler);
+    this.#cacheHandlers.push(handler);
   }
 
-  put(object: T): void {
+  /** A change, as its watch event; `ownWrite`: one the operator wrote, which `on`'s handlers are not told of (operator/kit/own-writes.ts). */
+  put(object: T, ownWrite = false): void {
     const old = this.#objects.get(keyOf(object));
     this.#objects.set(keyOf(object), object);
-    for (const handler of this.#handlers) handler({ kind: this.#kind, verb: old ? 'update' : 'add', object, old });
+    this.#emit({ kind: this.#kind, verb: old ? 'update' : 'add', object, old }, ownWrite);
   }
 
   remove(namespace: string, name: string): void {
     const old = this.#objects.get(`${namespace}/${name}`);
     if (!old) return;
     this.#objects.delete(`${namespace}/${name}`);
-    for (const handler of this.#handlers) handler({ kind: this.#kind, verb: 'delete', object: old, old });
+    this.#emit({ kind: this.#kind, verb: 'delete', object: old, old }, false);
+  }
+
+  #emit(event: WatchEvent<T>, ownWrite: boolean): void {
+    for (const handler of this.#cacheHandlers) handler(event);
+    if (!ownWrite) for (const handler of this.#handlers) handler(event);
   }
 }
 
@@ -86,7 +92,7 @@ export class RecordingStatusWriter implements StatusWriter {
 
   async write<K extends KindName>(kind: K, obj: GwObject<K>, status: StatusPatch<GwStatus<K>>): Promise<void> {
     this.writes.push({ kind, name: obj.metadata.name, status });
-    sourceOf(this.#caches, kind).put({ ...obj, status: { ...obj.status, ...status } });
+    sourceOf(this.#caches, kind).put({ ...obj, status: { ...obj.status, ...status } }, true);
   }
 }
 

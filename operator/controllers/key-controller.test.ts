@@ -93,6 +93,33 @@ describe('KeyController', () => {
     expect(caches.keys.get('ns', 'alice')!.status).toMatchObject({ key_hash: keyHash('second'), sessionStored: true, conditions: [{ status: 'True', reason: 'SessionStored' }] });
   });
 
+  it('keeps a generated key\'s Secret, which the status names, until Redis removes its session for a key_hash set since', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    const controller = new KeyController(ctx);
+    caches.keys.put(key());
+    await controller.reconcile(request, signal);
+    const { delete: remove } = sessions;
+    sessions.delete = () => Promise.reject(new Error('Connection is closed.'));
+    caches.keys.put({ ...caches.keys.get('ns', 'alice')!, spec: keySpecSchema.parse({ key_hash: keyHash('chosen') }) });
+    await expect(controller.reconcile(request, signal)).rejects.toThrow('Connection is closed.');
+    expect(caches.keys.get('ns', 'alice')!.status).toMatchObject({ key_hash: keyHash('raw-1'), secretName: 'gw-key-alice', conditions: [{ reason: 'SessionStoreUnavailable' }] });
+    expect(caches.secrets.get('ns', 'gw-key-alice')).toBeDefined();
+    sessions.delete = remove;
+    await controller.reconcile(request, signal);
+    expect(caches.secrets.get('ns', 'gw-key-alice')).toBeUndefined();
+    expect(await sessions.get(keyHash('raw-1'))).toBeNull();
+    expect(caches.keys.get('ns', 'alice')!.status).toMatchObject({ key_hash: keyHash('chosen'), conditions: [{ status: 'True', reason: 'SessionStored' }] });
+    expect(caches.keys.get('ns', 'alice')!.status?.secretName).toBeUndefined();
+  });
+
+  it('says an inactive key is refused, storing its session all the same', async () => {
+    const { ctx, caches, sessions } = fakeContext();
+    caches.keys.put(key({ key_hash: keyHash('k'), is_inactive: true }));
+    await new KeyController(ctx).reconcile(request, signal);
+    expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'False', reason: 'Inactive', message: 'is_inactive is true: the gateways refuse the key (403) until it is false' }]);
+    expect((await sessions.get(keyHash('k')))?.is_inactive).toBe(true);
+  });
+
   it('removes the session and the Secret of a deleted key, then its finalizer', async () => {
     const { ctx, caches, sessions } = fakeContext();
     const logged: string[] = [];
@@ -131,6 +158,7 @@ describe('KeyController', () => {
     const failures: Array<[Error, string]> = [
       [new Error("Stream isn't writeable and enableOfflineQueue options is false"), 'could not write the session: Redis is not connected'],
       [new ReplyError('OOM command not allowed when used memory > \'maxmemory\''), "could not write the session: Redis refused it: OOM command not allowed when used memory > 'maxmemory'"],
+      [new Error('Command timed out'), 'could not write the session: Redis did not answer in time'],
     ];
     for (const [error, message] of failures) {
       sessions.put = () => Promise.reject(error);
@@ -359,19 +387,19 @@ describe('KeyController', () => {
     expect(caches.keys.get('ns', 'alice')!.status?.conditions).toMatchObject([{ status: 'True', reason: 'SessionStored' }]);
   });
 
-  it('enqueues the keys of a policy refused or taken again, and of a refused one an API takes in or leaves out; not at a first Ready', () => {
+  it('enqueues the keys of a policy refused or taken again, and of a refused one an API takes in or leaves out (statuses the operator writes); not at a first Ready', () => {
     const { ctx, caches } = fakeContext();
     const ready = (status: 'True' | 'False') => ({ conditions: [{ type: 'Ready', status, reason: status === 'True' ? 'Valid' : 'InvalidRegex', message: '', lastTransitionTime: '2026-01-01T00:00:00Z' }] });
     caches.keys.put(key({ apply_policies: ['gold'] }, 'alice'));
     caches.keys.put(key({ apply_policies: ['silver'] }, 'bob'));
     caches.policies.put(policy('gold', ['orders']));
     caches.policies.put({ ...policy('silver', ['orders']), status: ready('True') });
-    expect(enqueuedBy(new KeyController(ctx), () => caches.policies.put({ ...policy('gold', ['orders']), status: ready('True') }))).toEqual([]);
-    expect(enqueuedBy(new KeyController(ctx), () => caches.policies.put({ ...policy('gold', ['orders']), status: ready('False') }))).toEqual(['ns/alice']);
+    expect(enqueuedBy(new KeyController(ctx), () => caches.policies.put({ ...policy('gold', ['orders']), status: ready('True') }, true))).toEqual([]);
+    expect(enqueuedBy(new KeyController(ctx), () => caches.policies.put({ ...policy('gold', ['orders']), status: ready('False') }, true))).toEqual(['ns/alice']);
     const orders = apiDefinition('orders', { api_id: 'orders' });
     caches.apis.put({ ...orders, status: { policies: ['ns/silver'] } });
-    expect(enqueuedBy(new KeyController(ctx), () => caches.apis.put({ ...orders, status: { policies: ['ns/gold', 'ns/silver'] } }))).toEqual(['ns/alice']);
-    expect(enqueuedBy(new KeyController(ctx), () => caches.apis.put({ ...orders, status: { policies: ['ns/gold'] } }))).toEqual([]);
+    expect(enqueuedBy(new KeyController(ctx), () => caches.apis.put({ ...orders, status: { policies: ['ns/gold', 'ns/silver'] } }, true))).toEqual(['ns/alice']);
+    expect(enqueuedBy(new KeyController(ctx), () => caches.apis.put({ ...orders, status: { policies: ['ns/gold'] } }, true))).toEqual([]);
   });
 
   it('enqueues the keys granted an API when it appears, changes its api_id or goes, and only those', () => {

@@ -7,7 +7,7 @@ import { patternMistake } from '../../crds/rate-limit-pattern.ts';
 import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
 import { LeaseLapsedError, TerminalError, type Request, type Result } from '../kit/reconciler.ts';
-import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, type Watch, type WatchEvent } from '../kit/watch.ts';
+import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, watchesStatus, type Watch, type WatchEvent } from '../kit/watch.ts';
 import { hashOfSecret, KEY_DATA, KEY_LABEL, keySecretName, SecretNameTakenError } from '../keys/key-secrets.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import { readyCondition, type DesiredStatus, type StatusFields } from '../runtime/status.ts';
@@ -37,6 +37,8 @@ export const KEY_FINALIZER = 'gw.dev/key-session';
 interface KeyIdentity {
   hash: string;
   secretName: string | undefined;
+  /** A Secret generated before spec.key_hash was set: deleted once the session of its key is. */
+  staleSecret: boolean;
 }
 
 /** A kubectl-made Key whose raw key cannot be had: its Secret's name is taken, or its Secret holds none. */
@@ -84,14 +86,20 @@ export class KeyController implements KindController {
         const keyName = secret.metadata?.labels?.[KEY_LABEL];
         return keyName ? { namespace: secret.metadata?.namespace ?? '', name: keyName } : undefined;
       }),
-      // A policy appearing, going, or refused or taken again decides whether the keys naming it are Ready.
+      // A policy appearing or going decides whether the keys naming it are Ready.
       watches(policies, (event) => {
-        if (!specChanged(event) && !refusalChanged(event)) return [];
+        if (!specChanged(event)) return [];
+        const { namespace, name } = event.object.metadata;
+        return keysByPolicy.get(name, namespace).map(requestFor);
+      }),
+      // A policy refused, or taken again, may be in force nowhere, or again somewhere.
+      watchesStatus(policies, (event) => {
+        if (!refusalChanged(event)) return [];
         const { namespace, name } = event.object.metadata;
         return keysByPolicy.get(name, namespace).map(requestFor);
       }),
       // An API taking a refused policy's last good version in, or leaving it out, decides whether it is in force anywhere.
-      watches(apis, (event) => {
+      watchesStatus(apis, (event) => {
         const before = event.old?.status?.policies ?? [];
         const after = event.verb === 'delete' ? [] : (event.object.status?.policies ?? []);
         const changed = [...before.filter((ref) => !after.includes(ref)), ...after.filter((ref) => !before.includes(ref))];
@@ -123,6 +131,8 @@ export class KeyController implements KindController {
     // Until the session under the previous hash is gone, the status names that hash: the
     // session to remove at the next try (and on delete), and the key that still works.
     await this.#storeOrSay(key, fieldsKept(key), 'could not remove the session of the key it had before, which works until then', () => this.#retire(key, identity.hash));
+    // Kept until then: the key that still works is readable where the status says it is.
+    if (identity.staleSecret) await this.#ctx.keySecrets.delete(key);
     const policies = this.#existingPolicies(key).found;
     const fields = { key_hash: identity.hash, secretName: identity.secretName, policies };
     const holder = this.#holder(identity.hash, key);
@@ -196,6 +206,7 @@ export class KeyController implements KindController {
     if (expires > 0 && expires * 1000 < Date.now()) {
       problems.push({ reason: 'Expired', message: `expires (${new Date(expires * 1000).toISOString()}) has passed: the gateways refuse the key (403)` });
     }
+    if (key.spec.is_inactive === true) problems.push({ reason: 'Inactive', message: 'is_inactive is true: the gateways refuse the key (403) until it is false' });
     const missingPolicies = this.#existingPolicies(key).missing;
     if (missingPolicies.length > 0) {
       problems.push({ reason: 'MissingPolicy', message: `apply_policies names ${missingPolicies.join(', ')}, not a Policy in namespace ${key.metadata.namespace}` });
@@ -248,9 +259,9 @@ export class KeyController implements KindController {
   }
 
   /**
-   * The key's hash: spec.key_hash (admin-made; a Secret generated before it is deleted, its
-   * key no longer works), else the generated key's, its Secret created on first sight; or why
-   * there is none.
+   * The key's hash: spec.key_hash (admin-made; a Secret generated before is stale, deleted with
+   * the session of its key), else the generated key's, its Secret created on first sight; or
+   * why there is none.
    */
   async #identity(key: Key): Promise<KeyIdentity | Unidentified> {
     const specHash = key.spec.key_hash;
@@ -260,8 +271,7 @@ export class KeyController implements KindController {
     const secret = cached?.metadata?.labels?.[KEY_LABEL] === key.metadata.name ? cached : undefined;
     let identity: KeyIdentity;
     if (specHash) {
-      if (secret) await this.#ctx.keySecrets.delete(key);
-      identity = { hash: specHash, secretName: undefined };
+      identity = { hash: specHash, secretName: undefined, staleSecret: secret !== undefined };
     } else {
       // Not in the cache: almost always a new Key, so create at once; a Secret the cache has
       // not seen yet makes the create conflict, and then it is read (KeySecretStore.create).
@@ -274,7 +284,7 @@ export class KeyController implements KindController {
       }
       // Retrying cannot fill the Secret: a change to it enqueues the Key again.
       if (!hash) return { reason: 'SecretHoldsNoKey', message: secretHoldsNoKey(secretName) };
-      identity = { hash, secretName };
+      identity = { hash, secretName, staleSecret: false };
     }
     return identity;
   }
@@ -363,18 +373,22 @@ function refusalChanged(event: WatchEvent<Policy>): boolean {
 function secretHoldsNoKey(secretName: string): string {
   return (
     `Secret ${secretName} holds no usable key in its "${KEY_DATA}" entry (it is empty, or begins or ends with whitespace, ` +
-    "such as echo's newline, which no HTTP client can send): put one there (kubectl create secret generic --from-literal), " +
+    `such as echo's newline, which no HTTP client can send): put one there (kubectl create secret generic ${secretName} --from-literal=${KEY_DATA}=… --dry-run=client -o yaml | kubectl apply -f -), ` +
     'or delete the Secret for a new one to be generated'
   );
 }
 
 /**
  * A failed session write or removal as a Key's status and Events say it: a refusal from Redis
- * itself (a reply such as OOM) in its words, anything else as Redis not being connected. The
+ * itself (a reply such as OOM) in its words, a command timed out as such, anything else as
+ * Redis not being connected. The
  * client library's wording ("Stream isn't writeable and enableOfflineQueue options is false")
  * means nothing to the Key's owner; the error stays in the operator's log, where the failed
  * reconcile is logged with it.
  */
 function sessionStoreProblem(error: unknown): string {
-  return error instanceof ReplyError && error instanceof Error ? `Redis refused it: ${error.message}` : 'Redis is not connected';
+  if (error instanceof ReplyError && error instanceof Error) return `Redis refused it: ${error.message}`;
+  // ioredis's commandTimeout rejects with this plain Error: connected, but no answer came.
+  if (error instanceof Error && error.message === 'Command timed out') return 'Redis did not answer in time';
+  return 'Redis is not connected';
 }

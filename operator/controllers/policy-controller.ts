@@ -3,7 +3,7 @@ import { apiIdOf, apiIdsOfChange, coveredApiIds, grantedApiIds, policyProblem, t
 import type { KindController } from '../kit/controller.ts';
 import { setStatus } from '../kit/controllerutil.ts';
 import type { Request } from '../kit/reconciler.ts';
-import { forObjects, requestFor, specChanged, watches, type Watch, type WatchEvent } from '../kit/watch.ts';
+import { forObjects, requestFor, specChanged, watches, watchesStatus, type Watch, type WatchEvent } from '../kit/watch.ts';
 import { EVERY_API } from '../../crds/policy-coverage.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import { readyCondition, type DesiredStatus } from '../runtime/status.ts';
@@ -40,7 +40,7 @@ export class PolicyController implements KindController {
         return [...ids].flatMap((id) => policiesByCoveredApi.get(id)).map(requestFor);
       }),
       // An API refused, or served again, decides whether the policies covering it are in force there.
-      watches(apis, (event) => {
+      watchesStatus(apis, (event) => {
         if (!servingChanged(event)) return [];
         const ids = [...apiIdsOfChange(event), EVERY_API];
         return ids.flatMap((id) => policiesByCoveredApi.get(id)).map(requestFor);
@@ -69,40 +69,33 @@ export class PolicyController implements KindController {
   }
 
   /**
-   * An API the policy covers that serves the config kept from before a refusal, without the
-   * policy in it (a new grant past ConfigTooLarge, say: docs/behaviour.md#bad-edits). An
-   * ApiDefinition not yet reconciled has no say: it is compiled with the policy.
+   * The APIs the policy covers that a refusal keeps it from (docs/behaviour.md#bad-edits): one
+   * serving the config kept from before, without the policy in it (a new grant past
+   * ConfigTooLarge, say), and one the policy names that has never been served. An ApiDefinition
+   * not yet reconciled has no say: it is compiled with the policy.
    */
   #notServed(policy: GwObject<'Policy'>): Problem | undefined {
     const ref = `${policy.metadata.namespace}/${policy.metadata.name}`;
     const { apis } = this.#ctx.caches;
     const { apisById } = this.#ctx.indexes;
     const covered = coveredApiIds(policy);
-    const ids = covered.includes(EVERY_API) ? new Set(apis.list().map(apiIdOf)) : covered;
-    const refused: string[] = [];
+    // A policy naming no API is not kept from one that serves nothing: no key reaches that API.
+    const everyApi = covered.includes(EVERY_API);
+    const ids = everyApi ? new Set(apis.list().map(apiIdOf)) : covered;
+    const kept: string[] = [];
     for (const id of ids) {
       const withId = apisById.get(id);
-      const without = withId.filter((api) => servesWithout(api, ref));
       // Of several ApiDefinitions with one api_id, one serves it (DuplicateApiId): the others' refusals are not the policy's concern.
-      if (without.length === 0 || withId.some((api) => readyCondition(api)?.status === 'True')) continue;
-      const [first] = without;
-      refused.push(`api_id "${id}" (ApiDefinition ${first!.metadata.namespace}/${first!.metadata.name} is ${readyCondition(first!)!.reason})`);
+      if (withId.some((api) => readyCondition(api)?.status === 'True' || api.status?.policies?.includes(ref) === true)) continue;
+      const refused = withId.find((api) => readyCondition(api)?.status === 'False' && (api.status?.policies !== undefined || !everyApi));
+      if (refused === undefined) continue;
+      const serving = refused.status?.policies !== undefined ? 'serves its last good config, without this Policy' : 'has never been served';
+      kept.push(`api_id "${id}": ApiDefinition ${refused.metadata.namespace}/${refused.metadata.name} is ${readyCondition(refused)!.reason} and ${serving}`);
     }
-    if (refused.length === 0) return undefined;
-    const serve = refused.length === 1 ? 'the refused API serves its' : 'the refused APIs serve their';
-    return { reason: 'NotInForce', message: `not in force on ${refused.sort().join(', ')}: ${serve} last good config, without this Policy` };
+    if (kept.length === 0) return undefined;
+    return { reason: 'NotInForce', message: `not in force on ${kept.sort().join('; ')}` };
   }
 }
-
-/**
- * The ApiDefinition serves a config without the policy: it is refused and keeps its last good
- * config (its status names the policies in force there), which the policy is not in. One
- * refused before it ever compiled serves nothing, so no policy is missing from it.
- */
-const servesWithout = (api: Api, policyRef: string): boolean => {
-  const inForce = api.status?.policies;
-  return readyCondition(api)?.status === 'False' && inForce !== undefined && !inForce.includes(policyRef);
-};
 
 /** An ApiDefinition turned Ready or not, or changed the policies in force on it. */
 function servingChanged(event: WatchEvent<Api>): boolean {

@@ -85,6 +85,21 @@ export function watches<T extends KubernetesObject>(source: Source<T>, map: (eve
 }
 
 /**
+ * Another kind whose status the controller's desired state depends on. That status is written
+ * by another controller of this operator, an own write that `watches` is not told of
+ * (operator/kit/own-writes.ts), so this one maps every change of the cache.
+ */
+export function watchesStatus<T extends KubernetesObject>(source: Source<T>, map: (event: WatchEvent<T>) => Iterable<Request>): Watch {
+  return {
+    subscribe: (enqueue) =>
+      source.onCached((event) => {
+        for (const request of map(event)) enqueue(request);
+      }),
+    resyncRequests: () => [],
+  };
+}
+
+/**
  * Whether a change can alter what depends on the object: added, deleted, or a new
  * generation (spec). Status writes, most of the operator's own writes, do not, and
  * skipping them keeps one key's status update from re-reconciling its policies' keys.

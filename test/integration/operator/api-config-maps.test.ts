@@ -140,6 +140,7 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
     const blob = 'x'.repeat(100_000);
     for (let i = 0; i < 10; i += 1) await c.create('Policy', ns, { metadata: { name: `bulk-${i}` }, spec: grant(1, { meta_data: { blob } }) });
     expect(await waitReady('ApiDefinition', 'crowded', 'False')).toMatchObject({ reason: 'ConfigTooLarge' });
+    const refusedAt = Date.now();
 
     await c.remove('Policy', ns, 'dropped');
     await c.replaceSpec('Policy', ns, 'tightened', grant(2));
@@ -157,8 +158,10 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
     // may have been compiled in, one reconcile at a time); one served says it is.
     expect(await waitReady('Policy', 'bulk-9', 'False')).toMatchObject({
       reason: 'NotInForce',
-      message: `not in force on api_id "${apiId}" (ApiDefinition ${ns}/crowded is ConfigTooLarge): the refused API serves its last good config, without this Policy`,
+      message: `not in force on api_id "${apiId}": ApiDefinition ${ns}/crowded is ConfigTooLarge and serves its last good config, without this Policy`,
     });
+    // Told by the API's status (the operator's own write), not found at the next resync.
+    expect(Date.now() - refusedAt).toBeLessThan(RESYNC_SECONDS * 1000);
     expect(ready(await c.get('Policy', ns, 'kept'))).toMatchObject({ status: 'True', reason: 'Valid' });
     for (let i = 0; i < 9; i += 1) await c.remove('Policy', ns, `bulk-${i}`);
     await waitReady('ApiDefinition', 'crowded', 'True');
@@ -177,8 +180,11 @@ describe('operator: the compiled ConfigMap of an ApiDefinition', () => {
       reason: 'PolicyNotInForce',
       message: 'apply_policies names never-compiled (InvalidRegex), in force on no API: what it grants and limits does not apply to this key',
     });
+    const fixedAt = Date.now();
     await c.replaceSpec('Policy', ns, 'never-compiled', spec('/a'));
     expect(await waitReady('Key', 'unserved', 'True')).toMatchObject({ reason: 'SessionStored' });
+    // Told by the Policy's and the API's statuses (the operator's own writes), not found at the next resync.
+    expect(Date.now() - fixedAt).toBeLessThan(RESYNC_SECONDS * 1000);
     expect((await c.get('ApiDefinition', ns, 'unserved'))?.status?.policies).toEqual([`${ns}/never-compiled`]);
     await c.remove('Key', ns, 'unserved');
   });

@@ -235,6 +235,14 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect(ready(huge)?.reason).toBe('ConfigTooLarge');
     expect(ready(huge)?.message).toMatch(/compiled config is \d+ bytes, over the 921600-byte limit/);
     expect(await c.configMap(ns, 'gw-api-huge')).toBeUndefined();
+    // Nothing is served: the status names no ConfigMap and no Policy in force, and the Policies say they are not.
+    expect(huge.status).not.toHaveProperty('configMap');
+    expect(huge.status).not.toHaveProperty('policies');
+    const policy = await waitFor('huge-0 NotInForce', async () => {
+      const found = await c.get('Policy', ns, 'huge-0');
+      return ready(found)?.reason === 'NotInForce' ? found : undefined;
+    });
+    expect(ready(policy)?.message).toBe(`not in force on api_id "${apiId}": ApiDefinition ${ns}/huge is ConfigTooLarge and has never been served`);
     for (let i = 0; i < 10; i += 1) await c.remove('Policy', ns, `huge-${i}`);
     await waitReady('ApiDefinition', 'huge', 'True');
     expect(await c.configMap(ns, 'gw-api-huge')).toBeDefined();
@@ -359,6 +367,7 @@ describe('operator: examples, configs, references, drift, keys', () => {
     // the key is active again and its policy no longer applies.
     await c.replaceSpec('Key', ns, 'made-by-admin', { key_hash: adminHash, rate: 9, per: 60, quota_max: 50, is_inactive: true, apply_policies: ['gold'] });
     await waitFor('session inactive', async () => JSON.parse((await redis.get(sessionKey(adminHash)))!).is_inactive === true);
+    expect(ready(await waitReady('Key', 'made-by-admin', 'False'))).toMatchObject({ reason: 'Inactive', message: expect.stringContaining('is_inactive is true') });
     await c.replaceSpec('Key', ns, 'made-by-admin', { key_hash: adminHash, rate: 9, per: 60, quota_max: 50 });
     await waitFor('session active again', async () => JSON.parse((await redis.get(sessionKey(adminHash)))!).is_inactive === false);
     expect(JSON.parse((await redis.get(sessionKey(adminHash)))!)).toMatchObject({ apply_policies: [], is_inactive: false, quota_remaining: 7 });
