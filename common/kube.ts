@@ -57,5 +57,3 @@ export function loadKubeConfig(component: GwComponent, kubeconfigPath?: string):
   return kc;
 }
 
-export const GW_GROUP = 'gw.dev';
-export const GW_VERSION = 'v1alpha1';

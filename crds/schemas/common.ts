@@ -83,7 +83,6 @@ export const positiveCountField = boundedInt(1, maxInt32);
 /** Quota fields allow -1 (unlimited), like the key record of docs/behaviour.md#admin-operations. */
 export const quotaField = z.number().int().min(-1).max(Number.MAX_SAFE_INTEGER);
 export const unixTimeField = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
-export const boundedString = (max: number = bounds.text) => z.string().max(max);
 export const stringList = (maxItems: number = bounds.smallList, maxLength: number = bounds.name) =>
   z.array(z.string().min(1).max(maxLength)).max(maxItems);
 

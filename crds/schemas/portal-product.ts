@@ -37,7 +37,6 @@ export const portalProductStatusSchema = z
 
 export const portalProductSchema = resourceSchema('PortalProduct', portalProductSpecSchema, portalProductStatusSchema);
 
-export type PortalProductSpec = z.infer<typeof portalProductSpecSchema>;
 export type PortalProductStatus = z.infer<typeof portalProductStatusSchema>;
 export type PortalProduct = z.infer<typeof portalProductSchema>;
 

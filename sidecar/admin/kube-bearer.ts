@@ -1,5 +1,5 @@
 import { ApiException, AuthenticationV1Api, AuthorizationV1Api, type KubeConfig, type V1UserInfo } from '@kubernetes/client-node';
-import { GW_GROUP } from '../../common/kube.ts';
+import { group as gwGroup } from '../../crds/kinds.ts';
 import { ReviewNotPermittedError, type AccessCheck, type BearerAuthenticator, type BearerPrincipal } from './bearer.ts';
 import { ReviewCache, type ReviewCacheOptions } from './review-cache.ts';
 
@@ -74,7 +74,7 @@ export class KubernetesBearerAuthenticator implements BearerAuthenticator {
             uid: user.uid,
             groups: user.groups,
             extra: user.extra,
-            resourceAttributes: { group: GW_GROUP, resource: check.resource, verb: check.verb, namespace: check.namespace, name: check.name },
+            resourceAttributes: { group: gwGroup, resource: check.resource, verb: check.verb, namespace: check.namespace, name: check.name },
           },
         },
       })
