@@ -204,6 +204,9 @@ export class HttpProxyForwarder implements Forwarder, UpgradeForwarder {
     let body: Readable | undefined;
     try {
       body = await framedBody(req, res, maxBytes, headers);
+      // A body that came whole with its headers may have passed the limit already, its error
+      // emitted before anyone listened: http-proxy would pipe the dead stream and wait.
+      if (body?.errored) throw body.errored;
     } catch (err) {
       const error = this.#fail(req, res, err);
       return { status: error === null ? CLIENT_CLOSED_REQUEST : res.statusCode, upstreamSeconds: null, error };

@@ -347,6 +347,14 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect(declared.json()).toEqual({ error: 'Request body too large' });
     const chunked = await call(url(api), { method: 'POST', body: big, chunked: 1000 });
     expect(chunked.status).toBe(413);
+    // The whole chunked body in the packet of its headers: the limit is passed before the
+    // forwarder is handed the body, which must still answer 413, not wait for the upstream.
+    const { port, pathname } = new URL(url(api));
+    const socket = connect(Number(port), '127.0.0.1');
+    socket.write(`POST ${pathname} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n${(5000).toString(16)}\r\n${big}\r\n0\r\n\r\n`);
+    const answer: Buffer[] = [];
+    for await (const chunk of socket) answer.push(chunk as Buffer);
+    expect(Buffer.concat(answer).toString()).toMatch(/^HTTP\/1\.1 413 /);
     const small = await call(url(api), { method: 'POST', body: 'y'.repeat(3000), chunked: 1000 });
     expect(small.status).toBe(200);
     expect((small.json() as { body: string }).body).toBe('y'.repeat(3000));
