@@ -38,6 +38,10 @@ export const listenOption = z
   .regex(/^(\[[^\]\s]+\]|[^:\s]*):\d{1,5}$/, 'must be HOST:PORT')
   .refine((listen) => !(Number(listen.slice(listen.lastIndexOf(':') + 1)) > 65535), 'the port must be from 0 to 65535');
 export const positiveIntOption = z.coerce.number().int().min(1);
+/** Longer periods than Node's timers hold (2^31 - 1 ms) would fire at once, and again at once. */
+export const MAX_TIMER_SECONDS = 2_147_483;
+/** A period of whole or fractional seconds, from one second to what a timer holds. */
+export const periodSecondsOption = z.coerce.number().min(1).max(MAX_TIMER_SECONDS);
 /** A namespace's name as the API server allows it (an RFC 1123 label): any other is one no object can be in. */
 export const namespaceOption = z
   .string()
@@ -102,6 +106,9 @@ export function parseCli<T extends CliTable>(
   const raw: Record<string, string> = {};
   for (const [key, option] of Object.entries(table)) {
     const fromFlag = option.flag ? values[option.flag] : undefined;
+    // An empty variable is unset (a template's empty value); an empty flag is a mistake, which
+    // would otherwise also hide the variable.
+    if (fromFlag === '') throw new OptionsError(`${optionName(option)}: is empty; leave the flag out for its default`);
     const value = typeof fromFlag === 'string' ? fromFlag : env[option.env];
     if (value !== undefined && value !== '') raw[key] = value;
   }

@@ -37,6 +37,14 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
 export const SERVICE_ACCOUNT_TOKEN = `${SERVICE_ACCOUNT_DIR}/token`;
 
 /**
+ * What client-node's loadFromDefault gives when it finds no kubeconfig and no service account:
+ * http://localhost:8080, which every call then fails on far from the cause (in a pod, the
+ * sidecar's own proxy port).
+ */
+const isNoKubeconfigFallback = (kc: KubeConfig): boolean =>
+  kc.getCurrentContext() === 'loaded-context' && kc.getCurrentCluster()?.server === 'http://localhost:8080' && kc.getCurrentUser()?.name === 'user';
+
+/**
  * Kubernetes client configuration for operator and sidecar: in a pod, the service
  * account; elsewhere `$KUBECONFIG` or ~/.kube/config (loadFromDefault covers all three).
  */
@@ -48,11 +56,12 @@ export function loadKubeConfig(component: GwComponent, kubeconfigPath?: string):
   } catch (error) {
     throw new Error(`cannot read the kubeconfig: ${(error as Error).message}`, { cause: error });
   }
-  // In a pod without a token (the only case client-node falls back to http://localhost:8080, the
-  // sidecar's own proxy port), every read would fail far from the cause.
-  const inPod = !kubeconfigPath && !process.env.KUBECONFIG && Boolean(process.env.KUBERNETES_SERVICE_HOST);
-  if (inPod && kc.getCurrentCluster()?.server === 'http://localhost:8080') {
-    throw new Error(`no service-account token at ${SERVICE_ACCOUNT_TOKEN}: this container runs in a pod (KUBERNETES_SERVICE_HOST is set) but none is mounted in it, so it cannot reach the API server`);
+  if (!kubeconfigPath && isNoKubeconfigFallback(kc)) {
+    throw new Error(
+      process.env.KUBERNETES_SERVICE_HOST
+        ? `no service-account token at ${SERVICE_ACCOUNT_TOKEN}: this container runs in a pod (KUBERNETES_SERVICE_HOST is set) but none is mounted in it, so it cannot reach the API server`
+        : 'no kubeconfig: give --kubeconfig (KUBECONFIG), or put one at ~/.kube/config',
+    );
   }
   return kc;
 }

@@ -47,6 +47,27 @@ describe('operator options', () => {
     expect(parseOptions([], { ...base, GW_LOG_LEVEL: 'warn' })).toMatchObject({ logLevel: 'warn' });
   });
 
+  it('refuses a namespace list of commas alone, which would watch every namespace', () => {
+    for (const list of [',', ' , ', ' ']) {
+      expect(() => parseOptions(['--watch-namespaces', list], base)).toThrow(/^--watch-namespaces \(GW_WATCH_NAMESPACES\): names no namespace \(leave it unset to watch all\)$/);
+      expect(() => parseOptions([], { ...base, GW_WATCH_NAMESPACES: list })).toThrow(/names no namespace/);
+    }
+  });
+
+  it('refuses periods a timer cannot hold (it would fire every millisecond) and periods under a second', () => {
+    for (const [flag, variable] of [['resync-seconds', 'GW_RESYNC_SECONDS'], ['orphan-session-sweep-seconds', 'GW_ORPHAN_SESSION_SWEEP_SECONDS'], ['lease-duration-seconds', 'GW_LEASE_DURATION_SECONDS']]) {
+      expect(() => parseOptions([`--${flag}`, '3000000'], base)).toThrow(new RegExp(`^--${flag} \\(${variable}\\): Too big`));
+      expect(() => parseOptions([`--${flag}`, '0'], base)).toThrow(new RegExp(`^--${flag} \\(${variable}\\): Too small`));
+    }
+    expect(() => parseOptions(['--resync-seconds', '0.001'], base)).toThrow(/^--resync-seconds \(GW_RESYNC_SECONDS\): Too small/);
+    expect(parseOptions(['--resync-seconds', '2147483', '--orphan-session-sweep-seconds', '1.5'], base)).toMatchObject({ resyncSeconds: 2_147_483, orphanSessionSweepSeconds: 1.5 });
+  });
+
+  it('refuses an empty flag, which would hide its variable', () => {
+    expect(() => parseOptions(['--health-listen='], { ...base, GW_HEALTH_LISTEN: '127.0.0.1:9000' })).toThrow(/^--health-listen \(GW_HEALTH_LISTEN\): is empty; leave the flag out for its default$/);
+    expect(parseOptions([], { ...base, GW_HEALTH_LISTEN: '' })).toMatchObject({ healthListen: '0.0.0.0:8082' });
+  });
+
   it('reads the sidecar resources as JSON, the numbers Helm writes included, and refuses what is not resources', () => {
     expect(parseOptions([], base)).toMatchObject({ sidecarResources: { requests: { cpu: '50m', memory: '64Mi' }, limits: { memory: '256Mi' } } });
     expect(parseOptions([], { ...base, GW_SIDECAR_RESOURCES: '{"requests":{"cpu":1},"limits":{"memory":"1Gi"}}' }))

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, namespaceOption, parseCli, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
+import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, MAX_TIMER_SECONDS, namespaceOption, parseCli, periodSecondsOption, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
 import { DEFAULT_RELEASE_NAME } from './runtime/release-names.ts';
 import { DEFAULT_SIDECAR_RESOURCES, sidecarResourcesSchema } from './webhook/sidecar-resources.ts';
 
@@ -12,7 +12,16 @@ const table = {
     flag: 'watch-namespaces',
     env: 'GW_WATCH_NAMESPACES',
     help: 'comma list of namespaces to watch; empty = all',
-    schema: z.string().default('').transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)).pipe(z.array(namespaceOption)),
+    schema: z
+      .string()
+      .default('')
+      .transform((list, ctx) => {
+        const names = list.split(',').map((s) => s.trim()).filter(Boolean);
+        // A list of commas alone would watch every namespace: wider than any list that names one.
+        if (list !== '' && names.length === 0) ctx.addIssue({ code: 'custom', message: 'names no namespace (leave it unset to watch all)' });
+        return names;
+      })
+      .pipe(z.array(namespaceOption)),
   },
   settings: { flag: 'settings', env: 'GW_SETTINGS', help: 'gateway settings file (YAML or JSON) put into every compiled config; GW_<OPTION> env vars win over it', schema: z.string().optional() },
   namespace: { flag: 'namespace', env: 'GW_OPERATOR_NAMESPACE', help: 'namespace of the operator: leader Lease and webhook certificate Secret (default: default)', schema: namespaceOption.default('default') },
@@ -78,13 +87,13 @@ const table = {
   },
   sidecarEnvSecret: { flag: 'sidecar-env-secret', env: 'GW_SIDECAR_ENV_SECRET', help: "Secret whose keys become env of injected sidecars (the chart's holds GW_REDIS_URL)", schema: z.string().optional() },
   leaderElection: { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)', schema: booleanOption.default(true) },
-  leaseDurationSeconds: { flag: 'lease-duration-seconds', env: 'GW_LEASE_DURATION_SECONDS', help: 'leader Lease duration (default 15)', schema: positiveIntOption.default(15) },
-  resyncSeconds: { flag: 'resync-seconds', env: 'GW_RESYNC_SECONDS', help: 'period of the full re-reconcile that corrects drift (default 30)', schema: z.coerce.number().positive().default(30) },
+  leaseDurationSeconds: { flag: 'lease-duration-seconds', env: 'GW_LEASE_DURATION_SECONDS', help: 'leader Lease duration (default 15)', schema: positiveIntOption.max(MAX_TIMER_SECONDS).default(15) },
+  resyncSeconds: { flag: 'resync-seconds', env: 'GW_RESYNC_SECONDS', help: 'period of the full re-reconcile that corrects drift, in seconds from 1 (default 30)', schema: periodSecondsOption.default(30) },
   orphanSessionSweepSeconds: {
     flag: 'orphan-session-sweep-seconds',
     env: 'GW_ORPHAN_SESSION_SWEEP_SECONDS',
-    help: 'period of the pass over Redis that removes the sessions of Keys deleted without their finalizer, each found in two passes in a row (default 300)',
-    schema: z.coerce.number().positive().default(300),
+    help: 'period of the pass over Redis that removes the sessions of Keys deleted without their finalizer, each found in two passes in a row, in seconds from 1 (default 300)',
+    schema: periodSecondsOption.default(300),
   },
   concurrency: { flag: 'concurrency', env: 'GW_RECONCILE_CONCURRENCY', help: 'reconciles running at once per kind (default 32)', schema: positiveIntOption.default(32) },
   logLevel: { env: 'GW_LOG_LEVEL', help: 'log level: fatal, error, warn, info, debug, trace or silent (default info)', schema: logLevelOption },

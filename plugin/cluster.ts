@@ -53,6 +53,13 @@ function statusOf(body: unknown): { reason?: string; message?: string } | null {
   return typeof parsed === 'object' && parsed !== null && (parsed as { kind?: unknown }).kind === 'Status' ? (parsed as { reason?: string; message?: string }) : null;
 }
 
+/**
+ * What client-node's loadFromDefault gives when it finds no kubeconfig (nor a pod's service
+ * account): http://localhost:8080, on which every call would fail far from the cause.
+ */
+const foundNoKubeconfig = (kc: KubeConfig): boolean =>
+  kc.getCurrentContext() === 'loaded-context' && kc.getCurrentCluster()?.server === 'http://localhost:8080' && kc.getCurrentUser()?.name === 'user';
+
 /** The cluster as kubectl would reach it with the same flags. */
 export class Cluster {
   readonly kc: KubeConfig;
@@ -65,6 +72,9 @@ export class Cluster {
     if (flags.kubeconfig) this.kc.loadFromFile(flags.kubeconfig);
     else if (flags.kubeconfigList) loadKubeconfigList(this.kc, flags.kubeconfigList);
     else this.kc.loadFromDefault();
+    if (!flags.kubeconfig && !flags.kubeconfigList && foundNoKubeconfig(this.kc)) {
+      throw new PluginError('no kubeconfig: set KUBECONFIG or --kubeconfig, or put one at ~/.kube/config');
+    }
     if (flags.context) {
       if (!this.kc.getContextObject(flags.context)) throw new PluginError(`context "${flags.context}" does not exist`);
       this.kc.setCurrentContext(flags.context);

@@ -192,6 +192,9 @@ describe('kubectl gw', () => {
     const res = await kubectlGw(['status', '-n', ns], { KUBECONFIG: unreachable });
     expect([res.code, res.stdout]).toEqual([1, '']);
     expect(res.stderr).toBe(`error: fetch failed: connect ECONNREFUSED 127.0.0.1:${closedPort}\n`);
+    // No kubeconfig anywhere: said as such, not as client-node's fallback to http://localhost:8080.
+    const none = await kubectlGw(['events', '-n', ns], { KUBECONFIG: '', HOME: dir });
+    expect([none.code, none.stdout, none.stderr]).toEqual([1, '', 'error: no kubeconfig: set KUBECONFIG or --kubeconfig, or put one at ~/.kube/config\n']);
     await rm(dir, { recursive: true, force: true });
   });
 
