@@ -127,17 +127,30 @@ export const rateLimitPatternField = z
   );
 
 /**
+ * A Key's metadata bounds. The API server spends seconds per ten thousand free-form fields of
+ * one object (a Key of 60,000 took 20 s to create), past create-key's deadline: so many are
+ * refused as a client's mistake rather than failed as the server's.
+ */
+export const META_DATA_MAX_FIELDS = 256;
+export const META_DATA_MAX_BYTES = 64 * 1024;
+
+/**
  * A Key's free-form metadata: kept as written (x-kubernetes-preserve-unknown-fields), but for
  * rate_limit_pattern, which the gateway reads and would otherwise ignore silently when it is
- * not a string.
+ * not a string, and bounded in fields (the CRD too) and in size (checked where it is written:
+ * create-key, the folder).
  */
 export const metaDataSchema = z
   .object({ rate_limit_pattern: rateLimitPatternField.optional() })
   .loose()
+  .meta({ maxProperties: META_DATA_MAX_FIELDS })
   .superRefine((value, ctx) => {
-    for (const name of Object.keys(value)) {
+    const names = Object.keys(value);
+    if (names.length > META_DATA_MAX_FIELDS) ctx.addIssue({ code: 'too_big', origin: 'object', maximum: META_DATA_MAX_FIELDS, inclusive: true, input: value, message: `at most ${META_DATA_MAX_FIELDS} fields` });
+    for (const name of names) {
       if (name.length > bounds.name) ctx.addIssue({ code: 'too_big', origin: 'string', maximum: bounds.name, inclusive: true, input: name, path: [name] });
     }
+    if (Buffer.byteLength(JSON.stringify(value)) > META_DATA_MAX_BYTES) ctx.addIssue({ code: 'custom', input: value, message: `at most ${META_DATA_MAX_BYTES} bytes as JSON` });
   });
 
 interface SmoothingShape {

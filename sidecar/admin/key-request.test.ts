@@ -51,6 +51,8 @@ describe('create-key request', () => {
     ['a rate_limit_pattern that is a number', { apply_policies: ['gold'], meta_data: { rate_limit_pattern: 123 } }, 'meta_data.rate_limit_pattern'],
     ['a rate_limit_pattern that is a list', { apply_policies: ['gold'], meta_data: { rate_limit_pattern: ['$gw_meta.org'] } }, 'meta_data.rate_limit_pattern'],
     ['a meta_data field name over 253 characters', { apply_policies: ['gold'], meta_data: { ['f'.repeat(254)]: 1 } }, '<=253'],
+    ['meta_data of more than 256 fields', { apply_policies: ['gold'], meta_data: Object.fromEntries(Array.from({ length: 257 }, (_, i) => [`f${i}`, i])) }, 'meta_data: at most 256 fields'],
+    ['meta_data of more than 64 KiB', { apply_policies: ['gold'], meta_data: { notes: 'n'.repeat(64 * 1024) } }, 'meta_data: at most 65536 bytes as JSON'],
     ['is_inactive as a string', { is_inactive: 'true' }, 'is_inactive'],
     ['null alias', { alias: null }, 'alias'],
     ['unknown field', { rate: 1, per: 1, raw_key: 'x' }, 'raw_key'],
