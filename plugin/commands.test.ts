@@ -82,4 +82,12 @@ describe('kubectl gw durations', () => {
     const [, , , , row] = limitsTable('ns/thr-key', { ...refusedByKey, quota }, false, nowMs).split('\n');
     expect(row).toMatch(/^quota\s+Policy\/thr\s+-\s+-\s+100\s+100\s+0\s+59m$/);
   });
+
+  it('reads RESET from the time now unrounded: the gateway rounds the reset up, so a fresh 60 s window reads 60s, not 61s', () => {
+    // A window opened 0.7 s into a second: its reset, rounded up, is 61 s past that second.
+    const opened = nowMs + 700;
+    const quota = { source: { kind: 'Policy', namespace: 'ns', name: 'thr' }, max: 100, renewal: 60, used: 1, remaining: 99, reset: nowMs / 1000 + 61 };
+    const [, , , , row] = limitsTable('ns/thr-key', { ...refusedByKey, quota }, false, opened).split('\n');
+    expect(row).toMatch(/\s60s$/);
+  });
 });

@@ -53,7 +53,8 @@ function smoothingCell({ smoothing, unused_smoothing: unused, algorithm }: KeyLi
 const plural = (count: number, noun: string): string => `${count} ${noun}${count === 1 ? '' : 's'}`;
 const orDash = (value: number | string | null): string => (value === null ? '-' : String(value));
 /** RESET: the time until, as kubectl's ages read (59m52s, not 3592s). */
-const untilReset = (reset: number | null, nowMs: number): string => (reset === null || reset === 0 ? '-' : duration(reset - Math.floor(nowMs / 1000)));
+/** The gateway rounds a reset up to its second; the time now is not rounded, or the wait read a second long. */
+const untilReset = (reset: number | null, nowMs: number): string => (reset === null || reset === 0 ? '-' : duration(Math.max(0, Math.floor(reset - nowMs / 1000))));
 
 /** `kubectl gw limits KEY --api ID`: the effective-limits read of the Key's hash, as a table. */
 export async function limits(cluster: Cluster, req: LimitsRequest, format: OutputFormat): Promise<string> {
@@ -76,8 +77,10 @@ export async function limits(cluster: Cluster, req: LimitsRequest, format: Outpu
 function messageOf(body: string): string {
   let message = body;
   try {
-    const parsed = JSON.parse(body) as { message?: unknown };
-    if (typeof parsed.message === 'string') message = parsed.message;
+    // The /gw reads' shape, the admin operations' (`Message`), the proxy listener's (`error`).
+    const parsed = JSON.parse(body) as { message?: unknown; Message?: unknown; error?: unknown };
+    const found = [parsed.message, parsed.Message, parsed.error].find((value) => typeof value === 'string');
+    if (typeof found === 'string') message = found;
   } catch {
     // Not JSON: the body itself, summarised.
   }

@@ -35,6 +35,9 @@ const options = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
+/** An object's name as the API server allows it (a DNS-1123 subdomain). */
+const objectName = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
 type OptionName = keyof typeof options;
 const isOption = (name: string): name is OptionName => Object.hasOwn(options, name);
 const shorthands = new Map(Object.entries(options).flatMap(([name, option]) => ('short' in option ? [[option.short as string, name as OptionName]] : [])));
@@ -129,6 +132,9 @@ export async function run(argv: string[], env: NodeJS.ProcessEnv): Promise<strin
     case 'limits': {
       if (rest.length !== 1) throw new PluginError('limits takes one Key name: kubectl gw limits KEY --api API_ID');
       if (!values.api) throw new PluginError('limits needs --api API_ID');
+      // As kubectl refuses them: an empty name would read the list, one with a / a subresource.
+      if (rest[0] === '') throw new PluginError('resource name may not be empty');
+      if (!objectName.test(rest[0]!)) throw new PluginError(`"${rest[0]}" is not a Key's name: lowercase letters, digits, - and ., at most 253`);
       // As `kubectl get KIND NAME -A` answers: a name names one object of one namespace.
       if (allNamespaces) throw new PluginError('a Key cannot be looked up by name across all namespaces: give its namespace with -n');
       return limits(cluster, { key: rest[0]!, api: values.api, path: values.path, method: values.method, ...access }, format);

@@ -160,6 +160,11 @@ describe('kubectl gw', () => {
     const cases: [string[], string][] = [
       [['limits', 'nope', '-n', ns, '--api', 'orders', '--admin-url', sidecar.adminUrl], `error: Key ${ns}/nope not found\n`],
       [['limits', 'mobile', '-n', ns], 'error: limits needs --api API_ID\n'],
+      // An empty name would read the list of Keys, one with a / the status subresource.
+      [['limits', '', '-n', ns, '--api', 'orders'], 'error: resource name may not be empty\n'],
+      [['limits', 'mobile/status', '-n', ns, '--api', 'orders'], 'error: "mobile/status" is not a Key\'s name: lowercase letters, digits, - and ., at most 253\n'],
+      // An admin listener's answer in its operations' own shape ({"Message": …}) is read for its message.
+      [['limits', 'mobile', '-n', ns, '--api', 'orders', '--admin-url', `${sidecar.adminUrl}/prefix/`], 'error: the admin gateway answered 404: Not found\n'],
       [['limits', 'mobile', '-A', '--api', 'orders'], 'error: a Key cannot be looked up by name across all namespaces: give its namespace with -n\n'],
       [['limits', 'mobile', '-n', ns, '--api', 'orders', '-o', 'xml'], 'error: unable to match a printer suitable for the output format "xml", allowed formats are: json,wide,yaml\n'],
       [['limits', 'mobile', '-n', ns, '--api', 'nope', '--admin-url', sidecar.adminUrl], 'error: the admin gateway answered 404: API not found: no API nope is loaded on this gateway\n'],
