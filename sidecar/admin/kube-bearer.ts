@@ -1,5 +1,6 @@
 import { ApiException, AuthenticationV1Api, AuthorizationV1Api, type KubeConfig, type V1UserInfo } from '@kubernetes/client-node';
 import { group as gwGroup } from '../../crds/kinds.ts';
+import { ADMIN_DEADLINE_MS, deadline } from '../resources/kube-deadline.ts';
 import { ReviewNotPermittedError, type AccessCheck, type BearerAuthenticator, type BearerPrincipal } from './bearer.ts';
 import { ReviewCache, type ReviewCacheOptions } from './review-cache.ts';
 
@@ -41,7 +42,7 @@ export class KubernetesBearerAuthenticator implements BearerAuthenticator {
 
   async #tokenReview(token: string): Promise<Reviewed | null> {
     const review = await this.#authn
-      .createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } })
+      .createTokenReview({ body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token } } }, deadline(ADMIN_DEADLINE_MS))
       .catch((error: unknown) => {
         throw reviewFailure(error);
       });
@@ -77,7 +78,7 @@ export class KubernetesBearerAuthenticator implements BearerAuthenticator {
             resourceAttributes: { group: gwGroup, resource: check.resource, verb: check.verb, namespace: check.namespace, name: check.name },
           },
         },
-      })
+      }, deadline(ADMIN_DEADLINE_MS))
       .catch((error: unknown) => {
         throw reviewFailure(error);
       });

@@ -1,9 +1,10 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { ApiException, type ConfigurationOptions, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { apiVersion, group, kinds, version } from '../../crds/kinds.ts';
 import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { productNamed } from '../../crds/product-id.ts';
 import { apiEntryOf, categoryEntryOf, productOf } from './entries.ts';
+import { ADMIN_DEADLINE_MS, deadline } from './kube-deadline.ts';
 import { isNotFound, releaseRetained, retain, unretain } from './retained-config-maps.ts';
 import type { ApiEntry, CategoryEntry, NewKey, ResourceStore, TagOutcome } from './types.ts';
 
@@ -42,33 +43,44 @@ export class KubernetesResourceStore implements ResourceStore {
   readonly #tagWrites = new Map<string, Promise<void>>();
 
   readonly #keyCreateDeadlineMs: number;
+  /** Each other operation's bound on its API calls together. */
+  readonly #deadlineMs: number;
   /** Logs what a late create's deletion met; the caller was answered long before. */
   readonly #lateCreateFailed: (error: unknown, key: NewKey) => void;
 
-  constructor(kc: KubeConfig, namespaces: readonly string[], options: { keyCreateDeadlineMs?: number; lateCreateFailed?: (error: unknown, key: NewKey) => void } = {}) {
+  constructor(
+    kc: KubeConfig,
+    namespaces: readonly string[],
+    options: { keyCreateDeadlineMs?: number; deadlineMs?: number; lateCreateFailed?: (error: unknown, key: NewKey) => void } = {},
+  ) {
     this.namespaces = namespaces;
     this.#keyCreateDeadlineMs = options.keyCreateDeadlineMs ?? KEY_CREATE_DEADLINE_MS;
+    this.#deadlineMs = options.deadlineMs ?? ADMIN_DEADLINE_MS;
     this.#lateCreateFailed = options.lateCreateFailed ?? (() => undefined);
     this.#custom = kc.makeApiClient(CustomObjectsApi);
     this.#core = kc.makeApiClient(CoreV1Api);
   }
 
-  async #list(plural: string): Promise<Listed[]> {
+  async #list(plural: string, bound: ConfigurationOptions): Promise<Listed[]> {
     const lists = (await Promise.all(
       this.namespaces.length === 0
-        ? [this.#custom.listClusterCustomObject({ group, version, plural })]
-        : this.namespaces.map((namespace) => this.#custom.listNamespacedCustomObject({ group, version, namespace, plural })),
+        ? [this.#custom.listClusterCustomObject({ group, version, plural }, bound)]
+        : this.namespaces.map((namespace) => this.#custom.listNamespacedCustomObject({ group, version, namespace, plural }, bound)),
     )) as { items: Listed[] }[];
     return lists.flatMap((list) => list.items);
   }
 
-  async listApis(): Promise<ApiEntry[]> {
-    const items = await this.#list(kinds.ApiDefinition.plural);
+  listApis(): Promise<ApiEntry[]> {
+    return this.#listApis(deadline(this.#deadlineMs));
+  }
+
+  async #listApis(bound: ConfigurationOptions): Promise<ApiEntry[]> {
+    const items = await this.#list(kinds.ApiDefinition.plural, bound);
     return items.map((item) => apiEntryOf(item, '')).filter((entry): entry is ApiEntry => entry !== null);
   }
 
   async listCategories(): Promise<CategoryEntry[]> {
-    const items = await this.#list(kinds.Category.plural);
+    const items = await this.#list(kinds.Category.plural, deadline(this.#deadlineMs));
     return items.map((item) => categoryEntryOf(item, '')).filter((entry): entry is CategoryEntry => entry !== null);
   }
 
@@ -120,7 +132,9 @@ export class KubernetesResourceStore implements ResourceStore {
    */
   addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
     const previous = this.#tagWrites.get(productId) ?? Promise.resolve();
-    const written = previous.then(() => this.#addProductTag(productId, tag));
+    // The deadline runs from the request, its wait for this gateway's earlier writes included.
+    const bound = deadline(this.#deadlineMs);
+    const written = previous.then(() => this.#addProductTag(productId, tag, bound));
     const settled = written.then(() => undefined, () => undefined);
     this.#tagWrites.set(productId, settled);
     void settled.then(() => {
@@ -129,10 +143,10 @@ export class KubernetesResourceStore implements ResourceStore {
     return written;
   }
 
-  async #addProductTag(productId: string, tag: string): Promise<TagOutcome | null> {
+  async #addProductTag(productId: string, tag: string, bound: ConfigurationOptions): Promise<TagOutcome | null> {
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0) await sleep(Math.random() * 25 * attempt);
-      const product = productNamed(await this.#list(kinds.PortalProduct.plural), productId, productOf);
+      const product = productNamed(await this.#list(kinds.PortalProduct.plural, bound), productId, productOf);
       if (!product) return null;
       const view = productOf(product)!;
       if (view.tags.some((t) => t.Name === tag)) return 'exists';
@@ -148,7 +162,7 @@ export class KubernetesResourceStore implements ResourceStore {
           plural: kinds.PortalProduct.plural,
           name: view.name,
           body,
-        });
+        }, bound);
         return 'added';
       } catch (error) {
         if (!isConflict(error) || attempt >= maxConflictRetries) throw error;
@@ -161,37 +175,43 @@ export class KubernetesResourceStore implements ResourceStore {
    * under it at once, and served in place of the API deleted before any reload.
    */
   async deleteApi(apiId: string): Promise<boolean> {
+    const bound = deadline(this.#deadlineMs);
     let deleted = false;
-    for (const api of (await this.listApis()).filter((entry) => entry.apiId === apiId)) {
-      if (await this.#deleteOne(api)) deleted = true;
+    for (const api of (await this.#listApis(bound)).filter((entry) => entry.apiId === apiId)) {
+      if (await this.#deleteOne(api, bound)) deleted = true;
     }
     return deleted;
   }
 
-  async #deleteOne(api: ApiEntry): Promise<boolean> {
-    const retained = await retain(this.#core, api.namespace, api.name);
+  async #deleteOne(api: ApiEntry, bound: ConfigurationOptions): Promise<boolean> {
+    const retained = await retain(this.#core, api.namespace, api.name, bound);
     try {
-      await this.#custom.deleteNamespacedCustomObject({
-        group,
-        version,
-        namespace: api.namespace,
-        plural: kinds.ApiDefinition.plural,
-        name: api.name,
-      });
+      await this.#custom.deleteNamespacedCustomObject(
+        {
+          group,
+          version,
+          namespace: api.namespace,
+          plural: kinds.ApiDefinition.plural,
+          name: api.name,
+        },
+        bound,
+      );
       return true;
     } catch (error) {
-      // The API still there (the delete refused): its ConfigMap goes back to the operator. Gone
-      // (a delete racing this one answered "deleted", or kubectl's): it stays retained until the
-      // reload, as that answer promised; put back, the operator would remove it with the API.
-      if (retained && (await this.#apiExists(api.namespace, api.name).catch(() => true))) await unretain(this.#core, retained).catch(() => undefined);
+      // The API still there (the delete refused, or not answered in time): its ConfigMap goes
+      // back to the operator, each call on a deadline of its own. Gone (a delete racing this one
+      // answered "deleted", or kubectl's): it stays retained until the reload, as that answer
+      // promised; put back, the operator would remove it with the API.
+      const exists = retained !== null && (await this.#apiExists(api.namespace, api.name, deadline(this.#deadlineMs)).catch(() => true));
+      if (retained && exists) await unretain(this.#core, retained, deadline(this.#deadlineMs)).catch(() => undefined);
       if (isNotFound(error)) return false;
       throw error;
     }
   }
 
-  async #apiExists(namespace: string, name: string): Promise<boolean> {
+  async #apiExists(namespace: string, name: string, bound: ConfigurationOptions): Promise<boolean> {
     try {
-      await this.#custom.getNamespacedCustomObject({ group, version, namespace, plural: kinds.ApiDefinition.plural, name });
+      await this.#custom.getNamespacedCustomObject({ group, version, namespace, plural: kinds.ApiDefinition.plural, name }, bound);
       return true;
     } catch (error) {
       if (isNotFound(error)) return false;
@@ -200,6 +220,7 @@ export class KubernetesResourceStore implements ResourceStore {
   }
 
   releaseDeleted(): Promise<string[]> {
-    return releaseRetained(this.#core, this.namespaces, (namespace, name) => this.#apiExists(namespace, name));
+    const bound = deadline(this.#deadlineMs);
+    return releaseRetained(this.#core, this.namespaces, (namespace, name) => this.#apiExists(namespace, name, bound), bound);
   }
 }

@@ -1,4 +1,4 @@
-import { ApiException, type CoreV1Api, PatchStrategy, setHeaderOptions, type V1ConfigMap, type V1OwnerReference } from '@kubernetes/client-node';
+import { ApiException, type ConfigurationOptions, type CoreV1Api, PatchStrategy, setHeaderOptions, type V1ConfigMap, type V1OwnerReference } from '@kubernetes/client-node';
 import {
   API_ID_LABEL,
   apiNameOf,
@@ -18,7 +18,8 @@ import {
  * (docs/behaviour.md#api-states). A reload deletes the retained ConfigMaps whose ApiDefinition is gone.
  */
 
-const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** A merge patch, with the calls' other options (an operation's deadline: sidecar/resources/kube-deadline.ts). */
+const mergePatch = (options: ConfigurationOptions): ConfigurationOptions => setHeaderOptions('Content-Type', PatchStrategy.MergePatch, options);
 
 export const isNotFound = (error: unknown): boolean => error instanceof ApiException && error.code === 404;
 
@@ -30,24 +31,24 @@ export interface RetainedConfigMap {
 }
 
 /** null: the operator has not written the ConfigMap yet, so there is nothing to keep. */
-export async function retain(core: CoreV1Api, namespace: string, apiName: string): Promise<RetainedConfigMap | null> {
+export async function retain(core: CoreV1Api, namespace: string, apiName: string, options: ConfigurationOptions = {}): Promise<RetainedConfigMap | null> {
   const name = configMapName(apiName);
   let ownerReferences: V1OwnerReference[] | undefined;
   try {
-    ownerReferences = (await core.readNamespacedConfigMap({ namespace, name })).metadata?.ownerReferences;
+    ownerReferences = (await core.readNamespacedConfigMap({ namespace, name }, options)).metadata?.ownerReferences;
   } catch (error) {
     if (isNotFound(error)) return null;
     throw error;
   }
   const owner = ownerReferences?.find((ref) => ref.controller)?.uid ?? null;
   const body = { metadata: { annotations: { [RETAIN_ANNOTATION]: 'true', [RETAINED_FOR_UID_ANNOTATION]: owner }, ownerReferences: null } };
-  await core.patchNamespacedConfigMap({ namespace, name, body }, mergePatch);
+  await core.patchNamespacedConfigMap({ namespace, name, body }, mergePatch(options));
   return { namespace, name, ownerReferences };
 }
 
-export async function unretain(core: CoreV1Api, retained: RetainedConfigMap): Promise<void> {
+export async function unretain(core: CoreV1Api, retained: RetainedConfigMap, options: ConfigurationOptions = {}): Promise<void> {
   const body = { metadata: { annotations: { [RETAIN_ANNOTATION]: null, [RETAINED_FOR_UID_ANNOTATION]: null }, ownerReferences: retained.ownerReferences ?? null } };
-  await core.patchNamespacedConfigMap({ namespace: retained.namespace, name: retained.name, body }, mergePatch);
+  await core.patchNamespacedConfigMap({ namespace: retained.namespace, name: retained.name, body }, mergePatch(options));
 }
 
 /** The api_id its config names (a label holds only a hash of a long one), else its label, else its name. */
@@ -63,11 +64,12 @@ export async function releaseRetained(
   core: CoreV1Api,
   namespaces: readonly string[],
   apiExists: (namespace: string, apiName: string) => Promise<boolean>,
+  options: ConfigurationOptions = {},
 ): Promise<string[]> {
   const lists = await Promise.all(
     namespaces.length === 0
-      ? [core.listConfigMapForAllNamespaces({ labelSelector: MANAGED_BY_SELECTOR })]
-      : namespaces.map((namespace) => core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_BY_SELECTOR })),
+      ? [core.listConfigMapForAllNamespaces({ labelSelector: MANAGED_BY_SELECTOR }, options)]
+      : namespaces.map((namespace) => core.listNamespacedConfigMap({ namespace, labelSelector: MANAGED_BY_SELECTOR }, options)),
   );
   const released: string[] = [];
   for (const configMap of lists.flatMap((list) => list.items)) {
@@ -76,7 +78,7 @@ export async function releaseRetained(
     if (annotations?.[RETAIN_ANNOTATION] !== 'true' || apiName === undefined) continue;
     if (await apiExists(namespace, apiName)) continue;
     try {
-      await core.deleteNamespacedConfigMap({ namespace, name });
+      await core.deleteNamespacedConfigMap({ namespace, name }, options);
     } catch (error) {
       if (!isNotFound(error)) throw error;
     }

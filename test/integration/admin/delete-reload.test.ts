@@ -6,7 +6,7 @@ import { KubernetesResourceStore } from '../../../sidecar/resources/kubernetes-s
 import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
 import { serviceAccountToken } from '../../support/service-account.ts';
 import { startAdmin, type AdminServer } from './admin-client.ts';
-import { ADMIN_SECRET, clusterDeps, connected, testRedis, unreachableKubeConfig, type TestDeps } from './fixtures.ts';
+import { ADMIN_SECRET, clusterDeps, connected, stallingKubeConfig, testRedis, unreachableKubeConfig, type TestDeps } from './fixtures.ts';
 
 const auth: [string, string] = ['X-GW-Authorization', ADMIN_SECRET];
 const plural = kinds.ApiDefinition.plural;
@@ -173,6 +173,31 @@ describe('DELETE /gw/apis/{apiID} and GET /gw/reload on the API server', () => {
       expect(await apiNames()).toEqual(['keeper']);
     } finally {
       await down.close();
+    }
+  });
+
+  it('answers a delete and a reload the API server stalls on with 500 within the deadline, having changed nothing', async () => {
+    // Every request reaches the API server 2 s late; the operations give up after 400 ms.
+    const stalled = await stallingKubeConfig(2_000);
+    const slow = await startAdmin(clusterDeps(namespace, redis, { resources: new KubernetesResourceStore(stalled.kc, [namespace], { deadlineMs: 400 }) }).deps);
+    try {
+      const keeperMap = await configMap('keeper');
+      for (const [method, path, answer] of [
+        ['DELETE', '/gw/apis/keeper-id', { status: 'error', message: 'Delete failed' }],
+        ['GET', '/gw/reload', { status: 'error', message: 'Reload failed' }],
+      ] as const) {
+        const started = Date.now();
+        const res = await slow.call(method, path, { headers: [auth] });
+        expect([path, res.status, res.json]).toEqual([path, 500, answer]);
+        expect(Date.now() - started).toBeLessThan(1_500);
+      }
+      // Given up before it was sent: nothing lands once the stall ends.
+      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      expect(await apiNames()).toEqual(['keeper']);
+      expect((await configMap('keeper'))?.metadata?.annotations).toEqual(keeperMap?.metadata?.annotations);
+    } finally {
+      await slow.close();
+      await stalled.close();
     }
   });
 
