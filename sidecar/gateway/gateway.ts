@@ -270,12 +270,17 @@ export class Gateway {
   /** What a forwarded request's answer is counted and logged as. Never the URL: a client may have put its key in the query string. */
   #answered(req: IncomingMessage, requestId: string, api: string, upstream: string, result: ForwardResult): void {
     this.#deps.metrics.requests.inc(api, statusClass(result.status));
+    const { error } = result;
+    if (error !== null) this.#deps.metrics.gatewayErrors.inc(api, error.code);
+    // The forwarder's own refusal of the client's request (413), logged as the admission's are.
+    if (error !== null && result.status < 500) {
+      this.#log(requestId).debug({ api, method: req.method, status: result.status, code: error.code }, 'request refused');
+      return;
+    }
     // One line per answered request, for whoever runs at trace level: an access log.
     if (this.#deps.logger.isLevelEnabled('trace')) this.#log(requestId).trace({ api, method: req.method, status: result.status }, 'request answered');
-    if (result.error === null) return;
-    this.#deps.metrics.gatewayErrors.inc(api, result.error.code);
     // The upstream failed (502, 504): what an operator looks for first.
-    if (result.status >= 500) this.#log(requestId).warn({ api, upstream, status: result.status, code: result.error.code, cause: result.cause }, 'upstream failed');
+    if (error !== null) this.#log(requestId).warn({ api, upstream, status: result.status, code: error.code, cause: result.cause }, 'upstream failed');
   }
 
   /** Connection upgrades (WebSocket) pass the same route, auth and limits before http-proxy carries them. */

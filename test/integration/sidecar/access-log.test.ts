@@ -17,7 +17,7 @@ describe.each(['undici', 'http-proxy'] as const)('the access log at trace level 
   beforeAll(async () => {
     namespace = await createNamespace(`sc-access-${forwarder}`);
     upstream = await startEchoUpstream();
-    sidecar = await startTestSidecar(sidecarOptions(namespace), { env: { GW_FORWARDER: forwarder }, logger: collectingLogger(logs, 'trace') });
+    sidecar = await startTestSidecar(sidecarOptions(namespace), { env: { GW_FORWARDER: forwarder, GW_MAX_REQUEST_BODY_BYTES: '1024' }, logger: collectingLogger(logs, 'trace') });
   });
 
   afterAll(async () => {
@@ -37,6 +37,11 @@ describe.each(['undici', 'http-proxy'] as const)('the access log at trace level 
     expect((await call(`${sidecar.proxyUrl}/${uniqueId('nothing')}/x`, { headers: { 'x-request-id': 'access-2' } })).status).toBe(404);
     await eventually(() => linesOf('access-2').length > 0, 5000, 'the refusal line');
     expect(linesOf('access-2')).toEqual([expect.objectContaining({ msg: 'request refused', status: 404 })]);
+    // So is a body over max_request_body_bytes, which the forwarder refuses.
+    const tooLarge = await call(`${sidecar.proxyUrl}/${api.api_id}/upload`, { method: 'POST', body: 'x'.repeat(2048), headers: { 'x-request-id': 'access-3' } });
+    expect(tooLarge.status).toBe(413);
+    await eventually(() => linesOf('access-3').length > 0, 5000, 'the 413 line');
+    expect(linesOf('access-3')).toEqual([expect.objectContaining({ level: 20, msg: 'request refused', api: api.api_id, method: 'POST', status: 413, code: 'body_too_large' })]);
     expect(logs.join('')).not.toContain('query-secret');
     expect(logs.join('')).not.toContain('/orders');
   });
