@@ -8,9 +8,14 @@ import { helpText, parseSidecarArgs, workerNeeds, type SidecarOptions } from './
 import { workerCount } from './workers/count.ts';
 import { WORKER_COUNT_ENV, WORKER_INDEX_ENV } from './workers/ipc.ts';
 
+/** A refusal of what the gateway was given (a setting, a file, an address): its message says it all, and a stack trace would only bury it. */
+const isOperational = (err: unknown): err is Error =>
+  err instanceof SettingsError || err instanceof TlsFilesError || (err instanceof Error && typeof (err as NodeJS.ErrnoException).syscall === 'string');
+
 function cannotStart(logger: Logger, err: unknown): never {
-  const message = err instanceof SettingsError || err instanceof TlsFilesError ? err.message : err instanceof Error ? err.message : String(err);
-  logger.fatal({ err }, `gw-sidecar cannot start: ${message}`);
+  const message = err instanceof Error ? err.message : String(err);
+  if (isOperational(err)) logger.fatal({ code: (err as NodeJS.ErrnoException).code }, `gw-sidecar cannot start: ${message}`);
+  else logger.fatal({ err }, `gw-sidecar cannot start: ${message}`);
   process.stderr.write(`gw-sidecar: cannot start: ${message}\n`);
   process.exit(1);
 }

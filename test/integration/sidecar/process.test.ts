@@ -48,6 +48,10 @@ spec: { key_hash: ${keyHash(rawKey)}, access_rights: { folder-auth: { api_id: fo
     const child = spawnSidecar(['--config', dir, '--listen', '127.0.0.1:0', '--admin-listen', '127.0.0.1:0', '--health-listen', '127.0.0.1:0'], { GW_DRL_THRESHOLD: 'many' });
     expect(await child.exited).toBe(1);
     expect(child.stderr()).toContain('invalid setting drl_threshold (from GW_DRL_THRESHOLD)');
+    // Its log line says the same, without a stack trace to bury it.
+    const fatal = child.stdout().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.level === 60);
+    expect(fatal?.msg).toContain('gw-sidecar cannot start: invalid setting drl_threshold (from GW_DRL_THRESHOLD)');
+    expect(fatal).not.toHaveProperty('err');
   });
 
   it('serves an API whose endpoint path backtracks exponentially without stopping, and refuses one with a backreference', async () => {
