@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { KeyLimitsAnswer } from '../crds/admin-answers.ts';
-import { limitsTable } from './commands.ts';
+import { gatewaysTable, limitsTable } from './commands.ts';
 import { age } from './output.ts';
 
 const nowMs = 1_800_000_000_000;
@@ -89,5 +89,9 @@ describe('kubectl gw durations', () => {
     const quota = { source: { kind: 'Policy', namespace: 'ns', name: 'thr' }, max: 100, renewal: 60, used: 1, remaining: 99, reset: nowMs / 1000 + 61 };
     const [, , , , row] = limitsTable('ns/thr-key', { ...refusedByKey, quota }, false, opened).split('\n');
     expect(row).toMatch(/\s60s$/);
+  });
+
+  it('says when the gateway read lists no API, rather than a table heading with no rows', () => {
+    expect(gatewaysTable({ gateways: { heartbeats: true, apis: [] } })).toBe('Gateways seen live: none to list (the gateway read has loaded no API, and gateways are counted per API).\n');
   });
 });

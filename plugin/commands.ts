@@ -151,9 +151,10 @@ async function gatewaysOf(cluster: Cluster, access: AdminAccess): Promise<{ gate
   }
 }
 
-function gatewaysTable({ gateways, gatewaysError }: { gateways: LiveGatewaysAnswer | null; gatewaysError?: string }): string {
+export function gatewaysTable({ gateways, gatewaysError }: { gateways: LiveGatewaysAnswer | null; gatewaysError?: string }): string {
   if (!gateways) return `Gateways not read: ${gatewaysError ?? 'no answer'}\n`;
   if (!gateways.heartbeats) return 'Gateways are not seen: they beat only while the Distributed Rate Limiter is in use (another algorithm is set).\n';
+  if (gateways.apis.length === 0) return 'Gateways seen live: none to list (the gateway read has loaded no API, and gateways are counted per API).\n';
   const rows = gateways.apis.map((api) => [api.api_id, String(api.gateways.length), api.gateways.join(', ') || '-']);
   return `Gateways seen live (their DRL heartbeats):\n${table(['API', 'LIVE', 'GATEWAYS'], rows)}`;
 }
@@ -171,7 +172,10 @@ export async function status(cluster: Cluster, allNamespaces: boolean, access: A
   if (format === 'json' || format === 'yaml') return structured(format, { not_ready: notReady, gateways: live.gateways, ...(live.gatewaysError ? { gateways_error: live.gatewaysError } : {}) });
   const header = [...(allNamespaces ? ['NAMESPACE'] : []), 'KIND', 'NAME', 'READY', 'REASON', 'AGE', ...(format === 'wide' ? ['MESSAGE'] : [])];
   const rows = notReady.map((r) => [...(allNamespaces ? [r.namespace] : []), r.kind, r.name, r.ready, r.reason, r.since ? age(new Date(r.since)) : '-', ...(format === 'wide' ? [r.message] : [])]);
-  const resourcesPart = notReady.length === 0 ? `All ${resources.length} gw resources${namespace ? ` in namespace ${namespace}` : ''} are Ready.\n` : table(header, rows);
+  const where = namespace ? ` in namespace ${namespace}` : '';
+  // As kubectl says of an empty list, rather than "all 0 are Ready".
+  const allReady = resources.length === 0 ? `No gw resources found${where}.\n` : `All ${resources.length} gw resources${where} are Ready.\n`;
+  const resourcesPart = notReady.length === 0 ? allReady : table(header, rows);
   return `${resourcesPart}\n${gatewaysTable(live)}`;
 }
 
