@@ -604,7 +604,11 @@ describe('explain: the limits a request meets, read without counting', () => {
       { scope: 'api', source: { resource: a.source, rule: null }, rate: 100, per: 60 },
       { scope: 'key_global', source: { resource: gold.source, rule: null }, rate: 30, per: 60 },
     ]);
-    expect(explained.outranked).toEqual([{ scope: 'key_endpoint', source: { resource: silver.source, rule: 'GET /orders/{id}' }, rate: 2, per: 60 }]);
+    // Silver's own rate lost to gold's, which the endpoint's limit then replaced: it is named too.
+    expect(explained.outranked).toEqual([
+      { scope: 'key_endpoint', source: { resource: silver.source, rule: 'GET /orders/{id}' }, rate: 2, per: 60 },
+      { scope: 'key_global', source: { resource: silver.source, rule: null }, rate: 10, per: 60 },
+    ]);
     expect(explained.quota).toMatchObject({ source: gold.source, max: 10, renewal: 3600, used: 1, remaining: 9 });
     expect([explained.outcome, explained.refusedBy]).toEqual(['allowed', null]);
   });

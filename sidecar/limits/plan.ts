@@ -198,10 +198,10 @@ export class Planner {
         if (match && match !== endpoint) outranked.push(alternative(match));
       }
       if (limits.rate) passedOver.push(alternative(limits.rate));
-    } else {
-      for (const candidate of limits.rateCandidates) {
-        if (!candidate.chosen) outranked.push(alternative(candidate));
-      }
+    }
+    // The rates the chosen one won over, whether or not an endpoint's limit then replaced it.
+    for (const candidate of limits.rateCandidates) {
+      if (!candidate.chosen) outranked.push(alternative(candidate));
     }
     passedOver.push(...limits.replacedGlobals.map(alternative));
     return { passedOver, outranked, smoothingWithoutRate };
