@@ -37,6 +37,14 @@ export function listen(server: Listener, address: string, options: ListenOptions
   });
 }
 
+/** A listener that cannot bind names the option that gave its address (Node's error names only the address). */
+export function listenNamed(option: string, listening: Promise<AddressInfo>): Promise<AddressInfo> {
+  return listening.catch((error: unknown) => {
+    if (error instanceof Error) error.message = `${option}: ${error.message}`;
+    throw error;
+  });
+}
+
 export const urlOf = (info: AddressInfo, scheme: 'http' | 'https' = 'http'): string =>
   `${scheme}://${info.family === 'IPv6' ? `[${info.address}]` : info.address}:${info.port}`;
 

@@ -29,7 +29,7 @@ import { createHealthHandler, type Readiness } from '../common/health.ts';
 import { metricsOf } from '../common/metrics-text.ts';
 import { InformerSet } from './runtime/informer-set.ts';
 import { LeaderElector, leaderOnlySessions } from './runtime/leader-election.ts';
-import { drain, listen } from '../common/listen.ts';
+import { drain, listen, listenNamed } from '../common/listen.ts';
 import { OperatorMetrics } from './runtime/metrics.ts';
 import { createRedis, whenReady } from './runtime/redis-client.ts';
 import { releaseNames } from './runtime/release-names.ts';
@@ -160,7 +160,7 @@ export class Operator {
 
   async start(): Promise<void> {
     this.#health = createServer(createHealthHandler(metricsOf(this.metrics.registry), { live: () => this.#started, readiness: () => this.#readiness() }));
-    await listen(this.#health, this.options.healthListen);
+    await listenNamed('--health-listen (GW_HEALTH_LISTEN)', listen(this.#health, this.options.healthListen));
     await Promise.all(Object.values(this.#informers).map((informers) => informers.start()));
     await this.#webhook?.start();
     if (!(await whenReady(this.#redis, REDIS_START_WAIT_MS))) {

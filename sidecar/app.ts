@@ -30,7 +30,7 @@ import { createLimitEngine } from './limits/engine.ts';
 import { liveGateways } from './limits/heartbeat.ts';
 import { StreamLimiters, streamResourcesOf, type StreamSlots } from './limits/stream-limiter.ts';
 import type { LimitEngine, SmoothingEvent, SmoothingEventSink } from './limits/types.ts';
-import { drain, listen, urlOf } from '../common/listen.ts';
+import { drain, listen, listenNamed, urlOf } from '../common/listen.ts';
 import { createSidecarMetrics, retainApiSeries, statusClass, type SidecarMetrics } from './metrics.ts';
 import type { GatewayError } from './http/errors.ts';
 import { HttpProxyForwarder } from './proxy/http-proxy-forwarder.ts';
@@ -270,9 +270,9 @@ function openTls(options: SidecarOptions, logger: Logger): Promise<ReloadingTlsF
  */
 function listenAll(options: SidecarOptions, worker: WorkerRole | undefined, servers: Record<'proxy' | 'admin' | 'health', Server>): Promise<(AddressInfo | undefined)[]> {
   return Promise.all([
-    options.listen === PROXY_OFF ? undefined : listen(servers.proxy, options.listen, worker && { exclusive: true, reusePort: true }),
-    worker && worker.index > 0 ? undefined : listen(servers.admin, options.adminListen, worker && { exclusive: true }),
-    worker ? undefined : listen(servers.health, options.healthListen),
+    options.listen === PROXY_OFF ? undefined : listenNamed('--listen (GW_LISTEN)', listen(servers.proxy, options.listen, worker && { exclusive: true, reusePort: true })),
+    worker && worker.index > 0 ? undefined : listenNamed('--admin-listen (GW_ADMIN_LISTEN)', listen(servers.admin, options.adminListen, worker && { exclusive: true })),
+    worker ? undefined : listenNamed('--health-listen (GW_HEALTH_LISTEN)', listen(servers.health, options.healthListen)),
   ]);
 }
 

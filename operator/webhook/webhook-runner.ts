@@ -4,7 +4,7 @@ import { AdmissionregistrationV1Api, CoreV1Api, ListWatch, Watch, type KubeConfi
 import type { Logger } from '../../common/logger.ts';
 import { RestartingInformer } from '../../common/restarting-informer.ts';
 import type { OperatorOptions } from '../options.ts';
-import { drain, listen } from '../../common/listen.ts';
+import { drain, listen, listenNamed } from '../../common/listen.ts';
 import { clusterReleaseOwner, releaseOwner } from '../runtime/release-owner.ts';
 import { CertStore, type StoredPki } from './cert-store.ts';
 import { servingNames } from './certs.ts';
@@ -112,7 +112,7 @@ export class WebhookRunner {
     const server = this.#server ?? createWebhookServer(pki, sidecar, this.#log, this.#count);
     this.#server = server;
     server.rotate(pki);
-    if (!server.server.listening) await listen(server.server, this.#options.webhookListen);
+    if (!server.server.listening) await listenNamed('--webhook-listen (GW_WEBHOOK_LISTEN)', listen(server.server, this.#options.webhookListen));
     await this.#register(pki);
     this.#lastSyncAt = Date.now();
     this.#timer = setInterval(() => this.#requestSync(), CERT_CHECK_MS);

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { createServer, type AddressInfo } from 'node:net';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -52,6 +53,19 @@ spec: { key_hash: ${keyHash(rawKey)}, access_rights: { folder-auth: { api_id: fo
     const fatal = child.stdout().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.level === 60);
     expect(fatal?.msg).toContain('gw-sidecar cannot start: invalid setting drl_threshold (from GW_DRL_THRESHOLD)');
     expect(fatal).not.toHaveProperty('err');
+  });
+
+  it('exits 1 at start naming the option whose address cannot be bound', async () => {
+    const taken = createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (taken.address() as AddressInfo).port;
+      const child = spawnSidecar(['--config', dir, '--listen', '127.0.0.1:0', '--admin-listen', `127.0.0.1:${port}`, '--health-listen', '127.0.0.1:0']);
+      expect(await child.exited).toBe(1);
+      expect(child.stderr()).toContain(`gw-sidecar: cannot start: --admin-listen (GW_ADMIN_LISTEN): listen EADDRINUSE: address already in use 127.0.0.1:${port}`);
+    } finally {
+      await new Promise((resolve) => taken.close(resolve));
+    }
   });
 
   it('serves an API whose endpoint path backtracks exponentially without stopping, and refuses one with a backreference', async () => {
