@@ -75,13 +75,7 @@ export function owns<T extends KubernetesObject>(source: Source<T>, ownerOf: (ob
 
 /** Another kind the controller's desired state depends on: `map` says which of its objects a change affects. */
 export function watches<T extends KubernetesObject>(source: Source<T>, map: (event: WatchEvent<T>) => Iterable<Request>): Watch {
-  return {
-    subscribe: (enqueue) =>
-      source.on((event) => {
-        for (const request of map(event)) enqueue(request);
-      }),
-    resyncRequests: () => [],
-  };
+  return mapped((handler) => source.on(handler), map);
 }
 
 /**
@@ -90,9 +84,13 @@ export function watches<T extends KubernetesObject>(source: Source<T>, map: (eve
  * (operator/kit/own-writes.ts), so this one maps every change of the cache.
  */
 export function watchesStatus<T extends KubernetesObject>(source: Source<T>, map: (event: WatchEvent<T>) => Iterable<Request>): Watch {
+  return mapped((handler) => source.onCached(handler), map);
+}
+
+function mapped<T extends KubernetesObject>(listen: (handler: (event: WatchEvent<T>) => void) => void, map: (event: WatchEvent<T>) => Iterable<Request>): Watch {
   return {
     subscribe: (enqueue) =>
-      source.onCached((event) => {
+      listen((event) => {
         for (const request of map(event)) enqueue(request);
       }),
     resyncRequests: () => [],
