@@ -78,6 +78,18 @@ describe('ApiDefinitionController', () => {
     expect(events.events).toMatchObject([{ type: 'Warning', reason: 'InvalidRegex' }]);
   });
 
+  it('clears the ConfigMap and policies an earlier version put in the status of an API refused before it ever compiled', async () => {
+    const { ctx, caches, status } = fakeContext();
+    const bad = api('bad', { use_extended_paths: true, extended_paths: { rate_limit: [{ path: '/x/([', method: 'GET', rate: 1, per: 1 }] } });
+    caches.apis.put({ ...bad, status: { api_id: 'bad', configMap: 'gw-api-bad', policies: ['ns/gold'] } });
+    await new ApiDefinitionController(ctx).reconcile({ namespace: 'ns', name: 'bad' }, signal);
+    expect(caches.apis.get('ns', 'bad')?.status).toMatchObject({ api_id: 'bad', configMap: undefined, policies: undefined });
+    expect(status.writes).toHaveLength(1);
+    // Written once: the next reconcile finds nothing to change.
+    await new ApiDefinitionController(ctx).reconcile({ namespace: 'ns', name: 'bad' }, signal);
+    expect(status.writes).toHaveLength(1);
+  });
+
   it('puts what the gateways serve in the status (the columns of kubectl get gwapi); a bad edit leaves it as last compiled', async () => {
     const { ctx, caches } = fakeContext();
     const controller = new ApiDefinitionController(ctx);

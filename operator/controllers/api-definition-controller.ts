@@ -158,8 +158,9 @@ export class ApiDefinitionController implements KindController {
     const held = inForce?.data?.[CONFIG_KEY];
     const config = (held === undefined ? undefined : this.#compiler.refusedApiConfig(held, this.#inputs, MAX_CONFIG_BYTES)) ?? held;
     if (!inForce || config === undefined) {
-      // Nothing is served: no policy is in force on it, and it has no ConfigMap to name.
-      await this.#setStatus(api, { ...status, fields: { api_id: status.fields.api_id } });
+      // Nothing is served: no policy is in force on it, and it has no ConfigMap to name (left
+      // undefined, so that a status an earlier version wrote with them loses them).
+      await this.#setStatus(api, { ...status, fields: { api_id: status.fields.api_id, policies: undefined, configMap: undefined } });
       return;
     }
     const policies = Object.keys(policiesOfConfigMap(config));
