@@ -11,7 +11,7 @@ export const ADMIN_DEADLINE_MS = 10_000;
  * Options for the API calls of one operation: each is aborted once `ms` have passed since this
  * was made, so its calls share one bound. An aborted write may still have been carried out.
  */
-export function deadline(ms: number, base: ConfigurationOptions = {}): ConfigurationOptions {
+export function deadline(ms: number): ConfigurationOptions {
   const signal = AbortSignal.timeout(ms);
   const bounded = {
     pre: (context: RequestContext) => {
@@ -20,5 +20,5 @@ export function deadline(ms: number, base: ConfigurationOptions = {}): Configura
     },
     post: (response: ResponseContext) => new Observable(Promise.resolve(response)),
   };
-  return { ...base, middleware: [...(base.middleware ?? []), bounded], middlewareMergeStrategy: 'append' };
+  return { middleware: [bounded], middlewareMergeStrategy: 'append' };
 }
