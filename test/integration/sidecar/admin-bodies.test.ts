@@ -122,10 +122,15 @@ describe('admin request bodies on a standalone sidecar', () => {
     expect(await redis.keys(sessionKey('*'))).toEqual(sessions);
   });
 
-  it('writes a key with the most metadata a body may hold as a Key file the folder loads again after a restart', async () => {
-    // 1,040,019 bytes of JSON, under the admin body's 1 MiB: block style wrote it as about 5.2 MB.
-    const body = JSON.stringify({ access_rights: { toys: {} }, meta_data: { a: Array.from({ length: 519_985 }, () => 0) } });
-    expect(body.length).toBeLessThanOrEqual(1024 * 1024);
+  it('writes a key with the most metadata a Key may hold as a Key file the folder loads again after a restart, and refuses more', async () => {
+    // meta_data of 65,534 bytes of JSON, under its 64 KiB bound (crds/schemas/common.ts).
+    const withMetaData = (entries: number): string => JSON.stringify({ access_rights: { toys: {} }, meta_data: { a: Array.from({ length: entries }, () => 0) } });
+    const files = await readdir(dir);
+    const over = await call(`${sidecar.adminUrl}/admin/org/keys`, { method: 'POST', headers: { 'admin-auth': adminSecret, 'content-type': 'application/json' }, body: withMetaData(32_766) });
+    expect(over.status).toBe(400);
+    expect((over.json() as { Message: string }).Message).toContain('meta_data: at most 65536 bytes as JSON');
+    expect(await readdir(dir)).toEqual(files);
+    const body = withMetaData(32_764);
     const created = await call(`${sidecar.adminUrl}/admin/org/keys`, { method: 'POST', headers: { 'admin-auth': adminSecret, 'content-type': 'application/json' }, body });
     expect(created.status).toBe(200);
     const { key_id: rawKey, key_hash: hash, data } = created.json() as { key_id: string; key_hash: string; data: { key_id: string } };
