@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { MAX_TIMER_MS } from '../crds/settings.ts';
 import { parseRedisUrl, RedisUrlError } from './redis-url.ts';
 
 /**
@@ -38,8 +39,8 @@ export const listenOption = z
   .regex(/^(\[[^\]\s]+\]|[^:\s]*):\d{1,5}$/, 'must be HOST:PORT')
   .refine((listen) => !(Number(listen.slice(listen.lastIndexOf(':') + 1)) > 65535), 'the port must be from 0 to 65535');
 export const positiveIntOption = z.coerce.number().int().min(1);
-/** Longer periods than Node's timers hold (2^31 - 1 ms) would fire at once, and again at once. */
-export const MAX_TIMER_SECONDS = 2_147_483;
+/** Longer periods than Node's timers hold would fire at once, and again at once. */
+export const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
 /** A period of whole or fractional seconds, from one second to what a timer holds. */
 export const periodSecondsOption = z.coerce.number().min(1).max(MAX_TIMER_SECONDS);
 /** A namespace's name as the API server allows it (an RFC 1123 label): any other is one no object can be in. */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 
 /** The longest wait a Node timer keeps (2^31 − 1 ms, about 24.8 days); a longer one fires at once, and a wait re-armed on it spins. */
-const MAX_TIMER_MS = 2_147_483_647;
+export const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * Gateway-wide settings (docs/architecture.md#settings). Names are the rate-limiting vocabulary's own. The operator puts the

@@ -19,7 +19,7 @@ import { PortalProductController } from './controllers/portal-product-controller
 import { Controller, type ControllerOptions, type KindController } from './kit/controller.ts';
 import type { Source } from './kit/watch.ts';
 import { KubeKeySecrets } from './keys/key-secrets.ts';
-import type { OperatorOptions } from './options.ts';
+import { listenerOptionNames, type OperatorOptions } from './options.ts';
 import { KubeEventRecorder } from './runtime/event-recorder.ts';
 import { KubeFinalizerWriter } from './runtime/finalizer-writer.ts';
 import { OwnWrites } from './kit/own-writes.ts';
@@ -160,7 +160,7 @@ export class Operator {
 
   async start(): Promise<void> {
     this.#health = createServer(createHealthHandler(metricsOf(this.metrics.registry), { live: () => this.#started, readiness: () => this.#readiness() }));
-    await listenNamed('--health-listen (GW_HEALTH_LISTEN)', listen(this.#health, this.options.healthListen));
+    await listenNamed(listenerOptionNames.health, listen(this.#health, this.options.healthListen));
     await Promise.all(Object.values(this.#informers).map((informers) => informers.start()));
     await this.#webhook?.start();
     if (!(await whenReady(this.#redis, REDIS_START_WAIT_MS))) {

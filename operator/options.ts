@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, MAX_TIMER_SECONDS, namespaceOption, parseCli, periodSecondsOption, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
+import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, MAX_TIMER_SECONDS, namespaceOption, optionName, parseCli, periodSecondsOption, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
 import { DEFAULT_RELEASE_NAME } from './runtime/release-names.ts';
 import { DEFAULT_SIDECAR_RESOURCES, sidecarResourcesSchema } from './webhook/sidecar-resources.ts';
 
@@ -98,6 +98,9 @@ const table = {
   concurrency: { flag: 'concurrency', env: 'GW_RECONCILE_CONCURRENCY', help: 'reconciles running at once per kind (default 32)', schema: positiveIntOption.default(32) },
   logLevel: { env: 'GW_LOG_LEVEL', help: 'log level: fatal, error, warn, info, debug, trace or silent (default info)', schema: logLevelOption },
 } satisfies CliTable;
+
+/** How a listener's refusal names the option that gave its address (common/listen.ts listenNamed). */
+export const listenerOptionNames = { health: optionName(table.healthListen), webhook: optionName(table.webhookListen) };
 
 /** For callers that build options without flags (tests); `parseOptions` adds the checks between options. */
 export const optionsSchema = cliSchema(table);

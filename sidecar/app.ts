@@ -12,7 +12,7 @@ import type { CompiledApi } from '../crds/compiled.ts';
 import type { GatewaySettings } from '../crds/settings.ts';
 import { SessionCache } from './auth/session-cache.ts';
 import { reportedSessionCache } from './auth/session-changes.ts';
-import { PROXY_OFF, TLS_LISTENERS, type SidecarOptions, type TlsListener } from './cli.ts';
+import { listenerOptionNames, PROXY_OFF, TLS_LISTENERS, type SidecarOptions, type TlsListener } from './cli.ts';
 import { createAdminHandler, KubernetesBearerAuthenticator, StaticBearerAuthenticator } from './admin/index.ts';
 import { adminRefusalShape } from './admin/responses.ts';
 import { FolderConfigSource } from './config/folder-source.ts';
@@ -270,9 +270,9 @@ function openTls(options: SidecarOptions, logger: Logger): Promise<ReloadingTlsF
  */
 function listenAll(options: SidecarOptions, worker: WorkerRole | undefined, servers: Record<'proxy' | 'admin' | 'health', Server>): Promise<(AddressInfo | undefined)[]> {
   return Promise.all([
-    options.listen === PROXY_OFF ? undefined : listenNamed('--listen (GW_LISTEN)', listen(servers.proxy, options.listen, worker && { exclusive: true, reusePort: true })),
-    worker && worker.index > 0 ? undefined : listenNamed('--admin-listen (GW_ADMIN_LISTEN)', listen(servers.admin, options.adminListen, worker && { exclusive: true })),
-    worker ? undefined : listenNamed('--health-listen (GW_HEALTH_LISTEN)', listen(servers.health, options.healthListen)),
+    options.listen === PROXY_OFF ? undefined : listenNamed(listenerOptionNames.proxy, listen(servers.proxy, options.listen, worker && { exclusive: true, reusePort: true })),
+    worker && worker.index > 0 ? undefined : listenNamed(listenerOptionNames.admin, listen(servers.admin, options.adminListen, worker && { exclusive: true })),
+    worker ? undefined : listenNamed(listenerOptionNames.health, listen(servers.health, options.healthListen)),
   ]);
 }
 

@@ -126,6 +126,9 @@ const table = {
   logLevel: { env: 'GW_LOG_LEVEL', help: 'Log level: fatal, error, warn, info, debug, trace or silent. Default: info.', schema: logLevelOption },
 } satisfies CliTable;
 
+/** How a listener's refusal names the option that gave its address (common/listen.ts listenNamed). */
+export const listenerOptionNames = { proxy: optionName(table.listen), admin: optionName(table.adminListen), health: optionName(table.healthListen) };
+
 /** Everything the sidecar process is told at start: the table's values, every listener resolved to an address. */
 export type SidecarOptions = Omit<CliValues<typeof table>, Listener> & Record<Listener, string>;
 

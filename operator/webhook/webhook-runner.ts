@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { AdmissionregistrationV1Api, CoreV1Api, ListWatch, Watch, type KubeConfig, type KubernetesListObject, type KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from '../../common/logger.ts';
 import { RestartingInformer } from '../../common/restarting-informer.ts';
-import type { OperatorOptions } from '../options.ts';
+import { listenerOptionNames, type OperatorOptions } from '../options.ts';
 import { drain, listen, listenNamed } from '../../common/listen.ts';
 import { clusterReleaseOwner, releaseOwner } from '../runtime/release-owner.ts';
 import { CertStore, type StoredPki } from './cert-store.ts';
@@ -112,7 +112,7 @@ export class WebhookRunner {
     const server = this.#server ?? createWebhookServer(pki, sidecar, this.#log, this.#count);
     this.#server = server;
     server.rotate(pki);
-    if (!server.server.listening) await listenNamed('--webhook-listen (GW_WEBHOOK_LISTEN)', listen(server.server, this.#options.webhookListen));
+    if (!server.server.listening) await listenNamed(listenerOptionNames.webhook, listen(server.server, this.#options.webhookListen));
     await this.#register(pki);
     this.#lastSyncAt = Date.now();
     this.#timer = setInterval(() => this.#requestSync(), CERT_CHECK_MS);
