@@ -38,11 +38,24 @@ export const listenOption = z
   .string()
   .regex(/^(\[[^\]\s]+\]|[^:\s]*):\d{1,5}$/, 'must be HOST:PORT')
   .refine((listen) => !(Number(listen.slice(listen.lastIndexOf(':') + 1)) > 65535), 'the port must be from 0 to 65535');
-export const positiveIntOption = z.coerce.number().int().min(1);
+/**
+ * A number of an option, written in decimal digits (`fraction`: with a decimal part too), from
+ * `min` to `max`; `what` names it in the refusal. Number() alone, as z.coerce does it, also took
+ * `0x10`, `1e3`, `Infinity`, and a blank value as 0. Numbers given as numbers (tests, the demo)
+ * are taken as they are.
+ */
+function decimalOption(what: string, min: number, max: number, fraction: boolean) {
+  const message = `must be ${what} from ${min} to ${max.toLocaleString('en-US')}, in decimal digits`;
+  const digits = fraction ? /^\d+(\.\d+)?$/ : /^\d+$/;
+  const number = z.number({ error: message }).min(min, { error: message }).max(max, { error: message });
+  return z.preprocess((value) => (typeof value === 'string' && digits.test(value) ? Number(value) : value), fraction ? number : number.int({ error: message }));
+}
+
+export const wholeNumberOption = (min: number, max: number) => decimalOption('a whole number', min, max, false);
 /** Longer periods than Node's timers hold would fire at once, and again at once. */
 export const MAX_TIMER_SECONDS = Math.floor(MAX_TIMER_MS / 1000);
 /** A period of whole or fractional seconds, from one second to what a timer holds. */
-export const periodSecondsOption = z.coerce.number().min(1).max(MAX_TIMER_SECONDS);
+export const periodSecondsOption = decimalOption('a number of seconds', 1, MAX_TIMER_SECONDS, true);
 /** A namespace's name as the API server allows it (an RFC 1123 label): any other is one no object can be in. */
 export const namespaceOption = z
   .string()

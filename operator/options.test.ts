@@ -56,11 +56,24 @@ describe('operator options', () => {
 
   it('refuses periods a timer cannot hold (it would fire every millisecond) and periods under a second', () => {
     for (const [flag, variable] of [['resync-seconds', 'GW_RESYNC_SECONDS'], ['orphan-session-sweep-seconds', 'GW_ORPHAN_SESSION_SWEEP_SECONDS'], ['lease-duration-seconds', 'GW_LEASE_DURATION_SECONDS']]) {
-      expect(() => parseOptions([`--${flag}`, '3000000'], base)).toThrow(new RegExp(`^--${flag} \\(${variable}\\): Too big`));
-      expect(() => parseOptions([`--${flag}`, '0'], base)).toThrow(new RegExp(`^--${flag} \\(${variable}\\): Too small`));
+      expect(() => parseOptions([`--${flag}`, '3000000'], base)).toThrow(new RegExp(`^--${flag} \\(${variable}\\): must be a (whole number|number of seconds) from 1 to 2,147,483, in decimal digits$`));
+      expect(() => parseOptions([`--${flag}`, '0'], base)).toThrow(new RegExp(`^--${flag} \\(${variable}\\): must be a (whole number|number of seconds) from 1 to 2,147,483`));
     }
-    expect(() => parseOptions(['--resync-seconds', '0.001'], base)).toThrow(/^--resync-seconds \(GW_RESYNC_SECONDS\): Too small/);
+    expect(() => parseOptions(['--resync-seconds', '0.001'], base)).toThrow(/^--resync-seconds \(GW_RESYNC_SECONDS\): must be a number of seconds from 1 to 2,147,483/);
+    expect(() => parseOptions(['--lease-duration-seconds', '1.5'], base)).toThrow(/^--lease-duration-seconds \(GW_LEASE_DURATION_SECONDS\): must be a whole number from 1 to 2,147,483/);
     expect(parseOptions(['--resync-seconds', '2147483', '--orphan-session-sweep-seconds', '1.5'], base)).toMatchObject({ resyncSeconds: 2_147_483, orphanSessionSweepSeconds: 1.5 });
+  });
+
+  it('takes numbers in decimal digits only: no hex, exponent, sign, Infinity or blank', () => {
+    const numeric = [['resync-seconds', 'GW_RESYNC_SECONDS'], ['lease-duration-seconds', 'GW_LEASE_DURATION_SECONDS'], ['concurrency', 'GW_RECONCILE_CONCURRENCY'], ['sidecar-warm-up-requests', 'GW_SIDECAR_WARM_UP_REQUESTS'], ['sidecar-session-cache-size', 'GW_SIDECAR_SESSION_CACHE_SIZE']];
+    for (const [flag, variable] of numeric) {
+      for (const bad of ['0x10', '1e2', '+5', '-5', 'Infinity', ' ', ' 7', '7 ', '1_000', '.5', '5.']) {
+        expect(() => parseOptions([`--${flag}=${bad}`], base), `--${flag} ${JSON.stringify(bad)}`).toThrow(new RegExp(`^--${flag} \\(${variable}\\): must be a .* in decimal digits$`));
+        expect(() => parseOptions([], { ...base, [variable!]: bad }), `${variable}=${JSON.stringify(bad)}`).toThrow(new RegExp(`^--${flag} \\(${variable}\\): must be`));
+      }
+    }
+    expect(parseOptions(['--concurrency', '007', '--sidecar-warm-up-requests', '0'], base)).toMatchObject({ concurrency: 7, sidecarWarmUpRequests: 0 });
+    expect(() => parseOptions(['--concurrency', '1001'], base)).toThrow(/^--concurrency \(GW_RECONCILE_CONCURRENCY\): must be a whole number from 1 to 1,000, in decimal digits$/);
   });
 
   it('refuses an empty flag, which would hide its variable', () => {

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, MAX_TIMER_SECONDS, namespaceOption, optionName, parseCli, periodSecondsOption, positiveIntOption, redisUrlOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
+import { booleanOption, cliHelpRows, cliSchema, jsonOption, listenOption, logLevelOption, MAX_TIMER_SECONDS, namespaceOption, optionName, parseCli, periodSecondsOption, redisUrlOption, wholeNumberOption, type CliInput, type CliTable, type CliValues } from '../common/cli.ts';
 import { DEFAULT_RELEASE_NAME } from './runtime/release-names.ts';
 import { DEFAULT_SIDECAR_RESOURCES, sidecarResourcesSchema } from './webhook/sidecar-resources.ts';
 
@@ -70,13 +70,13 @@ const table = {
     flag: 'sidecar-warm-up-requests',
     env: 'GW_SIDECAR_WARM_UP_REQUESTS',
     help: 'GW_WARM_UP_REQUESTS of the injected sidecar: requests through its warm-up before it turns ready, 0 for none (default: unset, the sidecar\'s own default)',
-    schema: z.coerce.number().int().min(0).max(1_000_000).optional(),
+    schema: wholeNumberOption(0, 1_000_000).optional(),
   },
   sidecarSessionCacheSize: {
     flag: 'sidecar-session-cache-size',
     env: 'GW_SIDECAR_SESSION_CACHE_SIZE',
     help: 'GW_SESSION_CACHE_SIZE of the injected sidecar: sessions it keeps, about 4.5 KB of heap each (default: unset, the sidecar\'s own 10,000)',
-    schema: z.coerce.number().int().min(1).max(1_000_000).optional(),
+    schema: wholeNumberOption(1, 1_000_000).optional(),
   },
   sidecarRedisUrl: { flag: 'sidecar-redis-url', env: 'GW_SIDECAR_REDIS_URL', help: 'GW_REDIS_URL given to injected sidecars (default: --redis-url)', schema: redisUrlOption.optional() },
   sidecarServiceAccount: {
@@ -87,7 +87,7 @@ const table = {
   },
   sidecarEnvSecret: { flag: 'sidecar-env-secret', env: 'GW_SIDECAR_ENV_SECRET', help: "Secret whose keys become env of injected sidecars (the chart's holds GW_REDIS_URL)", schema: z.string().optional() },
   leaderElection: { flag: 'leader-election', env: 'GW_LEADER_ELECTION', help: 'true/false: elect a leader with a Lease (default true)', schema: booleanOption.default(true) },
-  leaseDurationSeconds: { flag: 'lease-duration-seconds', env: 'GW_LEASE_DURATION_SECONDS', help: 'leader Lease duration (default 15)', schema: positiveIntOption.max(MAX_TIMER_SECONDS).default(15) },
+  leaseDurationSeconds: { flag: 'lease-duration-seconds', env: 'GW_LEASE_DURATION_SECONDS', help: 'leader Lease duration (default 15)', schema: wholeNumberOption(1, MAX_TIMER_SECONDS).default(15) },
   resyncSeconds: { flag: 'resync-seconds', env: 'GW_RESYNC_SECONDS', help: 'period of the full re-reconcile that corrects drift, in seconds from 1 (default 30)', schema: periodSecondsOption.default(30) },
   orphanSessionSweepSeconds: {
     flag: 'orphan-session-sweep-seconds',
@@ -95,7 +95,7 @@ const table = {
     help: 'period of the pass over Redis that removes the sessions of Keys deleted without their finalizer, each found in two passes in a row, in seconds from 1 (default 300)',
     schema: periodSecondsOption.default(300),
   },
-  concurrency: { flag: 'concurrency', env: 'GW_RECONCILE_CONCURRENCY', help: 'reconciles running at once per kind (default 32)', schema: positiveIntOption.default(32) },
+  concurrency: { flag: 'concurrency', env: 'GW_RECONCILE_CONCURRENCY', help: 'reconciles running at once per kind, from 1 to 1,000 (default 32)', schema: wholeNumberOption(1, 1000).default(32) },
   logLevel: { env: 'GW_LOG_LEVEL', help: 'log level: fatal, error, warn, info, debug, trace or silent (default info)', schema: logLevelOption },
 } satisfies CliTable;
 

@@ -67,9 +67,20 @@ describe('sidecar flags', () => {
     expect(parseSidecarArgs(['--workers', '1', ...folder], {})).toMatchObject({ workers: 1 });
     expect(() => parseSidecarArgs(['--workers', 'many', ...folder], {})).toThrow(/^--workers \(GW_WORKERS\): must be auto or a whole number from 1 to 64$/);
     expect(() => parseSidecarArgs(['--workers', '0', ...folder], {})).toThrow(/^--workers \(GW_WORKERS\): /);
+    for (const bad of ['0x2', '2e0', ' ', '+2', '2.0']) {
+      expect(() => parseSidecarArgs(['--workers', bad, ...folder, ...redis], {}), JSON.stringify(bad)).toThrow(/^--workers \(GW_WORKERS\): must be auto or a whole number from 1 to 64$/);
+    }
     expect(() => parseSidecarArgs(['--workers', '2', ...folder], {})).toThrow('--workers (GW_WORKERS) 2 needs --redis-url (GW_REDIS_URL)');
     expect(() => parseSidecarArgs(['--workers', '2', '--listen', 'off', ...folder, ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs the proxy listener');
     expect(() => parseSidecarArgs(['--workers', '2', '--listen', '127.0.0.1:0', ...folder, ...redis], {})).toThrow('--workers (GW_WORKERS) 2 needs a fixed proxy port');
+  });
+
+  it('takes --warm-up-requests and --session-cache-size in decimal digits only', () => {
+    expect(parseSidecarArgs(['--warm-up-requests', '0', '--session-cache-size', '500'], inCluster)).toMatchObject({ warmUpRequests: 0, sessionCacheSize: 500 });
+    for (const bad of ['0x10', '1e3', ' ', '-1', 'Infinity']) {
+      expect(() => parseSidecarArgs([`--warm-up-requests=${bad}`], inCluster), JSON.stringify(bad)).toThrow(/^--warm-up-requests \(GW_WARM_UP_REQUESTS\): must be a whole number from 0 to 1,000,000, in decimal digits$/);
+      expect(() => parseSidecarArgs([], { ...inCluster, GW_SESSION_CACHE_SIZE: bad }), JSON.stringify(bad)).toThrow(/^--session-cache-size \(GW_SESSION_CACHE_SIZE\): must be a whole number from 1 to 1,000,000, in decimal digits$/);
+    }
   });
 
   it('refuses a gateway in a cluster without Redis, where its Keys and shared limits are, saying where an injected sidecar gets it', () => {

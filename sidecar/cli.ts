@@ -1,7 +1,7 @@
 import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
-import { cliHelpRows, jsonOption, listenOption, logLevelOption, namespaceOption, optionName, OptionsError, parseCli, redisUrlOption, type CliTable, type CliValues } from '../common/cli.ts';
+import { cliHelpRows, jsonOption, listenOption, logLevelOption, namespaceOption, optionName, OptionsError, parseCli, redisUrlOption, wholeNumberOption, type CliTable, type CliValues } from '../common/cli.ts';
 import { envVarOf } from '../common/settings-loader.ts';
 import { defaultGatewaySettings, gatewaySettingsSchema } from '../crds/settings.ts';
 import { staticTokensSchema } from './admin/bearer.ts';
@@ -96,14 +96,14 @@ const table = {
     value: 'N',
     env: 'GW_WARM_UP_REQUESTS',
     help: `Requests sent through a loopback copy of the request path before /readyz turns ready, so the first users meet compiled code (docs/architecture.md#warm-up); at most ${WARM_UP_DEADLINE_MS / 1000} s. 0: none. Default: ${WARM_UP_DEFAULT_REQUESTS}.`,
-    schema: z.coerce.number().int().min(0).max(1_000_000).default(WARM_UP_DEFAULT_REQUESTS),
+    schema: wholeNumberOption(0, 1_000_000).default(WARM_UP_DEFAULT_REQUESTS),
   },
   sessionCacheSize: {
     flag: 'session-cache-size',
     value: 'N',
     env: 'GW_SESSION_CACHE_SIZE',
     help: `Sessions each gateway process keeps, at about 4.5 KB of heap each (docs/architecture.md#sessions). Past this many keys in use at once, the ones that come back least often are read from Redis again at each of their requests. Default: ${SESSION_CACHE_DEFAULT_SIZE}.`,
-    schema: z.coerce.number().int().min(1).max(1_000_000).default(SESSION_CACHE_DEFAULT_SIZE),
+    schema: wholeNumberOption(1, 1_000_000).default(SESSION_CACHE_DEFAULT_SIZE),
   },
   settingsFile: { flag: 'settings', value: 'FILE', env: 'GW_SETTINGS', help: 'Gateway settings file (YAML or JSON).', schema: z.string().optional() },
   apis: {

@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
+import { wholeNumberOption } from '../../common/cli.ts';
 
 /** `--workers`: a number of processes, or `auto` (workerCount below). */
-export const workersOption = z.union([z.literal('auto'), z.coerce.number().int().min(1).max(64)], { error: 'must be auto or a whole number from 1 to 64' });
+export const workersOption = z.union([z.literal('auto'), wholeNumberOption(1, 64)], { error: 'must be auto or a whole number from 1 to 64' });
 export type WorkersOption = z.output<typeof workersOption>;
 
 /**

@@ -199,11 +199,17 @@ describe('helm template with default values', () => {
     expect(bad.stderr).toContain('sidecar/warmUpRequests');
   });
 
-  it('gives sidecar.sessionCacheSize to the operator for injected sidecars; null leaves the sidecar its default; the schema refuses 0', async () => {
+  it('gives sidecar.sessionCacheSize to the operator for injected sidecars, in digits up to the most; null leaves the sidecar its default; the schema refuses 0', async () => {
     const env = containerEnv(findObject(await renderChart(ns, { 'sidecar.sessionCacheSize': 50_000 }), 'Deployment', 'gw-operator'));
     const given = Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
     expect(given.GW_SIDECAR_SESSION_CACHE_SIZE).toBe('50000');
     expect(parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', ...given })).toMatchObject({ sidecarSessionCacheSize: 50_000 });
+    // Helm holds a values number as a float, which it writes as 1e+06 from a million up; the
+    // operator takes decimal digits only.
+    const most = containerEnv(findObject(await renderChart(ns, { 'sidecar.sessionCacheSize': 1_000_000, 'sidecar.warmUpRequests': 1_000_000 }), 'Deployment', 'gw-operator'));
+    const mostGiven = Object.fromEntries(most.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+    expect([mostGiven.GW_SIDECAR_SESSION_CACHE_SIZE, mostGiven.GW_SIDECAR_WARM_UP_REQUESTS]).toEqual(['1000000', '1000000']);
+    expect(parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', ...mostGiven })).toMatchObject({ sidecarSessionCacheSize: 1_000_000, sidecarWarmUpRequests: 1_000_000 });
     expect(containerEnv(findObject(objects, 'Deployment', 'gw-operator')).some((e) => e.name === 'GW_SIDECAR_SESSION_CACHE_SIZE')).toBe(false);
     const bad = await helm(['template', 'gw', CHART_DIR, ...setArgs({ 'sidecar.sessionCacheSize': 0 })], { allowFail: true });
     expect(bad.stderr).toContain('sidecar/sessionCacheSize');
