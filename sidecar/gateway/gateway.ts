@@ -290,6 +290,8 @@ export class Gateway {
     // 6455 §4.1); http-proxy would drop any other without a word.
     if (req.method !== 'GET') {
       sendErrorOnSocket(socket, gatewayErrors.badUpgrade, idHeaders(requestId));
+      // Refused before any route, so counted under api="" as the listener's own refusals are.
+      this.#deps.metrics.requests.inc('', statusClass(gatewayErrors.badUpgrade.status));
       this.#deps.metrics.gatewayErrors.inc('', gatewayErrors.badUpgrade.code);
       return;
     }

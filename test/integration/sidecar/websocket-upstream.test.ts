@@ -240,6 +240,9 @@ describe.each(['undici', 'http-proxy'] as const)('WebSocket upgrades the upstrea
     const { base } = await deploy('http://127.0.0.1:1');
     expect(await upgrade(`${base}/ws`)).toMatchObject({ status: 502, code: 'upstream_unreachable', requestId: expect.any(String) });
     const { base: served } = await deploy();
+    const refusedBefore = await counted(sidecar, '', '4xx');
     expect(await upgrade(`${served}/ws`, undefined, 'POST')).toMatchObject({ status: 400, code: 'bad_upgrade' });
+    // Refused before any route: counted as the listener's own refusals are.
+    expect(await counted(sidecar, '', '4xx')).toBe(refusedBefore + 1);
   }, 20_000);
 });
