@@ -42,6 +42,7 @@ export const gatewayErrors = {
   requestTimeout: define('request_timeout', 408, 'Request not received in time'),
   badHost: define('bad_host', 400, 'An HTTP/1.1 request needs exactly one Host header'),
   badTarget: define('bad_target', 400, 'The request-target names no host, or names a user'),
+  badPath: define('bad_path', 400, 'The path has a dot segment with parameters (such as ..;), which servers resolve differently'),
   expectationFailed: define('expectation_failed', 417, 'The only expectation served is 100-continue'),
   connectNotServed: define('connect_not_served', 501, 'CONNECT is not served: this gateway is not a forward proxy'),
 } as const satisfies Record<string, GatewayError>;

@@ -36,4 +36,13 @@ describe('refusedTarget', () => {
     expect(refusedTarget(asterisk)).toBeNull();
     expect(asterisk.url).toBe('*');
   });
+
+  it('refuses a dot segment with parameters, which a server that drops them reads as a dot segment', () => {
+    for (const target of ['/p/public/..;/admin', '/p/public/.;/x', '/p/%2e%2E;x/y', '/p/a\\..;\\b', 'http://api.test/p/public/..;/admin?q=1']) {
+      expect(refusedTarget(request(target, ['Host', 'x']))?.code, target).toBe('bad_path');
+    }
+    for (const target of ['/p/x;v=1', '/p/a..;/b', '/p/..a;/b', '/p/x?next=/..;/y', '/p/x#/..;/y', '/p/../x']) {
+      expect(refusedTarget(request(target, ['Host', 'x'])), target).toBeNull();
+    }
+  });
 });

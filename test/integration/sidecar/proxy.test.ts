@@ -173,6 +173,17 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect((await call(url(api, '/%70ublic'))).status).toBe(200);
   });
 
+  it('refuses a dot segment with parameters, which would pass an ignored path and reach another on servers that drop them', async () => {
+    const api = await deploy({ keyless: false, ignored: [{ path: '/public/.*', pattern: '^/public/.*$', method: 'GET' }] });
+    expect((await call(url(api, '/public/docs'))).status).toBe(200);
+    for (const path of ['/public/..;/private', '/public/%2e%2e;x/private', '/public/.;/x']) {
+      const refused = await call(url(api, path));
+      expect([refused.status, refused.headers['x-gw-error-code'], refused.text], path).toEqual([400, 'bad_path', JSON.stringify({ error: 'The path has a dot segment with parameters (such as ..;), which servers resolve differently' })]);
+    }
+    // Parameters elsewhere are the upstream's business.
+    expect((await call(url(api, '/public/docs;v=1'))).json()).toMatchObject({ path: '/public/docs;v=1' });
+  });
+
   it('counts an endpoint limit for a path with escaped unreserved characters, and forwards the path as resolved', async () => {
     const api = await deploy({ endpoint_limits: [{ path: '/items/special', pattern: '^/items/special$', method: 'GET', rate: 1, per: 60 }] });
     const first = await call(url(api, '/items/%73pecial'));
