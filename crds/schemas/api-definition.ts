@@ -38,10 +38,12 @@ const listenPathSchema = z
   .regex(/^\/[^\s]*$/);
 
 // The pattern puts the scheme in the CRD too, so the API server refuses another at apply time.
+// A user or password is refused there too: it would be a secret in a resource, which the
+// gateway would not send anyway (docs/behaviour.md#what-the-upstream-receives).
 const targetUrlSchema = z
   .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
   .max(bounds.url)
-  .regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, 'must be an http:// or https:// URL');
+  .regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\/[^/?#@]*(?:[/?#]|$)/, 'must be an http:// or https:// URL naming no user or password (give the upstream its credentials another way)');
 
 // No minimum length: the pattern already needs a number and its unit, and its message shows
 // that form for "1", where a length rule's "at least 2 chars long" would not say why.

@@ -58,6 +58,7 @@ describe('resource schemas (zod side of the CRDs)', () => {
     ['listen path without a slash', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, listen_path: 'a' } }, 'proxy.listen_path', /Invalid string/],
     ['oversized listen path', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, listen_path: `/${'a'.repeat(1024)}` } }, 'proxy.listen_path', /Too big/],
     ['ftp target', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, target_url: 'ftp://x' } }, 'proxy.target_url', /must be an http:\/\/ or https:\/\/ URL/],
+    ['target naming a user', apiDefinitionSpecSchema, { proxy: { ...classic.proxy, target_url: 'http://svc:s3cret@127.0.0.1:9000/base' } }, 'proxy.target_url', /naming no user or password/],
     ['too many categories', apiDefinitionSpecSchema, { ...classic, categories: Array.from({ length: 65 }, (_, i) => `c${i}`) }, 'categories', /Too big/],
     ['bad api_id', apiDefinitionSpecSchema, { ...classic, api_id: '../etc' }, 'api_id', /Invalid string/],
     ['duplicate stream label', apiDefinitionSpecSchema, { ...classic, rate_limit_resources: [{ label: 'a' }, { label: 'a' }] }, 'rate_limit_resources.1.label', /duplicate label/],

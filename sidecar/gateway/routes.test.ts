@@ -28,6 +28,16 @@ describe('RouteTable', () => {
     expect(table.match('/shop')).toMatchObject({ route: { api: { api_id: 'outer' } }, relativePath: '/', upstreamPath: '/' });
   });
 
+  it("sends the target URL's query before the client's, and the client's as sent without one", () => {
+    const versioned = new RouteTable([routedApi('v', '/v/', 'http://a:1/base?api-version=2024-01-01&tenant=t%201')]);
+    expect(versioned.match('/v/items?page=2&q=a%20b')?.upstreamPath).toBe('/base/items?api-version=2024-01-01&tenant=t%201&page=2&q=a%20b');
+    expect(versioned.match('/v/items')?.upstreamPath).toBe('/base/items?api-version=2024-01-01&tenant=t%201');
+    expect(versioned.match('/v/items?')?.upstreamPath).toBe('/base/items?api-version=2024-01-01&tenant=t%201');
+    expect(versioned.match('/v?page=2')?.upstreamPath).toBe('/base/?api-version=2024-01-01&tenant=t%201&page=2');
+    expect(table.match('/shop/x?')?.upstreamPath).toBe('/x?');
+    expect(new RouteTable([routedApi('e', '/e/', 'http://a:1/base?')]).match('/e/x?a=1')?.upstreamPath).toBe('/base/x?a=1');
+  });
+
   it('prefixes the target path to the full path when the listen path is kept', () => {
     expect(table.match('/keep/a')?.upstreamPath).toBe('/v1/keep/a');
   });

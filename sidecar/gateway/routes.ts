@@ -17,6 +17,8 @@ export interface Route {
   origin: string;
   /** Upstream base path without a trailing slash. */
   basePath: string;
+  /** The target URL's own query, without its `?` (`''`: none), sent before the client's. */
+  baseQuery: string;
   /** Lower-cased auth header name. */
   authHeader: string;
   ignored: Matcher[];
@@ -41,6 +43,7 @@ function buildRoute(api: CompiledApi): Route {
     prefix: trimSlash(api.listen_path),
     origin: target.origin,
     basePath: trimSlash(target.pathname),
+    baseQuery: target.search.slice(1),
     authHeader: api.auth_header_name.toLowerCase(),
     ignored: api.ignored.map((m) => ({ re: pathRegex(m.pattern), method: m.method.toUpperCase() })),
   };
@@ -149,12 +152,20 @@ export class RouteTable {
     const url = fragmentAt === -1 ? target : target.slice(0, fragmentAt);
     const queryAt = url.indexOf('?');
     const path = normalisePath(queryAt === -1 ? url : url.slice(0, queryAt));
-    const query = queryAt === -1 ? '' : url.slice(queryAt);
     const route = this.#index.find(path);
     if (route === undefined) return null;
     const relativePath = path.slice(route.prefix.length) || '/';
     const forwarded = route.api.strip_listen_path ? relativePath : path;
-    const upstreamPath = (route.basePath + forwarded || '/') + query;
+    const upstreamPath = (route.basePath + forwarded || '/') + upstreamQuery(route.baseQuery, queryAt === -1 ? '' : url.slice(queryAt));
     return { route, relativePath, upstreamPath };
   }
+}
+
+/**
+ * The target URL's query and the client's (from its `?`, as sent), in that order (`?api-version=1&page=2`), as a
+ * reverse proxy joins them: an upstream that needs a fixed parameter gets it on every request.
+ */
+function upstreamQuery(base: string, client: string): string {
+  if (base === '') return client;
+  return client.length <= 1 ? `?${base}` : `?${base}&${client.slice(1)}`;
 }

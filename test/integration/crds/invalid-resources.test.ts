@@ -45,6 +45,7 @@ describe('invalid resources on the real API server', () => {
     ['an api_id with a slash', 'ApiDefinition', { proxy, api_id: '../etc' }, ['spec.api_id']],
     ['a target that is not http', 'ApiDefinition', { proxy: { ...proxy, target_url: 'not a url' } }, ['spec.proxy.target_url']],
     ['an ftp target', 'ApiDefinition', { proxy: { ...proxy, target_url: 'ftp://127.0.0.1:21' } }, ['spec.proxy.target_url', 'should match']],
+    ['a target naming a user', 'ApiDefinition', { proxy: { ...proxy, target_url: 'http://svc:s3cret@127.0.0.1:9000' } }, ['spec.proxy.target_url', 'should match']],
     ['an OAS per that is not a duration', 'ApiDefinition', { oas: { ...oas, 'x-gw-api-gateway': { ...oas['x-gw-api-gateway'], upstream: { url: 'http://x', rateLimit: { rate: 1, per: '10 seconds' } } } } }, ['spec.oas.x-gw-api-gateway.upstream.rateLimit.per']],
     ['a stream interval without its unit', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a', local: { interval: '1' } }] }, ['spec.rate_limit_resources[0].local.interval', 'should match']],
     ['a stream interval of 0s', 'ApiDefinition', { proxy, rate_limit_resources: [{ label: 'a', local: { interval: '0s' } }] }, ['spec.rate_limit_resources[0].local.interval', 'interval must be at least 1ms and at most 8760h']],

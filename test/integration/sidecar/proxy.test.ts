@@ -109,6 +109,12 @@ describe.each(['undici', 'http-proxy'] as const)('proxy through the %s forwarder
     expect((res.json() as { path: string }).path).toBe(`/base${api.listen_path}x`);
   });
 
+  it("sends the target URL's query before the client's", async () => {
+    const api = await deploy({}, `${upstream.url}/base?api-version=2024-01-01`);
+    expect((await call(url(api, '/items?page=2'))).json()).toMatchObject({ path: '/base/items', query: '?api-version=2024-01-01&page=2' });
+    expect((await call(url(api, '/items'))).json()).toMatchObject({ path: '/base/items', query: '?api-version=2024-01-01' });
+  });
+
   it('routes by the longest listen path', async () => {
     const outer = await deploy({ listen_path: `/${uniqueId('lp')}/` });
     const inner = await deploy({ listen_path: `${outer.listen_path}inner/` }, `${upstream.url}/inner-target`);
