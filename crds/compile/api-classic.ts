@@ -3,6 +3,7 @@ import { durationMs } from '../duration.ts';
 import type { ApiDefinitionSpec } from '../schemas/api-definition.ts';
 import { rateOf, smoothingOf } from './limits.ts';
 import { regexPathPattern } from './paths.ts';
+import { canonicalPath } from './request-path.ts';
 import type { CompileProblem } from './problems.ts';
 import type { ApiBase } from './api-base.ts';
 
@@ -25,7 +26,7 @@ export function compileClassicApi(spec: ApiDefinitionSpec, proxy: Proxy, base: A
     api: {
       ...base.fields,
       ...classicDefaults(spec),
-      listen_path: proxy.listen_path,
+      listen_path: canonicalPath(proxy.listen_path),
       target_url: proxy.target_url,
       strip_listen_path: proxy.strip_listen_path,
       api_limit: apiLimit,
@@ -55,7 +56,7 @@ function compileRateLimits(rules: RateLimitRule[], base: ApiBase, problems: Comp
   rules.forEach((rule, i) => {
     const compiled = regexPathPattern(rule.path);
     if (!compiled.ok) {
-      problems.push(base.problem(`spec.extended_paths.rate_limit[${i}].path`, 'InvalidRegex', `path "${rule.path}" is not a valid regular expression: ${compiled.message}`));
+      problems.push(base.problem(`spec.extended_paths.rate_limit[${i}].path`, 'InvalidRegex', compiled.message));
       return;
     }
     const rate = rateOf(rule.rate, rule.per);
@@ -69,7 +70,7 @@ function compileIgnored(rules: IgnoredRule[], base: ApiBase, problems: CompilePr
   rules.forEach((rule, i) => {
     const compiled = regexPathPattern(rule.path);
     if (!compiled.ok) {
-      problems.push(base.problem(`spec.extended_paths.ignored[${i}].path`, 'InvalidRegex', `path "${rule.path}" is not a valid regular expression: ${compiled.message}`));
+      problems.push(base.problem(`spec.extended_paths.ignored[${i}].path`, 'InvalidRegex', compiled.message));
       return;
     }
     out.push({ path: rule.path, pattern: compiled.pattern, method: rule.method });

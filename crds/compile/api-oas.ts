@@ -5,6 +5,7 @@ import type { OasDocument, OasOperation } from '../schemas/api-definition.ts';
 import type { ApiBase } from './api-base.ts';
 import { smoothingOf } from './limits.ts';
 import { oasPathPattern } from './paths.ts';
+import { canonicalPath } from './request-path.ts';
 import type { CompileProblem } from './problems.ts';
 
 const operationMethods = new Set(['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace']);
@@ -85,7 +86,7 @@ export function compileOasApi(doc: OasDocument, base: ApiBase): { api: CompiledA
       active: gw.info?.state?.active ?? true,
       keyless: !(auth?.enabled ?? false),
       auth_header_name: auth?.header?.name ?? 'Authorization',
-      listen_path: gw.server.listenPath.value,
+      listen_path: canonicalPath(gw.server.listenPath.value),
       target_url: gw.upstream.url,
       strip_listen_path: gw.server.listenPath.strip,
       api_limit: apiLimit,

@@ -348,6 +348,27 @@ describe('compile: OAS ApiDefinitions', () => {
     expect(problems).toEqual([expect.objectContaining({ reason: 'InvalidPath', field: `spec.oas.paths["${path}"]`, message: expect.stringContaining(message) })]);
   });
 
+  it('matches OAS paths and listen paths in the form requests arrive in', () => {
+    const middleware = { operations: { getItem: { rateLimit: { rate: 1, per: '1s' } }, getCafe: { rateLimit: { rate: 2, per: '1s' } } } };
+    const doc = { paths: { '/my items/{id}': { get: { operationId: 'getItem' } }, '/café': { get: { operationId: 'getCafe' } } } };
+    const input = oasApi('o', doc, { middleware });
+    (input.spec as { oas: { 'x-gw-api-gateway': { server: { listenPath: { value: string } } } } }).oas['x-gw-api-gateway'].server.listenPath.value = '/caf%c3%a9/';
+    const { config, problems } = run({ apiDefinitions: [input] });
+    expect(problems).toEqual([]);
+    const compiled = onlyApi(config);
+    expect(compiled.listen_path).toBe('/caf%C3%A9/');
+    expect(firstMatch(compiled.endpoint_limits, 'GET', '/my%20items/1')).toMatchObject({ rate: 1 });
+    expect(firstMatch(compiled.endpoint_limits, 'GET', '/caf%C3%A9')).toMatchObject({ rate: 2 });
+  });
+
+  it('refuses a classic endpoint path that no request path holds, saying what to write', () => {
+    const { config, problems } = run({ apiDefinitions: [classic('c', { extended_paths: { rate_limit: [{ path: '/caf%c3%a9', method: 'GET', rate: 1, per: 60 }] } })] });
+    expect(config.apis).toEqual([]);
+    expect(problems).toEqual([expect.objectContaining({ reason: 'InvalidRegex', message: expect.stringContaining('holds "%c3", which no request path holds as the gateway matches it (docs/behaviour.md#endpoint-paths): write "%C3"') })]);
+    const listen = run({ apiDefinitions: [api('l', { api_id: 'l', proxy: { listen_path: '/café/', target_url: target } })] });
+    expect(onlyApi(listen.config).listen_path).toBe('/caf%C3%A9/');
+  });
+
   it('skips specification extensions beside the OAS paths', () => {
     const { config, problems } = run({ apiDefinitions: [oasApi('o', { paths: { ...paths, 'x-owner': { team: 'a' } } })] });
     expect(problems).toEqual([]);

@@ -69,7 +69,7 @@ export function keyEndpointLimits(
         ref,
         field: `${field}[${i}].path`,
         reason: 'InvalidRegex',
-        message: `path "${endpoint.path}" is not a valid regular expression: ${compiled.message}`,
+        message: compiled.message,
       });
       return;
     }

@@ -1,4 +1,5 @@
 import { linearTimeRefusal, pathRegex } from './path-regex.ts';
+import { canonicalText, neverMatchedText } from './request-path.ts';
 
 /**
  * Endpoint matchers: every path becomes an anchored regular-expression source that the
@@ -22,13 +23,23 @@ function anchored(source: string): PatternResult {
   return refusal === null ? { ok: true, pattern } : { ok: false, message: refusal };
 }
 
-/** A classic (regex) path; `{name}` placeholders match like `(.*)` as in OAS paths. */
+/**
+ * A classic (regex) path; `{name}` placeholders match like `(.*)` as in OAS paths. A regular
+ * expression cannot be brought to the form requests are matched in, so text that no request
+ * path holds in that form is refused, with what to write. A refusal's message names the path.
+ */
 export function regexPathPattern(path: string): PatternResult {
-  return anchored(path.replace(placeholder, '(.*)'));
+  const never = neverMatchedText(path);
+  if (never !== null) {
+    return { ok: false, message: `path "${path}" holds ${JSON.stringify(never.found)}, which no request path holds as the gateway matches it (docs/behaviour.md#endpoint-paths): write ${JSON.stringify(never.write)}` };
+  }
+  const compiled = anchored(path.replace(placeholder, '(.*)'));
+  return compiled.ok ? compiled : { ok: false, message: `path "${path}" is not a valid regular expression: ${compiled.message}` };
 }
 
 /**
- * An OAS path: literal text, `{name}` segments match like `(.*)` (docs/behaviour.md#limits-and-their-scopes).
+ * An OAS path: literal text, in the form requests are matched in (`/café` is `/caf%C3%A9`),
+ * `{name}` segments match like `(.*)` (docs/behaviour.md#limits-and-their-scopes).
  * A brace outside a placeholder is refused rather than matched literally: `/users/{id` is a
  * typo for a placeholder far more often than a path anyone calls.
  */
@@ -38,7 +49,7 @@ export function oasPathPattern(path: string): PatternResult {
   if (literals.some((literal) => /[{}]/.test(literal))) {
     return { ok: false, message: `path "${path}" has a "{" or "}" that does not enclose a placeholder name such as {id}` };
   }
-  return anchored(literals.map((literal) => literal.replace(regexSpecial, '\\$&')).join('(.*)'));
+  return anchored(literals.map((literal) => canonicalText(literal).replace(regexSpecial, '\\$&')).join('(.*)'));
 }
 
 /** Whether two endpoint rules can meet the same request (method `*` meets every method). */

@@ -1,7 +1,8 @@
 import { describe, expect, it, vi } from 'vitest';
 import type { CompiledApi } from '../../crds/compiled.ts';
 import { api } from '../../test/support/compiled-fixtures.ts';
-import { isIgnored, normalisePath, RouteTable } from './routes.ts';
+import { canonicalPath } from '../../crds/compile/request-path.ts';
+import { isIgnored, RouteTable } from './routes.ts';
 
 const routedApi = (apiId: string, listenPath: string, target: string, overrides: Partial<CompiledApi> = {}): CompiledApi =>
   api(apiId, { source: { kind: 'ApiDefinition', namespace: 'ns', name: apiId }, keyless: true, listen_path: listenPath, target_url: target, ...overrides });
@@ -58,20 +59,20 @@ describe('RouteTable', () => {
   });
 
   it('resolves dot segments and repeated slashes before matching', () => {
-    expect(normalisePath('/a/b')).toBe('/a/b');
-    expect(normalisePath('/shop/public/../private')).toBe('/shop/private');
-    expect(normalisePath('/shop/public/%2e%2e/private')).toBe('/shop/private');
-    expect(normalisePath('/shop//cart/./items')).toBe('/shop/cart/items');
-    expect(normalisePath('/../../etc')).toBe('/etc');
+    expect(canonicalPath('/a/b')).toBe('/a/b');
+    expect(canonicalPath('/shop/public/../private')).toBe('/shop/private');
+    expect(canonicalPath('/shop/public/%2e%2e/private')).toBe('/shop/private');
+    expect(canonicalPath('/shop//cart/./items')).toBe('/shop/cart/items');
+    expect(canonicalPath('/../../etc')).toBe('/etc');
     expect(table.match('/shop/cart/../x?q=1')).toMatchObject({ route: { api: { api_id: 'outer' } }, upstreamPath: '/x?q=1' });
   });
 
   it('decodes escaped unreserved characters before matching, and keeps every other escape, in upper case', () => {
-    expect(normalisePath('/items/%73pecial')).toBe('/items/special');
-    expect(normalisePath('/%41-%7a%30%2D%5f%7E')).toBe('/A-z0-_~');
-    expect(normalisePath('/a%2fb/%2F/%20x/%25/%3f')).toBe('/a%2Fb/%2F/%20x/%25/%3F');
-    expect(normalisePath('/shop/%2e%2E/%2e/cart')).toBe('/cart');
-    expect(normalisePath('/bad%zz/%4')).toBe('/bad%zz/%4');
+    expect(canonicalPath('/items/%73pecial')).toBe('/items/special');
+    expect(canonicalPath('/%41-%7a%30%2D%5f%7E')).toBe('/A-z0-_~');
+    expect(canonicalPath('/a%2fb/%2F/%20x/%25/%3f')).toBe('/a%2Fb/%2F/%20x/%25/%3F');
+    expect(canonicalPath('/shop/%2e%2E/%2e/cart')).toBe('/cart');
+    expect(canonicalPath('/bad%zz/%4')).toBe('/bad%zz/%4');
     expect(table.match('/%73hop/%63art/items?q=%73')).toMatchObject({ route: { api: { api_id: 'inner' } }, relativePath: '/items', upstreamPath: '/base/items?q=%73' });
   });
 });

@@ -1,5 +1,6 @@
 import type { CompiledApi } from '../../crds/compiled.ts';
 import { pathRegex } from '../../crds/compile/path-regex.ts';
+import { canonicalPath } from '../../crds/compile/request-path.ts';
 import { PrefixIndex } from './prefix-index.ts';
 
 /** A compiled matcher, its RegExp built once at config load. */
@@ -47,35 +48,6 @@ function buildRoute(api: CompiledApi): Route {
     authHeader: api.auth_header_name.toLowerCase(),
     ignored: api.ignored.map((m) => ({ re: pathRegex(m.pattern), method: m.method.toUpperCase() })),
   };
-}
-
-const needsNormalising = /\/\.|%|\/\/|\\/;
-const percentEncoded = /%([0-9A-Fa-f]{2})/g;
-const unreserved = /^[A-Za-z0-9._~-]$/;
-
-/**
- * A percent-encoded unreserved character is the character itself (RFC 3986 §2.3): decoded, so
- * `/items/%73pecial` meets the `/items/special` limit instead of passing it by. Any other
- * escape is kept, its hex in upper case (§6.2.2.1), so `%2f` and `%2F` are one path.
- */
-function decodeUnreserved(path: string): string {
-  return path.replace(percentEncoded, (_, hex: string) => {
-    const char = String.fromCharCode(Number.parseInt(hex, 16));
-    return unreserved.test(char) ? char : `%${hex.toUpperCase()}`;
-  });
-}
-
-/**
- * Resolve dot segments (plain or percent-encoded), backslashes, repeated slashes and
- * escaped unreserved characters before anything matches the path, so
- * `/api/public/../private` (or `/api/public/x\..\..\private`, which Node accepts and
- * WHATWG URL parsers read as slashes) cannot pass an ignored `/public/.*` matcher and reach
- * `/private` on the upstream, nor `%70rivate` pass a `/private` limit. The upstream gets the
- * path as resolved. Most paths have none of these and are returned as they are.
- */
-export function normalisePath(path: string): string {
-  if (!needsNormalising.test(path)) return path;
-  return new URL(decodeUnreserved(path).replace(/[\\/]{2,}/g, '/'), 'http://gw.invalid').pathname;
 }
 
 /** True when the endpoint is served without authentication (and without key-level limits). */
@@ -151,7 +123,7 @@ export class RouteTable {
     const fragmentAt = target.indexOf('#');
     const url = fragmentAt === -1 ? target : target.slice(0, fragmentAt);
     const queryAt = url.indexOf('?');
-    const path = normalisePath(queryAt === -1 ? url : url.slice(0, queryAt));
+    const path = canonicalPath(queryAt === -1 ? url : url.slice(0, queryAt));
     const route = this.#index.find(path);
     if (route === undefined) return null;
     const relativePath = path.slice(route.prefix.length) || '/';
