@@ -226,6 +226,18 @@ describe('injectionPatch', () => {
     expect(injectionPatch({ ...withPort(8080), metadata: { name: 'app' } }, options)).toEqual({ patch: [] });
   });
 
+  it("denies a pod whose containers name a port as the gateway names its own, which a Service's targetPort would pick past the gateway", () => {
+    const named = (name: string, initContainer = false): V1Pod => {
+      const container = { name: 'web', image: 'app:1', ports: [{ name, containerPort: 9000 }] };
+      return { metadata: { name: 'app', annotations: { 'gw.dev/inject': 'true' } }, spec: initContainer ? { containers: [{ name: 'main', image: 'app:1' }], initContainers: [container] } : { containers: [container] } };
+    };
+    for (const name of ['gw-proxy', 'gw-admin', 'gw-health']) {
+      expect(injectionPatch(named(name), options)).toEqual({ denied: `container web declares a port named ${name}, the name of a port of the gateway sidecar (gw-proxy, gw-admin, gw-health): a Service's targetPort ${name} would send requests past the gateway to the app; rename the app's port` });
+      expect(injectionPatch(named(name, true), options)).toEqual({ denied: expect.stringContaining(`declares a port named ${name}`) });
+    }
+    expect(patchOf(injectionPatch(named('http'), options))).not.toEqual([]);
+  });
+
   it("sets the configured pull policy, and leaves Kubernetes' default when none is configured", () => {
     const container = (policy: 'Never' | undefined): V1Container =>
       (patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), { ...options, imagePullPolicy: policy }))[0]!.value as V1Container[])[0]!;

@@ -24,6 +24,8 @@ export const SIDECAR_TOKEN_VOLUME = 'gw-sidecar-token';
 const DEFAULT_SERVICE_ACCOUNT = 'default';
 
 export const SIDECAR_PORTS = { proxy: 8080, admin: 8081, health: 8082 } as const;
+/** The names of the sidecar's ports: a Service's `targetPort: gw-proxy` sends traffic through the gateway. */
+export const SIDECAR_PORT_NAMES = { proxy: 'gw-proxy', admin: 'gw-admin', health: 'gw-health' } as const;
 
 export interface SidecarOptions {
   image: string;
@@ -199,15 +201,23 @@ function askedFor(inject: string | undefined): true | InjectionResult {
 }
 
 /**
- * A container of the pod that declares a TCP port the gateway listens on: the containers of a
- * pod share its network, so one of the two could not bind it, and the pod would not run.
+ * A container of the pod that declares a TCP port the gateway listens on, or a port under one
+ * of the gateway's port names. The containers of a pod share its network, so of two on one port
+ * one could not bind it, and the pod would not run. Of two ports of one name, a Service's
+ * `targetPort: gw-proxy` picks the app's (the first that is not an init container's), so every
+ * request through the Service would pass by the gateway, its auth and its limits.
  */
 function portClash(containers: readonly V1Container[]): string | null {
   const gatewayPorts: readonly number[] = Object.values(SIDECAR_PORTS);
+  const gatewayNames: readonly string[] = Object.values(SIDECAR_PORT_NAMES);
   for (const container of containers) {
-    const port = container.ports?.find((p) => gatewayPorts.includes(p.containerPort) && (p.protocol ?? 'TCP') === 'TCP');
-    if (port !== undefined) {
-      return `container ${container.name} declares port ${port.containerPort}, which the gateway sidecar listens on (proxy ${SIDECAR_PORTS.proxy}, admin ${SIDECAR_PORTS.admin}, health ${SIDECAR_PORTS.health}): move the app to another port, and point the ApiDefinition's target at it`;
+    for (const port of container.ports ?? []) {
+      if (port.name !== undefined && gatewayNames.includes(port.name)) {
+        return `container ${container.name} declares a port named ${port.name}, the name of a port of the gateway sidecar (${gatewayNames.join(', ')}): a Service's targetPort ${port.name} would send requests past the gateway to the app; rename the app's port`;
+      }
+      if (gatewayPorts.includes(port.containerPort) && (port.protocol ?? 'TCP') === 'TCP') {
+        return `container ${container.name} declares port ${port.containerPort}, which the gateway sidecar listens on (proxy ${SIDECAR_PORTS.proxy}, admin ${SIDECAR_PORTS.admin}, health ${SIDECAR_PORTS.health}): move the app to another port, and point the ApiDefinition's target at it`;
+      }
     }
   }
   return null;
@@ -242,7 +252,7 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
   // win over envFrom and put the password in every pod spec.
   if (options.redisUrl && !options.envSecretName) env.push({ name: 'GW_REDIS_URL', value: options.redisUrl });
   const probe = (path: string, periodSeconds: number, failureThreshold: number) => ({
-    httpGet: { path, port: 'gw-health' },
+    httpGet: { path, port: SIDECAR_PORT_NAMES.health },
     periodSeconds,
     failureThreshold,
     timeoutSeconds: 2,
@@ -255,9 +265,9 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
     env,
     ...(options.envSecretName ? { envFrom: [{ secretRef: { name: options.envSecretName, optional: true } }] } : {}),
     ports: [
-      { name: 'gw-proxy', containerPort: SIDECAR_PORTS.proxy, protocol: 'TCP' },
-      { name: 'gw-admin', containerPort: SIDECAR_PORTS.admin, protocol: 'TCP' },
-      { name: 'gw-health', containerPort: SIDECAR_PORTS.health, protocol: 'TCP' },
+      { name: SIDECAR_PORT_NAMES.proxy, containerPort: SIDECAR_PORTS.proxy, protocol: 'TCP' },
+      { name: SIDECAR_PORT_NAMES.admin, containerPort: SIDECAR_PORTS.admin, protocol: 'TCP' },
+      { name: SIDECAR_PORT_NAMES.health, containerPort: SIDECAR_PORTS.health, protocol: 'TCP' },
     ],
     resources: options.resources,
     volumeMounts: [{ name: SIDECAR_TOKEN_VOLUME, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true }],

@@ -223,6 +223,15 @@ describe('operator: sidecar injection webhook', () => {
     await expect(core.readNamespacedPod({ namespace: appNs, name: 'host-network' })).rejects.toMatchObject({ code: 404 });
   });
 
+  it("refuses a pod whose app names a port gw-proxy, which a Service's targetPort would pick past the gateway, and stores nothing", async () => {
+    const body = pod('named-gw-proxy', { 'gw.dev/inject': 'true' });
+    body.spec = { ...body.spec!, containers: body.spec!.containers.map((c) => ({ ...c, ports: [{ name: 'gw-proxy', containerPort: 9000 }] })) };
+    const attempt = core.createNamespacedPod({ namespace: appNs, body });
+    await expect(attempt).rejects.toMatchObject({ code: 400 });
+    await expect(attempt).rejects.toThrow(/declares a port named gw-proxy, the name of a port of the gateway sidecar/);
+    await expect(core.readNamespacedPod({ namespace: appNs, name: 'named-gw-proxy' })).rejects.toMatchObject({ code: 404 });
+  });
+
   it('re-invoked after a later webhook, keeps the sidecar first and refuses a container that webhook added on its ports', async () => {
     // A webhook called after gw's (configurations are called by name): it puts an init container
     // first, and, when the pod asks, adds a container on port 8080.
