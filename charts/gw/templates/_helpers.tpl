@@ -289,7 +289,8 @@ Refuses sidecar.resources no injected sidecar could run with, with the reasons t
 gives (operator/webhook/sidecar-resources.ts): under 64Mi of memory its Node process, idle at
 about 55 MiB, would be killed as it starts, in every injected pod; a request above its limit
 is refused by the API server in every injected pod; above 1000 CPUs or 1Ti is a slip of the
-suffix (MAX_SIDECAR_RESOURCES).
+suffix (MAX_SIDECAR_RESOURCES); an old space in sidecar.nodeOptions over 5/8 of the memory limit
+(the chart's own 160 MiB of 256Mi) gets every sidecar killed as its garbage grows.
 */}}
 {{- define "gw.sidecar.checkResources" -}}
 {{- $requests := .Values.sidecar.resources.requests | default dict }}
@@ -304,6 +305,14 @@ suffix (MAX_SIDECAR_RESOURCES).
 {{- if and (hasKey $list $resource) (gt (include "gw.quantityValue" (index $list $resource) | float64) (include "gw.quantityValue" $most | float64)) }}
 {{- fail (printf "sidecar.resources: the gw-sidecar %s %s %s is above %s, more than a gateway sidecar can use: check the suffix" $resource $kind (toJson (index $list $resource) | trimAll "\"") $most) }}
 {{- end }}
+{{- end }}
+{{- end }}
+{{- $oldSpace := regexFind "--max[-_]old[-_]space[-_]size=[0-9]+" (.Values.sidecar.nodeOptions | default "") }}
+{{- if and $oldSpace (hasKey $limits "memory") }}
+{{- $oldSpaceMiB := regexFind "[0-9]+$" $oldSpace | float64 }}
+{{- $limitMiB := divf (include "gw.quantityValue" $limits.memory | float64) 1048576 }}
+{{- if gt (mulf $oldSpaceMiB 8) (mulf $limitMiB 5) }}
+{{- fail (printf "sidecar.nodeOptions: %s is more than 5/8 of sidecar.resources.limits.memory %s, as the chart sizes it (160 of 256Mi): V8 would let garbage grow past the limit and the kernel would kill every injected sidecar; give sidecar.nodeOptions --max-old-space-size=%d or less with this limit" $oldSpace (toJson $limits.memory | trimAll "\"") (int (floor (divf (mulf $limitMiB 5) 8)))) }}
 {{- end }}
 {{- end }}
 {{- range $resource := list "cpu" "memory" }}

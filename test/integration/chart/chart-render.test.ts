@@ -497,15 +497,19 @@ describe('helm template with non-default values', () => {
       [{ 'sidecar.resources.limits.cpu': '20m' }, 'sidecar.resources: the gw-sidecar cpu request 50m is above its limit 20m'],
       [{ 'sidecar.resources.limits.memory': '2Ti' }, 'sidecar.resources: the gw-sidecar memory limit 2Ti is above 1Ti, more than a gateway sidecar can use: check the suffix'],
       [{ 'sidecar.resources.requests.cpu': 2000 }, 'sidecar.resources: the gw-sidecar cpu request 2000 is above 1000'],
+      // The shipped old space is sized for the shipped 256Mi: a lower limit needs a lower one.
+      [{ 'sidecar.resources.limits.memory': '96Mi' }, 'sidecar.nodeOptions: --max-old-space-size=160 is more than 5/8 of sidecar.resources.limits.memory 96Mi, as the chart sizes it (160 of 256Mi): V8 would let garbage grow past the limit and the kernel would kill every injected sidecar; give sidecar.nodeOptions --max-old-space-size=60 or less with this limit'],
+      [{ 'sidecar.resources.limits.memory': '200Mi', 'sidecar.nodeOptions': '--max-old-space-size=126' }, '--max-old-space-size=126 is more than 5/8 of sidecar.resources.limits.memory 200Mi'],
     ];
     for (const [values, message] of refusals) {
       const result = await helm(['template', 'gw', CHART_DIR, ...setArgs(values)], { allowFail: true });
       expect(result.code, JSON.stringify(values)).not.toBe(0);
       expect(result.stderr).toContain(message);
     }
-    // The least the sidecar runs with, and a limit given as a number of bytes, render; the operator takes them.
-    for (const memory of ['64Mi', 1073741824]) {
-      const env = containerEnv(findObject(await renderChart(ns, { 'sidecar.resources.limits.memory': memory, 'sidecar.resources.requests.memory': '64Mi' }), 'Deployment', 'gw-operator'));
+    // The least the sidecar runs with, and a limit given as a number of bytes, render with an old space in proportion; the operator takes them.
+    for (const [memory, oldSpace] of [['64Mi', 40], [1073741824, 160], ['96Mi', 60]] as const) {
+      const values = { 'sidecar.resources.limits.memory': memory, 'sidecar.resources.requests.memory': '64Mi', 'sidecar.nodeOptions': `--max-semi-space-size=2 --max-old-space-size=${oldSpace}` };
+      const env = containerEnv(findObject(await renderChart(ns, values), 'Deployment', 'gw-operator'));
       const literal = Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
       expect(parseOptions([], { GW_REDIS_URL: 'redis://gw-redis:6379', ...literal }))
         .toMatchObject({ sidecarResources: { limits: { memory: String(memory) } } });
