@@ -76,7 +76,8 @@ async function main(): Promise<void> {
   try {
     options = parseSidecarArgs(process.argv.slice(2), process.env);
   } catch (err) {
-    process.stderr.write(`gw-sidecar: ${(err as Error).message}\n\n${helpText()}\n`);
+    // The reason alone, last, where `kubectl logs --tail` shows it: the flags are a --help away.
+    process.stderr.write(`gw-sidecar: ${(err as Error).message}\n(gw-sidecar --help lists the flags and variables)\n`);
     process.exit(2);
   }
   if (options === 'help') {

@@ -3,12 +3,12 @@ import { createServer } from 'node:http';
 import { Counter, Gauge, Registry } from 'prom-client';
 import { createHealthHandler, type Readiness } from '../../common/health.ts';
 import { metricsText } from '../../common/metrics-text.ts';
-import { drain, listen, urlOf } from '../../common/listen.ts';
+import { drain, listen, listenNamed, urlOf } from '../../common/listen.ts';
 import type { Logger } from '../../common/logger.ts';
 import { boundedServer } from '../bounded-server.ts';
 import { allowanceId, SmoothingAllowances, type AllowanceLabels } from '../limits/metrics.ts';
 import { StreamLimiters } from '../limits/stream-limiter.ts';
-import { INSTANCE_ID_ENV, PROXY_OFF, type SidecarOptions } from '../cli.ts';
+import { INSTANCE_ID_ENV, listenerOptionNames, PROXY_OFF, type SidecarOptions } from '../cli.ts';
 import type { CompiledApi } from '../../crds/compiled.ts';
 import { WorkersMetricsSum, type WorkerMetrics } from './metrics.ts';
 import { IpcPeer, METRICS_TIMEOUT_MS, OTHERS_TIMEOUT_MS, RETAINED_TIMEOUT_MS, WORKER_COUNT_ENV, WORKER_INDEX_ENV, type OthersCall, type PrimaryMethods, type WorkerMethods } from './ipc.ts';
@@ -190,9 +190,11 @@ async function refuseTakenPort(address: string): Promise<void> {
   if (address === PROXY_OFF) return;
   const probe = createServer();
   try {
-    await listen(probe, address, { exclusive: true });
+    await listenNamed(listenerOptionNames.proxy, listen(probe, address, { exclusive: true }));
   } catch (error) {
-    throw new Error(`cannot listen on ${address}: ${(error as NodeJS.ErrnoException).code ?? String(error)} (another gateway's workers may hold it)`, { cause: error });
+    // Node's own error (with its syscall and code), so the refusal is told as a single gateway's is.
+    if (error instanceof Error) error.message += " (another gateway's workers may hold it)";
+    throw error;
   }
   await new Promise<void>((resolve) => probe.close(() => resolve()));
 }
@@ -331,7 +333,7 @@ export async function startPrimary(options: SidecarOptions, count: number, logge
   };
 
   try {
-    const [healthInfo] = await Promise.all([listen(healthServer, options.healthListen), refuseTakenPort(options.listen)]);
+    const [healthInfo] = await Promise.all([listenNamed(listenerOptionNames.health, listen(healthServer, options.healthListen)), refuseTakenPort(options.listen)]);
     for (const slot of slots) fork(slot);
     // The workers warm up before they start (up to 10 s each): a stop meanwhile stops them.
     stoppable?.(close);

@@ -55,6 +55,12 @@ spec: { key_hash: ${keyHash(rawKey)}, access_rights: { folder-auth: { api_id: fo
     expect(fatal).not.toHaveProperty('err');
   });
 
+  it('exits 2 on options it refuses, with the reason last and not buried under the help text', async () => {
+    const child = spawnSidecar([]);
+    expect(await child.exited).toBe(2);
+    expect(child.stderr()).toMatch(/^gw-sidecar: a gateway in a cluster \(no --config\) needs --redis-url \(GW_REDIS_URL\): .*sidecar\.namespaces\n\(gw-sidecar --help lists the flags and variables\)\n$/);
+  });
+
   it('exits 1 at start naming the option whose address cannot be bound', async () => {
     const taken = createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));

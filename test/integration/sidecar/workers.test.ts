@@ -221,7 +221,11 @@ spec:
       second = spawnSidecar(args, { GW_ADMIN_SECRET: 'workers-admin-secret' });
       const exited = await Promise.race([second.exited, new Promise((resolve) => setTimeout(() => resolve('still running'), 20_000))]);
       expect(exited, second.stderr()).toBe(1);
-      expect(second.stderr()).toContain(`cannot listen on 127.0.0.1:${first.proxyPort}: EADDRINUSE`);
+      expect(second.stderr()).toContain(`gw-sidecar: cannot start: --listen (GW_LISTEN): listen EADDRINUSE: address already in use 127.0.0.1:${first.proxyPort} (another gateway's workers may hold it)\n`);
+      // Its log line says the same, without a stack trace to bury it.
+      const fatal = second.stdout().split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).find((line) => line.level === 60);
+      expect(fatal).toMatchObject({ code: 'EADDRINUSE', msg: expect.stringContaining('--listen (GW_LISTEN): listen EADDRINUSE') });
+      expect(fatal).not.toHaveProperty('err');
       // `kept`: an earlier case of this file deletes `open` from the shared folder.
       expect(await statuses(`${first.proxy}/kept/x`, 10)).toEqual(Array(10).fill(200));
     } finally {
