@@ -31,7 +31,7 @@ describe('injectionPatch', () => {
       GW_INSTANCE_ID: 'metadata.name',
       GW_WORKERS: '1',
     });
-    expect(container.envFrom).toEqual([{ secretRef: { name: 'gw-sidecar-env', optional: true } }]);
+    expect(container.envFrom).toEqual([{ secretRef: { name: 'gw-sidecar-env' } }]);
     expect(container.ports?.map((p) => p.containerPort)).toEqual([8080, 8081, 8082]);
     expect(container.readinessProbe?.httpGet?.path).toBe('/readyz');
     expect(container.livenessProbe?.httpGet?.path).toBe('/healthz');
@@ -171,7 +171,7 @@ describe('injectionPatch', () => {
   it('takes GW_REDIS_URL from the env Secret only, never as a literal that would win over it', () => {
     const container = (patchOf(injectionPatch(pod({ 'gw.dev/inject': 'true' }), options))[0]!.value as V1Container[])[0]!;
     expect(container.env?.map((e) => e.name)).not.toContain('GW_REDIS_URL');
-    expect(container.envFrom).toEqual([{ secretRef: { name: 'gw-sidecar-env', optional: true } }]);
+    expect(container.envFrom).toEqual([{ secretRef: { name: 'gw-sidecar-env' } }]);
     expect(JSON.stringify(container)).not.toContain('redis://');
   });
 

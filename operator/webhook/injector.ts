@@ -263,7 +263,10 @@ export function sidecarContainer(apis: string, options: SidecarOptions): V1Conta
     ...(options.imagePullPolicy ? { imagePullPolicy: options.imagePullPolicy } : {}),
     restartPolicy: 'Always',
     env,
-    ...(options.envSecretName ? { envFrom: [{ secretRef: { name: options.envSecretName, optional: true } }] } : {}),
+    // Not optional: without the Secret the sidecar has no Redis URL and refuses to start, so the
+    // kubelet's own reason (CreateContainerConfigError: secret not found) is the clearer one,
+    // and it starts the sidecar once the Secret is there.
+    ...(options.envSecretName ? { envFrom: [{ secretRef: { name: options.envSecretName } }] } : {}),
     ports: [
       { name: SIDECAR_PORT_NAMES.proxy, containerPort: SIDECAR_PORTS.proxy, protocol: 'TCP' },
       { name: SIDECAR_PORT_NAMES.admin, containerPort: SIDECAR_PORTS.admin, protocol: 'TCP' },
