@@ -58,3 +58,10 @@ export function startEchoUpstream(port = 0, host = '127.0.0.1'): Promise<EchoUps
     });
   });
 }
+
+// `npm run upstream`: the echo server alone, on the port examples/ names (GW_DEMO_UPSTREAM_PORT
+// for another), for a gateway run by hand on a copy of examples/ (README.md#the-sidecar-gw-sidecar).
+if (import.meta.main) {
+  const upstream = await startEchoUpstream(Number(process.env.GW_DEMO_UPSTREAM_PORT || 9000));
+  process.stdout.write(`echo upstream on ${upstream.url} (Ctrl-C stops it)\n`);
+}

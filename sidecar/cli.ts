@@ -119,8 +119,8 @@ const table = {
   portalSecret: { env: 'GW_PORTAL_SECRET', help: 'API key for the portal Authorization header: 16 characters or more.', schema: secretOption },
   bearerTokens: {
     env: 'GW_BEARER_TOKENS',
-    help: 'Standalone only: JSON array of {name, token, permissions} for the category reads (in a cluster: TokenReview).',
-    schema: jsonOption(staticTokensSchema, '[{"name":"ci","token":"…","permissions":["list:categories"]}]').default([]),
+    help: 'Standalone only: JSON array of {name, token, permissions} for the category reads (in a cluster: TokenReview): get:apidefinitions reads one API\'s categories, list:apidefinitions and list:categories all of them, * everything.',
+    schema: jsonOption(staticTokensSchema, '[{"name":"ci","token":"…","permissions":["get:apidefinitions","list:apidefinitions","list:categories"]}]').default([]),
   },
   kubeconfig: { env: 'KUBECONFIG', help: 'Kubeconfig file outside a cluster (in a pod, the service account is used).', schema: z.string().optional() },
   logLevel: { env: 'GW_LOG_LEVEL', help: 'Log level: fatal, error, warn, info, debug, trace or silent. Default: info.', schema: logLevelOption },

@@ -51,6 +51,20 @@ describe('npm run sidecar / npm run operator', () => {
     expect(operator.stdout).toContain('Usage: gw-operator [flags]');
   });
 
+  it('npm run upstream serves the echo upstream the examples point at, until stopped', async () => {
+    const child = spawn('npm', ['run', '--silent', 'upstream'], { cwd: REPO_ROOT, env: { ...userEnv, GW_DEMO_UPSTREAM_PORT: '0' }, detached: true });
+    try {
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      await waitFor('the upstream listening', () => Promise.resolve(/echo upstream on http:\/\/127\.0\.0\.1:\d+ /.test(out)), 30_000);
+      const url = /(http:\/\/127\.0\.0\.1:\d+)/.exec(out)![1]!;
+      const echoed = (await (await fetch(`${url}/hello/get?x=1`)).json()) as { method: string; path: string; query: string };
+      expect(echoed).toMatchObject({ method: 'GET', path: '/hello/get', query: '?x=1' });
+    } finally {
+      killGroup(child.pid!, 'SIGTERM');
+    }
+  });
+
   describe('standalone with no address flags, in a network namespace of its own', () => {
     // Its own namespace: the default ports are free there whatever runs on this machine,
     // and it has a second address (10.203.0.1) that binding every interface would answer on.
