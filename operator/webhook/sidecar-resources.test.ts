@@ -66,6 +66,17 @@ describe('sidecar resources', () => {
       .toEqual({ error: 'the gw-sidecar memory request 1Gi is above its limit 512Mi' });
   });
 
+  it('refuses what Kubernetes takes but no annotation means: a fraction of a byte, a cpu limit of 0', () => {
+    expect(sidecarResourcesFor({ 'gw.dev/sidecar-memory-request': '0.5' }, DEFAULT_SIDECAR_RESOURCES))
+      .toEqual({ error: 'annotation gw.dev/sidecar-memory-request: the gw-sidecar memory request 0.5 is not a whole number of bytes: give it in Mi or Gi, such as 128Mi' });
+    expect(sidecarResourcesFor({ 'gw.dev/sidecar-memory-limit': '1.1Gi' }, DEFAULT_SIDECAR_RESOURCES)).toEqual({ error: expect.stringContaining('memory limit 1.1Gi is not a whole number of bytes') as string });
+    expect(sidecarResourcesFor({ 'gw.dev/sidecar-cpu-limit': '0' }, DEFAULT_SIDECAR_RESOURCES))
+      .toEqual({ error: 'annotation gw.dev/sidecar-cpu-limit: a gw-sidecar cpu limit of 0 sets no limit and brings the cpu request down to 0: leave the annotation out for the default, or give a limit such as 500m' });
+    // Whole bytes in any form, a memory request of 0, a cpu request of 0: taken.
+    expect(sidecarResourcesFor({ 'gw.dev/sidecar-memory-limit': '0.5Gi', 'gw.dev/sidecar-memory-request': '0', 'gw.dev/sidecar-cpu-request': '0' }, DEFAULT_SIDECAR_RESOURCES))
+      .toEqual({ requests: { cpu: '0', memory: '0' }, limits: { memory: '0.5Gi' } });
+  });
+
   it('sizes the old space in NODE_OPTIONS to the pod\'s memory limit, in the proportion the default has', () => {
     const chart = '--max-semi-space-size=8 --max-old-space-size=160';
     const sized = (limit: string | undefined, options: string | undefined = chart, defaults: SidecarResources = DEFAULT_SIDECAR_RESOURCES) =>

@@ -93,6 +93,18 @@ export const RESOURCE_ANNOTATIONS = {
 } as const;
 
 /**
+ * What Kubernetes takes in a pod but no one means in an annotation: a fraction of a byte (`0.5`
+ * is 500m bytes, which the API server only warns of), and a CPU limit of 0, which sets none and
+ * brings the default request down to 0 with it.
+ */
+function annotatedValueProblem(resource: 'cpu' | 'memory', kind: 'requests' | 'limits', quantity: string): string | null {
+  const value = quantityValue(quantity)!;
+  if (resource === 'memory' && !Number.isInteger(value)) return `the gw-sidecar memory ${kind === 'requests' ? 'request' : 'limit'} ${quantity} is not a whole number of bytes: give it in Mi or Gi, such as 128Mi`;
+  if (resource === 'cpu' && kind === 'limits' && value === 0) return 'a gw-sidecar cpu limit of 0 sets no limit and brings the cpu request down to 0: leave the annotation out for the default, or give a limit such as 500m';
+  return null;
+}
+
+/**
  * The sidecar's resources for a pod: the default with the pod's annotations on top. A default
  * request above an annotated limit comes down to the limit (as Kubernetes does for a limit
  * given alone). An invalid annotation (not a quantity, negative, above MAX_SIDECAR_RESOURCES), or
@@ -108,7 +120,7 @@ export function sidecarResourcesFor(annotations: Record<string, string>, default
     if (quantityValue(value) === null) {
       return { error: `annotation ${annotation} must be a Kubernetes quantity such as 100m, 128Mi or 1Gi, got ${JSON.stringify(value.slice(0, 40))}` };
     }
-    const bound = boundProblem(resource, kind === 'requests' ? 'request' : 'limit', value);
+    const bound = boundProblem(resource, kind === 'requests' ? 'request' : 'limit', value) ?? annotatedValueProblem(resource, kind, value);
     if (bound !== null) return { error: `annotation ${annotation}: ${bound}` };
     resources[kind][resource] = value;
     annotated.add(`${kind}.${resource}`);
