@@ -152,6 +152,21 @@ describe('injectionPatch', () => {
       .toEqual({ denied: expect.stringMatching(/^container zmetrics declares port 8080, which the gateway sidecar listens on/) as string });
   });
 
+  it('refuses a copy of an injected pod whose gw.dev/apis no longer names what its sidecar serves', () => {
+    const first = injectionPatch(pod({ 'gw.dev/inject': 'true', 'gw.dev/apis': 'orders' }), options);
+    const sidecar = (patchOf(first)[0]!.value as V1Container[])[0]!;
+    const copy = (apis: string | undefined): V1Pod => ({
+      metadata: { name: 'copy', annotations: { 'gw.dev/inject': 'true', 'gw.dev/injected': 'true', ...(apis === undefined ? {} : { 'gw.dev/apis': apis }) } },
+      spec: { initContainers: [sidecar], containers: [{ name: 'app', image: 'app:1' }] },
+    });
+    expect(injectionPatch(copy('orders'), options)).toEqual({ patch: [] });
+    expect(injectionPatch(copy(' orders '), options)).toEqual({ patch: [] });
+    expect(injectionPatch(copy('oas-api'), options)).toEqual({
+      denied: 'the pod carries the gateway sidecar of an earlier injection (annotation gw.dev/injected), which serves "orders" where gw.dev/apis asks for "oas-api": create the pod from its template, or remove the gw-sidecar init container, its gw-sidecar-token volume and the gw.dev/injected annotation to have it injected again',
+    });
+    expect(injectionPatch(copy(undefined), options)).toEqual({ denied: expect.stringContaining('where gw.dev/apis asks for "*"') as string });
+  });
+
   it('leaves a mirror pod alone, and a pod that declines the gateway by the label, as by the annotation', () => {
     expect(injectionPatch(pod({ 'gw.dev/inject': 'true', 'kubernetes.io/config.mirror': 'abc' }), options)).toEqual({ patch: [] });
     for (const value of ['false', 'disabled']) {

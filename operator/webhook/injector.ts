@@ -83,12 +83,15 @@ export function injectionPatch(pod: V1Pod, options: SidecarOptions): InjectionRe
   if (asked !== true) return asked;
   const unfit = unfitPod(pod);
   if (unfit !== null) return { denied: unfit };
-  return injectedBefore(pod) ? reinvocationPatch(pod) : firstPatch(pod, annotations, options);
+  return injectedBefore(pod) ? reinvocationPatch(pod, annotations) : firstPatch(pod, annotations, options);
 }
+
+/** The api_ids the annotations ask the sidecar to serve, as GW_APIS takes them. */
+const askedApis = (annotations: Record<string, string>): string => (annotations[APIS_ANNOTATION] ?? '*').replace(/\s+/g, '');
 
 /** The gateway added to a pod that has none. */
 function firstPatch(pod: V1Pod, annotations: Record<string, string>, options: SidecarOptions): InjectionResult {
-  const apis = (annotations[APIS_ANNOTATION] ?? '*').replace(/\s+/g, '');
+  const apis = askedApis(annotations);
   if (!API_LIST.test(apis)) {
     return { denied: `annotation ${APIS_ANNOTATION} must be a comma-separated list of api_id values or "*", got ${JSON.stringify(apis.slice(0, 100))}` };
   }
@@ -122,9 +125,17 @@ function firstPatch(pod: V1Pod, annotations: Record<string, string>, options: Si
  * it: a container that webhook added may take the gateway's ports, and an init container it
  * put first would run before the gateway is up.
  */
-function reinvocationPatch(pod: V1Pod): InjectionResult {
+function reinvocationPatch(pod: V1Pod, annotations: Record<string, string>): InjectionResult {
   const clash = portClash(containersOf(pod).filter((c) => c.name !== SIDECAR_NAME));
   if (clash !== null) return { denied: clash };
+  // A pod created from a copy of an injected one (kubectl get -o yaml, edited) keeps the copy's
+  // sidecar: one serving other APIs than its annotation now names would serve them unseen.
+  const served = (pod.spec?.initContainers ?? []).find((c) => c.name === SIDECAR_NAME)?.env?.find((e) => e.name === 'GW_APIS')?.value;
+  if (served !== undefined && served !== askedApis(annotations)) {
+    return {
+      denied: `the pod carries the gateway sidecar of an earlier injection (annotation ${INJECTED_ANNOTATION}), which serves ${JSON.stringify(served)} where ${APIS_ANNOTATION} asks for ${JSON.stringify(askedApis(annotations))}: create the pod from its template, or remove the ${SIDECAR_NAME} init container, its ${SIDECAR_TOKEN_VOLUME} volume and the ${INJECTED_ANNOTATION} annotation to have it injected again`,
+    };
+  }
   const at = (pod.spec?.initContainers ?? []).findIndex((c) => c.name === SIDECAR_NAME);
   return { patch: at > 0 ? [{ op: 'move', from: `/spec/initContainers/${at}`, path: '/spec/initContainers/0' }] : [] };
 }
