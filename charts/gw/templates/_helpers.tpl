@@ -356,3 +356,34 @@ podAntiAffinity:
             {{- include "gw.selectorLabels" (dict "ctx" .ctx "component" .component) | nindent 12 }}
 {{- end }}
 {{- end }}
+
+{{/*
+Refuses an upgrade that changes redis.persistence of an installed Redis: Kubernetes refuses any
+change of a StatefulSet's volume claims, and Helm would report only the API server's "spec:
+Forbidden", leaving the release failed. Without a cluster (helm template) lookup finds nothing
+and nothing is checked.
+*/}}
+{{- define "gw.redis.checkPersistence" -}}
+{{- $name := include "gw.redis.fullname" . }}
+{{- with lookup "apps/v1" "StatefulSet" .Release.Namespace $name }}
+{{- $claims := dig "spec" "volumeClaimTemplates" list . }}
+{{- $persistence := $.Values.redis.persistence }}
+{{- $change := "" }}
+{{- if ne (gt (len $claims) 0) $persistence.enabled }}
+{{- $change = printf "enabled from %t to %t" (gt (len $claims) 0) $persistence.enabled }}
+{{- else if $persistence.enabled }}
+{{- $claim := dig "spec" dict (index $claims 0) }}
+{{- $size := dig "resources" "requests" "storage" "0" $claim }}
+{{- if ne (include "gw.quantityValue" (toString $size)) (include "gw.quantityValue" (toString $persistence.size)) }}
+{{- $change = printf "size from %v to %v" $size $persistence.size }}
+{{- else if ne (toJson (dig "accessModes" list $claim)) (toJson $persistence.accessModes) }}
+{{- $change = printf "accessModes from %s to %s" (toJson (dig "accessModes" list $claim)) (toJson $persistence.accessModes) }}
+{{- else if and $persistence.storageClass (ne (dig "storageClassName" "" $claim) (eq $persistence.storageClass "-" | ternary "" $persistence.storageClass)) }}
+{{- $change = printf "storageClass from %q to %q" (dig "storageClassName" "" $claim) $persistence.storageClass }}
+{{- end }}
+{{- end }}
+{{- if $change }}
+{{- fail (printf "redis.persistence: this upgrade changes %s, and Kubernetes refuses any change of a StatefulSet's volume claims; to change it, first run kubectl delete statefulset %s -n %s --cascade=orphan (the Redis pod keeps running until the upgrade replaces it)" $change $name $.Release.Namespace) }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { AuthorizationV1Api, CoreV1Api, type V1Secret } from '@kubernetes/client-node';
+import { AppsV1Api, AuthorizationV1Api, CoreV1Api, type V1Secret } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
@@ -282,6 +282,28 @@ describe('helm upgrade', () => {
     expect(history.at(-1)?.status).toBe('deployed');
     const after = (await core().readNamespacedConfigMap({ name: `${prefix}-settings`, namespace: ns })).metadata?.resourceVersion;
     expect(after).toBe(before);
+  });
+
+  it("refuses an upgrade that changes Redis's volume claims, saying how, and leaves the release as it was", async () => {
+    const statefulSet = async () => (await kubeConfig().makeApiClient(AppsV1Api).readNamespacedStatefulSet({ name: `${prefix}-redis`, namespace: ns })).metadata?.resourceVersion;
+    const before = await statefulSet();
+    const revisions = async () => (JSON.parse((await helm(['history', release, '--namespace', ns, '-o', 'json'])).stdout) as unknown[]).length;
+    const count = await revisions();
+    const changes: Array<[Record<string, unknown>, string]> = [
+      [{ 'redis.persistence.enabled': false }, 'enabled from true to false'],
+      [{ 'redis.persistence.size': '2Gi' }, 'size from 1Gi to 2Gi'],
+      [{ 'redis.persistence.storageClass': 'fast' }, 'storageClass from "" to "fast"'],
+    ];
+    for (const [values, change] of changes) {
+      const refused = await helm(['upgrade', release, CHART_DIR, '--namespace', ns, '--skip-crds', '--reuse-values', ...setArgs(values)], { allowFail: true });
+      expect(refused.code, JSON.stringify(values)).not.toBe(0);
+      expect(refused.stderr).toContain(`redis.persistence: this upgrade changes ${change}, and Kubernetes refuses any change of a StatefulSet's volume claims; to change it, first run kubectl delete statefulset ${prefix}-redis -n ${ns} --cascade=orphan`);
+    }
+    expect(await revisions()).toBe(count);
+    expect(await statefulSet()).toBe(before);
+    // The same size written another way is no change.
+    const same = await helm(['upgrade', release, CHART_DIR, '--namespace', ns, '--skip-crds', '--reuse-values', '--dry-run=server', ...setArgs({ 'redis.persistence.size': '1024Mi' })], { allowFail: true });
+    expect([same.code, same.stderr]).toEqual([0, '']);
   });
 });
 
