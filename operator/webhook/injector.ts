@@ -128,15 +128,17 @@ function firstPatch(pod: V1Pod, annotations: Record<string, string>, options: Si
 function reinvocationPatch(pod: V1Pod, annotations: Record<string, string>): InjectionResult {
   const clash = portClash(containersOf(pod).filter((c) => c.name !== SIDECAR_NAME));
   if (clash !== null) return { denied: clash };
+  const initContainers = pod.spec?.initContainers ?? [];
+  const at = initContainers.findIndex((c) => c.name === SIDECAR_NAME);
   // A pod created from a copy of an injected one (kubectl get -o yaml, edited) keeps the copy's
   // sidecar: one serving other APIs than its annotation now names would serve them unseen.
-  const served = (pod.spec?.initContainers ?? []).find((c) => c.name === SIDECAR_NAME)?.env?.find((e) => e.name === 'GW_APIS')?.value;
-  if (served !== undefined && served !== askedApis(annotations)) {
+  const served = initContainers[at]?.env?.find((e) => e.name === 'GW_APIS')?.value;
+  const asked = askedApis(annotations);
+  if (served !== undefined && served !== asked) {
     return {
-      denied: `the pod carries the gateway sidecar of an earlier injection (annotation ${INJECTED_ANNOTATION}), which serves ${JSON.stringify(served)} where ${APIS_ANNOTATION} asks for ${JSON.stringify(askedApis(annotations))}: create the pod from its template, or remove the ${SIDECAR_NAME} init container, its ${SIDECAR_TOKEN_VOLUME} volume and the ${INJECTED_ANNOTATION} annotation to have it injected again`,
+      denied: `the pod carries the gateway sidecar of an earlier injection (annotation ${INJECTED_ANNOTATION}), which serves ${JSON.stringify(served)} where ${APIS_ANNOTATION} asks for ${JSON.stringify(asked)}: create the pod from its template, or remove the ${SIDECAR_NAME} init container, its ${SIDECAR_TOKEN_VOLUME} volume and the ${INJECTED_ANNOTATION} annotation to have it injected again`,
     };
   }
-  const at = (pod.spec?.initContainers ?? []).findIndex((c) => c.name === SIDECAR_NAME);
   return { patch: at > 0 ? [{ op: 'move', from: `/spec/initContainers/${at}`, path: '/spec/initContainers/0' }] : [] };
 }
 

@@ -1,5 +1,5 @@
 import type { LiveGatewaysAnswer } from '../../crds/admin-answers.ts';
-import { algorithmMode } from '../limits/algorithm.ts';
+import { algorithmMode, usesHeartbeats } from '../limits/algorithm.ts';
 import { requireSecret } from './auth.ts';
 import { AdminError, adminErrors } from './errors.ts';
 import type { HandlerContext, Reply } from './types.ts';
@@ -15,8 +15,7 @@ export async function liveGatewaysRead(ctx: HandlerContext): Promise<Reply> {
   const { req, deps } = ctx;
   requireSecret(req, 'x-gw-authorization', deps.auth.adminSecret, adminErrors.gatewayKeyInvalid);
   const apiIds = deps.limits.apis().map((api) => api.api_id).sort();
-  const mode = algorithmMode(deps.limits.state().settings);
-  const heartbeats = mode === 'drl' || mode === 'dynamic';
+  const heartbeats = usesHeartbeats(algorithmMode(deps.limits.state().settings));
   let live = new Map<string, string[]>();
   if (heartbeats) {
     try {

@@ -17,6 +17,9 @@ export function algorithmMode(settings: GatewaySettings): AlgorithmMode {
   return settings.drl_threshold > 0 ? 'dynamic' : 'drl';
 }
 
+/** Whether the DRL may be used, so the gateway beats its heartbeat and counts the live gateways (only the DRL and drl_threshold's choice need them). */
+export const usesHeartbeats = (mode: AlgorithmMode): boolean => mode === 'drl' || mode === 'dynamic';
+
 /**
  * docs/behaviour.md#dynamic-algorithm-selection: the DRL is used when the limit in requests per second exceeds
  * drl_threshold × live gateways, otherwise the sliding log.

@@ -3,7 +3,7 @@ import type { Registry } from 'prom-client';
 import type { Logger } from '../../common/logger.ts';
 import type { MaybePromise } from '../../common/maybe-promise.ts';
 import type { CompiledConfig } from '../../crds/compiled.ts';
-import { algorithmFor, algorithmMode, drlShare, type AlgorithmMode } from './algorithm.ts';
+import { algorithmFor, algorithmMode, drlShare, usesHeartbeats, type AlgorithmMode } from './algorithm.ts';
 import type { LimitBackends } from './backends.ts';
 import { DrlBuckets } from './drl-buckets.ts';
 import type { GatewayHeartbeat } from './heartbeat.ts';
@@ -130,8 +130,7 @@ class Engine implements LimitEngine {
     this.#heartbeat.configure(config.settings);
     const served = config.apis.map((api) => api.api_id);
     this.#heartbeat.serve(served, sharedApis(config, new Set(served)));
-    // Only the DRL (and drl_threshold's choice) needs to know the live gateways.
-    if (this.#mode === 'drl' || this.#mode === 'dynamic') this.#heartbeat.start();
+    if (usesHeartbeats(this.#mode)) this.#heartbeat.start();
     else void this.#heartbeat.stop();
   }
 
