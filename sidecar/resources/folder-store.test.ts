@@ -1,6 +1,7 @@
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import fc from 'fast-check';
 import { parse, parseAllDocuments } from 'yaml';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FolderResourceStore } from './folder-store.ts';
@@ -240,6 +241,25 @@ metadata: {name: cat}
     expect(parse(text).spec).toEqual(key.spec);
     expect(parse(text, { version: '1.1' }).spec).toEqual(key.spec);
   });
+
+  // A file per run, written and read back through the store: on a busy machine, past the default 5 s.
+  it('writes every string of a Key so that gw (YAML 1.2) and kubectl (1.1) read it back as written', async () => {
+    // Plain scalars one of the two schemas reads as a number, boolean, null or date, beside any string.
+    const scalarLike = fc.constantFrom('0o17', '0o017', '15', '0x1F', '1e3', '.5', '.inf', '-.Inf', '.NaN', '0777', '1_000', '0b11', '12:30', '2001-12-14', '~', 'null', 'Null', 'yes', 'on', 'n', 'True', '+1', '', '<<');
+    const text = fc.oneof(scalarLike, fc.string({ maxLength: 12 }));
+    let written = 0;
+    await fc.assert(
+      fc.asyncProperty(text, fc.uniqueArray(text, { maxLength: 4 }), async (alias, words) => {
+        const spec = { key_hash: 'f'.repeat(64), alias, tags: words, org_id: alias, apply_policies: words, meta_data: Object.fromEntries(words.map((w) => [w, w])) };
+        const name = `key-${written++}`;
+        await store.createKey({ namespace: 'default', name, spec });
+        const file = await readFile(join(dir, `key-${name}.yaml`), 'utf8');
+        expect(parse(file).spec).toEqual(spec);
+        expect(parse(file, { version: '1.1' }).spec).toEqual(spec);
+      }),
+      { numRuns: 100 },
+    );
+  }, 30_000);
 
   it('reads a file again once it changes behind the store, and a file that came or went', async () => {
     expect((await store.listApis()).map((a) => a.apiId)).toEqual(['pets', 'toys']);

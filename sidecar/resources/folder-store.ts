@@ -1,5 +1,5 @@
 import { basename, join } from 'node:path';
-import { Document, isCollection, isSeq, parse, Scalar, visit } from 'yaml';
+import { Document, isCollection, isSeq, parse, Scalar, visit, type Tags } from 'yaml';
 import { apiVersion, kinds } from '../../crds/kinds.ts';
 import { PRODUCT_MAX_TAGS } from '../../crds/schemas/portal-product.ts';
 import { productNamed } from '../../crds/product-id.ts';
@@ -10,10 +10,16 @@ import { createFile, documentsOf, editableFile, FileChangedError, readFolder, sa
 
 /**
  * Files gw writes are read by YAML 1.2 (gw) and by YAML 1.1 (`kubectl apply`, where `yes`, `on`
- * or `n` are booleans): written as YAML 1.1, every such string is quoted, which reads the same in both.
+ * or `n` are booleans). Written as YAML 1.1 with 1.2's scalar tags added, every string that
+ * either reads as something else (`yes` in 1.1, `0o17` in 1.2) is quoted, and reads the same in both.
  */
-const yaml11Safe = { version: '1.1' } as const;
-
+const yaml12Scalars = new Document(null, { version: '1.2' }).schema.tags.filter((tag) => !tag.collection);
+const readsTheSameInBoth = {
+  version: '1.1',
+  // Without 1.1's merge tag, which writes any `<<` plain, a `<<` key of meta_data can be quoted
+  // (keyFileText) rather than read back by kubectl as a merge.
+  customTags: (tags: Tags) => [...tags.filter((tag) => typeof tag === 'string' || tag.tag !== 'tag:yaml.org,2002:merge'), ...yaml12Scalars],
+} as const;
 /**
  * How many times a write is made again from a fresh read of the folder when its file changed
  * between the read and the write (a hand edit; another gateway, holding a lock taken over from
@@ -31,7 +37,7 @@ const WRITE_TRIES = 5;
  * the collection around it over several lines.
  */
 function keyFileText(resource: object): string {
-  const doc = new Document(resource, yaml11Safe);
+  const doc = new Document(resource, readsTheSameInBoth);
   const metaData = doc.getIn(['spec', 'meta_data'], true);
   if (isCollection(metaData)) {
     visit(metaData, {
@@ -39,7 +45,8 @@ function keyFileText(resource: object): string {
         node.flow = true;
       },
       Scalar(_key, node) {
-        if (typeof node.value === 'string' && /[\n\r]/.test(node.value)) node.type = Scalar.QUOTE_DOUBLE;
+        // A plain `<<` key is YAML 1.1's merge key.
+        if (typeof node.value === 'string' && (/[\n\r]/.test(node.value) || node.value === '<<')) node.type = Scalar.QUOTE_DOUBLE;
       },
     });
   }
@@ -50,7 +57,7 @@ function keyFileText(resource: object): string {
 /** Whether `text`, written plain, reads back as that string in YAML 1.1. */
 function plainInYaml11(text: string): boolean {
   try {
-    return parse(text, yaml11Safe) === text;
+    return parse(text, { version: '1.1' }) === text;
   } catch {
     return false;
   }
@@ -175,8 +182,9 @@ export class FolderResourceStore implements ResourceStore {
       const doc = editable.docs[found.index]!;
       const tags = doc.getIn(['spec', 'tags'], true);
       const node = doc.createNode({ Name: tag });
-      // A tag a YAML 1.1 reader (kubectl's) would read as something else (`yes`, `off`) is quoted;
-      // any other keeps the document's style.
+      // The document is YAML 1.2, which quotes what gw would misread (`0o17`); a tag a YAML 1.1
+      // reader (kubectl's) would read as something else (`yes`, `off`) is quoted too; any other
+      // keeps the document's style.
       if (!plainInYaml11(tag)) (node.get('Name', true) as Scalar).type = Scalar.QUOTE_DOUBLE;
       const spliced = isSeq(tags) ? textWithItemAppended(editable, tags, node) : null;
       if (spliced !== null) {
