@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { compiledConfigSchema } from '../../crds/compiled.ts';
-import { defaultGatewaySettings } from '../../crds/settings.ts';
+import { defaultGatewaySettings, gatewaySettingsSchema } from '../../crds/settings.ts';
 import { policyCoversApi } from '../../crds/policy-coverage.ts';
 import { apiDefinition as api, policy } from '../controllers/fixtures.ts';
 import { configHash } from '../../common/compiled-config-map.ts';
@@ -83,6 +83,18 @@ describe('ApiCompiler', () => {
     // Never compiled: the policy is not in force until it is fixed.
     const fresh = new ApiCompiler(defaultGatewaySettings).compile(a, listedInputs([a], [limited('/limited([', 1)]));
     expect(fresh).toMatchObject({ ok: true, policyIds: [], refusedPolicies: ['ns/p'] });
+  });
+
+  it("gives a refused API's config, served as in force, the operator's settings as they are now", () => {
+    const a = api('a', { api_id: 'a' });
+    const before = new ApiCompiler(defaultGatewaySettings).compile(a, listedInputs([a], []));
+    if (!before.ok || before.json === undefined) throw new Error('the API did not compile');
+    // The operator restarted with other settings while the API's edit is refused.
+    const settings = gatewaySettingsSchema.parse({ enable_fixed_window_rate_limiter: true, rate_limit_response_headers: 'rate_limits' });
+    const kept = new ApiCompiler(settings).refusedApiConfig(before.json, listedInputs([a], []), 1 << 20);
+    const config = compiledConfigSchema.parse(JSON.parse(kept ?? '{}'));
+    expect(config.settings).toEqual(settings);
+    expect(config.apis).toEqual(compiledConfigSchema.parse(JSON.parse(before.json)).apis);
   });
 
   it('reports the API’s own problems with the compile step’s reason', () => {

@@ -221,7 +221,8 @@ export class ApiCompiler {
   /**
    * The config of an ApiDefinition the compile step refuses (docs/behaviour.md#bad-edits): its
    * API as in force (`inForceJson`, its ConfigMap's config), with the Policies granting that
-   * API as they are now. So a Policy deleted, edited, or no longer granting it reaches its keys
+   * API and the operator's settings as they are now: a sidecar takes its settings from one of
+   * its APIs' configs, so one left on old settings would run every API it serves on them. So a Policy deleted, edited, or no longer granting it reaches its keys
    * while the API's own edit is refused; a granting Policy the compile step refuses keeps its
    * version in force. Undefined when `inForceJson` holds no config of an API this operator can read.
    *
@@ -244,7 +245,7 @@ export class ApiCompiler {
     });
     const policies = keepRefused(result.config.policies, refusedPolicyIds(result.problems), inForce.policies);
     const withPolicies = (kept: (id: string, policy: CompiledPolicy) => boolean): string =>
-      JSON.stringify({ ...inForce, policies: Object.fromEntries(Object.entries(policies).filter(([id, policy]) => kept(id, policy))) });
+      JSON.stringify({ ...inForce, settings: result.config.settings, policies: Object.fromEntries(Object.entries(policies).filter(([id, policy]) => kept(id, policy))) });
     const now = withPolicies(() => true);
     if (Buffer.byteLength(now) <= maxBytes) return now;
     const held = withPolicies((id) => id in inForce.policies);

@@ -42,6 +42,13 @@ describe('mergeConfigs', () => {
     expect(Object.keys(a.policies['ns/p']!.access_rights)).toEqual(['a']);
   });
 
+  it('takes the settings of the first part that is current, not of one served on after its API was deleted', () => {
+    const deleted = part('a', {}, 1);
+    const current = part('b', {}, 2);
+    expect(mergeConfigs([deleted, current], defaultGatewaySettings, (p) => p !== deleted).settings.drl_threshold).toBe(2);
+    expect(mergeConfigs([deleted], defaultGatewaySettings, () => false).settings.drl_threshold).toBe(1);
+  });
+
   it('is an empty config with the fallback settings when nothing is loaded', () => {
     expect(mergeConfigs([], defaultGatewaySettings)).toEqual({ version: 1, settings: defaultGatewaySettings, apis: [], policies: {} });
   });

@@ -27,7 +27,7 @@ export interface ConfigProblem {
 
 /**
  * Per-API configs (one ConfigMap each) merged into the one config a sidecar runs; the APIs
- * in the parts' order. A policy is in the part of every API it grants. Its copy from a
+ * in the parts' order, the settings of the first current part. A policy is in the part of every API it grants. Its copy from a
  * `current` part (one the operator keeps up to date) wins over a copy from a part served on
  * after its API was deleted, which nothing updates any more (docs/behaviour.md#api-states).
  * And each API's own part says whether a policy grants it: a current copy compiled after the
@@ -40,7 +40,8 @@ export function mergeConfigs(
 ): CompiledConfig {
   const merged: CompiledConfig = {
     version: 1,
-    settings: parts[0]?.settings ?? fallbackSettings,
+    // A part served on after its API was deleted keeps the settings it was compiled with.
+    settings: (parts.find(isCurrent) ?? parts[0])?.settings ?? fallbackSettings,
     apis: [],
     policies: {},
   };
