@@ -92,13 +92,41 @@ interface Candidate {
 
 const perSecond = (rate: CompiledRate): number => rate.rate / rate.per;
 
-function policyCandidate(policy: CompiledPolicy, apiId: string): Candidate {
+const globalApis = new WeakMap<CompiledPolicy, readonly string[]>();
+
+/**
+ * The APIs a Policy's global allowance is spent on, of those it grants: the ones without a
+ * per-API limit, which replaces it there. The DRL splits it among the gateways serving them
+ * (docs/behaviour.md#algorithms). Once per policy object, so the heartbeat's count of their
+ * gateways is cached by it too.
+ */
+export function policyGlobalApis(policy: CompiledPolicy): readonly string[] {
+  let apis = globalApis.get(policy);
+  if (apis === undefined) {
+    apis = Object.keys(policy.access_rights).filter((api) => !policy.access_rights[api]!.limit);
+    globalApis.set(policy, apis);
+  }
+  return apis;
+}
+
+/**
+ * `callable`: the APIs the key may call, which a Policy without `access_rights` covers
+ * (docs/behaviour.md#several-policies-on-one-key).
+ */
+function policyCandidate(policy: CompiledPolicy, apiId: string, callable: () => readonly string[]): Candidate {
   const right = policy.access_rights[apiId];
   if (right?.limit) {
     return { limit: right.limit, scopeId: `${policy.id}#${apiId}`, own: false, scope: 'key_per_api', coverApis: [apiId], source: policy.source, replacesGlobal: policy.rate };
   }
-  const granted = Object.keys(policy.access_rights);
-  return { limit: policy, scopeId: policy.id, own: false, scope: 'key_global', coverApis: granted.length > 0 ? granted : [apiId], source: policy.source };
+  const covered = right ? policyGlobalApis(policy) : callable();
+  return { limit: policy, scopeId: policy.id, own: false, scope: 'key_global', coverApis: covered, source: policy.source };
+}
+
+/** The APIs a key may call: those its own `access_rights` or one of its Policies grant. */
+function callableApis(session: Session, applied: readonly CompiledPolicy[], apiId: string): readonly string[] {
+  const callable = new Set([apiId, ...Object.keys(session.access_rights)]);
+  for (const policy of applied) for (const api of Object.keys(policy.access_rights)) callable.add(api);
+  return [...callable];
 }
 
 /** A session's `key_id` is its Key resource's name (a public id, never the credential). */
@@ -112,7 +140,7 @@ function sessionSource(session: Session): ResourceRef {
  * limit by its own rate and per too: keys share a rate counter only when they share its
  * limit, which every algorithm can then hold exactly (docs/behaviour.md#custom-rate-limit-keys).
  */
-function sessionCandidate(session: Session, apiId: string, underOwnPattern: boolean): Candidate {
+function sessionCandidate(session: Session, apiId: string, applied: readonly CompiledPolicy[], underOwnPattern: boolean): Candidate {
   const source = sessionSource(session);
   const own = session.access_rights[apiId]?.limit;
   const allowance = session.rate > 0 ? session.rate : session.allowance;
@@ -123,7 +151,10 @@ function sessionCandidate(session: Session, apiId: string, underOwnPattern: bool
   if (own) {
     return { limit: { ...own, rate }, scopeId, ...shared, own: true, scope: 'key_per_api', coverApis: [apiId], source, replacesGlobal: globalRate };
   }
-  const granted = Object.keys(session.access_rights);
+  // Spent on this API and the others of its own grant that no Policy covers and no per-API limit of its own replaces it on.
+  const elsewhere = Object.keys(session.access_rights).filter(
+    (api) => api !== apiId && !session.access_rights[api]!.limit && !applied.some((policy) => policyCoversApi(policy.access_rights, api)),
+  );
   return {
     limit: {
       rate,
@@ -137,7 +168,7 @@ function sessionCandidate(session: Session, apiId: string, underOwnPattern: bool
     ...shared,
     own: true,
     scope: 'key_global',
-    coverApis: granted.length > 0 ? granted : [apiId],
+    coverApis: [apiId, ...elsewhere],
     source,
   };
 }
@@ -197,7 +228,7 @@ function endpointGroup(policy: CompiledPolicy, apiId: string): EndpointMatcher<K
 function compileEndpointGroup(policy: CompiledPolicy, apiId: string): EndpointMatcher<KeyRateLimit>[] {
   const endpoints = policy.access_rights[apiId]?.endpoints ?? [];
   // The Policy's throttle on this API: its per-API limit's where it has one, which replaces the Policy's fields there.
-  const throttle = throttleOf(policyCandidate(policy, apiId));
+  const throttle = throttleOf(policyCandidate(policy, apiId, () => [apiId]));
   return compileEndpoints(endpoints).map((matcher) => ({
     method: matcher.method,
     regex: matcher.regex,
@@ -233,7 +264,9 @@ export function effectiveLimits(
   const byOwnGrant = granting.length === 0;
   const policyPattern = byOwnGrant ? undefined : applied.find((policy) => policy.rate_limit_pattern)?.rate_limit_pattern;
   const pattern = policyPattern ?? sessionPattern(session);
-  const candidates = byOwnGrant ? [sessionCandidate(session, apiId, pattern !== null)] : granting.map((p) => policyCandidate(p, apiId));
+  let callable: readonly string[] | undefined;
+  const everyCallable = (): readonly string[] => (callable ??= callableApis(session, applied, apiId));
+  const candidates = byOwnGrant ? [sessionCandidate(session, apiId, applied, pattern !== null)] : granting.map((p) => policyCandidate(p, apiId, everyCallable));
   const winner = bestRate(candidates);
   return {
     endpointGroups: granting.map((policy) => endpointGroup(policy, apiId)).filter((group) => group.length > 0),

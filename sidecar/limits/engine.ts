@@ -6,6 +6,7 @@ import type { CompiledConfig } from '../../crds/compiled.ts';
 import { algorithmFor, algorithmMode, drlShare, usesHeartbeats, type AlgorithmMode } from './algorithm.ts';
 import type { LimitBackends } from './backends.ts';
 import { DrlBuckets } from './drl-buckets.ts';
+import { policyGlobalApis } from './effective-session.ts';
 import type { GatewayHeartbeat } from './heartbeat.ts';
 import { createLimitMetrics, type LimitMetrics } from './metrics.ts';
 import { isRateLimited, refusalFrom, toDecision, type Evaluated, type Step, type StepResult } from './outcome.ts';
@@ -79,12 +80,16 @@ const noLimits = (): Evaluated => ({ decision: { outcome: 'allowed', rate: null,
 /** The store counts; which resource set the quota is the explanation's business, not the store's. */
 const quotaOp = ({ source: _source, ...counted }: QuotaPlan): StoreOp => ({ kind: 'quota', ...counted });
 
-/** APIs a policy's global allowance shares with a served API: their gateways split it too. */
+/**
+ * APIs a policy's global allowance shares with a served API: their gateways split it too. What
+ * a key's own grant shares, or a Policy granting every API a key may call, the heartbeat learns
+ * from the limits it is asked to count (`GatewayHeartbeat.cover`).
+ */
 function sharedApis(config: CompiledConfig, served: ReadonlySet<string>): string[] {
   const shared = new Set<string>();
   for (const policy of Object.values(config.policies)) {
-    const granted = Object.keys(policy.access_rights);
-    if (granted.some((api) => served.has(api))) for (const api of granted) shared.add(api);
+    const covered = policyGlobalApis(policy);
+    if (covered.some((api) => served.has(api))) for (const api of covered) shared.add(api);
   }
   return [...shared];
 }
@@ -143,7 +148,7 @@ class Engine implements LimitEngine {
       this.#metrics.decisions.inc(algorithm, decision.outcome);
       return decision;
     }
-    const peersRead = this.#heartbeat?.readingNew ? this.#firstPeersRead(plan) : undefined;
+    const peersRead = this.#peersRead(plan);
     if (peersRead !== undefined) return peersRead.then(() => this.#decidePlanned(plan, started, signal));
     return this.#decidePlanned(plan, started, signal);
   }
@@ -156,12 +161,17 @@ class Engine implements LimitEngine {
 
   /**
    * The heartbeat's first reads of the live gateways of an API one of `plan`'s limits covers,
-   * under way since the API was loaded (or the gateway started): counted alone until then,
-   * this gateway would take a DRL limit's whole rate rather than its share.
+   * under way since the API was loaded (or the gateway started, or a limit covering it was
+   * first counted): counted alone until then, this gateway would take a DRL limit's whole rate
+   * rather than its share.
    */
-  #firstPeersRead(plan: RequestPlan): Promise<void> | undefined {
+  #peersRead(plan: RequestPlan): Promise<void> | undefined {
+    const heartbeat = this.#heartbeat;
+    if (!heartbeat?.running) return undefined;
+    for (const limit of plan.limits) if (limit.coverApis.length > 1) heartbeat.cover(limit.coverApis);
+    if (!heartbeat.readingNew) return undefined;
     for (const limit of plan.limits) {
-      const reading = this.#heartbeat!.firstReadOf(limit.coverApis);
+      const reading = heartbeat.firstReadOf(limit.coverApis);
       if (reading !== undefined) return reading;
     }
     return undefined;
@@ -236,6 +246,7 @@ class Engine implements LimitEngine {
   async explain(request: LimitRequest): Promise<LimitExplanation> {
     const nowMs = this.#now();
     const plan = this.#planner.plan(request, nowMs);
+    await this.#peersRead(plan);
     const read = await this.#read(plan, nowMs, { quota: true, drlWithoutPeer: false });
     const limits = read.steps.map(({ limit, algorithm, share }, i): LimitReading => {
       const drl = algorithm === 'drl';

@@ -58,6 +58,12 @@ export const SETS_PER_CALL = 100;
  */
 export const READ_AGAIN_MS = 250;
 
+/**
+ * Beats (about a minute) after which an API that no limit counted since covers is no longer
+ * read (`GatewayHeartbeat.cover`): keys name APIs no gateway serves, and stop being used.
+ */
+export const UNCOVERED_BEATS = 30;
+
 /** The promise, with a handler that keeps its failure from going unhandled until the caller awaits it. */
 function handled<T>(answer: Promise<T>): Promise<T> {
   answer.catch(() => undefined);
@@ -102,6 +108,16 @@ export class GatewayHeartbeat {
   readonly #ttlMs: number;
   #apis: readonly string[] = [];
   #watched: readonly string[] = [];
+  /** `#apis` and `#watched`, for `cover`'s look-ups. */
+  #known = new Set<string>();
+  /**
+   * APIs the limits counted cover beyond those: a key's own grant, a Policy granting every API
+   * a key may call (`cover`). Each with the beats since a limit last covered it: one no limit
+   * covered for `UNCOVERED_BEATS` is read no more.
+   */
+  readonly #covered = new Map<string, number>();
+  /** Coverage lists `cover` has looked at since the last beat (one list object per limit). */
+  #coverChecked = new WeakSet<readonly string[]>();
   #live = new Map<string, ReadonlySet<string>>();
   /** This gateway and its sibling workers: live in every set it serves, whatever Redis said last. */
   readonly #group: readonly string[];
@@ -138,7 +154,27 @@ export class GatewayHeartbeat {
     this.#apis = apiIds;
     const serving = new Set(apiIds);
     this.#watched = alsoWatch.filter((api) => !serving.has(api));
+    this.#known = new Set([...apiIds, ...this.#watched]);
+    for (const api of this.#known) this.#covered.delete(api);
+    this.#coverChecked = new WeakSet();
     if (this.#timer) this.#readFirst();
+  }
+
+  /**
+   * A limit about to be counted covers `apiIds`: those whose live gateways this one does not
+   * read yet are read from now on, first at once (`firstReadOf`, as for an API newly served),
+   * so the limit's split counts their gateways too. Cheap once per list object and beat.
+   */
+  cover(apiIds: readonly string[]): void {
+    if (this.#coverChecked.has(apiIds)) return;
+    this.#coverChecked.add(apiIds);
+    let added = false;
+    for (const api of apiIds) {
+      if (this.#known.has(api)) continue;
+      if (!this.#covered.has(api)) added = true;
+      this.#covered.set(api, 0);
+    }
+    if (added && this.#timer) this.#readFirst();
   }
 
   start(): void {
@@ -156,7 +192,7 @@ export class GatewayHeartbeat {
    */
   #readFirst(): boolean {
     let unread = 0;
-    for (const api of [...this.#apis, ...this.#watched]) {
+    for (const api of [...this.#apis, ...this.#watched, ...this.#covered.keys()]) {
       if (this.#live.has(api) || this.#unsettled.has(api)) continue;
       this.#unsettled.add(api);
       unread += 1;
@@ -233,7 +269,13 @@ export class GatewayHeartbeat {
     const perCall = redis.isCluster ? 1 : SETS_PER_CALL;
     const args = [String(nowMs + this.#ttlMs), instanceId, String(nowMs), String(this.#ttlMs)];
     const bounded = <T>(call: Promise<T>): Promise<T> => withTimeout(call, this.#timeoutMs);
-    const watched = this.#watched.map((api) =>
+    for (const [api, beats] of this.#covered) {
+      if (beats >= UNCOVERED_BEATS) this.#covered.delete(api);
+      else this.#covered.set(api, beats + 1);
+    }
+    // Each list still in use marks its APIs covered again at its next count.
+    this.#coverChecked = new WeakSet();
+    const watched = [...this.#watched, ...this.#covered.keys()].map((api) =>
       handled(bounded(redis.zrangebyscore(gatewayHeartbeatKey(api), `(${nowMs}`, '+inf')).then((members) => [api, new Set(members)] as const)),
     );
     const client = redis as unknown as BeatClient;

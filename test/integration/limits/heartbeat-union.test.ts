@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { gatewayHeartbeatKey } from '../../../common/redis-keys.ts';
-import { GatewayHeartbeat, liveGateways, SETS_PER_CALL } from '../../../sidecar/limits/heartbeat.ts';
+import { GatewayHeartbeat, liveGateways, SETS_PER_CALL, UNCOVERED_BEATS } from '../../../sidecar/limits/heartbeat.ts';
 import { testEnv } from '../../harness/index.ts';
 import { freePort } from '../../harness/ports.ts';
 
@@ -67,6 +67,37 @@ describe('live gateways over several APIs (a global allowance shared by them)', 
     expect(w0.count([x, y])).toBe(4);
     expect(w1.count([x])).toBe(4);
     expect(errors).toEqual([]);
+  });
+
+  it('reads the gateways of an API a counted limit covers, first at once, and no more once no limit has covered it for a while', { timeout: 10_000 }, async () => {
+    const [x, y] = [`x-${randomUUID()}`, `y-${randomUUID()}`];
+    const a = gateway('gw-a');
+    const b = gateway('gw-b');
+    a.serve([x]);
+    b.serve([y]);
+    await b.beat();
+    a.start();
+    try {
+      const both = [x, y];
+      expect(a.count(both)).toBe(1);
+      // y is neither served nor shared by a Policy here: a key's own grant covers it.
+      a.cover(both);
+      await a.firstReadOf(both);
+      expect(a.count(both)).toBe(2);
+      // Asked again for the same list, it reads on; a list no limit covers any more is dropped.
+      let read = 0;
+      for (let beat = 0; beat < UNCOVERED_BEATS; beat++) {
+        a.cover(both);
+        await a.beat();
+        read = a.count(both);
+      }
+      expect(read).toBe(2);
+      for (let beat = 0; beat <= UNCOVERED_BEATS; beat++) await a.beat();
+      expect(a.count(both)).toBe(1);
+      expect(errors).toEqual([]);
+    } finally {
+      await a.stop();
+    }
   });
 
   /** More APIs than one script call renews, so a beat takes several calls and turns. */
