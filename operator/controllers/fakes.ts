@@ -6,7 +6,7 @@ import { defaultGatewaySettings } from '../../crds/settings.ts';
 import type { ConfigMapWriter } from '../config/config-map-writer.ts';
 import type { FinalizerWriter } from '../kit/controllerutil.ts';
 import type { Request } from '../kit/reconciler.ts';
-import type { Source, WatchEvent } from '../kit/watch.ts';
+import { watchEvents, type Source, type WatchEvent } from '../kit/watch.ts';
 import { hashOfSecret, keySecret, keySecretName, ownedBy, SecretNameTakenError, type KeySecretStore } from '../keys/key-secrets.ts';
 import type { EventRecorder, EventType } from '../runtime/event-recorder.ts';
 import type { GwObject, GwStatus } from '../runtime/gw-object.ts';
@@ -53,7 +53,7 @@ export class MemorySource<T extends KubernetesObject> implements Source<T> {
   put(object: T, ownWrite = false): void {
     const old = this.#objects.get(keyOf(object));
     this.#objects.set(keyOf(object), object);
-    this.#emit({ kind: this.#kind, verb: old ? 'update' : 'add', object, old }, ownWrite);
+    for (const event of watchEvents(this.#kind, old ? 'update' : 'add', object, old)) this.#emit(event, ownWrite);
   }
 
   remove(namespace: string, name: string): void {

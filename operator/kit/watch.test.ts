@@ -2,7 +2,7 @@ import type { KubernetesObject } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { MemorySource } from '../controllers/fakes.ts';
 import type { Request } from './reconciler.ts';
-import { forObjects } from './watch.ts';
+import { forObjects, specChanged, watchEvents } from './watch.ts';
 
 type Obj = KubernetesObject & { spec?: object; status?: object };
 
@@ -38,6 +38,22 @@ describe("a controller's watch of its own kind", () => {
       source.put(object(change));
       expect(requests, JSON.stringify(change)).toHaveLength(2);
     }
+  });
+
+  it('takes an object made again under its name in a watch gap, which the re-list reports as an update, for a delete and an add', () => {
+    const { source, requests } = watched();
+    const before = object({ uid: 'first', resourceVersion: '5' }, { conditions: [{ type: 'Ready', status: 'True' }] });
+    source.put(before);
+    // Its generation is back at 1 and the status is empty: alike, it would read as a status write.
+    const again = object({ uid: 'second', resourceVersion: '9' });
+    expect(watchEvents('Thing', 'update', again, before)).toEqual([
+      { kind: 'Thing', verb: 'delete', object: before, old: before },
+      { kind: 'Thing', verb: 'add', object: again, old: undefined },
+    ]);
+    source.put(again);
+    // The first add's request, then the delete's and the add's (a status write would have made none).
+    expect(requests).toHaveLength(3);
+    expect(specChanged(watchEvents('Thing', 'update', again, before)[1]!)).toBe(true);
   });
 
   it('enqueues a delete, and an add', () => {

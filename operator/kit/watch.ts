@@ -15,6 +15,22 @@ export interface WatchEvent<T> {
   old: T | undefined;
 }
 
+/**
+ * The events one informer callback stands for. After a watch gap the informer lists again and
+ * reports an object deleted and made again under its name as an update of it: a new uid, its
+ * generation back at 1, which the predicates would take for a status write of the old one
+ * (and leave until the next resync). It is the old one's delete and the new one's add.
+ */
+export function watchEvents<T extends KubernetesObject>(kind: string, verb: Verb, object: T, old: T | undefined): WatchEvent<T>[] {
+  if (verb === 'update' && old !== undefined && old.metadata?.uid !== object.metadata?.uid) {
+    return [
+      { kind, verb: 'delete', object: old, old },
+      { kind, verb: 'add', object, old: undefined },
+    ];
+  }
+  return [{ kind, verb, object, old: verb === 'add' ? undefined : old }];
+}
+
 /** The version of an object whose change asked for a request, so an operator's own write can be told apart (operator/kit/own-writes.ts). */
 export interface Cause {
   kind: string;

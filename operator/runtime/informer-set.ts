@@ -2,7 +2,7 @@ import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, ty
 import type { Logger } from '../../common/logger.ts';
 import { RestartingInformer } from '../../common/restarting-informer.ts';
 import type { OwnWrites } from '../kit/own-writes.ts';
-import type { Source, Verb, WatchEvent } from '../kit/watch.ts';
+import { watchEvents, type Source, type Verb, type WatchEvent } from '../kit/watch.ts';
 import type { ResourceType } from './resources.ts';
 import { internRepeatedValues, StringPool } from './string-pool.ts';
 
@@ -161,10 +161,13 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
   #emit(object: T, verb: Verb): void {
     this.#trim(object);
     const old = this.#swapLastSeen(object, verb);
-    const event: WatchEvent<T> = { kind: this.#kind, verb, object, old: verb === 'add' ? undefined : old };
+    for (const event of watchEvents(this.#kind, verb, object, old)) this.#dispatch(event);
+  }
+
+  #dispatch(event: WatchEvent<T>): void {
     for (const handler of this.#cacheHandlers) handler(event);
-    if (verb === 'delete') this.#ownWrites?.forget(this.#kind, object);
-    else if (this.#ownWrites?.take(this.#kind, object)) return;
+    if (event.verb === 'delete') this.#ownWrites?.forget(this.#kind, event.object);
+    else if (this.#ownWrites?.take(this.#kind, event.object)) return;
     for (const handler of this.#handlers) handler(event);
   }
 }
