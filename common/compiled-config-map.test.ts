@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { apiIdLabelValue, apiNameOf, compiledApiId, configHash, configMapName, MANAGED_BY_SELECTOR } from './compiled-config-map.ts';
+import { apiNameOf, compiledApiId, configMapName, MANAGED_BY_SELECTOR } from './compiled-config-map.ts';
 
 describe('compiled ConfigMap contract', () => {
   it('names the ConfigMap gw-api-<name> and reads the ApiDefinition name back from it', () => {
@@ -10,14 +10,6 @@ describe('compiled ConfigMap contract', () => {
 
   it('selects the operator-managed objects by label', () => {
     expect(MANAGED_BY_SELECTOR).toBe('app.kubernetes.io/managed-by=gw-operator');
-  });
-
-  it('hashes api ids that are not valid label values', () => {
-    expect(apiIdLabelValue('abc-123')).toBe('abc-123');
-    const long = apiIdLabelValue('x'.repeat(100));
-    expect(long).toMatch(/^h-[0-9a-f]{40}$/);
-    expect(long).toBe(`h-${configHash('x'.repeat(100)).slice(0, 40)}`);
-    expect(apiIdLabelValue('a/b')).toMatch(/^h-/);
   });
 
   it('reads the api_id a compiled config carries, however long, even from a config that is otherwise invalid', () => {

@@ -32,10 +32,6 @@ export function apiNameOf(configMapName: string): string | undefined {
 
 export const configHash = (json: string): string => createHash('sha256').update(json).digest('hex');
 
-/** Label values are at most 63 characters of [A-Za-z0-9._-]; longer or other ids are hashed into one. */
-export function apiIdLabelValue(apiId: string): string {
-  return /^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$/.test(apiId) ? apiId : `h-${configHash(apiId).slice(0, 40)}`;
-}
 
 /**
  * The api_id of the API a compiled config carries, read from its JSON without validating

@@ -1,5 +1,6 @@
 import { stringify } from 'yaml';
 import { category, crdName } from '../kinds.ts';
+import { bounds } from '../schemas/common.ts';
 import type { KindSource } from '../schemas/index.ts';
 import { toStructural, type JsonSchema } from './structural.ts';
 
@@ -7,6 +8,8 @@ import { toStructural, type JsonSchema } from './structural.ts';
 export function buildCrd(source: KindSource): JsonSchema {
   const { info } = source;
   const spec = toStructural(source.spec);
+  const nameMax = source.name.maxLength;
+  const nameBound = nameMax !== null && nameMax < bounds.name ? nameMax : null;
   return {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -36,7 +39,7 @@ export function buildCrd(source: KindSource): JsonSchema {
               properties: {
                 apiVersion: { type: 'string', description: 'API version of the object: gw.dev/v1alpha1.' },
                 kind: { type: 'string', description: `Kind of the object: ${info.kind}.` },
-                metadata: { type: 'object' },
+                metadata: nameBound === null ? { type: 'object' } : { type: 'object', properties: { name: { type: 'string', maxLength: nameBound } } },
                 spec,
                 status: toStructural(source.status),
               },

@@ -8,6 +8,8 @@ import {
   httpMethodSchema,
   listMap,
   perPositiveRule,
+  policyRefField,
+  prefixedNameMaxLength,
   perSecondsField,
   rateField,
   ratePairRules,
@@ -332,7 +334,8 @@ export const apiDefinitionStatusSchema = z
   .object({
     ...statusBaseFields,
     api_id: z.string().max(128).optional().describe('The effective api_id (spec.api_id or its default).'),
-    policies: stringList(256).optional().describe('Policies granting this API (namespace/name).'),
+    // Each is compiled into the API's ConfigMap (900 KiB, at least ~300 bytes a Policy), which bounds them first.
+    policies: z.array(policyRefField).max(4096).optional().describe('Policies granting this API (namespace/name).'),
     configMap: z.string().max(bounds.name).optional().describe('ConfigMap holding the compiled gateway config of this API.'),
     listen_path: z.string().max(bounds.path).optional().describe('The listen path the gateways serve this API on (proxy.listen_path, or x-gw-api-gateway.server.listenPath of the OAS document), as last compiled.'),
     rate_limit: z
@@ -343,7 +346,7 @@ export const apiDefinitionStatusSchema = z
   })
   .describe('What the operator observed and compiled.');
 
-export const apiDefinitionSchema = resourceSchema('ApiDefinition', apiDefinitionSpecSchema, apiDefinitionStatusSchema);
+export const apiDefinitionSchema = resourceSchema('ApiDefinition', apiDefinitionSpecSchema, apiDefinitionStatusSchema, prefixedNameMaxLength);
 
 export type ApiDefinitionSpec = z.infer<typeof apiDefinitionSpecSchema>;
 export type ApiDefinitionStatus = z.infer<typeof apiDefinitionStatusSchema>;

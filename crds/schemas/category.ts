@@ -20,7 +20,7 @@ export const categoryStatusSchema = z
   .object({
     ...statusBaseFields,
     apis: countField.optional().describe('Number of ApiDefinitions in this category.'),
-    name: z.string().max(bounds.label).optional().describe('The category name in force: spec.name, or metadata.name where it is not set.'),
+    name: z.string().max(bounds.name).optional().describe('The category name in force: spec.name, or metadata.name where it is not set.'),
   })
   .describe('What the operator observed.');
 

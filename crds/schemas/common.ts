@@ -313,6 +313,16 @@ export const objectMetaSchema = z
 export type ObjectMeta = z.infer<typeof objectMetaSchema>;
 
 /**
+ * The longest name of an ApiDefinition or a Key: the operator names an object after it with a
+ * 7-character prefix (`gw-api-<name>`, its ConfigMap; `gw-key-<name>`, its Secret), which the
+ * API server refuses past 253 characters. Refused at apply rather than left without status.
+ */
+export const prefixedNameMaxLength = bounds.name - 'gw-api-'.length;
+
+/** A Policy as resources name it, `namespace/name`. */
+export const policyRefField = z.string().min(1).max(bounds.label + 1 + bounds.name);
+
+/**
  * The Ready condition's status in every kind's table, and its reason (why a resource is not
  * ready, or how it is) in `kubectl get -o wide`.
  */

@@ -23,17 +23,19 @@ export interface PrinterColumn {
 /** Everything the CRD generator needs about one kind. */
 export interface KindSource {
   info: KindInfo;
+  /** `metadata.name`, whose bound the CRD carries where it is below the API server's. */
+  name: z.ZodString;
   spec: z.ZodType;
   status: z.ZodType;
   columns: readonly PrinterColumn[];
 }
 
 export const kindSources: readonly KindSource[] = [
-  { info: kinds.ApiDefinition, spec: apiDefinitionSpecSchema, status: apiDefinitionStatusSchema, columns: apiDefinitionPrinterColumns },
-  { info: kinds.Policy, spec: policySpecSchema, status: policyStatusSchema, columns: policyPrinterColumns },
-  { info: kinds.Key, spec: keySpecSchema, status: keyStatusSchema, columns: keyPrinterColumns },
-  { info: kinds.Category, spec: categorySpecSchema, status: categoryStatusSchema, columns: categoryPrinterColumns },
-  { info: kinds.PortalProduct, spec: portalProductSpecSchema, status: portalProductStatusSchema, columns: portalProductPrinterColumns },
+  { info: kinds.ApiDefinition, name: apiDefinitionSchema.shape.metadata.shape.name, spec: apiDefinitionSpecSchema, status: apiDefinitionStatusSchema, columns: apiDefinitionPrinterColumns },
+  { info: kinds.Policy, name: policySchema.shape.metadata.shape.name, spec: policySpecSchema, status: policyStatusSchema, columns: policyPrinterColumns },
+  { info: kinds.Key, name: keySchema.shape.metadata.shape.name, spec: keySpecSchema, status: keyStatusSchema, columns: keyPrinterColumns },
+  { info: kinds.Category, name: categorySchema.shape.metadata.shape.name, spec: categorySpecSchema, status: categoryStatusSchema, columns: categoryPrinterColumns },
+  { info: kinds.PortalProduct, name: portalProductSchema.shape.metadata.shape.name, spec: portalProductSpecSchema, status: portalProductStatusSchema, columns: portalProductPrinterColumns },
 ];
 
 /** Whole-resource schema per kind: validates a manifest or an object read from the API server. */

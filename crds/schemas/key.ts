@@ -8,6 +8,8 @@ import {
   keyLimitFields,
   metaDataSchema,
   perPositiveRule,
+  policyRefField,
+  prefixedNameMaxLength,
   quotaField,
   ratePairRules,
   readyColumns,
@@ -83,7 +85,7 @@ export const keyStatusSchema = z
     ...statusBaseFields,
     key_hash: z.string().max(64).regex(new RegExp(keyHashPattern)).optional().describe('Hash of the key in effect (spec.key_hash or the generated key).'),
     secretName: z.string().max(bounds.name).optional().describe('Secret holding the generated raw key (kubectl-made keys only).'),
-    policies: stringList(16).optional().describe('Applied policies that exist (namespace/name).'),
+    policies: z.array(policyRefField).max(16).optional().describe('Applied policies that exist (namespace/name).'),
     sessionStored: z
       .boolean()
       .optional()
@@ -91,7 +93,7 @@ export const keyStatusSchema = z
   })
   .describe('What the operator observed and stored.');
 
-export const keySchema = resourceSchema('Key', keySpecSchema, keyStatusSchema);
+export const keySchema = resourceSchema('Key', keySpecSchema, keyStatusSchema, prefixedNameMaxLength);
 
 export type KeySpec = z.infer<typeof keySpecSchema>;
 export type KeyStatus = z.infer<typeof keyStatusSchema>;

@@ -31,7 +31,7 @@ export const portalProductStatusSchema = z
   .object({
     ...statusBaseFields,
     tags: countField.optional().describe('Number of tags on the product.'),
-    id: z.string().max(128).optional().describe('The product id in force: spec.id, or metadata.name where it is not set.'),
+    id: z.string().max(bounds.name).optional().describe('The product id in force: spec.id, or metadata.name where it is not set.'),
   })
   .describe('What the operator observed.');
 

@@ -1,7 +1,6 @@
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import {
   API_ID_LABEL,
-  apiIdLabelValue,
   CONFIG_HASH_ANNOTATION,
   CONFIG_KEY,
   configHash,
@@ -10,6 +9,7 @@ import {
   MANAGED_BY_LABEL,
   RETAIN_ANNOTATION,
 } from '../../common/compiled-config-map.ts';
+import { labelValueFor } from '../../common/label-value.ts';
 import { controllerReference, controllerUid } from '../kit/controllerutil.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
@@ -55,7 +55,7 @@ export function desiredConfigMap(api: GwObject<'ApiDefinition'>, apiId: string, 
     metadata: {
       name: configMapName(api.metadata.name),
       namespace: api.metadata.namespace,
-      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: apiIdLabelValue(apiId) },
+      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: labelValueFor(apiId) },
       annotations: { [CONFIG_HASH_ANNOTATION]: hash },
       ownerReferences: [controllerReference(api)],
     },

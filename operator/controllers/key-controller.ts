@@ -8,7 +8,8 @@ import type { KindController } from '../kit/controller.ts';
 import { addFinalizer, hasFinalizer, removeFinalizer, setStatus } from '../kit/controllerutil.ts';
 import { LeaseLapsedError, TerminalError, type Request, type Result } from '../kit/reconciler.ts';
 import { forObjects, owns, requestFor, specChanged, statusOnlyUpdate, watches, watchesStatus, type Watch, type WatchEvent } from '../kit/watch.ts';
-import { hashOfSecret, KEY_DATA, KEY_LABEL, keySecretName, SecretNameTakenError } from '../keys/key-secrets.ts';
+import { labelValueFor } from '../../common/label-value.ts';
+import { hashOfSecret, KEY_DATA, KEY_LABEL, keyNameOfSecret, keySecretName, SecretNameTakenError } from '../keys/key-secrets.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 import { readyCondition, type DesiredStatus, type StatusFields } from '../runtime/status.ts';
 import { keyHashOf, type ControllerContext } from './context.ts';
@@ -83,7 +84,7 @@ export class KeyController implements KindController {
         return [...hashes].flatMap((hash) => this.#othersNaming(hash, event.object)).map(requestFor);
       }),
       owns(secrets, (secret) => {
-        const keyName = secret.metadata?.labels?.[KEY_LABEL];
+        const keyName = secret.metadata?.labels?.[KEY_LABEL] ? keyNameOfSecret(secret.metadata.name ?? '') : undefined;
         return keyName ? { namespace: secret.metadata?.namespace ?? '', name: keyName } : undefined;
       }),
       // A policy appearing or going decides whether the keys naming it are Ready.
@@ -268,7 +269,7 @@ export class KeyController implements KindController {
     const secretName = keySecretName(key.metadata.name);
     // The cache holds only the operator's Secrets; one of this Key's is labelled with its name.
     const cached = this.#ctx.caches.secrets.get(key.metadata.namespace, secretName);
-    const secret = cached?.metadata?.labels?.[KEY_LABEL] === key.metadata.name ? cached : undefined;
+    const secret = cached?.metadata?.labels?.[KEY_LABEL] === labelValueFor(key.metadata.name) ? cached : undefined;
     let identity: KeyIdentity;
     if (specHash) {
       identity = { hash: specHash, secretName: undefined, staleSecret: secret !== undefined };

@@ -1,12 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { MANAGED_BY, MANAGED_BY_LABEL } from '../../common/compiled-config-map.ts';
+import { labelValueFor } from '../../common/label-value.ts';
 import { keyHash } from '../../crds/key-hash.ts';
 import { controllerReference, isConflict, isNotFound } from '../kit/controllerutil.ts';
 import type { OwnWrites } from '../kit/own-writes.ts';
 import type { GwObject } from '../runtime/gw-object.ts';
 
-export const keySecretName = (keyName: string): string => `gw-key-${keyName}`;
+const SECRET_PREFIX = 'gw-key-';
+export const keySecretName = (keyName: string): string => `${SECRET_PREFIX}${keyName}`;
+/** The Key a Secret of the operator's holds the raw key of: its label holds only a hash of a name too long for a label value. */
+export const keyNameOfSecret = (secretName: string): string | undefined => (secretName.startsWith(SECRET_PREFIX) ? secretName.slice(SECRET_PREFIX.length) : undefined);
 export const KEY_DATA = 'key';
 export const KEY_LABEL = 'gw.dev/key';
 
@@ -52,7 +56,7 @@ export function keySecret(key: GwObject<'Key'>, raw: string): { secret: V1Secret
     metadata: {
       name: keySecretName(key.metadata.name),
       namespace: key.metadata.namespace,
-      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [KEY_LABEL]: key.metadata.name },
+      labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [KEY_LABEL]: labelValueFor(key.metadata.name) },
       ownerReferences: [controllerReference(key)],
     },
     type: 'Opaque',

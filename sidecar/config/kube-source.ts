@@ -1,6 +1,7 @@
 import { CoreV1Api, makeInformer, type KubeConfig, type V1ConfigMap } from '@kubernetes/client-node';
 import { describeWatchError, RestartingInformer } from '../../common/restarting-informer.ts';
-import { API_ID_LABEL, apiIdLabelValue, compiledApiId, CONFIG_KEY, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { API_ID_LABEL, compiledApiId, CONFIG_KEY, MANAGED_BY_SELECTOR, RETAIN_ANNOTATION } from '../../common/compiled-config-map.ts';
+import { labelValueFor } from '../../common/label-value.ts';
 import type { Logger } from '../../common/logger.ts';
 import { byApiId, compiledConfigSchema, type CompiledConfig } from '../../crds/compiled.ts';
 import type { GatewaySettings } from '../../crds/settings.ts';
@@ -105,7 +106,7 @@ export class KubeConfigSource implements ConfigSource {
   constructor(options: KubeSourceOptions) {
     this.#options = options;
     this.#core = options.kubeConfig.makeApiClient(CoreV1Api);
-    this.#servedByLabel = options.apis === '*' ? '*' : new Map([...options.apis].map((apiId) => [apiIdLabelValue(apiId), apiId]));
+    this.#servedByLabel = options.apis === '*' ? '*' : new Map([...options.apis].map((apiId) => [labelValueFor(apiId), apiId]));
     const { namespace } = options;
     const informer = makeInformer<V1ConfigMap>(
       options.kubeConfig,

@@ -83,6 +83,20 @@ describe('invalid resources on the real API server', () => {
     expect(get.stderr).toContain('NotFound');
   });
 
+  it.each<[KindName, unknown]>([
+    ['ApiDefinition', { proxy }],
+    ['Key', {}],
+  ])('rejects a %s whose name leaves no room for the object named after it', async (kind, spec) => {
+    const name = `long-${'n'.repeat(242)}`;
+    const result = await apply(namespace, kind, name, spec);
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain('metadata.name');
+    expect(result.stderr).toContain('may not be more than 246');
+    expect((await kubectl(['get', kinds[kind].plural, name, '-n', namespace], { allowFail: true })).stderr).toContain('NotFound');
+    // One character shorter, it is taken.
+    expect((await apply(namespace, kind, name.slice(1), spec)).stderr).toBe('');
+  });
+
   it.each<[string, KindName, unknown, string, string]>([
     ['a negative smoothing step', 'Policy', { rate: 10, per: 1, smoothing: { ...smoothing, step: -1 } }, 'spec.smoothing.step', 'step must be set, at least 1, when smoothing is enabled, and at least 0 when it is off'],
     ['a negative smoothing step, switched off', 'Policy', { rate: 10, per: 1, smoothing: { enabled: false, step: -1 } }, 'spec.smoothing.step', 'step must be set, at least 1, when smoothing is enabled, and at least 0 when it is off'],

@@ -138,6 +138,37 @@ describe('operator: examples, configs, references, drift, keys', () => {
     expect(products).toEqual(expect.arrayContaining([expect.stringMatching(/^unnumbered-product\s+unnumbered-product\s+0\s+True\s/)]));
   });
 
+  it('takes every name the API server takes: the objects named after them, their labels and statuses fit', async () => {
+    // The longest of each: ApiDefinitions and Keys leave room for the gw-api-/gw-key- prefix.
+    const longest = (prefix: string, length: number): string => `${prefix}-${'n'.repeat(length - prefix.length - 1)}`;
+    const [apiName, keyName] = [longest('api', 246), longest('key', 246)];
+    const [policyName, categoryName, productName] = [longest('policy', 253), longest('category', 253), longest('product', 253)];
+    await api(apiName, 'long-names-api');
+    await c.create('Policy', ns, { metadata: { name: policyName }, spec: { rate: 5, per: 60, access_rights: { 'long-names-api': {} } } });
+    await c.create('Key', ns, { metadata: { name: keyName }, spec: { apply_policies: [policyName] } });
+    await c.create('Category', ns, { metadata: { name: categoryName }, spec: {} });
+    await c.create('PortalProduct', ns, { metadata: { name: productName }, spec: {} });
+
+    const served = await waitFor('the API compiled with the Policy', async () => {
+      const obj = await waitReady('ApiDefinition', apiName);
+      return Array.isArray(obj.status?.policies) && obj.status.policies.length === 1 ? obj : undefined;
+    });
+    expect(served.status?.policies).toEqual([`${ns}/${policyName}`]);
+    await expectCompiledConfigMap(apiName);
+    await waitReady('Policy', policyName);
+    expect((await waitReady('Key', keyName)).status?.policies).toEqual([`${ns}/${policyName}`]);
+    await expectGeneratedKey(keyName);
+    // Too long for a label value, the Key's name is labelled by its hash.
+    const secret = await c.core.readNamespacedSecret({ namespace: ns, name: `gw-key-${keyName}` });
+    expect(secret.metadata?.labels?.['gw.dev/key']).toMatch(/^h-[0-9a-f]{40}$/);
+    expect((await waitReady('Category', categoryName)).status?.name).toBe(categoryName);
+    expect((await waitReady('PortalProduct', productName)).status?.id).toBe(productName);
+
+    // A Secret of the Key's deleted by hand is made again: the Secret is traced back to its Key.
+    await c.core.deleteNamespacedSecret({ namespace: ns, name: `gw-key-${keyName}` });
+    await waitFor('the Secret made again', async () => (await c.core.readNamespacedSecret({ namespace: ns, name: `gw-key-${keyName}` }).catch(() => undefined))?.data?.key);
+  });
+
   it('an edited policy changes the config of every API it grants, and of the ones it stopped granting', async () => {
     const ids = [`${ns}-edit-a`, `${ns}-edit-b`];
     await api('edit-a', ids[0]!);

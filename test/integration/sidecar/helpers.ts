@@ -5,7 +5,8 @@ import { connect } from 'node:net';
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { Redis, type Cluster } from 'ioredis';
 import { pino } from 'pino';
-import { API_ID_LABEL, apiIdLabelValue, CONFIG_KEY, configMapName, MANAGED_BY, MANAGED_BY_LABEL } from '../../../common/compiled-config-map.ts';
+import { API_ID_LABEL, CONFIG_KEY, configMapName, MANAGED_BY, MANAGED_BY_LABEL } from '../../../common/compiled-config-map.ts';
+import { labelValueFor } from '../../../common/label-value.ts';
 import { RedisSessionStore } from '../../../common/session-store.ts';
 import type { CompiledApi, CompiledConfig, CompiledPolicy } from '../../../crds/compiled.ts';
 import { keyHash } from '../../../crds/key-hash.ts';
@@ -35,7 +36,7 @@ export async function writeConfigMap(namespace: string, apiId: string, data: str
   const core = kc.makeApiClient(CoreV1Api);
   const name = configMapName(apiId);
   const body = {
-    metadata: { name, namespace, labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: apiIdLabelValue(apiId) } },
+    metadata: { name, namespace, labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: labelValueFor(apiId) } },
     data: { [CONFIG_KEY]: data },
   };
   try {

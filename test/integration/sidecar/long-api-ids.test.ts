@@ -1,6 +1,7 @@
 import { CoreV1Api } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { API_ID_LABEL, apiIdLabelValue, CONFIG_KEY, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../../common/compiled-config-map.ts';
+import { API_ID_LABEL, CONFIG_KEY, configMapName, MANAGED_BY, MANAGED_BY_LABEL, RETAIN_ANNOTATION } from '../../../common/compiled-config-map.ts';
+import { labelValueFor } from '../../../common/label-value.ts';
 import type { RunningSidecar } from '../../../sidecar/app.ts';
 import { releaseRetained } from '../../../sidecar/resources/retained-config-maps.ts';
 import { createNamespace, kubeConfig } from '../../harness/index.ts';
@@ -31,7 +32,7 @@ describe('an api_id longer than 63 characters', () => {
 
   it('is logged, counted and reported as itself, never as its hashed label', async () => {
     const api = compiledApi(`${uniqueId('api')}-${'x'.repeat(70)}`, 'http://127.0.0.1:1');
-    const label = apiIdLabelValue(api.api_id);
+    const label = labelValueFor(api.api_id);
     expect(label).toMatch(/^h-[0-9a-f]{40}$/);
     await writeConfigMap(namespace, api.api_id, JSON.stringify(compiledConfig([api])));
     await eventually(servesApi(sidecar, api.api_id), 10_000, 'the long api_id served');
@@ -62,7 +63,7 @@ describe('an api_id longer than 63 characters', () => {
         metadata: {
           name: configMapName(api.api_id),
           namespace,
-          labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: apiIdLabelValue(api.api_id) },
+          labels: { [MANAGED_BY_LABEL]: MANAGED_BY, [API_ID_LABEL]: labelValueFor(api.api_id) },
           annotations: { [RETAIN_ANNOTATION]: 'true' },
         },
         data: { [CONFIG_KEY]: JSON.stringify(compiledConfig([api])) },
