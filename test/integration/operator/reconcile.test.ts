@@ -169,6 +169,24 @@ describe('operator: examples, configs, references, drift, keys', () => {
     await waitFor('the Secret made again', async () => (await c.core.readNamespacedSecret({ namespace: ns, name: `gw-key-${keyName}` }).catch(() => undefined))?.data?.key);
   });
 
+  it('lists every Policy granting an API in its status, past the 256 it once stopped at', async () => {
+    await api('crowded-grants', 'crowded-grants-api');
+    const policies = Array.from({ length: 300 }, (_, i) => ({
+      apiVersion: 'gw.dev/v1alpha1',
+      kind: 'Policy',
+      metadata: { name: `grant-${i}` },
+      spec: { rate: 5, per: 60, access_rights: { 'crowded-grants-api': {} } },
+    }));
+    await kubectl(['apply', '-n', ns, '-f', '-'], { input: JSON.stringify({ apiVersion: 'v1', kind: 'List', items: policies }) });
+    const listed = await waitFor('all 300 in the status', async () => {
+      const obj = await c.get('ApiDefinition', ns, 'crowded-grants');
+      return Array.isArray(obj?.status?.policies) && obj.status.policies.length === 300 ? obj.status.policies : undefined;
+    }, 60_000);
+    expect(new Set(listed)).toEqual(new Set(policies.map((p) => `${ns}/${p.metadata.name}`)));
+    await expectCompiledConfigMap('crowded-grants');
+    await kubectl(['delete', 'policies', '-n', ns, ...policies.map((p) => p.metadata.name), '--wait=false']);
+  });
+
   it('an edited policy changes the config of every API it grants, and of the ones it stopped granting', async () => {
     const ids = [`${ns}-edit-a`, `${ns}-edit-b`];
     await api('edit-a', ids[0]!);
