@@ -126,8 +126,13 @@ export class GatewayHeartbeat {
   #timer: NodeJS.Timeout | undefined;
   /** The sets newly served or watched, until their first reads are done (`firstReadOf`). */
   readonly #unsettled = new Set<string>();
-  /** Those first reads: a beat now and one `READ_AGAIN_MS` after it. */
+  /** Those first reads: a beat now and one `READ_AGAIN_MS` after it; the latest cycle of them. */
   #firstReads: Promise<void> | undefined;
+  /** A cycle asked for while another runs: it starts when that one ends, and reads every set asked for until then. */
+  #queuedReads: Promise<void> | undefined;
+  /** Beats started, and the one whose reads `#live` holds: the interval's beat and a first read's may overlap. */
+  #beatsStarted = 0;
+  #liveFrom = 0;
   /** Counts the times this gateway left its sets (`stop`): a beat still sending then sends no more, so none renews it after. */
   #departures = 0;
   #timeoutMs = defaultGatewaySettings.redis_timeout_ms;
@@ -188,7 +193,9 @@ export class GatewayHeartbeat {
    * The sets not read yet are read at once and again `READ_AGAIN_MS` later, and a DRL decision
    * on one of their APIs waits for both (`firstReadOf`): counted alone, or with only the
    * gateways that loaded the API a moment earlier, this gateway would take more than its share.
-   * False when every set was read before.
+   * False when every set was read before. One cycle runs at a time, and one more waits for it:
+   * keys first met after a start cover new APIs request after request, and a cycle each would
+   * read every set again each time.
    */
   #readFirst(): boolean {
     let unread = 0;
@@ -198,11 +205,16 @@ export class GatewayHeartbeat {
       unread += 1;
     }
     if (unread === 0) return false;
+    if (this.#queuedReads) return true;
+    const running = this.#firstReads;
     const reads = (async (): Promise<void> => {
+      if (running) await running;
+      this.#queuedReads = undefined;
       await this.beat();
       await sleep(READ_AGAIN_MS, undefined, { ref: false });
       if (this.#timer) await this.beat();
     })();
+    if (running) this.#queuedReads = reads;
     this.#firstReads = reads;
     void reads.finally(() => {
       // A later first read covers these sets too: it reads every set served.
@@ -285,6 +297,7 @@ export class GatewayHeartbeat {
       return bounded(reply).then((live) => served.map((api, k) => [api, new Set([...this.#group, ...(live[k] ?? [])])] as const));
     };
     const departures = this.#departures;
+    const started = ++this.#beatsStarted;
     try {
       const renewed = await sendInTurns(
         apis,
@@ -292,10 +305,14 @@ export class GatewayHeartbeat {
         () => this.#departures === departures,
       );
       if (!renewed) return;
-      this.#live = new Map([...(await Promise.all(watched)), ...renewed.flat()]);
-      this.#unions = new WeakMap();
+      const live = new Map([...(await Promise.all(watched)), ...renewed.flat()]);
       // A beat with no set to renew or read asked Redis nothing.
       if (apis.length > 0 || watched.length > 0) this.#options.reporter.succeeded();
+      // A beat that started before the one whose counts are in force read fewer sets, or older members.
+      if (started < this.#liveFrom) return;
+      this.#liveFrom = started;
+      this.#live = live;
+      this.#unions = new WeakMap();
     } catch (error) {
       // The last known counts stay in force until Redis answers again.
       this.#options.reporter.failed(error);

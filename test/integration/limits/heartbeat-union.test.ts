@@ -100,6 +100,39 @@ describe('live gateways over several APIs (a global allowance shared by them)', 
     }
   });
 
+  it('reads the sets of APIs covered request after request in one waiting cycle, not a cycle each', { timeout: 10_000 }, async () => {
+    const x = `x-${randomUUID()}`;
+    const others = Array.from({ length: 20 }, (_, i) => `y${i}-${randomUUID()}`);
+    const b = gateway('gw-b');
+    b.serve(others);
+    await b.beat();
+    // A client of its own whose set reads are counted.
+    const counted = new Redis(testEnv().redisUrl, { maxRetriesPerRequest: 1 });
+    const read = counted.zrangebyscore.bind(counted);
+    let reads = 0;
+    counted.zrangebyscore = ((...args: Parameters<typeof read>) => ((reads += 1), read(...args))) as typeof counted.zrangebyscore;
+    const a = new GatewayHeartbeat({ redis: counted, instanceId: 'gw-a', intervalMs: 60_000, now: Date.now, reporter: { failed: (error) => errors.push(error), succeeded: () => undefined } });
+    a.serve([x]);
+    a.start();
+    try {
+      await a.firstReadOf([x]);
+      // Keys first met one request after another, each covering x and an API of b's.
+      const lists = others.map((other) => [x, other]);
+      for (const list of lists) {
+        a.cover(list);
+        await nextTurn();
+      }
+      await a.firstReadOf(lists.at(-1)!);
+      expect(lists.map((list) => a.count(list))).toEqual(lists.map(() => 2));
+      // The cycle the first cover started, and one more for all the rest: two beats each, of at most 20 sets.
+      expect(reads).toBeLessThanOrEqual(2 * 2 * others.length);
+      expect(errors).toEqual([]);
+    } finally {
+      await a.stop();
+      counted.disconnect();
+    }
+  });
+
   /** More APIs than one script call renews, so a beat takes several calls and turns. */
   const manyApis = (): string[] => {
     const run = randomUUID();
