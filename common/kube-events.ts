@@ -10,7 +10,7 @@ export interface EventNote {
   type: 'Normal' | 'Warning';
   reason: string;
   action: string;
-  /** Never a raw key (docs/architecture.md#security). Cut to the API server's 1 kB limit. */
+  /** Never a raw key (docs/architecture.md#security). Cut to the API server's limit of 1,024 bytes of UTF-8. */
   note: string;
   /**
    * Notes with one series key (and the same object, type and reason) within the window are
@@ -57,13 +57,24 @@ interface WrittenEvent {
   lastObserved: Date;
 }
 
-const NOTE_LIMIT = 1024;
+/** The API server counts the note's UTF-8 bytes, not its characters. */
+const NOTE_LIMIT_BYTES = 1024;
 const DEFAULT_MAX_SERIES = 5_000;
 /** Tries of one write (two API calls each at most) while it races other writers or passes ended series. */
 const MAX_ATTEMPTS = 8;
 
 const digest = (text: string, length: number): string => createHash('sha256').update(text).digest('hex').slice(0, length);
 const apiCode = (err: unknown): number | undefined => (err as { code?: number }).code;
+
+/** The longest start of `text` within `limit` UTF-8 bytes that ends on a whole character. */
+export function truncateUtf8(text: string, limit: number): string {
+  const bytes = Buffer.from(text, 'utf8');
+  if (bytes.length <= limit) return text;
+  let end = limit;
+  // A continuation byte (10xxxxxx) at the cut means the character that owns it does not fit.
+  while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end -= 1;
+  return bytes.subarray(0, end).toString('utf8');
+}
 
 /**
  * Both binaries' Events, written as events.k8s.io/v1. Repeats of one note update that
@@ -280,7 +291,7 @@ export class KubeEventWriter {
       reason,
       type,
       action,
-      note: note.slice(0, NOTE_LIMIT),
+      note: truncateUtf8(note, NOTE_LIMIT_BYTES),
       reportingController: this.#options.controller,
       reportingInstance: this.#options.instance,
     };

@@ -49,4 +49,15 @@ describe('operator Events (events.k8s.io/v1, as kubectl get events shows them)',
     });
     expect(events.find((e) => e.reason === 'Ready')).toMatchObject({ type: 'Normal', message: 'compiled into 1 API' });
   });
+
+  it('a note beyond 1,024 bytes of UTF-8 is cut on a character boundary, not refused', async () => {
+    const namespace = await createNamespace('op-events');
+    recorder = new KubeEventRecorder(kubeConfig(), 'operator-pod-a', quietLogger);
+    const api = { apiVersion: 'gw.dev/v1alpha1', kind: 'ApiDefinition', metadata: { name: 'accents', namespace, uid: '5d1b0c7e-2222-4333-8444-955566667778' } };
+    recorder.record(api, 'Warning', 'InvalidRegex', `invalid regex ${'é'.repeat(900)}`);
+    await eventually(async () => (await eventsIn(namespace)).length === 1, 10_000, 'the event');
+    const [event] = await eventsIn(namespace);
+    expect(Buffer.byteLength(event!.message)).toBeLessThanOrEqual(1024);
+    expect(event!.message).toBe(`invalid regex ${'é'.repeat(505)}`);
+  });
 });
