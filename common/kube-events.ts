@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { EventsV1Api, PatchStrategy, V1MicroTime, setHeaderOptions, type EventsV1Event, type KubeConfig, type V1ObjectReference } from '@kubernetes/client-node';
 import { flatKey } from './flat-key.ts';
+import { isNamespaceTerminating } from './kube.ts';
 import type { Logger } from './logger.ts';
 import { TokenBucket } from './token-bucket.ts';
 
@@ -182,7 +183,9 @@ export class KubeEventWriter {
     } catch (err) {
       series.pending -= pending;
       this.#options.onWrite?.(reason, 'failed');
-      this.#options.logger.warn({ err, reason, regarding: series.first.regarding }, 'Event not written');
+      // Deleting a namespace refuses an Event about each of its objects; the Events would go with it.
+      const level = isNamespaceTerminating(err) ? 'debug' : 'warn';
+      this.#options.logger[level]({ err, reason, regarding: series.first.regarding }, 'Event not written');
     }
   }
 

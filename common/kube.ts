@@ -1,4 +1,4 @@
-import { type ApiConstructor, type ApiType, createConfiguration, KubeConfig, ServerConfiguration, setHeaderMiddleware } from '@kubernetes/client-node';
+import { ApiException, type ApiConstructor, type ApiType, createConfiguration, KubeConfig, ServerConfiguration, setHeaderMiddleware } from '@kubernetes/client-node';
 import packageJson from '../package.json' with { type: 'json' };
 
 /** The gw program a Kubernetes client works for. */
@@ -66,3 +66,9 @@ export function loadKubeConfig(component: GwComponent, kubeconfigPath?: string):
   return kc;
 }
 
+/**
+ * A write refused because its namespace is being deleted: the API server's 403 names the cause
+ * `NamespaceTerminating`. Retrying cannot help; the namespace's objects go with it.
+ */
+export const isNamespaceTerminating = (error: unknown): boolean =>
+  error instanceof ApiException && error.code === 403 && String(error.body).includes('"NamespaceTerminating"');

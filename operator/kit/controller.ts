@@ -1,9 +1,9 @@
 import type { Logger } from '../../common/logger.ts';
+import { isNamespaceTerminating } from '../../common/kube.ts';
 import type { KindName } from '../../crds/kinds.ts';
 import type { OperatorMetrics } from '../runtime/metrics.ts';
 import { WorkQueue } from '../runtime/work-queue.ts';
 import { errorMessage } from '../runtime/informer-set.ts';
-import { isNamespaceTerminating } from './controllerutil.ts';
 import { LeaseLapsedError, requestKey, requestOf, TerminalError, type Reconciler, type Result } from './reconciler.ts';
 import type { OwnWrites } from './own-writes.ts';
 import type { Cause, Watch } from './watch.ts';

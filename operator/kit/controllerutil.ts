@@ -78,10 +78,3 @@ export const controllerUid = (obj: { metadata?: { ownerReferences?: V1OwnerRefer
 export const isNotFound = (error: unknown): boolean => error instanceof ApiException && error.code === 404;
 
 export const isConflict = (error: unknown): boolean => error instanceof ApiException && error.code === 409;
-
-/**
- * A write refused because its namespace is being deleted: the API server's 403 names the cause
- * `NamespaceTerminating`. Retrying cannot help; the namespace's objects go with it.
- */
-export const isNamespaceTerminating = (error: unknown): boolean =>
-  error instanceof ApiException && error.code === 403 && String(error.body).includes('"NamespaceTerminating"');

@@ -1,3 +1,4 @@
+import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { KubeEventRecorder } from '../../../operator/runtime/event-recorder.ts';
 import { createNamespace, kubeConfig, kubectl } from '../../harness/index.ts';
@@ -59,5 +60,20 @@ describe('operator Events (events.k8s.io/v1, as kubectl get events shows them)',
     const [event] = await eventsIn(namespace);
     expect(Buffer.byteLength(event!.message)).toBeLessThanOrEqual(1024);
     expect(event!.message).toBe(`invalid regex ${'é'.repeat(505)}`);
+  });
+
+  it('an Event refused because its namespace is being deleted is logged at debug, not warned about', async () => {
+    const namespace = await createNamespace('op-events');
+    // The harness runs no namespace controller: the namespace stays Terminating, refusing writes.
+    expect((await kubectl(['delete', 'namespace', namespace, '--wait=false'])).code).toBe(0);
+    const lines: { level: number; msg: string }[] = [];
+    const logger = pino({ level: 'debug' }, { write: (line: string) => lines.push(JSON.parse(line) as { level: number; msg: string }) });
+    recorder = new KubeEventRecorder(kubeConfig(), 'operator-pod-a', logger);
+    const key = { apiVersion: 'gw.dev/v1alpha1', kind: 'Key', metadata: { name: 'k1', namespace, uid: '5d1b0c7e-2222-4333-8444-955566667779' } };
+    recorder.record(key, 'Normal', 'Deleted', 'session removed');
+    const notWritten = (): { level: number }[] => lines.filter((line) => line.msg === 'Event not written');
+    await eventually(async () => notWritten().length === 1, 10_000, 'the refused write');
+    await recorder.close();
+    expect(notWritten().map((line) => line.level)).toEqual([pino.levels.values.debug]);
   });
 });
