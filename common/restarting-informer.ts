@@ -92,7 +92,8 @@ export class RestartingInformer<T extends KubernetesObject> {
 }
 
 /**
- * A watch error in a few words for a status report: the HTTP status the API server answered
+ * A watch error (or any failed API call: the operator's reconciles name theirs so) in a few
+ * words for a status report or a log line: the HTTP status the API server answered
  * (and its Status message, which names the user and verb refused), or the connection's error
  * code. Never the error's whole text: client-node's carries the response's headers.
  */

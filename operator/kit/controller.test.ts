@@ -174,6 +174,23 @@ describe('Controller', () => {
     await controller.stop();
   });
 
+  it('logs an API server refusal once at warn by its code and Status message, though each response has its own headers', async () => {
+    const runs: string[] = [];
+    const status = JSON.stringify({ kind: 'Status', code: 422, reason: 'Invalid', message: 'ConfigMap "gw-api-a" is invalid: data: Too long' });
+    const { source, controller, logged } = harness(async ({ name }) => {
+      runs.push(name);
+      throw new ApiException(422, `HTTP-Code: 422\nMessage: Unknown API Status Code!\nBody: ${status}\nHeaders: {"audit-id":"${runs.length}"}`, status, { 'audit-id': String(runs.length) });
+    });
+    source.put(thing('a'));
+    controller.start();
+    await until(() => runs.length === 4);
+    const warnings = logged.filter((line) => line.level === 40);
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatchObject({ reason: '422 Unprocessable Entity: ConfigMap "gw-api-a" is invalid: data: Too long' });
+    expect(warnings[0]).not.toHaveProperty('err');
+    await controller.stop();
+  });
+
   it('does not retry a write its namespace refused as being deleted', async () => {
     const runs: string[] = [];
     const terminating = new ApiException(403, 'Forbidden', JSON.stringify({ kind: 'Status', reason: 'Forbidden', code: 403, details: { causes: [{ reason: 'NamespaceTerminating', message: 'namespace ns is being terminated' }] } }), {});

@@ -1,9 +1,10 @@
 import type { Logger } from '../../common/logger.ts';
+import { describeWatchError } from '../../common/restarting-informer.ts';
+import { ApiException } from '@kubernetes/client-node';
 import { isNamespaceTerminating } from '../../common/kube.ts';
 import type { KindName } from '../../crds/kinds.ts';
 import type { OperatorMetrics } from '../runtime/metrics.ts';
 import { WorkQueue } from '../runtime/work-queue.ts';
-import { errorMessage } from '../runtime/informer-set.ts';
 import { LeaseLapsedError, requestKey, requestOf, TerminalError, type Reconciler, type Result } from './reconciler.ts';
 import type { OwnWrites } from './own-writes.ts';
 import type { Cause, Watch } from './watch.ts';
@@ -148,7 +149,7 @@ export class Controller {
         return;
       }
       if (isNamespaceTerminating(error)) {
-        this.#log.debug({ object: key, reason: errorMessage(error) }, 'reconcile stopped: the namespace is being deleted');
+        this.#log.debug({ object: key, reason: describeWatchError(error) }, 'reconcile stopped: the namespace is being deleted');
         return;
       }
       this.#logRetry(key, error);
@@ -161,16 +162,20 @@ export class Controller {
   /**
    * A failure is logged at warn with its stack once; its retries failing the same way are
    * logged at debug. With Redis away, 500 Keys retrying with backoff logged 3,000 stacks in
-   * 25 s, which buried the one line that said Redis was away.
+   * 25 s, which buried the one line that said Redis was away. An API server's refusal is told
+   * by its code and Status message, without a stack: client-node's message carries the
+   * response's headers (audit-id, date), new on every retry, so a 422 had been a new warning
+   * with its headers each time.
    */
   #logRetry(key: string, error: unknown): void {
-    const message = errorMessage(error);
+    const message = describeWatchError(error);
     if (this.#lastFailure.get(key) === message) {
       this.#log.debug({ object: key, reason: message }, 'reconcile failed again; will retry');
       return;
     }
     this.#lastFailure.set(key, message);
-    this.#log.warn({ object: key, err: error }, 'reconcile failed; will retry');
+    if (error instanceof ApiException) this.#log.warn({ object: key, reason: message }, 'reconcile failed; will retry');
+    else this.#log.warn({ object: key, err: error }, 'reconcile failed; will retry');
   }
 
   #putOff(key: string): void {

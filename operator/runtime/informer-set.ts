@@ -171,7 +171,3 @@ export class InformerSet<T extends KubernetesObject> implements Source<T> {
     for (const handler of this.#handlers) handler(event);
   }
 }
-
-export function errorMessage(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
