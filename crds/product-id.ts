@@ -1,11 +1,15 @@
-/** What finding a PortalProduct by a tag path's `product_id` reads of it. */
-export interface ProductAddress {
+/** What ranks one of several resources claiming one id (a product_id, an api_id). */
+export interface Claimant {
   namespace: string | undefined;
   name: string;
-  /** `spec.id`, when the product gives one. */
-  id: string | null;
   /** When it was created, in ms (`metadata.creationTimestamp`); null where there is none (a folder's YAML). */
   createdMs: number | null;
+}
+
+/** What finding a PortalProduct by a tag path's `product_id` reads of it. */
+export interface ProductAddress extends Claimant {
+  /** `spec.id`, when the product gives one. */
+  id: string | null;
 }
 
 /** `metadata.creationTimestamp` in ms, as an informer (a Date) or a list's JSON (a string) gives it. */
@@ -15,8 +19,11 @@ export const createdMsOf = (created: string | Date | undefined): number | null =
   return Number.isNaN(ms) ? null : ms;
 };
 
-/** Whether `a` comes before `b`: the older, then by namespace, then name (code-unit order). */
-const before = (a: ProductAddress, b: ProductAddress): boolean => {
+/**
+ * Whether `a` holds an id `b` claims too: the older, then by namespace, then name (code-unit
+ * order), as the compile step settles an api_id between ApiDefinitions (`DuplicateApiId`).
+ */
+export const claimsBefore = (a: Claimant, b: Claimant): boolean => {
   if (a.createdMs !== null && b.createdMs !== null && a.createdMs !== b.createdMs) return a.createdMs < b.createdMs;
   const [an, bn] = [a.namespace ?? '', b.namespace ?? ''];
   return an === bn ? a.name < b.name : an < bn;
@@ -37,8 +44,8 @@ export function productNamed<T>(items: readonly T[], productId: string, view: (i
   for (const item of items) {
     const address = view(item);
     if (address === null) continue;
-    if (address.id === productId && (byId === undefined || before(address, byId.address))) byId = { item, address };
-    if (address.name === productId && (byName === undefined || before(address, byName.address))) byName = { item, address };
+    if (address.id === productId && (byId === undefined || claimsBefore(address, byId.address))) byId = { item, address };
+    if (address.name === productId && (byName === undefined || claimsBefore(address, byName.address))) byName = { item, address };
   }
   return (byId ?? byName)?.item;
 }

@@ -13,7 +13,12 @@ describe('apiEntryOf', () => {
       { metadata: { name: 'pets', namespace: 'shop' }, spec: { api_id: 'pets-v1', categories: ['animals'], oas: { openapi: '3.0.3' } } },
       'default',
     );
-    expect(entry).toEqual({ apiId: 'pets-v1', namespace: 'shop', name: 'pets', oas: true, categories: ['animals'] });
+    expect(entry).toEqual({ apiId: 'pets-v1', namespace: 'shop', name: 'pets', oas: true, categories: ['animals'], createdMs: null });
+  });
+
+  it('reads when the definition was created, which settles an api_id two claim', () => {
+    const created = apiEntryOf({ metadata: { name: 'pets', creationTimestamp: '2026-01-02T03:04:05Z' }, spec: {} }, 'shop');
+    expect(created?.createdMs).toBe(Date.parse('2026-01-02T03:04:05Z'));
   });
 
   it("uses the contract's default api_id (first 24 hex of sha256 of namespace/name)", () => {

@@ -17,7 +17,7 @@ import type { ApiEntry, CategoryEntry } from './types.ts';
 const apiShape = apiDefinitionSpecSchema.shape;
 
 const apiView = z.object({
-  metadata: objectMetaSchema,
+  metadata: objectMetaSchema.extend({ creationTimestamp: z.string().optional().catch(undefined) }),
   spec: z
     .object({
       api_id: apiShape.api_id.catch(undefined),
@@ -51,6 +51,7 @@ export function apiEntryOf(object: unknown, fallbackNamespace: string): ApiEntry
     oas: spec.oas !== undefined && spec.oas !== null,
     // A category listed twice is one category of the API, in both reads.
     categories: [...new Set(spec.categories ?? [])],
+    createdMs: createdMsOf(metadata.creationTimestamp),
   };
 }
 

@@ -62,8 +62,8 @@ describe('FolderResourceStore', () => {
 
   it('lists APIs and categories across every YAML file', async () => {
     expect(await store.listApis()).toEqual([
-      { apiId: 'pets', namespace: 'default', name: 'pets', oas: false, categories: ['animals'] },
-      { apiId: 'toys', namespace: 'shop', name: 'toys', oas: true, categories: ['animals', 'fun'] },
+      { apiId: 'pets', namespace: 'default', name: 'pets', oas: false, categories: ['animals'], createdMs: null },
+      { apiId: 'toys', namespace: 'shop', name: 'toys', oas: true, categories: ['animals', 'fun'], createdMs: null },
     ]);
     expect(await store.listCategories()).toEqual([{ namespace: 'default', name: 'empty-one' }]);
   });

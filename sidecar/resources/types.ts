@@ -15,6 +15,8 @@ export interface ApiEntry {
   /** The definition is an OAS one (`spec.oas`), not classic. */
   oas: boolean;
   categories: readonly string[];
+  /** When it was created, in ms; null where there is none (a folder's YAML). Of two claiming one api_id, the older holds it. */
+  createdMs: number | null;
 }
 
 /** A Category resource: its category name (spec.name, else metadata.name). */

@@ -159,3 +159,42 @@ describe('category reads with TokenReview and SubjectAccessReview', () => {
     }
   });
 });
+
+describe('category reads of an api_id two ApiDefinitions claim', () => {
+  let namespace: string;
+  let redis: Redis;
+  let admin: AdminServer;
+  const tokens = { holderReader: '', copyReader: '', lister: '' };
+
+  beforeAll(async () => {
+    namespace = await createNamespace('admin-cats-dup');
+    // The holder is the older; the copy, applied a second later (creationTimestamp counts
+    // seconds), comes first by name and so first in the API server's list.
+    await kubectl(['apply', '-f', '-'], { input: petsOasApi(`{ name: zz-holder, namespace: ${namespace} }`, 'dup-oas', ['served']) });
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
+    await kubectl(['apply', '-f', '-'], { input: petsOasApi(`{ name: aa-copy, namespace: ${namespace} }`, 'dup-oas', ['copy-only']) });
+    tokens.holderReader = await serviceAccountToken(namespace, 'holder-reader', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions'], resourceNames: ['zz-holder'], verbs: ['get'] }]);
+    tokens.copyReader = await serviceAccountToken(namespace, 'copy-reader', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions'], resourceNames: ['aa-copy'], verbs: ['get'] }]);
+    tokens.lister = await serviceAccountToken(namespace, 'lister', [{ apiGroups: ['gw.dev'], resources: ['apidefinitions', 'categories'], verbs: ['list'] }]);
+    redis = await connected(testRedis());
+    admin = await startAdmin(clusterDeps(namespace, redis).deps);
+  });
+
+  afterAll(async () => {
+    await admin?.close();
+    redis?.disconnect();
+  });
+
+  it("answers the holder's categories, to a reader of the holder, and not to a reader of the copy only", async () => {
+    const path = '/api/apis/oas/dup-oas/categories';
+    const holder = await admin.call('GET', path, { headers: [['Authorization', `Bearer ${tokens.holderReader}`]] });
+    expect(holder.status).toBe(200);
+    expect(holder.json).toEqual({ categories: ['served'] });
+    expect((await admin.call('GET', path, { headers: [['Authorization', `Bearer ${tokens.copyReader}`]] })).status).toBe(403);
+  });
+
+  it("counts only the holder's categories", async () => {
+    const res = await admin.call('GET', '/api/apis/categories', { headers: [['Authorization', `Bearer ${tokens.lister}`]] });
+    expect(res.json).toEqual({ categories: [{ name: 'served', count: 1 }] });
+  });
+});
