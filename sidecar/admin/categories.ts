@@ -36,7 +36,7 @@ export async function apiCategories(ctx: HandlerContext): Promise<Reply> {
   const { req, deps, path } = ctx;
   const principal = await requireBearer(req, deps.auth.bearer);
   const apiId = pathId(ctx.params.apiId!, 'apiId');
-  const api = holders(await retrieve(() => deps.resources.listApis())).get(apiId);
+  const api = holders(await retrieve(() => deps.resources.apisWithId(apiId))).get(apiId);
   if (!api?.oas) {
     await requireAccess(principal, scopeChecks(deps.resources.namespaces, 'get', 'apidefinitions'), path);
     throw new AdminError(adminErrors.apiNotFound);

@@ -276,11 +276,26 @@ metadata: {name: cat}
     await writeFile(join(dir, 'broken.yaml'), 'apiVersion: gw.dev/v1alpha1\nkind: ApiDefinition\nmetadata: {name: hidden}\nspec: [\n');
     await expect(store.deleteApi('hidden')).rejects.toThrow('api_id "hidden" is in no document that parses, and broken.yaml does not parse: it may be there');
     await expect(store.addProductTag('hidden-product', 'x')).rejects.toThrow('product_id "hidden-product" is in no document that parses, and broken.yaml does not parse');
+    await expect(store.apisWithId('hidden')).rejects.toThrow('api_id "hidden" is in no document that parses, and broken.yaml does not parse: it may be there');
     // What the documents that parse hold is still found.
     expect(await store.addProductTag('prod-1', 'x')).toBe('added');
+    expect((await store.apisWithId('toys')).map((api) => api.name)).toEqual(['toys']);
+    // One that parses in a file that does not: what is served is that file's last good version.
+    await writeFile(join(dir, 'broken.yaml'), `${multiDoc.replace('api_id: pets', 'api_id: dogs')}---\nspec: [\n`);
+    await expect(store.apisWithId('dogs')).rejects.toThrow('api_id "dogs" is in broken.yaml, which does not parse: what is served is its last good version');
     await rm(join(dir, 'broken.yaml'));
     expect(await store.deleteApi('hidden')).toBe(false);
     expect(await store.addProductTag('hidden-product', 'x')).toBeNull();
+    expect(await store.apisWithId('hidden')).toEqual([]);
+  });
+
+  it('fails a list while a file does not parse: what it holds would be missing', async () => {
+    await writeFile(join(dir, 'broken.yaml'), 'apiVersion: gw.dev/v1alpha1\nkind: Category\nmetadata: {name: hidden}\nspec: [\n');
+    await expect(store.listApis()).rejects.toThrow('broken.yaml does not parse: an ApiDefinition in it would be missing from the list');
+    await expect(store.listCategories()).rejects.toThrow('broken.yaml does not parse: a Category in it would be missing from the list');
+    await rm(join(dir, 'broken.yaml'));
+    expect((await store.listApis()).map((api) => api.apiId)).toEqual(['pets', 'toys']);
+    expect((await store.listCategories()).map((category) => category.name)).toEqual(['empty-one']);
   });
 
   it('never rewrites a file holding a document that does not parse', async () => {

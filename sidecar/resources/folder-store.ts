@@ -136,18 +136,40 @@ export class FolderResourceStore implements ResourceStore {
    * version), so the operation fails saying so rather than answering that it does not exist.
    */
   #throwIfUnparsed(what: string): void {
-    const unparsed = [...this.#files.values()].filter((file) => file.errors.length > 0).map((file) => basename(file.path));
+    const unparsed = this.#unparsed();
     if (unparsed.length > 0) throw new Error(`${what} is in no document that parses, and ${unparsed.join(', ')} does not parse: it may be there`);
+  }
+
+  /** A list leaving out what a file that does not parse holds would answer as gone what the gateway may be serving from it. */
+  #throwIfAnyUnparsed(what: string): void {
+    const unparsed = this.#unparsed();
+    if (unparsed.length > 0) throw new Error(`${unparsed.join(', ')} does not parse: ${what} in it would be missing from the list`);
+  }
+
+  #unparsed(): string[] {
+    return [...this.#files.values()].filter((file) => file.errors.length > 0).map((file) => basename(file.path));
   }
 
   async listApis(): Promise<ApiEntry[]> {
     const docs = await this.#documents(kinds.ApiDefinition.kind);
+    this.#throwIfAnyUnparsed('an ApiDefinition');
     return docs.map((d) => apiEntryOf(d.object, this.#defaultNamespace)).filter((e): e is ApiEntry => e !== null);
   }
 
   async listCategories(): Promise<CategoryEntry[]> {
     const docs = await this.#documents(kinds.Category.kind);
+    this.#throwIfAnyUnparsed('a Category');
     return docs.map((d) => categoryEntryOf(d.object, this.#defaultNamespace)).filter((e): e is CategoryEntry => e !== null);
+  }
+
+  async apisWithId(apiId: string): Promise<ApiEntry[]> {
+    const docs = await this.#documents(kinds.ApiDefinition.kind);
+    const found = docs.map((d) => ({ file: d.file, api: apiEntryOf(d.object, this.#defaultNamespace) })).filter((d) => d.api?.apiId === apiId);
+    if (found.length === 0) this.#throwIfUnparsed(`api_id "${apiId}"`);
+    // The gateway serves such a file's last good version, which the document read may not be.
+    const unparsed = found.find((d) => d.file.errors.length > 0);
+    if (unparsed) throw new Error(`api_id "${apiId}" is in ${basename(unparsed.file.path)}, which does not parse: what is served is its last good version`);
+    return found.map((d) => d.api!);
   }
 
   createKey(key: NewKey): Promise<void> {

@@ -79,6 +79,10 @@ export class KubernetesResourceStore implements ResourceStore {
     return items.map((item) => apiEntryOf(item, '')).filter((entry): entry is ApiEntry => entry !== null);
   }
 
+  async apisWithId(apiId: string): Promise<ApiEntry[]> {
+    return (await this.listApis()).filter((entry) => entry.apiId === apiId);
+  }
+
   async listCategories(): Promise<CategoryEntry[]> {
     const items = await this.#list(kinds.Category.plural, deadline(this.#deadlineMs));
     return items.map((item) => categoryEntryOf(item, '')).filter((entry): entry is CategoryEntry => entry !== null);

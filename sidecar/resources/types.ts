@@ -39,8 +39,11 @@ export interface NewKey {
 export type TagOutcome = 'added' | 'exists' | 'full';
 
 export interface ResourceStore {
+  /** Throws, as listCategories does, when a resource may be left out (in a folder, a file that does not parse). */
   listApis(): Promise<ApiEntry[]>;
   listCategories(): Promise<CategoryEntry[]>;
+  /** Every ApiDefinition claiming the api_id; throws when there is none and it may be in a resource left out. */
+  apisWithId(apiId: string): Promise<ApiEntry[]>;
   /** Throws when a Key of that name exists already. */
   createKey(key: NewKey): Promise<void>;
   /** Adds `{Name: tag}` to the PortalProduct whose spec.id (else metadata.name) is productId; null: no such product. */

@@ -55,20 +55,24 @@ describe('YAML folder loader (fuzz)', () => {
     await rm(root, { recursive: true, force: true });
   });
 
-  it('reads any folder without a throw, and a read changes no file; an operation on what is absent finds nothing, or fails when a file does not parse', { timeout: fuzzTimeout(RUNS, 100) }, async () => {
+  it('reads any folder without a throw, and a read changes no file; while a file does not parse a list fails, and so does an operation on what is absent, which else finds nothing', { timeout: fuzzTimeout(RUNS, 100) }, async () => {
     await fc.assert(
       fc.asyncProperty(fc.dictionary(fc.constantFrom('a.yaml', 'b.yml', 'c.yaml', '.hidden.yaml', 'notes.txt'), fileText, { maxKeys: 3 }), async (contents) => {
         const dir = await fill(contents);
         const files = await readFolder(dir);
         for (const kind of Object.values(kinds)) for (const doc of documentsOf(files, kind.kind)) expect(doc.object.kind).toBe(kind.kind);
         const store = new FolderResourceStore(dir, 'default');
-        await store.listApis();
-        await store.listCategories();
         // Not found; or, when a file does not parse, not known not to be there.
         if (files.some((file) => file.errors.length > 0)) {
+          await expect(store.listApis()).rejects.toThrow(/does not parse: an ApiDefinition in it would be missing from the list$/);
+          await expect(store.listCategories()).rejects.toThrow(/does not parse: a Category in it would be missing from the list$/);
+          await expect(store.apisWithId('absent-api')).rejects.toThrow(/does not parse: it may be there$/);
           await expect(store.deleteApi('absent-api')).rejects.toThrow(/does not parse: it may be there$/);
           await expect(store.addProductTag('absent-product', 'tag')).rejects.toThrow(/does not parse: it may be there$/);
         } else {
+          await store.listApis();
+          await store.listCategories();
+          expect(await store.apisWithId('absent-api')).toEqual([]);
           expect(await store.deleteApi('absent-api')).toBe(false);
           expect(await store.addProductTag('absent-product', 'tag')).toBeNull();
         }

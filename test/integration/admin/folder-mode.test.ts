@@ -152,6 +152,25 @@ describe('admin operations on a --config folder (standalone)', () => {
     expect(unknown.status).toBe(401);
   });
 
+  it('answers the category reads 500 while the file of an API does not parse: the gateway serves its last good version', async () => {
+    const catalogue: [string, string] = ['Authorization', 'Bearer catalogue-token-0123456789'];
+    const good = await readFile(join(dir, 'apis.yaml'), 'utf8');
+    // Broken in its own document (read as in no document), or in another of its file.
+    for (const broken of [`broken: [\n${good}`, `${good}\n  broken: [\n`]) {
+      await writeFile(join(dir, 'apis.yaml'), broken);
+      try {
+        for (const path of ['/api/apis/oas/pets/categories', '/api/apis/categories']) {
+          const res = await admin.call('GET', path, { headers: [catalogue] });
+          expect(res.status).toBe(500);
+          expect(res.json).toEqual({ Status: 'Error', Message: 'Could not retrieve APIs', Meta: null });
+        }
+      } finally {
+        await writeFile(join(dir, 'apis.yaml'), good);
+      }
+    }
+    expect((await admin.call('GET', '/api/apis/oas/pets/categories', { headers: [catalogue] })).json).toEqual({ categories: ['animals'] });
+  });
+
   it('deletes an API document from its file; the gateway reloads only on /gw/reload', async () => {
     const res = await admin.call('DELETE', '/gw/apis/pets', { headers: [['X-GW-Authorization', ADMIN_SECRET]] });
     expect(res.status).toBe(200);
