@@ -122,6 +122,22 @@ describe('sidecar flags', () => {
     expect(parsed).not.toHaveProperty('portalSecret', expect.any(String));
   });
 
+  it('refuses an admin or portal key no header can carry, naming it: whitespace at an end, a character outside visible ASCII', () => {
+    for (const secret of ['admin-secret-0123456789\n', ' admin-secret-0123456789', 'admin-secret-0123456789 ', 'sécret-admin-0123456789', 'admin-secret\t0123456789', 'admin-secret-0123456789\r']) {
+      expect(() => parseSidecarArgs([], { ...inCluster, GW_ADMIN_SECRET: secret })).toThrow(/^GW_ADMIN_SECRET: must be visible ASCII characters, with spaces only between them/);
+      expect(() => parseSidecarArgs([], { ...inCluster, GW_PORTAL_SECRET: secret })).toThrow(/^GW_PORTAL_SECRET: must be visible ASCII characters/);
+    }
+    // Headers keep a space inside a value as sent.
+    expect(parseSidecarArgs([], { ...inCluster, GW_ADMIN_SECRET: 'admin secret  0123456789~!' })).toMatchObject({ adminSecret: 'admin secret  0123456789~!' });
+  });
+
+  it('refuses a bearer token no Authorization header can carry, naming GW_BEARER_TOKENS and the entry', () => {
+    for (const token of ['ci-token-0123456789\n', 'ci token 0123456789', 'ci-tøken-0123456789']) {
+      const tokens = [{ name: 'ci', token, permissions: ['*'] }];
+      expect(() => parseSidecarArgs([], { ...inCluster, GW_BEARER_TOKENS: JSON.stringify(tokens) })).toThrow(/^GW_BEARER_TOKENS: 0\.token: must be visible ASCII characters without spaces/);
+    }
+  });
+
   it('--help asks for help; unknown flags throw', () => {
     expect(parseSidecarArgs(['--help'], {})).toBe('help');
     expect(() => parseSidecarArgs(['--nope'], {})).toThrow();

@@ -56,10 +56,19 @@ function parseApis(value: string): '*' | ReadonlySet<string> {
  * An admin or portal key. Guessing is cheap (the admin listener answers thousands of tries a
  * second), so a key is at least as long as a bearer token (16): the chart generates 40. Empty
  * is no key: its operations refuse every call (warned of at start).
+ *
+ * It must be what a header can carry: Node drops the whitespace around a header's value and
+ * reads it as latin1, while a key is compared as UTF-8. A key ending in a line break (a file
+ * written by echo, made a Secret with --from-file) or holding `é` started, then refused every
+ * call; a space inside reaches the gateway as sent.
  */
 const secretOption = z
   .string()
   .refine((secret) => secret === '' || secret.length >= 16, 'must be 16 characters or more (empty: no key, and its operations refuse every call)')
+  .refine(
+    (secret) => /^([\x21-\x7e]( *[\x21-\x7e])*)?$/.test(secret),
+    'must be visible ASCII characters, with spaces only between them, or no header can carry it and every call is refused (a line break at its end: write its file with printf, not echo)',
+  )
   .optional();
 
 /** The sidecar's options: one table drives parsing, validation, their type and `--help` (common/cli.ts). */
@@ -115,8 +124,8 @@ const table = {
   },
   namespace: { env: 'GW_NAMESPACE', help: 'Namespace whose compiled ConfigMaps are watched (the pod namespace). Default: default.', schema: namespaceOption.default('default') },
   instanceId: { env: INSTANCE_ID_ENV, help: 'This gateway instance (the pod name). Default: hostname-pid.', schema: z.string().min(1).default(`${hostname()}-${process.pid}`) },
-  adminSecret: { env: 'GW_ADMIN_SECRET', help: 'Admin key for Admin-Auth and X-GW-Authorization: 16 characters or more.', schema: secretOption },
-  portalSecret: { env: 'GW_PORTAL_SECRET', help: 'API key for the portal Authorization header: 16 characters or more.', schema: secretOption },
+  adminSecret: { env: 'GW_ADMIN_SECRET', help: 'Admin key for Admin-Auth and X-GW-Authorization: 16 characters or more, visible ASCII (spaces only between them).', schema: secretOption },
+  portalSecret: { env: 'GW_PORTAL_SECRET', help: 'API key for the portal Authorization header: 16 characters or more, visible ASCII (spaces only between them).', schema: secretOption },
   bearerTokens: {
     env: 'GW_BEARER_TOKENS',
     help: 'Standalone only: JSON array of {name, token, permissions} for the category reads (in a cluster: TokenReview): get:apidefinitions reads one API\'s categories, list:apidefinitions and list:categories all of them, * everything.',

@@ -49,7 +49,12 @@ export const staticPermissionSchema = z.enum([
 export const staticTokenSchema = z
   .object({
     name: z.string().min(1).max(253),
-    token: z.string().min(16).max(4096),
+    // What `Authorization: Bearer <token>` can carry (sidecar/cli.ts secretOption); the token is the header's last word.
+    token: z
+      .string()
+      .min(16)
+      .max(4096)
+      .regex(/^[\x21-\x7e]*$/, 'must be visible ASCII characters without spaces, or no Authorization header can carry it and every call with it is refused'),
     permissions: z.array(staticPermissionSchema),
   })
   .strict();
